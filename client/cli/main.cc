@@ -1,0 +1,60 @@
+// kvstrata: the KVStrata admin CLI. `kvstrata help` lists the commands.
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/time.h"
+#include "client/cli/commands.h"
+#include "client/cli/output.h"
+#include "daemon/common/runtime_paths.h"
+#include "daemon/common/version.h"
+
+ABSL_FLAG(std::string, endpoint, "",
+          "Daemon endpoint: socket path, unix:///path or host:port (default: the default socket, "
+          "or $KVSTRATA_SOCKET)");
+ABSL_FLAG(bool, json, false, "Print JSON instead of tables");
+ABSL_FLAG(std::string, token_file, "", "File holding the bearer token (TCP endpoints)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates: use TLS (TCP endpoints)");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each call");
+
+namespace {
+
+int Usage() {
+  std::cerr << "usage: kvstrata [--endpoint=E] [--json] <command> [args]\n\ncommands:\n";
+  for (const auto& [name, command] : kvstrata::Commands()) {
+    std::cerr << "  " << name << std::string(12 - name.size(), ' ') << command.summary << "\n";
+  }
+  std::cerr << "  version     print the CLI version\n\nexit codes: 0 ok, 1 usage, "
+               "2 daemon unreachable, 3 daemon answered an error\n";
+  return kvstrata::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("kvstrata [flags] <command> [args]");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2) return Usage();
+  std::string name = positional[1];
+  if (name == "version") {
+    std::cout << "kvstrata " << kvstrata::kVersion << "\n";
+    return kvstrata::kExitOk;
+  }
+  auto command = kvstrata::Commands().find(name);
+  if (command == kvstrata::Commands().end()) return Usage();
+  kvstrata::ClientOptions options;
+  options.endpoint = absl::GetFlag(FLAGS_endpoint);
+  options.tls_root_cert_file = absl::GetFlag(FLAGS_tls_ca);
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  if (std::string file = absl::GetFlag(FLAGS_token_file); !file.empty()) {
+    std::ifstream in(file);
+    std::getline(in, options.token);
+  }
+  auto client = kvstrata::Client::Create(options);
+  if (!client.ok()) return kvstrata::PrintError(client.status());
+  kvstrata::CommandContext context{client->get(), absl::GetFlag(FLAGS_json),
+                                   {positional.begin() + 2, positional.end()}};
+  return command->second.run(context);
+}

@@ -1,0 +1,18 @@
+# Warnings as errors for our own code, and the sanitizer switch.
+function(kvstrata_strict target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror -Wno-missing-field-initializers>)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety>)
+  endif()
+endfunction()
+
+if(KVSTRATA_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(KVSTRATA_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT KVSTRATA_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "KVSTRATA_SANITIZE must be '', 'address' or 'thread', not '${KVSTRATA_SANITIZE}'")
+endif()

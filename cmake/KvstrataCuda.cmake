@@ -1,0 +1,22 @@
+# CUDA is built when nvcc is found (no GPU is needed to compile); KVSTRATA_WITH_CUDA tells
+# the code. Without it every GPU entry point answers UNIMPLEMENTED.
+set(KVSTRATA_WITH_CUDA OFF)
+if(KVSTRATA_ENABLE_CUDA)
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    # CMake 3.25 does not know nvcc's C++20 flag; CUDA sources are kept C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(KVSTRATA_WITH_CUDA ON)
+  endif()
+endif()
+message(STATUS "KVStrata CUDA data path: ${KVSTRATA_WITH_CUDA}")

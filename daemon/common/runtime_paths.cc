@@ -1,0 +1,40 @@
+#include "daemon/common/runtime_paths.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvstrata {
+namespace {
+
+const char* NonEmptyEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && *value != '\0') ? value : nullptr;
+}
+
+}  // namespace
+
+std::string DefaultSocketPath() {
+  if (const char* socket = NonEmptyEnv("KVSTRATA_SOCKET")) return socket;
+  if (const char* dir = NonEmptyEnv("RUNTIME_DIRECTORY")) return absl::StrCat(dir, "/kvstrata.sock");
+  if (const char* dir = NonEmptyEnv("XDG_RUNTIME_DIR")) {
+    return absl::StrCat(dir, "/kvstrata/kvstrata.sock");
+  }
+  return absl::StrCat("/tmp/kvstrata-", getuid(), "/kvstrata.sock");
+}
+
+std::string DefaultL2Path() {
+  if (const char* cache = NonEmptyEnv("XDG_CACHE_HOME")) return absl::StrCat(cache, "/kvstrata/l2");
+  if (const char* home = NonEmptyEnv("HOME")) return absl::StrCat(home, "/.cache/kvstrata/l2");
+  return absl::StrCat("/var/tmp/kvstrata-", getuid(), "/l2");
+}
+
+std::string EndpointToTarget(const std::string& endpoint) {
+  if (absl::StartsWith(endpoint, "/")) return absl::StrCat("unix://", endpoint);
+  return endpoint;
+}
+
+}  // namespace kvstrata

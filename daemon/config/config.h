@@ -1,0 +1,75 @@
+// The daemon's configuration: the embedded default (default_config.toml), overlaid by a
+// config file, overlaid by --set overrides. Every value is validated when loaded; an
+// unknown key or a bad value stops the daemon with a message naming the key.
+#ifndef KVSTRATA_DAEMON_CONFIG_CONFIG_H_
+#define KVSTRATA_DAEMON_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvstrata {
+
+struct ServerConfig {
+  std::string socket;  // Resolved: never empty after loading.
+  uint32_t socket_mode = 0660;
+  std::string tcp_address;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string auth_token_file;
+  std::string metrics_address;
+  uint64_t max_message_bytes = 16 << 20;
+  int64_t shutdown_timeout_seconds = 10;
+};
+
+struct LogConfig {
+  std::string level = "info";
+  std::string format = "text";
+};
+
+struct SessionsConfig {
+  int64_t heartbeat_timeout_ms = 10000;
+  int64_t max_heartbeat_timeout_ms = 300000;
+  int64_t max_sessions = 1024;
+  int64_t lease_ttl_ms = 5000;
+  int64_t max_lease_ttl_ms = 60000;
+};
+
+struct TierConfig {
+  std::string name;  // "l1", "l2", "l3".
+  bool enabled = true;
+  std::string path;  // L2/L3 directory (resolved for L2).
+  uint64_t capacity_bytes = 0;
+  std::string eviction_policy = "lru";
+};
+
+struct L1Config : TierConfig {
+  double high_watermark = 0.95;
+  double low_watermark = 0.85;
+  int64_t admission_threshold = 0;
+  std::string huge_pages = "auto";
+  uint64_t slab_bytes = 64 << 20;
+};
+
+// Where an effective value came from, for `kvstrata config`.
+struct ConfigEntry {
+  std::string key;  // "section.key"
+  std::string value;
+  std::string source;  // "default", "file" or "flag".
+};
+
+struct Config {
+  ServerConfig server;
+  LogConfig log;
+  SessionsConfig sessions;
+  L1Config l1;
+  TierConfig l2;
+  TierConfig l3;
+  std::string config_path;           // Empty when only the embedded default is used.
+  std::vector<ConfigEntry> entries;  // Every key, in file order.
+  std::string effective_toml;        // The merged document.
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_CONFIG_CONFIG_H_

@@ -1,0 +1,142 @@
+#include "daemon/config/config_extract.h"
+
+#include <cstdlib>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/common/byte_size.h"
+#include "daemon/common/runtime_paths.h"
+
+namespace kvstrata {
+namespace {
+
+// Reads typed values out of one section; the first failure is kept in `status`.
+class SectionReader {
+ public:
+  SectionReader(const toml::table& merged, std::string section)
+      : table_(*merged.get_as<toml::table>(section)), section_(std::move(section)) {}
+
+  std::string String(const char* key) { return *table_[key].value<std::string>(); }
+  bool Bool(const char* key) { return *table_[key].value<bool>(); }
+  double Double(const char* key) { return *table_[key].value<double>(); }
+
+  int64_t Int(const char* key, int64_t min, int64_t max) {
+    int64_t value = *table_[key].value<int64_t>();
+    if (value < min || value > max) Fail(key, absl::StrCat("must be in [", min, ", ", max, "]"));
+    return value;
+  }
+
+  uint64_t Bytes(const char* key, uint64_t min) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(String(key));
+    if (!bytes.ok()) return Fail(key, bytes.status().message()), 0;
+    if (*bytes < min) Fail(key, absl::StrCat("must be at least ", FormatByteSize(min)));
+    return *bytes;
+  }
+
+  std::string OneOf(const char* key, const std::set<std::string>& allowed) {
+    std::string value = String(key);
+    if (!allowed.contains(value)) {
+      std::string list;
+      for (const auto& a : allowed) absl::StrAppend(&list, list.empty() ? "" : ", ", a);
+      Fail(key, absl::StrCat("'", value, "' is not one of: ", list));
+    }
+    return value;
+  }
+
+  void Fail(const char* key, absl::string_view why) {
+    if (status_.ok()) {
+      status_ = absl::InvalidArgumentError(absl::StrCat("config key '", section_, ".", key,
+                                                        "': ", why));
+    }
+  }
+  absl::Status status() const { return status_; }
+
+ private:
+  const toml::table& table_;
+  std::string section_;
+  absl::Status status_;
+};
+
+const std::set<std::string> kPolicies = {"lru", "arc", "s3fifo"};
+
+void ReadServer(SectionReader& r, ServerConfig& s) {
+  s.socket = r.String("socket");
+  if (s.socket.empty()) s.socket = DefaultSocketPath();
+  if (s.socket.front() != '/') r.Fail("socket", "must be an absolute path");
+  if (s.socket.size() > 100) r.Fail("socket", "path is longer than 100 bytes");
+  char* end = nullptr;
+  std::string mode = r.String("socket_mode");
+  s.socket_mode = static_cast<uint32_t>(std::strtoul(mode.c_str(), &end, 8));
+  if (mode.empty() || *end != '\0' || s.socket_mode > 0777) r.Fail("socket_mode", "not octal");
+  s.tcp_address = r.String("tcp_address");
+  s.tls_cert_file = r.String("tls_cert_file");
+  s.tls_key_file = r.String("tls_key_file");
+  s.auth_token_file = r.String("auth_token_file");
+  if (s.tls_cert_file.empty() != s.tls_key_file.empty()) {
+    r.Fail("tls_key_file", "tls_cert_file and tls_key_file go together");
+  }
+  if (!s.tcp_address.empty() && s.tls_cert_file.empty() && s.auth_token_file.empty()) {
+    r.Fail("tcp_address", "TCP needs TLS (tls_cert_file, tls_key_file) and/or auth_token_file");
+  }
+  s.metrics_address = r.String("metrics_address");
+  s.max_message_bytes = r.Bytes("max_message_bytes", 64 << 10);
+  if (s.max_message_bytes > (1ULL << 30)) r.Fail("max_message_bytes", "must be at most 1GiB");
+  s.shutdown_timeout_seconds = r.Int("shutdown_timeout_seconds", 0, 3600);
+}
+
+void ReadSessions(SectionReader& r, SessionsConfig& s) {
+  s.max_heartbeat_timeout_ms = r.Int("max_heartbeat_timeout_ms", 100, 86'400'000);
+  s.heartbeat_timeout_ms = r.Int("heartbeat_timeout_ms", 100, s.max_heartbeat_timeout_ms);
+  s.max_sessions = r.Int("max_sessions", 1, 1'000'000);
+  s.max_lease_ttl_ms = r.Int("max_lease_ttl_ms", 1, 3'600'000);
+  s.lease_ttl_ms = r.Int("lease_ttl_ms", 1, s.max_lease_ttl_ms);
+}
+
+void ReadTier(SectionReader& r, const char* name, TierConfig& t) {
+  t.name = name;
+  t.enabled = r.Bool("enabled");
+  t.path = r.String("path");
+  t.capacity_bytes = r.Bytes("capacity", 1 << 20);
+  t.eviction_policy = r.OneOf("eviction_policy", kPolicies);
+}
+
+void ReadL1(SectionReader& r, L1Config& l1) {
+  l1.name = "l1";
+  l1.capacity_bytes = r.Bytes("capacity", 1 << 20);
+  l1.eviction_policy = r.OneOf("eviction_policy", kPolicies);
+  l1.high_watermark = r.Double("high_watermark");
+  l1.low_watermark = r.Double("low_watermark");
+  if (!(l1.high_watermark > 0 && l1.high_watermark <= 1)) r.Fail("high_watermark", "not in (0, 1]");
+  if (!(l1.low_watermark > 0 && l1.low_watermark < l1.high_watermark)) {
+    r.Fail("low_watermark", "must be above 0 and below high_watermark");
+  }
+  l1.admission_threshold = r.Int("admission_threshold", 0, 1'000'000);
+  l1.huge_pages = r.OneOf("huge_pages", {"auto", "on", "off"});
+  l1.slab_bytes = r.Bytes("slab_size", 1 << 20);
+  if (l1.slab_bytes % (1 << 20) != 0) r.Fail("slab_size", "must be a multiple of 1MiB");
+  if (l1.slab_bytes > l1.capacity_bytes) r.Fail("slab_size", "must not exceed l1.capacity");
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
+  Config config;
+  SectionReader server(merged, "server"), log(merged, "log"), sessions(merged, "sessions"),
+      l1(merged, "l1"), l2(merged, "l2"), l3(merged, "l3");
+  ReadServer(server, config.server);
+  config.log.level = log.OneOf("level", {"trace", "debug", "info", "warn", "error"});
+  config.log.format = log.OneOf("format", {"text", "json"});
+  ReadSessions(sessions, config.sessions);
+  ReadL1(l1, config.l1);
+  ReadTier(l2, "l2", config.l2);
+  if (config.l2.path.empty()) config.l2.path = DefaultL2Path();
+  ReadTier(l3, "l3", config.l3);
+  if (config.l3.enabled && config.l3.path.empty()) l3.Fail("path", "required when l3 is enabled");
+  for (const SectionReader* r : {&server, &log, &sessions, &l1, &l2, &l3}) {
+    if (!r->status().ok()) return r->status();
+  }
+  return config;
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,165 @@
+#include "daemon/config/config_loader.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "daemon/common/runtime_paths.h"
+#include "daemon/config/config_extract.h"
+#include "daemon/config/default_config_toml.h"
+
+namespace kvstrata {
+namespace {
+
+using Sources = std::map<std::string, std::string>;
+
+absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view origin) {
+  // toml++ reports syntax errors by exception; it never leaves this function.
+  try {
+    return toml::parse(text, origin);
+  } catch (const toml::parse_error& error) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(origin), ":", error.source().begin.line, ":", error.source().begin.column,
+        ": ", std::string(error.description())));
+  }
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("config file '", path, "' cannot be read"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+bool SameType(const toml::node& want, const toml::node& got) {
+  if (want.type() == got.type()) return true;
+  return want.is_floating_point() && got.is_integer();
+}
+
+// Copies every key of `file` over `merged`; keys must exist in the default already.
+absl::Status MergeFile(const toml::table& file, toml::table& merged, Sources& sources) {
+  for (auto&& [section_key, section_node] : file) {
+    std::string section(section_key.str());
+    toml::table* target = merged[section].as_table();
+    if (target == nullptr || !section_node.is_table()) {
+      return absl::InvalidArgumentError(absl::StrCat("config: unknown section '", section, "'"));
+    }
+    for (auto&& [key, value] : *section_node.as_table()) {
+      std::string dotted = absl::StrCat(section, ".", std::string(key.str()));
+      toml::node* current = target->get(key.str());
+      if (current == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("config: unknown key '", dotted, "'"));
+      }
+      if (!SameType(*current, value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config key '", dotted, "': expected a ", current->type(), ", got a ",
+                         value.type()));
+      }
+      target->insert_or_assign(key.str(), value);
+      sources[dotted] = "file";
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AssignTyped(toml::table& section, const std::string& key, const std::string& dotted,
+                         absl::string_view text) {
+  const toml::node& current = *section.get(key);
+  bool ok = true;
+  if (current.is_string()) {
+    absl::string_view unquoted = text;
+    if (unquoted.size() >= 2 && unquoted.front() == '"' && unquoted.back() == '"') {
+      unquoted = unquoted.substr(1, unquoted.size() - 2);
+    }
+    section.insert_or_assign(key, std::string(unquoted));
+  } else if (int64_t i = 0; current.is_integer() && (ok = absl::SimpleAtoi(text, &i))) {
+    section.insert_or_assign(key, i);
+  } else if (double d = 0; current.is_floating_point() && (ok = absl::SimpleAtod(text, &d))) {
+    section.insert_or_assign(key, d);
+  } else if (bool b = false; current.is_boolean() && (ok = absl::SimpleAtob(text, &b))) {
+    section.insert_or_assign(key, b);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --set ", dotted, ": '", text, "' is not a ", current.type()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyOverride(const std::string& assignment, toml::table& merged, Sources& sources) {
+  size_t eq = assignment.find('=');
+  size_t dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --set '", assignment, "': expected section.key=value"));
+  }
+  std::string section = assignment.substr(0, dot);
+  std::string key = assignment.substr(dot + 1, eq - dot - 1);
+  std::string dotted = assignment.substr(0, eq);
+  toml::table* target = merged[section].as_table();
+  if (target == nullptr || target->get(key) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("flag --set: unknown key '", dotted, "'"));
+  }
+  absl::Status status = AssignTyped(*target, key, dotted, assignment.substr(eq + 1));
+  if (status.ok()) sources[dotted] = "flag";
+  return status;
+}
+
+std::string NodeText(const toml::node& node) {
+  if (const auto* s = node.as_string()) return s->get();
+  if (const auto* d = node.as_floating_point()) return absl::StrCat(d->get());
+  std::ostringstream out;
+  node.visit([&out](const auto& value) { out << value; });
+  return out.str();
+}
+
+void RecordEntries(const toml::table& merged, const Sources& sources, Config& config) {
+  for (auto&& [section, table] : merged) {
+    for (auto&& [key, value] : *table.as_table()) {
+      std::string dotted = absl::StrCat(std::string(section.str()), ".", std::string(key.str()));
+      auto source = sources.find(dotted);
+      config.entries.push_back(
+          {dotted, NodeText(value), source == sources.end() ? "default" : source->second});
+    }
+  }
+  std::ostringstream out;
+  out << merged;
+  config.effective_toml = out.str();
+}
+
+}  // namespace
+
+absl::string_view DefaultConfigToml() { return kDefaultConfigToml; }
+
+absl::StatusOr<Config> LoadConfig(const std::string& path,
+                                  const std::vector<std::string>& overrides) {
+  absl::StatusOr<toml::table> merged = ParseToml(kDefaultConfigToml, "default_config.toml");
+  if (!merged.ok()) return merged.status();
+  Sources sources;
+  if (!path.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<toml::table> file = ParseToml(*text, path);
+    if (!file.ok()) return file.status();
+    if (absl::Status s = MergeFile(*file, *merged, sources); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+    }
+  }
+  for (const std::string& assignment : overrides) {
+    if (absl::Status s = ApplyOverride(assignment, *merged, sources); !s.ok()) return s;
+  }
+  absl::StatusOr<Config> config = ExtractConfig(*merged);
+  if (!config.ok()) return config.status();
+  config->config_path = path;
+  RecordEntries(*merged, sources, *config);
+  return config;
+}
+
+}  // namespace kvstrata

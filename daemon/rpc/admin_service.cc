@@ -1,0 +1,111 @@
+#include "daemon/rpc/admin_service.h"
+
+#include "absl/time/clock.h"
+#include "daemon/common/version.h"
+#include "daemon/rpc/proto_convert.h"
+
+namespace kvstrata {
+namespace {
+
+void FillTier(const TierConfig& config, v1::Tier tier, const std::string& policy,
+              v1::TierInfo* out) {
+  out->set_tier(tier);
+  out->set_name(config.name);
+  out->set_enabled(config.enabled);
+  out->set_path(tier == v1::TIER_L1_DRAM ? "" : config.path);
+  out->set_capacity_bytes(config.capacity_bytes);
+  out->set_eviction_policy(policy);
+  out->set_state(config.enabled ? "configured" : "disabled");
+}
+
+}  // namespace
+
+void AdminService::FillTiers(google::protobuf::RepeatedPtrField<v1::TierInfo>* tiers) const {
+  const Config& config = *context_.config;
+  FillTier(config.l1, v1::TIER_L1_DRAM, config.l1.eviction_policy, tiers->Add());
+  FillTier(config.l2, v1::TIER_L2_LOCAL, config.l2.eviction_policy, tiers->Add());
+  FillTier(config.l3, v1::TIER_L3_SHARED, config.l3.eviction_policy, tiers->Add());
+}
+
+grpc::Status AdminService::GetStatus(grpc::ServerContext* ctx, const v1::GetStatusRequest*,
+                                     v1::GetStatusResponse* response) {
+  return context_.guard->Run("Admin.GetStatus", ctx, [&] {
+    const ServerIdentity& id = *context_.identity;
+    response->set_version(kVersion);
+    response->set_instance_id(id.instance_id);
+    response->set_pid(id.pid);
+    response->set_start_time_unix_ms(UnixMillis(id.start_time));
+    response->set_uptime_ms(
+        static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - id.start_time)));
+    for (const ListenerInfo& listener : id.listeners) {
+      v1::Listener* out = response->add_listeners();
+      out->set_kind(listener.kind);
+      out->set_address(listener.address);
+      out->set_tls(listener.tls);
+      out->set_token_auth(listener.token_auth);
+    }
+    FillTiers(response->mutable_tiers());
+    response->set_sessions(static_cast<uint32_t>(context_.sessions->size()));
+    response->set_namespaces(static_cast<uint32_t>(context_.namespaces->size()));
+    response->set_cuda_enabled(id.cuda_enabled);
+    response->set_metrics_address(id.metrics_address);
+    response->set_config_path(context_.config->config_path);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::ListTiers(grpc::ServerContext* ctx, const v1::ListTiersRequest*,
+                                     v1::ListTiersResponse* response) {
+  return context_.guard->Run("Admin.ListTiers", ctx, [&] {
+    FillTiers(response->mutable_tiers());
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::ListNamespaces(grpc::ServerContext* ctx,
+                                          const v1::ListNamespacesRequest*,
+                                          v1::ListNamespacesResponse* response) {
+  return context_.guard->Run("Admin.ListNamespaces", ctx, [&] {
+    for (const NamespaceInfo& info : context_.namespaces->List()) {
+      v1::NamespaceInfo* out = response->add_namespaces();
+      out->set_namespace_id(info.id);
+      out->set_fingerprint(info.fingerprint);
+      *out->mutable_spec() = ToProto(info.spec);
+      out->set_bytes_per_block(info.bytes_per_block);
+      out->set_sessions(info.sessions);
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::ListSessions(grpc::ServerContext* ctx, const v1::ListSessionsRequest*,
+                                        v1::ListSessionsResponse* response) {
+  return context_.guard->Run("Admin.ListSessions", ctx, [&] {
+    for (const SessionInfo& info : context_.sessions->List()) {
+      v1::SessionInfo* out = response->add_sessions();
+      out->set_session_id(info.id);
+      out->set_client_name(info.client_name);
+      out->set_pid(info.pid);
+      out->set_hostname(info.hostname);
+      out->set_opened_unix_ms(UnixMillis(info.opened));
+      out->set_last_heartbeat_unix_ms(UnixMillis(info.last_heartbeat));
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::GetConfig(grpc::ServerContext* ctx, const v1::GetConfigRequest*,
+                                     v1::GetConfigResponse* response) {
+  return context_.guard->Run("Admin.GetConfig", ctx, [&] {
+    for (const ConfigEntry& entry : context_.config->entries) {
+      v1::ConfigEntry* out = response->add_entries();
+      out->set_key(entry.key);
+      out->set_value(entry.value);
+      out->set_source(entry.source);
+    }
+    response->set_toml(context_.config->effective_toml);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace kvstrata

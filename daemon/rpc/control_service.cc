@@ -1,0 +1,146 @@
+#include "daemon/rpc/control_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/common/version.h"
+#include "daemon/rpc/proto_convert.h"
+#include "daemon/rpc/request_validation.h"
+
+namespace kvstrata {
+namespace {
+
+absl::Status NotYet(absl::string_view what) {
+  return absl::UnimplementedError(absl::StrCat(what, " is not available in this daemon yet"));
+}
+
+absl::Status ValidateTransfers(const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks) {
+  google::protobuf::RepeatedPtrField<std::string> keys;
+  for (const v1::BlockTransfer& block : blocks) *keys.Add() = block.key();
+  return ValidateKeys(keys);
+}
+
+}  // namespace
+
+grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
+                                         const v1::OpenSessionRequest* request,
+                                         v1::OpenSessionResponse* response) {
+  return context_.guard->Run("Control.OpenSession", ctx, [&]() -> absl::Status {
+    absl::StatusOr<SessionInfo> session = context_.sessions->Open(
+        request->client_name(), request->pid(), request->hostname(),
+        absl::Milliseconds(request->heartbeat_timeout_ms()));
+    if (!session.ok()) return session.status();
+    response->set_session_id(session->id);
+    response->set_heartbeat_timeout_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(session->heartbeat_timeout)));
+    response->set_daemon_version(kVersion);
+    response->set_daemon_instance_id(context_.identity->instance_id);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ControlService::Heartbeat(grpc::ServerContext* ctx,
+                                       const v1::HeartbeatRequest* request,
+                                       v1::HeartbeatResponse* response) {
+  return context_.guard->Run("Control.Heartbeat", ctx, [&] {
+    response->set_server_time_unix_ms(UnixMillis(absl::Now()));
+    return context_.sessions->Heartbeat(request->session_id());
+  });
+}
+
+grpc::Status ControlService::CloseSession(grpc::ServerContext* ctx,
+                                          const v1::CloseSessionRequest* request,
+                                          v1::CloseSessionResponse*) {
+  return context_.guard->Run("Control.CloseSession", ctx,
+                             [&] { return context_.sessions->Close(request->session_id()); });
+}
+
+grpc::Status ControlService::RegisterNamespace(grpc::ServerContext* ctx,
+                                               const v1::RegisterNamespaceRequest* request,
+                                               v1::RegisterNamespaceResponse* response) {
+  return context_.guard->Run("Control.RegisterNamespace", ctx, [&]() -> absl::Status {
+    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
+    if (!request->has_spec()) return absl::InvalidArgumentError("spec is required");
+    absl::StatusOr<NamespaceInfo> info =
+        context_.namespaces->Register(request->session_id(), FromProto(request->spec()));
+    if (!info.ok()) return info.status();
+    response->set_namespace_id(info->id);
+    response->set_fingerprint(info->fingerprint);
+    response->set_bytes_per_block(info->bytes_per_block);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ControlService::RegisterKvMemory(grpc::ServerContext* ctx,
+                                              const v1::RegisterKvMemoryRequest* request,
+                                              v1::RegisterKvMemoryResponse*) {
+  return context_.guard->Run("Control.RegisterKvMemory", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (request->memory_case() == v1::RegisterKvMemoryRequest::MEMORY_NOT_SET) {
+      return absl::InvalidArgumentError("memory: set either cuda or host");
+    }
+    return NotYet("KV memory registration");
+  });
+}
+
+grpc::Status ControlService::Lookup(grpc::ServerContext* ctx, const v1::LookupRequest* request,
+                                    v1::LookupResponse*) {
+  return context_.guard->Run("Control.Lookup", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+    return NotYet("Lookup");
+  });
+}
+
+grpc::Status ControlService::ReserveStore(grpc::ServerContext* ctx,
+                                          const v1::ReserveStoreRequest* request,
+                                          v1::ReserveStoreResponse*) {
+  return context_.guard->Run("Control.ReserveStore", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+    return NotYet("ReserveStore");
+  });
+}
+
+grpc::Status ControlService::AcquireLoad(grpc::ServerContext* ctx,
+                                         const v1::AcquireLoadRequest* request,
+                                         v1::AcquireLoadResponse*) {
+  return context_.guard->Run("Control.AcquireLoad", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+    return NotYet("AcquireLoad");
+  });
+}
+
+grpc::Status ControlService::SubmitStore(grpc::ServerContext* ctx,
+                                         const v1::SubmitStoreRequest* request,
+                                         v1::SubmitJobResponse*) {
+  return context_.guard->Run("Control.SubmitStore", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (absl::Status s = ValidateTransfers(request->blocks()); !s.ok()) return s;
+    return NotYet("GPU store jobs");
+  });
+}
+
+grpc::Status ControlService::SubmitLoad(grpc::ServerContext* ctx,
+                                        const v1::SubmitLoadRequest* request,
+                                        v1::SubmitJobResponse*) {
+  return context_.guard->Run("Control.SubmitLoad", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (absl::Status s = ValidateTransfers(request->blocks()); !s.ok()) return s;
+    return NotYet("GPU load jobs");
+  });
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,44 @@
+// What the gRPC services need from the daemon core. Everything pointed to is owned by the
+// Daemon and outlives the services.
+#ifndef KVSTRATA_DAEMON_RPC_SERVICE_CONTEXT_H_
+#define KVSTRATA_DAEMON_RPC_SERVICE_CONTEXT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/config/config.h"
+#include "daemon/namespaces/namespace_registry.h"
+#include "daemon/rpc/call_guard.h"
+#include "daemon/session/session_registry.h"
+
+namespace kvstrata {
+
+struct ListenerInfo {
+  std::string kind;  // "unix" or "tcp".
+  std::string address;
+  bool tls = false;
+  bool token_auth = false;
+};
+
+// Facts about this daemon instance, fixed before it serves.
+struct ServerIdentity {
+  std::string instance_id;
+  absl::Time start_time;
+  uint32_t pid = 0;
+  std::vector<ListenerInfo> listeners;
+  std::string metrics_address;
+  bool cuda_enabled = false;
+};
+
+struct ServiceContext {
+  const Config* config = nullptr;
+  const ServerIdentity* identity = nullptr;
+  SessionRegistry* sessions = nullptr;
+  NamespaceRegistry* namespaces = nullptr;
+  CallGuard* guard = nullptr;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_RPC_SERVICE_CONTEXT_H_

@@ -1,0 +1,63 @@
+// kvstratad: owns the configuration, the core (sessions, namespaces, cache), the gRPC
+// server on its Unix socket (and optional TCP), the metrics endpoint and the background
+// reaper. Start() serves until Shutdown(). Thread-safe: Shutdown may be called from any
+// thread, once.
+#ifndef KVSTRATA_DAEMON_SERVER_DAEMON_H_
+#define KVSTRATA_DAEMON_SERVER_DAEMON_H_
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/config/config.h"
+#include "daemon/metrics/prometheus_metrics.h"
+#include "daemon/namespaces/namespace_registry.h"
+#include "daemon/rpc/admin_service.h"
+#include "daemon/rpc/control_service.h"
+#include "daemon/server/socket_lock.h"
+#include "daemon/session/session_registry.h"
+
+namespace kvstrata {
+
+class Daemon : private SessionEndListener {
+ public:
+  // FAILED_PRECONDITION when another daemon serves the socket, UNAVAILABLE when a listener
+  // cannot be bound, INVALID_ARGUMENT for unreadable TLS or token files.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(Config config);
+  ~Daemon() override;
+
+  // Stops accepting calls, lets running calls finish until `grace` has passed (then
+  // cancels them), ends every session and removes the socket.
+  void Shutdown(absl::Duration grace);
+
+  const ServerIdentity& identity() const { return identity_; }
+
+ private:
+  explicit Daemon(Config config);
+  absl::Status StartServing();
+  void OnSessionEnded(uint64_t session_id) override;
+  void ReapLoop();
+  void RegisterGauges();
+
+  Config config_;
+  ServerIdentity identity_;
+  std::unique_ptr<PrometheusMetrics> metrics_;
+  SessionRegistry sessions_;
+  NamespaceRegistry namespaces_;
+  std::unique_ptr<CallGuard> guard_;
+  std::unique_ptr<ControlService> control_;
+  std::unique_ptr<AdminService> admin_;
+  std::optional<SocketLock> socket_lock_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Notification stop_reaper_;
+  std::thread reaper_;
+  bool shut_down_ = false;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_SERVER_DAEMON_H_

@@ -1,0 +1,113 @@
+#include "daemon/session/session_registry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvstrata {
+namespace {
+
+absl::Status UnknownSession(uint64_t id) {
+  return absl::NotFoundError(absl::StrCat("session ", id, " is unknown or has ended"));
+}
+
+}  // namespace
+
+SessionRegistry::SessionRegistry(SessionLimits limits, Clock clock)
+    : limits_(limits), clock_(std::move(clock)) {}
+
+void SessionRegistry::AddListener(SessionEndListener* listener) {
+  listeners_.push_back(listener);
+}
+
+absl::StatusOr<SessionInfo> SessionRegistry::Open(std::string client_name, uint32_t pid,
+                                                  std::string hostname,
+                                                  absl::Duration requested_heartbeat_timeout) {
+  if (client_name.empty() || client_name.size() > 128) {
+    return absl::InvalidArgumentError("client_name must be 1..128 bytes");
+  }
+  if (hostname.size() > 255) return absl::InvalidArgumentError("hostname must be at most 255 bytes");
+  absl::Duration timeout = requested_heartbeat_timeout == absl::ZeroDuration()
+                               ? limits_.default_heartbeat_timeout
+                               : std::clamp(requested_heartbeat_timeout, absl::Milliseconds(100),
+                                            limits_.max_heartbeat_timeout);
+  absl::MutexLock lock(&mu_);
+  if (sessions_.size() >= limits_.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("session limit reached (", limits_.max_sessions, " sessions)"));
+  }
+  uint64_t id = 0;
+  while (id == 0 || sessions_.contains(id)) id = absl::Uniform<uint64_t>(random_);
+  absl::Time now = clock_();
+  SessionInfo info{id, std::move(client_name), pid, std::move(hostname), timeout, now, now};
+  sessions_.emplace(id, info);
+  return info;
+}
+
+absl::Status SessionRegistry::Heartbeat(uint64_t session_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return UnknownSession(session_id);
+  it->second.last_heartbeat = clock_();
+  return absl::OkStatus();
+}
+
+absl::Status SessionRegistry::Check(uint64_t session_id) const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.contains(session_id) ? absl::OkStatus() : UnknownSession(session_id);
+}
+
+absl::Status SessionRegistry::Close(uint64_t session_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (sessions_.erase(session_id) == 0) return UnknownSession(session_id);
+  }
+  NotifyEnded({session_id});
+  return absl::OkStatus();
+}
+
+std::vector<uint64_t> SessionRegistry::ExpireStale() {
+  std::vector<uint64_t> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Time now = clock_();
+    for (const auto& [id, info] : sessions_) {
+      if (now - info.last_heartbeat > info.heartbeat_timeout) expired.push_back(id);
+    }
+    for (uint64_t id : expired) sessions_.erase(id);
+  }
+  NotifyEnded(expired);
+  return expired;
+}
+
+void SessionRegistry::CloseAll() {
+  std::vector<uint64_t> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, info] : sessions_) all.push_back(id);
+    sessions_.clear();
+  }
+  NotifyEnded(all);
+}
+
+std::vector<SessionInfo> SessionRegistry::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<SessionInfo> out;
+  for (const auto& [id, info] : sessions_) out.push_back(info);
+  std::sort(out.begin(), out.end(),
+            [](const SessionInfo& a, const SessionInfo& b) { return a.opened < b.opened; });
+  return out;
+}
+
+size_t SessionRegistry::size() const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.size();
+}
+
+void SessionRegistry::NotifyEnded(const std::vector<uint64_t>& ids) {
+  for (uint64_t id : ids) {
+    for (SessionEndListener* listener : listeners_) listener->OnSessionEnded(id);
+  }
+}
+
+}  // namespace kvstrata
