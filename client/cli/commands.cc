@@ -55,7 +55,7 @@ int Config(CommandContext& c) {
   auto r = c.client->Call(&v1::Admin::Stub::GetConfig, c.client->admin(), v1::GetConfigRequest());
   if (!r.ok()) return PrintError(r.status());
   if (c.json) return PrintJson(*r);
-  if (!c.args.empty() && c.args[0] == "--toml") {
+  if (c.toml) {
     std::cout << r->toml() << "\n";
     return kExitOk;
   }

@@ -15,6 +15,7 @@ ABSL_FLAG(std::string, endpoint, "",
           "Daemon endpoint: socket path, unix:///path or host:port (default: the default socket, "
           "or $KVSTRATA_SOCKET)");
 ABSL_FLAG(bool, json, false, "Print JSON instead of tables");
+ABSL_FLAG(bool, toml, false, "config: print the effective configuration as TOML");
 ABSL_FLAG(std::string, token_file, "", "File holding the bearer token (TCP endpoints)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates: use TLS (TCP endpoints)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each call");
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
   }
   auto client = kvstrata::Client::Create(options);
   if (!client.ok()) return kvstrata::PrintError(client.status());
-  kvstrata::CommandContext context{client->get(), absl::GetFlag(FLAGS_json),
+  kvstrata::CommandContext context{client->get(), absl::GetFlag(FLAGS_json), absl::GetFlag(FLAGS_toml),
                                    {positional.begin() + 2, positional.end()}};
   return command->second.run(context);
 }

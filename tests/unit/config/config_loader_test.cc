@@ -1,0 +1,103 @@
+#include "daemon/config/config_loader.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace kvstrata {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string WriteTemp(const std::string& text) {
+  std::string path = ::testing::TempDir() + "/kvstrata_config_test.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ConfigLoaderTest, EmbeddedDefaultWorksWithoutGpuOrFiles) {
+  absl::StatusOr<Config> config = LoadConfig("", {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->l1.capacity_bytes, 4ULL << 30);
+  EXPECT_TRUE(config->l2.enabled);
+  EXPECT_FALSE(config->l2.path.empty());
+  EXPECT_FALSE(config->l3.enabled);
+  EXPECT_EQ(config->server.socket_mode, 0660u);
+  EXPECT_EQ(config->server.socket.front(), '/');
+  EXPECT_TRUE(config->config_path.empty());
+  for (const ConfigEntry& entry : config->entries) EXPECT_EQ(entry.source, "default");
+}
+
+TEST(ConfigLoaderTest, FileThenFlagsOverrideDefaults) {
+  std::string path = WriteTemp("[l1]\ncapacity = \"1GiB\"\neviction_policy = \"arc\"\n");
+  absl::StatusOr<Config> config = LoadConfig(path, {"l1.capacity=2GiB", "log.level=debug"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->l1.capacity_bytes, 2ULL << 30);
+  EXPECT_EQ(config->l1.eviction_policy, "arc");
+  EXPECT_EQ(config->log.level, "debug");
+  EXPECT_EQ(config->config_path, path);
+  auto source_of = [&](const std::string& key) {
+    for (const ConfigEntry& e : config->entries) {
+      if (e.key == key) return e.source;
+    }
+    return std::string("missing");
+  };
+  EXPECT_EQ(source_of("l1.capacity"), "flag");
+  EXPECT_EQ(source_of("l1.eviction_policy"), "file");
+  EXPECT_EQ(source_of("l2.capacity"), "default");
+  EXPECT_THAT(config->effective_toml, HasSubstr("2GiB"));
+}
+
+TEST(ConfigLoaderTest, IntegerIsAcceptedWhereAFloatIsExpected) {
+  absl::StatusOr<Config> config = LoadConfig(WriteTemp("[l1]\nhigh_watermark = 1\n"), {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->l1.high_watermark, 1.0);
+}
+
+struct BadCase {
+  std::string file;
+  std::vector<std::string> flags;
+  std::string names;  // The message must name this.
+};
+
+class BadConfigTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfigTest, StopsWithAMessageNamingTheKey) {
+  const BadCase& c = GetParam();
+  absl::StatusOr<Config> config = LoadConfig(c.file.empty() ? "" : WriteTemp(c.file), c.flags);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.names));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadConfigTest,
+    ::testing::Values(
+        BadCase{"[l1]\ncapasity = \"1GiB\"\n", {}, "l1.capasity"},
+        BadCase{"[nosuch]\nx = 1\n", {}, "nosuch"},
+        BadCase{"[l1]\ncapacity = 5\n", {}, "l1.capacity"},
+        BadCase{"[l1]\ncapacity = \"lots\"\n", {}, "l1.capacity"},
+        BadCase{"[l1]\neviction_policy = \"mru\"\n", {}, "l1.eviction_policy"},
+        BadCase{"[l1]\nlow_watermark = 0.99\n", {}, "l1.low_watermark"},
+        BadCase{"[server]\nsocket = \"relative.sock\"\n", {}, "server.socket"},
+        BadCase{"[server]\nsocket_mode = \"999\"\n", {}, "server.socket_mode"},
+        BadCase{"[server]\ntcp_address = \"0.0.0.0:7470\"\n", {}, "server.tcp_address"},
+        BadCase{"[server]\ntls_cert_file = \"c.pem\"\n", {}, "tls_key_file"},
+        BadCase{"[l3]\nenabled = true\n", {}, "l3.path"},
+        BadCase{"[log]\nlevel = \"loud\"\n", {}, "log.level"},
+        BadCase{"[sessions]\nmax_sessions = 0\n", {}, "sessions.max_sessions"},
+        BadCase{"x = [\n", {}, "kvstrata_config_test.toml:"},
+        BadCase{"", {"l1.nope=1"}, "l1.nope"},
+        BadCase{"", {"noequals"}, "noequals"},
+        BadCase{"", {"sessions.max_sessions=many"}, "sessions.max_sessions"},
+        BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"}));
+
+TEST(ConfigLoaderTest, MissingFileIsNotFound) {
+  EXPECT_EQ(LoadConfig("/nonexistent/kvstrata.toml", {}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kvstrata

@@ -1,0 +1,99 @@
+#include "daemon/session/session_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace kvstrata {
+namespace {
+
+class RecordingListener : public SessionEndListener {
+ public:
+  void OnSessionEnded(uint64_t id) override { ended.push_back(id); }
+  std::vector<uint64_t> ended;
+};
+
+class SessionRegistryTest : public ::testing::Test {
+ protected:
+  SessionRegistryTest() : registry_(SessionLimits{absl::Seconds(10), absl::Seconds(60), 3},
+                                    [this] { return now_; }) {
+    registry_.AddListener(&listener_);
+  }
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  RecordingListener listener_;
+  SessionRegistry registry_;
+};
+
+TEST_F(SessionRegistryTest, OpenHeartbeatClose) {
+  auto session = registry_.Open("vllm-worker", 42, "node-1", absl::ZeroDuration());
+  ASSERT_TRUE(session.ok());
+  EXPECT_NE(session->id, 0u);
+  EXPECT_EQ(session->heartbeat_timeout, absl::Seconds(10));
+  EXPECT_TRUE(registry_.Heartbeat(session->id).ok());
+  EXPECT_TRUE(registry_.Close(session->id).ok());
+  EXPECT_EQ(listener_.ended, std::vector<uint64_t>{session->id});
+  EXPECT_EQ(registry_.Heartbeat(session->id).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry_.Close(session->id).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SessionRegistryTest, MissedHeartbeatsExpire) {
+  auto a = registry_.Open("a", 1, "h", absl::Seconds(2));
+  auto b = registry_.Open("b", 2, "h", absl::ZeroDuration());
+  now_ += absl::Seconds(1);
+  ASSERT_TRUE(registry_.Heartbeat(a->id).ok());
+  now_ += absl::Seconds(2.5);
+  EXPECT_EQ(registry_.ExpireStale(), std::vector<uint64_t>{a->id});
+  EXPECT_EQ(registry_.Check(a->id).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry_.Check(b->id).ok());
+  now_ += absl::Seconds(10);
+  EXPECT_EQ(registry_.ExpireStale(), std::vector<uint64_t>{b->id});
+  EXPECT_EQ(listener_.ended.size(), 2u);
+}
+
+TEST_F(SessionRegistryTest, HeartbeatTimeoutIsClamped) {
+  EXPECT_EQ(registry_.Open("a", 1, "h", absl::Milliseconds(1))->heartbeat_timeout,
+            absl::Milliseconds(100));
+  EXPECT_EQ(registry_.Open("b", 1, "h", absl::Hours(5))->heartbeat_timeout, absl::Seconds(60));
+}
+
+TEST_F(SessionRegistryTest, BadInputAndLimits) {
+  EXPECT_EQ(registry_.Open("", 1, "h", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_.Open(std::string(129, 'x'), 1, "h", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_.Open("a", 1, std::string(256, 'h'), absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(registry_.Open("a", 1, "h", absl::ZeroDuration()).ok());
+  EXPECT_EQ(registry_.Open("a", 1, "h", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  registry_.CloseAll();
+  EXPECT_EQ(registry_.size(), 0u);
+  EXPECT_EQ(listener_.ended.size(), 3u);
+}
+
+TEST(SessionRegistryConcurrencyTest, ParallelOpenHeartbeatCloseAndExpire) {
+  SessionRegistry registry(SessionLimits{absl::Milliseconds(100), absl::Seconds(1), 100000});
+  std::atomic<int> opened{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 500; ++i) {
+        auto s = registry.Open("c", 1, "h", absl::ZeroDuration());
+        ASSERT_TRUE(s.ok());
+        ++opened;
+        (void)registry.Heartbeat(s->id);
+        if (i % 2 == 0) (void)registry.Close(s->id);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (int i = 0; i < 200; ++i) registry.ExpireStale();
+  });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(opened.load(), 2000);
+  EXPECT_LE(registry.size(), 1000u);
+}
+
+}  // namespace
+}  // namespace kvstrata
