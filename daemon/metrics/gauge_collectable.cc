@@ -40,12 +40,12 @@ double OpenFds() {
 }  // namespace
 
 void GaugeCollectable::Add(std::string name, std::string help, std::function<double()> read) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   sources_.push_back({std::move(name), std::move(help), std::move(read)});
 }
 
 std::vector<prometheus::MetricFamily> GaugeCollectable::Collect() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<prometheus::MetricFamily> families;
   for (const Source& source : sources_) {
     prometheus::ClientMetric metric;

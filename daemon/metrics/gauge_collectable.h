@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 
@@ -25,7 +25,7 @@ class GaugeCollectable : public prometheus::Collectable {
     std::string help;
     std::function<double()> read;
   };
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<Source> sources_ ABSL_GUARDED_BY(mu_);
 };
 

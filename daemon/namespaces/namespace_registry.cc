@@ -8,7 +8,7 @@ absl::StatusOr<NamespaceInfo> NamespaceRegistry::Register(uint64_t session_id,
                                                           NamespaceSpec spec) {
   if (absl::Status s = ValidateAndNormalize(spec); !s.ok()) return s;
   std::string fingerprint = Fingerprint(spec);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto found = by_fingerprint_.find(fingerprint);
   if (found == by_fingerprint_.end()) {
     if (entries_.size() >= max_) {
@@ -33,26 +33,26 @@ NamespaceInfo NamespaceRegistry::Snapshot(const Entry& entry) const {
 }
 
 std::optional<NamespaceInfo> NamespaceRegistry::Find(uint32_t id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (id == 0 || id > entries_.size()) return std::nullopt;
   return Snapshot(entries_[id - 1]);
 }
 
 std::optional<NamespaceInfo> NamespaceRegistry::FindByFingerprint(
     const std::string& fingerprint) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto found = by_fingerprint_.find(fingerprint);
   if (found == by_fingerprint_.end()) return std::nullopt;
   return Snapshot(entries_[found->second - 1]);
 }
 
 bool NamespaceRegistry::IsRegisteredBy(uint32_t id, uint64_t session_id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return id != 0 && id <= entries_.size() && entries_[id - 1].sessions.contains(session_id);
 }
 
 std::vector<NamespaceInfo> NamespaceRegistry::List() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<NamespaceInfo> out;
   out.reserve(entries_.size());
   for (const Entry& entry : entries_) out.push_back(Snapshot(entry));
@@ -60,12 +60,12 @@ std::vector<NamespaceInfo> NamespaceRegistry::List() const {
 }
 
 size_t NamespaceRegistry::size() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return entries_.size();
 }
 
 void NamespaceRegistry::ReleaseSession(uint64_t session_id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (Entry& entry : entries_) entry.sessions.erase(session_id);
 }
 

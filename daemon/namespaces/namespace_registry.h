@@ -14,7 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/namespaces/namespace_spec.h"
 
 namespace kvstrata {
@@ -52,7 +52,7 @@ class NamespaceRegistry {
   NamespaceInfo Snapshot(const Entry& entry) const;
 
   const uint32_t max_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);  // entries_[id - 1]
   absl::flat_hash_map<std::string, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
 };

@@ -31,7 +31,7 @@ absl::StatusOr<SessionInfo> SessionRegistry::Open(std::string client_name, uint3
                                ? limits_.default_heartbeat_timeout
                                : std::clamp(requested_heartbeat_timeout, absl::Milliseconds(100),
                                             limits_.max_heartbeat_timeout);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (sessions_.size() >= limits_.max_sessions) {
     return absl::ResourceExhaustedError(
         absl::StrCat("session limit reached (", limits_.max_sessions, " sessions)"));
@@ -45,7 +45,7 @@ absl::StatusOr<SessionInfo> SessionRegistry::Open(std::string client_name, uint3
 }
 
 absl::Status SessionRegistry::Heartbeat(uint64_t session_id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return UnknownSession(session_id);
   it->second.last_heartbeat = clock_();
@@ -53,13 +53,13 @@ absl::Status SessionRegistry::Heartbeat(uint64_t session_id) {
 }
 
 absl::Status SessionRegistry::Check(uint64_t session_id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return sessions_.contains(session_id) ? absl::OkStatus() : UnknownSession(session_id);
 }
 
 absl::Status SessionRegistry::Close(uint64_t session_id) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (sessions_.erase(session_id) == 0) return UnknownSession(session_id);
   }
   NotifyEnded({session_id});
@@ -69,7 +69,7 @@ absl::Status SessionRegistry::Close(uint64_t session_id) {
 std::vector<uint64_t> SessionRegistry::ExpireStale() {
   std::vector<uint64_t> expired;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::Time now = clock_();
     for (const auto& [id, info] : sessions_) {
       if (now - info.last_heartbeat > info.heartbeat_timeout) expired.push_back(id);
@@ -83,7 +83,7 @@ std::vector<uint64_t> SessionRegistry::ExpireStale() {
 void SessionRegistry::CloseAll() {
   std::vector<uint64_t> all;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, info] : sessions_) all.push_back(id);
     sessions_.clear();
   }
@@ -91,7 +91,7 @@ void SessionRegistry::CloseAll() {
 }
 
 std::vector<SessionInfo> SessionRegistry::List() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<SessionInfo> out;
   for (const auto& [id, info] : sessions_) out.push_back(info);
   std::sort(out.begin(), out.end(),
@@ -100,7 +100,7 @@ std::vector<SessionInfo> SessionRegistry::List() const {
 }
 
 size_t SessionRegistry::size() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return sessions_.size();
 }
 

@@ -16,7 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 
 namespace kvstrata {
@@ -73,7 +73,7 @@ class SessionRegistry {
   const SessionLimits limits_;
   const Clock clock_;
   std::vector<SessionEndListener*> listeners_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, SessionInfo> sessions_ ABSL_GUARDED_BY(mu_);
   absl::BitGen random_ ABSL_GUARDED_BY(mu_);
 };

@@ -5,6 +5,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 namespace kvstrata {
 namespace {
@@ -12,7 +15,9 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string WriteTemp(const std::string& text) {
-  std::string path = ::testing::TempDir() + "/kvstrata_config_test.toml";
+  // One file per process: CTest runs test cases in parallel processes.
+  std::string path =
+      ::testing::TempDir() + "/kvstrata_config_test." + std::to_string(getpid()) + ".toml";
   std::ofstream(path) << text;
   return path;
 }
@@ -88,11 +93,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"[l3]\nenabled = true\n", {}, "l3.path"},
         BadCase{"[log]\nlevel = \"loud\"\n", {}, "log.level"},
         BadCase{"[sessions]\nmax_sessions = 0\n", {}, "sessions.max_sessions"},
-        BadCase{"x = [\n", {}, "kvstrata_config_test.toml:"},
+        BadCase{"x = [\n", {}, "kvstrata_config_test."},
         BadCase{"", {"l1.nope=1"}, "l1.nope"},
         BadCase{"", {"noequals"}, "noequals"},
         BadCase{"", {"sessions.max_sessions=many"}, "sessions.max_sessions"},
-        BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"}));
+        BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"}),
+    [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(ConfigLoaderTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfig("/nonexistent/kvstrata.toml", {}).status().code(),

@@ -99,7 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
         std::pair{"salt", [](NamespaceSpec& s) { s.salt.assign(257, 's'); }},
         std::pair{"opaque_block_bytes", [](NamespaceSpec& s) { s.opaque_block_bytes = 5; }},
         std::pair{"opaque_block_bytes", [](NamespaceSpec& s) { s.kv_layout = KvLayout::kOpaque; }},
-        std::pair{"1GiB", [](NamespaceSpec& s) { s.num_layers = 4096, s.num_kv_heads = 4096; }}));
+        std::pair{"1GiB", [](NamespaceSpec& s) { s.num_layers = 4096, s.num_kv_heads = 4096; }}),
+    [](const auto& info) { return "case" + std::to_string(info.index); });
 
 }  // namespace
 }  // namespace kvstrata

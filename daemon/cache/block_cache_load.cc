@@ -1,0 +1,119 @@
+// BlockCache load path and lifetimes: AcquireLoad, ReleaseLoad, ReleaseLease, EndSession,
+// ReapExpired.
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/cache/block_cache.h"
+
+namespace kvstrata {
+
+absl::StatusOr<LoadResult> BlockCache::AcquireLoad(SessionId session, NamespaceId ns,
+                                                   Keys raw, std::optional<LeaseId> lease) {
+  absl::StatusOr<std::vector<BlockKey>> keys =
+      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  if (!keys.ok()) return keys.status();
+  MutexLock lock(&mu_);
+  std::optional<Lease> consumed;
+  if (lease.has_value()) {
+    absl::StatusOr<Lease> l = leases_.Consume(session, *lease);
+    if (!l.ok()) return l.status();
+    consumed = *std::move(l);
+  }
+  LoadResult result;
+  result.slots.resize(keys->size());
+  Load load;
+  load.session = session;
+  for (size_t i = 0; i < keys->size(); ++i) {
+    std::optional<BlockEntry> e = index_.Find((*keys)[i]);
+    if (!e.has_value() || !e->visible() || !(e->tiers & TierBit(Tier::kL1))) continue;
+    result.slots[i] = LoadSlot{LoadStatus::kReady, e->offset, BlockBytesLocked(ns, *e)};
+    load.keys.push_back((*keys)[i]);
+  }
+  // Pin for the load before the lease's pins go, so nothing is evictable in between.
+  AddRefsLocked(load.keys, +1);
+  if (consumed.has_value()) AddRefsLocked(consumed->keys, -1);
+  if (!load.keys.empty()) {
+    result.load = next_id_++;
+    loads_.emplace(result.load, std::move(load));
+  }
+  return result;
+}
+
+absl::Status BlockCache::ReleaseLoad(SessionId session, LoadId id) {
+  MutexLock lock(&mu_);
+  auto it = loads_.find(id);
+  if (it == loads_.end()) {
+    return absl::NotFoundError(absl::StrCat("load ", id, " is unknown or released"));
+  }
+  if (it->second.session != session) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("load ", id, " belongs to another session"));
+  }
+  AddRefsLocked(it->second.keys, -1);
+  loads_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status BlockCache::ReleaseLease(SessionId session, LeaseId id) {
+  MutexLock lock(&mu_);
+  absl::StatusOr<Lease> lease = leases_.Release(session, id);
+  if (!lease.ok()) return lease.status();
+  AddRefsLocked(lease->keys, -1);
+  return absl::OkStatus();
+}
+
+SessionEndResult BlockCache::EndSession(SessionId session) {
+  MutexLock lock(&mu_);
+  SessionEndResult result;
+  for (const Lease& lease : leases_.DropSession(session)) {
+    AddRefsLocked(lease.keys, -1);
+    ++result.leases;
+  }
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    if (it->second.session != session) {
+      ++it;
+      continue;
+    }
+    if (!it->second.closed) {
+      for (const PendingBlock& block : it->second.blocks) ReleasePendingLocked(block);
+      --open_reservations_;
+      ++result.reservations;
+    }
+    reservations_.erase(it++);
+  }
+  for (auto it = loads_.begin(); it != loads_.end();) {
+    if (it->second.session != session) {
+      ++it;
+      continue;
+    }
+    AddRefsLocked(it->second.keys, -1);
+    ++result.loads;
+    loads_.erase(it++);
+  }
+  return result;
+}
+
+ReapResult BlockCache::ReapExpired() {
+  MutexLock lock(&mu_);
+  ReapResult result;
+  for (const Lease& lease : leases_.ReapExpired()) {
+    AddRefsLocked(lease.keys, -1);
+    ++result.leases;
+  }
+  absl::Time now = clock_->Now();
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    if (it->second.expires > now) {
+      ++it;
+      continue;
+    }
+    if (!it->second.closed) {
+      for (const PendingBlock& block : it->second.blocks) ReleasePendingLocked(block);
+      --open_reservations_;
+      ++result.reservations;
+    }
+    reservations_.erase(it++);
+  }
+  return result;
+}
+
+}  // namespace kvstrata

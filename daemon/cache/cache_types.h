@@ -1,0 +1,100 @@
+// Options, results and statistics of BlockCache (plain value types).
+#ifndef KVSTRATA_DAEMON_CACHE_CACHE_TYPES_H_
+#define KVSTRATA_DAEMON_CACHE_CACHE_TYPES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "daemon/cache/tier_listener.h"
+#include "daemon/index/block_entry.h"
+#include "daemon/lease/lease_table.h"
+
+namespace kvstrata {
+
+using ReservationId = uint64_t;  // 0: no reservation was made
+using LoadId = uint64_t;         // 0: nothing was pinned for a load
+
+struct BlockCacheOptions {
+  std::string eviction_policy = "lru";  // "lru", "arc" or "s3fifo"
+  // Above high * capacity, evict down to low * capacity; a store that cannot get under
+  // high is dropped.
+  double high_watermark = 0.95;
+  double low_watermark = 0.85;
+  // Store a key only after it was looked up (and missed) this many times; 0 = always.
+  uint32_t admission_min_lookups = 0;
+  size_t admission_max_tracked = 1 << 20;  // the miss counters are reset beyond this
+  absl::Duration reservation_ttl = absl::Seconds(60);
+  absl::Duration max_lease_ttl = absl::Minutes(5);
+  size_t max_keys_per_call = 1 << 16;
+  size_t max_evictions_per_store = 4096;  // bound on the work of one ReserveStore
+  size_t index_shards = 64;
+  Clock* clock = nullptr;                 // not owned; nullptr = SystemClock
+  TierListener* listener = nullptr;       // not owned; may be nullptr
+};
+
+struct LookupResult {
+  size_t hits = 0;                // leading keys present
+  std::vector<Tier> tiers;        // fastest tier of each hit
+  std::optional<LeaseId> lease;   // set when a lease was asked for and hits > 0
+};
+
+enum class StoreStatus {
+  kReserved,        // write the block at offset/length, then CommitStore
+  kAlreadyPresent,  // present, being stored by someone, or repeated in this request
+  kDropped,         // no room under the watermarks (counted in dropped_stores)
+  kNotAdmitted,     // looked up fewer than admission_min_lookups times
+};
+
+struct StoreSlot {
+  StoreStatus status = StoreStatus::kDropped;
+  uint64_t offset = 0;  // valid for kReserved
+  uint64_t length = 0;  // block bytes; valid for kReserved
+};
+
+struct ReserveResult {
+  ReservationId reservation = 0;  // 0 when no key was reserved
+  std::vector<StoreSlot> slots;   // one per requested key, in order
+};
+
+enum class LoadStatus { kReady, kMissing };
+
+struct LoadSlot {
+  LoadStatus status = LoadStatus::kMissing;
+  uint64_t offset = 0;  // valid for kReady
+  uint64_t length = 0;  // valid for kReady
+};
+
+struct LoadResult {
+  LoadId load = 0;             // 0 when no key was ready (nothing to release)
+  std::vector<LoadSlot> slots;  // one per requested key, in order
+};
+
+struct SessionEndResult {
+  size_t leases = 0, reservations = 0, loads = 0;
+};
+
+struct ReapResult {
+  size_t leases = 0, reservations = 0;
+};
+
+struct CacheStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;   // slots held by visible blocks and open reservations
+  uint64_t blocks = 0;       // visible blocks
+  uint64_t hits = 0;         // blocks found by Lookup
+  uint64_t misses = 0;       // blocks asked for by Lookup and not found
+  uint64_t evictions = 0;
+  uint64_t dropped_stores = 0;
+  uint64_t not_admitted = 0;
+  uint64_t slab_moves = 0;
+  uint64_t active_leases = 0, active_reservations = 0, active_loads = 0;
+  absl::flat_hash_map<NamespaceId, uint64_t> blocks_per_namespace;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_CACHE_CACHE_TYPES_H_

@@ -1,0 +1,26 @@
+// TierListener: the one hook through which a tier reports blocks appearing and leaving
+// (for metrics and KV events). Calls are made with the tier's lock held: implementations
+// must be quick and must not call back into the tier.
+#ifndef KVSTRATA_DAEMON_CACHE_TIER_LISTENER_H_
+#define KVSTRATA_DAEMON_CACHE_TIER_LISTENER_H_
+
+#include "daemon/index/block_entry.h"
+#include "daemon/index/block_key.h"
+
+namespace kvstrata {
+
+enum class RemovalCause { kEvicted, kAdminEvict, kCleared };
+
+class TierListener {
+ public:
+  virtual ~TierListener() = default;
+  // A committed block became visible in `tier`.
+  virtual void OnStored(NamespaceId ns, const BlockKey& key, Tier tier) = 0;
+  // A visible block left `tier`.
+  virtual void OnRemoved(NamespaceId ns, const BlockKey& key, Tier tier,
+                         RemovalCause cause) = 0;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_CACHE_TIER_LISTENER_H_

@@ -1,0 +1,75 @@
+// BlockIndex: a sharded concurrent map BlockKey -> BlockEntry, and the longest-prefix
+// lookup over a chain of keys ("how many leading blocks are present, and where").
+//
+// Thread safety: every method is thread-safe. Each shard has its own mutex; a method
+// holds at most one shard lock at a time, so LongestPrefix over several shards is not an
+// atomic snapshot (callers that need one serialise with their own lock, as BlockCache does).
+// Memory: ~16 bytes of entry + 40 bytes of key per slot of an absl::flat_hash_map.
+#ifndef KVSTRATA_DAEMON_INDEX_BLOCK_INDEX_H_
+#define KVSTRATA_DAEMON_INDEX_BLOCK_INDEX_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "daemon/common/mutex.h"
+#include "absl/types/span.h"
+#include "daemon/index/block_entry.h"
+#include "daemon/index/block_key.h"
+
+namespace kvstrata {
+
+struct PrefixMatch {
+  size_t hits = 0;          // number of leading keys present (visible entries only)
+  std::vector<Tier> tiers;  // fastest tier of each hit; tiers.size() == hits
+};
+
+class BlockIndex {
+ public:
+  // `shard_count` is rounded up to a power of two (at least 1).
+  explicit BlockIndex(size_t shard_count = 64);
+
+  BlockIndex(const BlockIndex&) = delete;
+  BlockIndex& operator=(const BlockIndex&) = delete;
+
+  // Inserts `entry` if `key` is absent. Returns false (and changes nothing) if present.
+  bool Insert(const BlockKey& key, const BlockEntry& entry);
+  // A copy of the entry, or nullopt on a miss (pending entries included).
+  std::optional<BlockEntry> Find(const BlockKey& key) const;
+  // Removes `key`; returns the removed entry, or nullopt if absent.
+  std::optional<BlockEntry> Erase(const BlockKey& key);
+  // Runs `fn` on the entry under the shard lock; false if absent. `fn` must not call
+  // back into the index.
+  bool Update(const BlockKey& key, const std::function<void(BlockEntry&)>& fn);
+
+  // Leading visible keys of `chain`; stops at the first miss or pending entry.
+  PrefixMatch LongestPrefix(absl::Span<const BlockKey> chain) const;
+
+  // Calls `fn` for every entry, one shard at a time under its lock. `fn` must not call
+  // back into the index.
+  void ForEach(const std::function<void(const BlockKey&, const BlockEntry&)>& fn) const;
+
+  size_t Size() const;
+  // Capacity reservation spread over the shards (avoids rehash spikes when loading).
+  void Reserve(size_t entries);
+
+ private:
+  struct Shard {
+    mutable Mutex mu;
+    absl::flat_hash_map<BlockKey, BlockEntry> map ABSL_GUARDED_BY(mu);
+  };
+
+  Shard& ShardFor(const BlockKey& key) const;
+
+  std::unique_ptr<Shard[]> shards_;
+  size_t shard_mask_;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_INDEX_BLOCK_INDEX_H_

@@ -1,0 +1,72 @@
+#include "daemon/lease/lease_table.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvstrata {
+
+LeaseId LeaseTable::Create(SessionId session, std::vector<BlockKey> keys,
+                           absl::Duration ttl) {
+  absl::Time expires = clock_->Now() + ttl;
+  MutexLock lock(&mu_);
+  LeaseId id = next_id_++;
+  Lease& lease = leases_[id];
+  lease.id = id;
+  lease.session = session;
+  lease.expires = expires;
+  lease.keys = std::move(keys);
+  return id;
+}
+
+absl::StatusOr<Lease> LeaseTable::Consume(SessionId session, LeaseId id) {
+  MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end()) {
+    return absl::NotFoundError(absl::StrCat("lease ", id, " is unknown or has ended"));
+  }
+  if (it->second.session != session) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease ", id, " belongs to another session"));
+  }
+  // An expired lease that the reaper has not reached yet is still honoured: its pins
+  // were held the whole time, so the blocks are intact.
+  Lease lease = std::move(it->second);
+  leases_.erase(it);
+  return lease;
+}
+
+std::vector<Lease> LeaseTable::DropSession(SessionId session) {
+  std::vector<Lease> out;
+  MutexLock lock(&mu_);
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.session == session) {
+      out.push_back(std::move(it->second));
+      leases_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::vector<Lease> LeaseTable::ReapExpired() {
+  absl::Time now = clock_->Now();
+  std::vector<Lease> out;
+  MutexLock lock(&mu_);
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.expires <= now) {
+      out.push_back(std::move(it->second));
+      leases_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+size_t LeaseTable::Size() const {
+  MutexLock lock(&mu_);
+  return leases_.size();
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,163 @@
+"""Helpers shared by the integration tests: a real kvstratad process, specs, assertions."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+import grpc
+import pytest
+
+import kvstrata
+
+REPO = Path(__file__).resolve().parents[3]
+DEFAULT_DAEMON = REPO / "build" / "daemon" / "server" / "kvstratad"
+SOCKET_NAME = "kvstrata.sock"
+BASE_SETTINGS = {"l1.capacity": "64MiB", "l2.enabled": "false"}
+L1_CAPACITY = 64 << 20
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1, "uint8": 1}
+
+
+def daemon_binary() -> Path:
+    """The kvstratad under test; fails the test with a build hint when absent."""
+    path = Path(os.environ.get("KVSTRATA_DAEMON") or DEFAULT_DAEMON)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(f"kvstratad not found at {path}: build it (cmake --build build --target "
+                    "kvstratad) or set KVSTRATA_DAEMON", pytrace=False)
+    return path
+
+
+class Daemon:
+    """One kvstratad process on <workdir>/kvstrata.sock, logging to <workdir>/kvstratad.log.
+
+    Started with --socket, --metrics_address=127.0.0.1:0 and one --set holding
+    BASE_SETTINGS plus `settings` (dotted config keys).
+    """
+
+    def __init__(self, workdir: Path, settings: Optional[Dict[str, str]] = None,
+                 socket: Optional[Path] = None) -> None:
+        self.workdir = workdir
+        self.socket = socket or workdir / SOCKET_NAME
+        self.log_path = workdir / f"kvstratad-{os.getpid()}-{time.monotonic_ns()}.log"
+        merged = {**BASE_SETTINGS, **(settings or {})}
+        self.args = [str(daemon_binary()), f"--socket={self.socket}",
+                     "--metrics_address=127.0.0.1:0",
+                     "--set=" + ",".join(f"{k}={v}" for k, v in merged.items())]
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def endpoint(self) -> str:
+        return str(self.socket)
+
+    def spawn(self) -> subprocess.Popen:
+        """Start the process without waiting for it to serve."""
+        env = {k: v for k, v in os.environ.items() if k != "KVSTRATA_SOCKET"}
+        env["XDG_CACHE_HOME"] = str(self.workdir / "cache")  # Never touch the real home.
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env)
+        return self.proc
+
+    def start(self) -> "Daemon":
+        """Spawn and wait until the socket answers the gRPC health check with SERVING."""
+        self.spawn()
+        try:
+            self._wait_serving()
+        except BaseException:
+            self.kill()  # Never leave a daemon behind when start-up fails.
+            raise
+        return self
+
+    def _wait_serving(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"kvstratad exited with {self.proc.returncode} during start-up:\n"
+                            f"{self.log_tail()}", pytrace=False)
+            if self.socket.exists() and self._serving():
+                return
+            time.sleep(0.05)
+        pytest.fail(f"kvstratad did not answer the health check within {START_TIMEOUT_S}s:\n"
+                    f"{self.log_tail()}", pytrace=False)
+
+    def _serving(self) -> bool:
+        # A fresh channel per try: a channel that failed once backs off before reconnecting.
+        with kvstrata.Client(self.endpoint, timeout=1.0) as client:
+            try:
+                return client.is_serving()
+            except kvstrata.KVStrataError:
+                return False
+
+    def client(self, **kwargs) -> kvstrata.Client:
+        """A new Client on this daemon's socket."""
+        return kvstrata.Client(self.endpoint, **kwargs)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit status (SIGKILL and fail after the timeout)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"kvstratad ignored SIGTERM for {STOP_TIMEOUT_S}s:\n{self.log_tail()}",
+                        pytrace=False)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def short_tmpdir() -> Path:
+    """A short temporary directory: Unix socket paths are limited to ~100 bytes."""
+    return Path(tempfile.mkdtemp(prefix="kvspy-", dir="/tmp"))
+
+
+def mha_spec(**overrides) -> dict:
+    """A valid small MHA namespace spec as friendly keyword fields."""
+    spec = dict(engine="other", model="kvstrata-test/tiny", dtype="bfloat16", num_layers=4,
+                num_kv_heads=2, head_size=64, tokens_per_block=16, kv_layout="vllm_nhd")
+    spec.update(overrides)
+    return spec
+
+
+def assert_code(excinfo: pytest.ExceptionInfo, code: grpc.StatusCode) -> None:
+    """The raised KVStrataError carries `code` and a non-empty message."""
+    err = excinfo.value
+    assert isinstance(err, kvstrata.KVStrataError)
+    assert err.code == code, f"expected {code.name}, got {err.code.name}: {err.message}"
+    assert err.message, "the daemon should explain the error"
+
+
+def assert_serving(client: kvstrata.Client) -> None:
+    """The daemon still answers: health check SERVING and GetStatus works."""
+    assert client.is_serving()
+    assert client.get_status().version
+
+
+def wait_until(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:
+    """Poll predicate() until it is true or timeout_s passes; returns its last value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return bool(predicate())
+        time.sleep(interval_s)

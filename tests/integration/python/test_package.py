@@ -1,0 +1,80 @@
+"""Unit tests of the package itself: messages from the descriptor set, RPC coverage, specs."""
+from __future__ import annotations
+
+import re
+
+import grpc
+import pytest
+
+import kvstrata
+from kvstrata import pb
+from kvstrata._proto import REGISTRY
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+@pytest.mark.parametrize("service", [kvstrata.CONTROL, kvstrata.ADMIN])
+def test_every_rpc_has_a_typed_wrapper(service: str) -> None:
+    rpcs = [name for (svc, name) in REGISTRY.methods if svc == service]
+    assert rpcs, f"no RPCs loaded for {service}"
+    for rpc in rpcs:
+        wrapper = getattr(kvstrata.Client, snake(rpc), None)
+        assert callable(wrapper), f"Client.{snake(rpc)} missing for {service}/{rpc}"
+        assert wrapper.__doc__ and rpc in wrapper.__doc__
+
+
+def test_messages_and_enums_are_exposed() -> None:
+    assert pb.EngineKind.Value("ENGINE_KIND_VLLM") == 1
+    assert pb.ENGINE_KIND_SGLANG == 2
+    assert pb.DType.Name(pb.DTYPE_BFLOAT16) == "DTYPE_BFLOAT16"
+    assert pb.SlotRef.STATE_READY == 4
+    assert pb.JobCompletion.KIND_LOAD == 2
+    req = pb.RegisterNamespaceRequest(session_id=9, spec={"model": "m", "num_layers": 3})
+    assert pb.RegisterNamespaceRequest.FromString(req.SerializeToString()) == req
+
+
+def test_streaming_flags_follow_the_proto() -> None:
+    streaming = sorted(name for (_, name), m in REGISTRY.methods.items() if m.server_streaming)
+    assert streaming == ["Clear", "Drain", "WatchCompletions"]
+
+
+def test_namespace_spec_friendly_names() -> None:
+    spec = kvstrata.namespace_spec(engine="vllm", dtype="torch.bfloat16", kv_layout="vllm_hnd",
+                                   attention="mla", model="m", num_layers=2, tp_size=4)
+    assert spec.engine_kind == pb.ENGINE_KIND_VLLM
+    assert spec.dtype == pb.DTYPE_BFLOAT16
+    assert spec.kv_layout == pb.KV_LAYOUT_VLLM_HND
+    assert spec.attention_kind == pb.ATTENTION_KIND_MLA
+    assert (spec.model, spec.num_layers, spec.tp_size) == ("m", 2, 4)
+
+
+@pytest.mark.parametrize("alias, value", [("fp16", pb.DTYPE_FLOAT16), ("half", pb.DTYPE_FLOAT16),
+                                          ("bf16", pb.DTYPE_BFLOAT16), ("float32", pb.DTYPE_FLOAT32),
+                                          ("float8_e4m3fn", pb.DTYPE_FP8_E4M3),
+                                          ("DTYPE_FP8_E5M2", pb.DTYPE_FP8_E5M2), (6, pb.DTYPE_UINT8)])
+def test_dtype_aliases(alias, value: int) -> None:
+    assert kvstrata.namespace_spec(dtype=alias).dtype == value
+
+
+def test_namespace_spec_rejects_unknown_names() -> None:
+    with pytest.raises(ValueError, match="sglang"):
+        kvstrata.namespace_spec(engine="tensorrt")
+    with pytest.raises(TypeError, match="num_layerz"):
+        kvstrata.namespace_spec(num_layerz=3)
+
+
+def test_request_type_is_checked() -> None:
+    with kvstrata.Client("/nonexistent/kvstrata.sock") as c:
+        with pytest.raises(TypeError):
+            c.heartbeat(pb.CloseSessionRequest(session_id=1))
+        with pytest.raises(TypeError):
+            c.heartbeat(pb.HeartbeatRequest(session_id=1), session_id=2)
+
+
+def test_error_formatting() -> None:
+    err = kvstrata.DaemonUnavailable(grpc.StatusCode.UNAVAILABLE, "connect failed", "unix:///x")
+    assert isinstance(err, kvstrata.KVStrataError)
+    assert str(err) == "UNAVAILABLE: connect failed (kvstratad at unix:///x)"
+    assert err.details == "connect failed"

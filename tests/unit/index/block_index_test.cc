@@ -1,0 +1,97 @@
+#include "daemon/index/block_index.h"
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kvstrata {
+namespace {
+
+BlockKey Key(int i, NamespaceId ns = 1) { return *BlockKey::Make(ns, "key-" + std::to_string(i)); }
+
+BlockEntry L1Entry(uint64_t offset) {
+  BlockEntry e;
+  e.offset = offset;
+  e.tiers = TierBit(Tier::kL1);
+  return e;
+}
+
+TEST(BlockIndexTest, InsertFindErase) {
+  BlockIndex index(4);
+  EXPECT_TRUE(index.Insert(Key(1), L1Entry(4096)));
+  EXPECT_FALSE(index.Insert(Key(1), L1Entry(8192)));
+  ASSERT_TRUE(index.Find(Key(1)).has_value());
+  EXPECT_EQ(index.Find(Key(1))->offset, 4096u);
+  EXPECT_FALSE(index.Find(Key(1, 2)).has_value());
+  EXPECT_EQ(index.Size(), 1u);
+  EXPECT_EQ(index.Erase(Key(1))->offset, 4096u);
+  EXPECT_FALSE(index.Erase(Key(1)).has_value());
+  EXPECT_EQ(index.Size(), 0u);
+}
+
+TEST(BlockIndexTest, UpdateRunsUnderTheLock) {
+  BlockIndex index;
+  index.Insert(Key(1), L1Entry(0));
+  EXPECT_TRUE(index.Update(Key(1), [](BlockEntry& e) { e.refs = 3; }));
+  EXPECT_FALSE(index.Update(Key(2), [](BlockEntry& e) { e.refs = 3; }));
+  EXPECT_EQ(index.Find(Key(1))->refs, 3u);
+}
+
+TEST(BlockIndexTest, LongestPrefixStopsAtFirstMissAndReportsTiers) {
+  BlockIndex index;
+  index.Insert(Key(0), L1Entry(0));
+  BlockEntry both = L1Entry(0);
+  both.tiers |= TierBit(Tier::kL3);
+  index.Insert(Key(1), both);
+  BlockEntry l2;
+  l2.tiers = TierBit(Tier::kL2);
+  index.Insert(Key(2), l2);
+  index.Insert(Key(4), L1Entry(0));  // after a gap: not part of the prefix
+  std::vector<BlockKey> chain = {Key(0), Key(1), Key(2), Key(3), Key(4)};
+  PrefixMatch m = index.LongestPrefix(chain);
+  EXPECT_EQ(m.hits, 3u);
+  EXPECT_EQ(m.tiers, (std::vector<Tier>{Tier::kL1, Tier::kL1, Tier::kL2}));
+  EXPECT_EQ(index.LongestPrefix({}).hits, 0u);
+}
+
+TEST(BlockIndexTest, PendingEntriesAreNotPartOfAPrefix) {
+  BlockIndex index;
+  BlockEntry pending;
+  pending.flags = BlockEntry::kPending;
+  index.Insert(Key(0), pending);
+  std::vector<BlockKey> chain = {Key(0)};
+  EXPECT_EQ(index.LongestPrefix(chain).hits, 0u);
+}
+
+TEST(BlockIndexTest, ConcurrentInsertFindErase) {
+  BlockIndex index(8);
+  constexpr int kThreads = 4, kPerThread = 2000;
+  std::atomic<int> found{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        int k = t * kPerThread + i;
+        ASSERT_TRUE(index.Insert(Key(k), L1Entry(k)));
+        if (index.Find(Key(k)).has_value()) found.fetch_add(1);
+        std::vector<BlockKey> chain = {Key(k), Key(k + 1)};
+        index.LongestPrefix(chain);
+        if (i % 2 == 0) {
+          ASSERT_TRUE(index.Erase(Key(k)).has_value());
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(found.load(), kThreads * kPerThread);
+  EXPECT_EQ(index.Size(), static_cast<size_t>(kThreads * kPerThread / 2));
+  size_t visited = 0;
+  index.ForEach([&](const BlockKey&, const BlockEntry&) { ++visited; });
+  EXPECT_EQ(visited, index.Size());
+}
+
+}  // namespace
+}  // namespace kvstrata

@@ -1,0 +1,111 @@
+#include "daemon/pool/slab_allocator.h"
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kvstrata {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+
+std::unique_ptr<SlabAllocator> Make(uint64_t slabs, uint64_t slab_bytes = 64 * kKiB) {
+  return *SlabAllocator::Create({.region_bytes = slabs * slab_bytes,
+                                 .slab_bytes = slab_bytes,
+                                 .slot_alignment = 4 * kKiB});
+}
+
+TEST(SlabAllocatorTest, RejectsBadOptions) {
+  EXPECT_FALSE(SlabAllocator::Create({.region_bytes = 1, .slab_bytes = 4096}).ok());
+  EXPECT_FALSE(SlabAllocator::Create({.region_bytes = 4096, .slab_bytes = 0}).ok());
+}
+
+TEST(SlabAllocatorTest, ClassesRoundUpAndRejectOversizedBlocks) {
+  auto a = Make(2);
+  SizeClassId c = *a->ClassFor(5000);
+  EXPECT_EQ(a->SlotBytes(c), 8 * kKiB);
+  EXPECT_EQ(*a->ClassFor(8 * kKiB), c);
+  EXPECT_EQ(a->ClassFor(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->ClassFor(65 * kKiB).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(SlabAllocatorTest, SlotsAreDistinctAlignedAndInsideTheRegion) {
+  auto a = Make(2);
+  SizeClassId c = *a->ClassFor(16 * kKiB);
+  std::vector<SlotHandle> slots;
+  std::set<uint64_t> offsets;
+  while (auto h = a->Allocate(c)) {
+    EXPECT_EQ(h->offset() % (16 * kKiB), 0u);
+    EXPECT_LT(h->offset() + h->length(), a->capacity_bytes() + 1);
+    EXPECT_TRUE(offsets.insert(h->offset()).second);
+    slots.push_back(*std::move(h));
+  }
+  EXPECT_EQ(slots.size(), 8u);  // 2 slabs x 4 slots
+  EXPECT_EQ(a->Stats().used_bytes, a->capacity_bytes());
+  slots.clear();  // handles free themselves
+  EXPECT_EQ(a->Stats().used_bytes, 0u);
+  EXPECT_EQ(a->Stats().allocated_slots, 0u);
+}
+
+TEST(SlabAllocatorTest, ReleasedSlotIsFreedExplicitly) {
+  auto a = Make(1);
+  SizeClassId c = *a->ClassFor(64 * kKiB);
+  SlotRef ref = a->Allocate(c)->Release();
+  EXPECT_FALSE(a->Allocate(c).has_value());
+  a->Free(ref);
+  EXPECT_TRUE(a->Allocate(c).has_value());
+}
+
+TEST(SlabAllocatorTest, EmptySlabMovesToAStarvingClass) {
+  auto a = Make(2);
+  SizeClassId small = *a->ClassFor(16 * kKiB);
+  SizeClassId big = *a->ClassFor(32 * kKiB);
+  std::vector<SlotHandle> smalls;
+  while (auto h = a->Allocate(small)) smalls.push_back(*std::move(h));
+  ASSERT_EQ(smalls.size(), 8u);  // both slabs went to the small class
+  EXPECT_FALSE(a->Allocate(big).has_value());
+  // Free one slab's worth of small slots: that slab is empty and may move.
+  uint64_t slab_of_first = smalls[0].offset() / (64 * kKiB);
+  std::erase_if(smalls, [&](const SlotHandle& h) { return h.offset() / (64 * kKiB) == slab_of_first; });
+  ASSERT_EQ(smalls.size(), 4u);
+  std::optional<SlotHandle> b1 = a->Allocate(big);
+  ASSERT_TRUE(b1.has_value());
+  EXPECT_EQ(b1->offset() / (64 * kKiB), slab_of_first);
+  EXPECT_EQ(a->Stats().slab_moves, 1u);
+  EXPECT_TRUE(a->Allocate(big).has_value());
+  EXPECT_FALSE(a->Allocate(small).has_value());  // the other slab is full
+}
+
+TEST(SlabAllocatorTest, PartlyUsedSlabDoesNotMove) {
+  auto a = Make(1);
+  SizeClassId small = *a->ClassFor(16 * kKiB);
+  SizeClassId big = *a->ClassFor(32 * kKiB);
+  std::optional<SlotHandle> one = a->Allocate(small);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_FALSE(a->Allocate(big).has_value());
+  one.reset();
+  EXPECT_TRUE(a->Allocate(big).has_value());
+}
+
+TEST(SlabAllocatorTest, ConcurrentAllocateAndFree) {
+  auto a = Make(8);
+  SizeClassId c = *a->ClassFor(4 * kKiB);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 200; ++round) {
+        std::vector<SlotHandle> mine;
+        for (int i = 0; i < 16; ++i) {
+          if (auto h = a->Allocate(c)) mine.push_back(*std::move(h));
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(a->Stats().used_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace kvstrata
