@@ -69,6 +69,21 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId n
   return result;
 }
 
+absl::StatusOr<std::vector<std::optional<Tier>>> BlockCache::Peek(NamespaceId ns,
+                                                                  Keys raw) const {
+  absl::StatusOr<std::vector<BlockKey>> keys =
+      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  if (!keys.ok()) return keys.status();
+  std::vector<std::optional<Tier>> where;
+  where.reserve(keys->size());
+  for (const BlockKey& key : *keys) {
+    std::optional<BlockEntry> entry = index_.Find(key);
+    bool visible = entry.has_value() && entry->visible();
+    where.push_back(visible ? std::optional<Tier>(FastestTier(entry->tiers)) : std::nullopt);
+  }
+  return where;
+}
+
 void BlockCache::CountMissesLocked(absl::Span<const BlockKey> missed) {
   if (options_.admission_min_lookups == 0) return;
   if (miss_counts_.size() + missed.size() > options_.admission_max_tracked) {

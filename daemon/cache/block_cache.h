@@ -73,6 +73,9 @@ class BlockCache {
   absl::StatusOr<LoadResult> AcquireLoad(SessionId session, NamespaceId ns, Keys keys,
                                          std::optional<LeaseId> lease);
   absl::Status ReleaseLoad(SessionId session, LoadId load);
+  // Where each key is (fastest tier), without touching statistics, eviction order or
+  // admission counters: the admin view.
+  absl::StatusOr<std::vector<std::optional<Tier>>> Peek(NamespaceId ns, Keys keys) const;
   // Ends a lease unused.
   absl::Status ReleaseLease(SessionId session, LeaseId lease);
 

@@ -7,6 +7,15 @@
 namespace kvstrata {
 namespace {
 
+void FillL1Usage(const CacheStats& stats, v1::TierInfo* out) {
+  out->set_capacity_bytes(stats.capacity_bytes);
+  out->set_used_bytes(stats.used_bytes);
+  out->set_blocks(stats.blocks);
+  out->set_hits(stats.hits);
+  out->set_misses(stats.misses);
+  out->set_evictions(stats.evictions);
+}
+
 void FillTier(const TierConfig& config, v1::Tier tier, const std::string& policy,
               v1::TierInfo* out) {
   out->set_tier(tier);
@@ -15,14 +24,17 @@ void FillTier(const TierConfig& config, v1::Tier tier, const std::string& policy
   out->set_path(tier == v1::TIER_L1_DRAM ? "" : config.path);
   out->set_capacity_bytes(config.capacity_bytes);
   out->set_eviction_policy(policy);
-  out->set_state(config.enabled ? "configured" : "disabled");
+  // L2/L3 are not built into this version of the daemon yet.
+  out->set_state(!config.enabled ? "disabled" : tier == v1::TIER_L1_DRAM ? "ok" : "unavailable");
 }
 
 }  // namespace
 
 void AdminService::FillTiers(google::protobuf::RepeatedPtrField<v1::TierInfo>* tiers) const {
   const Config& config = *context_.config;
-  FillTier(config.l1, v1::TIER_L1_DRAM, config.l1.eviction_policy, tiers->Add());
+  v1::TierInfo* l1 = tiers->Add();
+  FillTier(config.l1, v1::TIER_L1_DRAM, config.l1.eviction_policy, l1);
+  FillL1Usage(context_.cache->Stats(), l1);
   FillTier(config.l2, v1::TIER_L2_LOCAL, config.l2.eviction_policy, tiers->Add());
   FillTier(config.l3, v1::TIER_L3_SHARED, config.l3.eviction_policy, tiers->Add());
 }
@@ -66,6 +78,7 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext* ctx,
                                           const v1::ListNamespacesRequest*,
                                           v1::ListNamespacesResponse* response) {
   return context_.guard->Run("Admin.ListNamespaces", ctx, [&] {
+    CacheStats stats = context_.cache->Stats();
     for (const NamespaceInfo& info : context_.namespaces->List()) {
       v1::NamespaceInfo* out = response->add_namespaces();
       out->set_namespace_id(info.id);
@@ -73,6 +86,8 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext* ctx,
       *out->mutable_spec() = ToProto(info.spec);
       out->set_bytes_per_block(info.bytes_per_block);
       out->set_sessions(info.sessions);
+      auto blocks = stats.blocks_per_namespace.find(info.id);
+      out->set_blocks(blocks == stats.blocks_per_namespace.end() ? 0 : blocks->second);
     }
     return absl::OkStatus();
   });

@@ -1,5 +1,6 @@
-// kvstrata.v1.Admin: status, configuration, namespaces and sessions for operators and the
-// `kvstrata` CLI. Thread-safe.
+// kvstrata.v1.Admin: status, configuration, namespaces and sessions (admin_service.cc),
+// statistics and block administration on the cache (admin_service_cache.cc), for
+// operators and the `kvstrata` CLI. Thread-safe.
 #ifndef KVSTRATA_DAEMON_RPC_ADMIN_SERVICE_H_
 #define KVSTRATA_DAEMON_RPC_ADMIN_SERVICE_H_
 
@@ -20,11 +21,27 @@ class AdminService final : public v1::Admin::Service {
                               v1::ListNamespacesResponse* response) override;
   grpc::Status ListSessions(grpc::ServerContext* ctx, const v1::ListSessionsRequest* request,
                             v1::ListSessionsResponse* response) override;
+  grpc::Status GetStats(grpc::ServerContext* ctx, const v1::GetStatsRequest* request,
+                        v1::GetStatsResponse* response) override;
+  grpc::Status AdminLookup(grpc::ServerContext* ctx, const v1::AdminLookupRequest* request,
+                           v1::AdminLookupResponse* response) override;
+  grpc::Status Evict(grpc::ServerContext* ctx, const v1::EvictRequest* request,
+                     v1::EvictResponse* response) override;
+  grpc::Status Clear(grpc::ServerContext* ctx, const v1::ClearRequest* request,
+                     grpc::ServerWriter<v1::Progress>* writer) override;
+  grpc::Status Pin(grpc::ServerContext* ctx, const v1::PinRequest* request,
+                   v1::PinResponse* response) override;
+  grpc::Status Unpin(grpc::ServerContext* ctx, const v1::PinRequest* request,
+                     v1::PinResponse* response) override;
+  grpc::Status Drain(grpc::ServerContext* ctx, const v1::DrainRequest* request,
+                     grpc::ServerWriter<v1::Progress>* writer) override;
   grpc::Status GetConfig(grpc::ServerContext* ctx, const v1::GetConfigRequest* request,
                          v1::GetConfigResponse* response) override;
 
  private:
   void FillTiers(google::protobuf::RepeatedPtrField<v1::TierInfo>* tiers) const;
+  grpc::Status PinOrUnpin(absl::string_view method, grpc::ServerContext* ctx,
+                          const v1::PinRequest& request, v1::PinResponse* response, bool pin);
 
   ServiceContext context_;
 };

@@ -16,7 +16,7 @@ absl::Status NotYet(absl::string_view what) {
 absl::Status ValidateTransfers(const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks) {
   google::protobuf::RepeatedPtrField<std::string> keys;
   for (const v1::BlockTransfer& block : blocks) *keys.Add() = block.key();
-  return ValidateKeys(keys);
+  return ValidateKeys(keys, "blocks");
 }
 
 }  // namespace
@@ -34,6 +34,8 @@ grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
         static_cast<uint32_t>(absl::ToInt64Milliseconds(session->heartbeat_timeout)));
     response->set_daemon_version(kVersion);
     response->set_daemon_instance_id(context_.identity->instance_id);
+    response->set_shm_region_bytes(context_.shm_region_bytes);
+    response->set_shm_fd_socket(context_.shm_fd_socket);
     return absl::OkStatus();
   });
 }
@@ -80,42 +82,8 @@ grpc::Status ControlService::RegisterKvMemory(grpc::ServerContext* ctx,
     if (request->memory_case() == v1::RegisterKvMemoryRequest::MEMORY_NOT_SET) {
       return absl::InvalidArgumentError("memory: set either cuda or host");
     }
-    return NotYet("KV memory registration");
-  });
-}
-
-grpc::Status ControlService::Lookup(grpc::ServerContext* ctx, const v1::LookupRequest* request,
-                                    v1::LookupResponse*) {
-  return context_.guard->Run("Control.Lookup", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
-    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-    return NotYet("Lookup");
-  });
-}
-
-grpc::Status ControlService::ReserveStore(grpc::ServerContext* ctx,
-                                          const v1::ReserveStoreRequest* request,
-                                          v1::ReserveStoreResponse*) {
-  return context_.guard->Run("Control.ReserveStore", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
-    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-    return NotYet("ReserveStore");
-  });
-}
-
-grpc::Status ControlService::AcquireLoad(grpc::ServerContext* ctx,
-                                         const v1::AcquireLoadRequest* request,
-                                         v1::AcquireLoadResponse*) {
-  return context_.guard->Run("Control.AcquireLoad", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
-    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-    return NotYet("AcquireLoad");
+    return NotYet("KV memory registration (host mode needs none; CUDA IPC comes with the GPU "
+                  "data path)");
   });
 }
 
@@ -140,6 +108,44 @@ grpc::Status ControlService::SubmitLoad(grpc::ServerContext* ctx,
     if (!ns.ok()) return ns.status();
     if (absl::Status s = ValidateTransfers(request->blocks()); !s.ok()) return s;
     return NotYet("GPU load jobs");
+  });
+}
+
+
+grpc::Status ControlService::UnregisterKvMemory(grpc::ServerContext* ctx,
+                                                const v1::UnregisterKvMemoryRequest* request,
+                                                v1::UnregisterKvMemoryResponse*) {
+  return context_.guard->Run("Control.UnregisterKvMemory", ctx, [&]() -> absl::Status {
+    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
+    return absl::NotFoundError(
+        absl::StrCat("registration ", request->registration_id(), " is unknown"));
+  });
+}
+
+grpc::Status ControlService::CancelJob(grpc::ServerContext* ctx,
+                                       const v1::CancelJobRequest* request,
+                                       v1::CancelJobResponse*) {
+  return context_.guard->Run("Control.CancelJob", ctx, [&]() -> absl::Status {
+    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
+    return absl::NotFoundError(absl::StrCat("job ", request->job_id(), " is unknown"));
+  });
+}
+
+grpc::Status ControlService::PollCompletions(grpc::ServerContext* ctx,
+                                             const v1::PollCompletionsRequest* request,
+                                             v1::PollCompletionsResponse*) {
+  // No job can exist before the GPU data path: a valid session has nothing pending.
+  return context_.guard->Run("Control.PollCompletions", ctx, [&] {
+    return context_.sessions->Check(request->session_id());
+  });
+}
+
+grpc::Status ControlService::WatchCompletions(grpc::ServerContext* ctx,
+                                              const v1::WatchCompletionsRequest* request,
+                                              grpc::ServerWriter<v1::JobCompletion>*) {
+  return context_.guard->Run("Control.WatchCompletions", ctx, [&]() -> absl::Status {
+    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
+    return NotYet("WatchCompletions (GPU jobs)");
   });
 }
 

@@ -4,15 +4,18 @@
 
 namespace kvstrata {
 
-absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys) {
-  if (keys.empty()) return absl::InvalidArgumentError("keys: at least one key is required");
+absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys,
+                          absl::string_view field) {
+  if (keys.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": at least one key is required"));
+  }
   if (keys.size() > kMaxKeysPerCall) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("keys: ", keys.size(), " keys, more than ", kMaxKeysPerCall, " per call"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", keys.size(), " keys, more than ",
+                                                   kMaxKeysPerCall, " per call"));
   }
   for (int i = 0; i < keys.size(); ++i) {
     if (keys[i].empty() || keys[i].size() > kMaxKeyBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("keys[", i, "] is ", keys[i].size(),
+      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] key is ", keys[i].size(),
                                                      " bytes; a key is 1..32 bytes"));
     }
   }

@@ -16,7 +16,9 @@ inline constexpr size_t kMaxKeyBytes = 32;
 inline constexpr int kMaxKeysPerCall = 65536;
 
 // Each key 1..32 bytes; 1..kMaxKeysPerCall keys.
-absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys);
+// `field` names the request field in messages.
+absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys,
+                          absl::string_view field = "keys");
 
 // The session exists, and the namespace exists and was registered by that session.
 absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& context,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "daemon/cache/block_cache.h"
 #include "daemon/config/config.h"
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/call_guard.h"
@@ -37,6 +38,9 @@ struct ServiceContext {
   SessionRegistry* sessions = nullptr;
   NamespaceRegistry* namespaces = nullptr;
   CallGuard* guard = nullptr;
+  BlockCache* cache = nullptr;     // The L1 tier.
+  uint64_t shm_region_bytes = 0;   // Size of the shared-memory region.
+  std::string shm_fd_socket;       // Where host-mode clients receive the region's fd.
 };
 
 }  // namespace kvstrata

@@ -53,6 +53,18 @@ absl::Status Daemon::StartServing() {
   if (!metrics.ok()) return metrics.status();
   metrics_ = std::move(*metrics);
   identity_.metrics_address = metrics_->bound_address();
+  absl::Time pool_start = absl::Now();
+  absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, nullptr);
+  if (!l1.ok()) return l1.status();
+  l1_ = std::move(*l1);
+  spdlog::info("l1_ready bytes={} huge_pages={} populate_ms={}", l1_.region->size(),
+               l1_.region->huge_pages(), absl::ToInt64Milliseconds(absl::Now() - pool_start));
+  std::string fd_socket = config_.server.socket + ".shm";
+  absl::StatusOr<std::unique_ptr<FdServer>> fd_server =
+      FdServer::Start(fd_socket, config_.server.socket_mode, l1_.region->fd(),
+                      l1_.region->size(), &sessions_);
+  if (!fd_server.ok()) return fd_server.status();
+  fd_server_ = std::move(*fd_server);
   GpuProbe gpus = ProbeGpus();
   identity_.cuda_enabled = gpus.built_with_cuda && !gpus.devices.empty();
   spdlog::info("gpu cuda_built={} devices={} note=\"{}\"", gpus.built_with_cuda,
@@ -66,7 +78,8 @@ absl::Status Daemon::StartServing() {
   if (!listeners.ok()) return listeners.status();
   identity_.listeners = listeners->listeners;
   guard_ = std::make_unique<CallGuard>(metrics_.get(), listeners->token);
-  ServiceContext context{&config_, &identity_, &sessions_, &namespaces_, guard_.get()};
+  ServiceContext context{&config_,      &identity_,          &sessions_, &namespaces_,
+                         guard_.get(),  l1_.cache.get(),     l1_.region->size(), fd_socket};
   control_ = std::make_unique<ControlService>(context);
   admin_ = std::make_unique<AdminService>(context);
   builder.RegisterService(control_.get());
@@ -97,6 +110,12 @@ void Daemon::RegisterGauges() {
                      [this] { return static_cast<double>(sessions_.size()); });
   metrics_->AddGauge("kvstrata_namespaces", "Registered namespaces.",
                      [this] { return static_cast<double>(namespaces_.size()); });
+  metrics_->AddGauge("kvstrata_l1_used_bytes", "Bytes of the L1 pool in use.",
+                     [this] { return static_cast<double>(l1_.cache->Stats().used_bytes); });
+  metrics_->AddGauge("kvstrata_l1_capacity_bytes", "Bytes of the L1 pool.",
+                     [this] { return static_cast<double>(l1_.cache->Stats().capacity_bytes); });
+  metrics_->AddGauge("kvstrata_l1_blocks", "Blocks held in L1.",
+                     [this] { return static_cast<double>(l1_.cache->Stats().blocks); });
   metrics_->AddGauge("kvstrata_uptime_seconds", "Seconds since the daemon started.", [this] {
     return absl::ToDoubleSeconds(absl::Now() - identity_.start_time);
   });
@@ -107,12 +126,18 @@ void Daemon::ReapLoop() {
     for (uint64_t id : sessions_.ExpireStale()) {
       spdlog::warn("session_expired session={} reason=\"missed heartbeats\"", id);
     }
+    ReapResult reaped = l1_.cache->ReapExpired();
+    if (reaped.leases + reaped.reservations > 0) {
+      spdlog::debug("reaped leases={} reservations={}", reaped.leases, reaped.reservations);
+    }
   }
 }
 
 void Daemon::OnSessionEnded(uint64_t session_id) {
   namespaces_.ReleaseSession(session_id);
-  spdlog::debug("session_ended session={}", session_id);
+  SessionEndResult freed = l1_.cache->EndSession(session_id);
+  spdlog::debug("session_ended session={} leases={} reservations={} loads={}", session_id,
+                freed.leases, freed.reservations, freed.loads);
 }
 
 void Daemon::Shutdown(absl::Duration grace) {
@@ -125,6 +150,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   }
   if (!stop_reaper_.HasBeenNotified()) stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
+  if (fd_server_ != nullptr) fd_server_->Stop();
   sessions_.CloseAll();
   socket_lock_.reset();
 }

@@ -1,6 +1,7 @@
-// kvstratad: owns the configuration, the core (sessions, namespaces, cache), the gRPC
-// server on its Unix socket (and optional TCP), the metrics endpoint and the background
-// reaper. Start() serves until Shutdown(). Thread-safe: Shutdown may be called from any
+// kvstratad: owns the configuration, the core (sessions, namespaces, the L1 cache on its
+// shared-memory pool), the gRPC server on its Unix socket (and optional TCP), the socket
+// that hands the pool's fd to host-mode clients, the metrics endpoint and the background
+// reaper (expired sessions, leases and abandoned reservations). Start() serves until Shutdown(). Thread-safe: Shutdown may be called from any
 // thread, once.
 #ifndef KVSTRATA_DAEMON_SERVER_DAEMON_H_
 #define KVSTRATA_DAEMON_SERVER_DAEMON_H_
@@ -18,6 +19,8 @@
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/admin_service.h"
 #include "daemon/rpc/control_service.h"
+#include "daemon/server/fd_server.h"
+#include "daemon/server/l1_pool.h"
 #include "daemon/server/socket_lock.h"
 #include "daemon/session/session_registry.h"
 
@@ -52,6 +55,8 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<AdminService> admin_;
   std::optional<SocketLock> socket_lock_;
+  L1Pool l1_;
+  std::unique_ptr<FdServer> fd_server_;
   std::unique_ptr<grpc::Server> server_;
   absl::Notification stop_reaper_;
   std::thread reaper_;

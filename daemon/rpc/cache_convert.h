@@ -1,0 +1,26 @@
+// Conversions between wire messages and BlockCache types, shared by the control and admin
+// services.
+#ifndef KVSTRATA_DAEMON_RPC_CACHE_CONVERT_H_
+#define KVSTRATA_DAEMON_RPC_CACHE_CONVERT_H_
+
+#include <google/protobuf/repeated_ptr_field.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/cache/block_cache.h"
+#include "kvstrata/v1/common.pb.h"
+#include "kvstrata/v1/control.pb.h"
+
+namespace kvstrata {
+
+// Views of the request's keys; valid while the request lives.
+std::vector<std::string_view> KeyViews(const google::protobuf::RepeatedPtrField<std::string>& keys);
+v1::Tier ToProto(Tier tier);
+void ToProto(const StoreSlot& slot, v1::SlotRef* out);
+void ToProto(const LoadSlot& slot, v1::SlotRef* out);
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_RPC_CACHE_CONVERT_H_

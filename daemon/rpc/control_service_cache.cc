@@ -1,0 +1,115 @@
+// ControlService: lookup, leases and host-mode store/load on the L1 BlockCache.
+#include <algorithm>
+
+#include "absl/time/clock.h"
+#include "daemon/rpc/cache_convert.h"
+#include "daemon/rpc/control_service.h"
+#include "daemon/rpc/proto_convert.h"
+#include "daemon/rpc/request_validation.h"
+
+namespace kvstrata {
+
+grpc::Status ControlService::Lookup(grpc::ServerContext* ctx, const v1::LookupRequest* request,
+                                    v1::LookupResponse* response) {
+  return context_.guard->Run("Control.Lookup", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+    std::optional<absl::Duration> ttl;
+    if (request->acquire_lease()) {
+      const SessionsConfig& limits = context_.config->sessions;
+      int64_t ms = request->lease_ttl_ms() == 0 ? limits.lease_ttl_ms : request->lease_ttl_ms();
+      ttl = absl::Milliseconds(std::min<int64_t>(ms, limits.max_lease_ttl_ms));
+    }
+    std::vector<std::string_view> keys = KeyViews(request->keys());
+    absl::StatusOr<LookupResult> result =
+        context_.cache->Lookup(request->session_id(), ns->id, keys, ttl);
+    if (!result.ok()) return result.status();
+    response->set_hit_blocks(static_cast<uint32_t>(result->hits));
+    for (Tier tier : result->tiers) response->add_locations()->set_tier(ToProto(tier));
+    if (result->lease.has_value()) {
+      response->set_lease_id(*result->lease);
+      response->set_lease_expires_unix_ms(UnixMillis(absl::Now() + *ttl));
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ControlService::ReleaseLease(grpc::ServerContext* ctx,
+                                          const v1::ReleaseLeaseRequest* request,
+                                          v1::ReleaseLeaseResponse*) {
+  return context_.guard->Run("Control.ReleaseLease", ctx, [&]() -> absl::Status {
+    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
+    return context_.cache->ReleaseLease(request->session_id(), request->lease_id());
+  });
+}
+
+grpc::Status ControlService::ReserveStore(grpc::ServerContext* ctx,
+                                          const v1::ReserveStoreRequest* request,
+                                          v1::ReserveStoreResponse* response) {
+  return context_.guard->Run("Control.ReserveStore", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+    std::vector<std::string_view> keys = KeyViews(request->keys());
+    absl::StatusOr<ReserveResult> result = context_.cache->ReserveStore(
+        request->session_id(), ns->id, ns->bytes_per_block, keys);
+    if (!result.ok()) return result.status();
+    response->set_reservation_id(result->reservation);
+    for (const StoreSlot& slot : result->slots) ToProto(slot, response->add_slots());
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ControlService::CommitStore(grpc::ServerContext* ctx,
+                                         const v1::CommitStoreRequest* request,
+                                         v1::CommitStoreResponse* response) {
+  return context_.guard->Run("Control.CommitStore", ctx, [&]() -> absl::Status {
+    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
+    if (request->abort()) {
+      return context_.cache->AbortStore(request->session_id(), request->reservation_id());
+    }
+    std::optional<absl::Span<const uint32_t>> written;
+    if (!request->written().empty()) {
+      written = absl::MakeConstSpan(request->written().data(), request->written().size());
+    }
+    absl::StatusOr<size_t> committed =
+        context_.cache->CommitStore(request->session_id(), request->reservation_id(), written);
+    if (!committed.ok()) return committed.status();
+    response->set_committed_blocks(static_cast<uint32_t>(*committed));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ControlService::AcquireLoad(grpc::ServerContext* ctx,
+                                         const v1::AcquireLoadRequest* request,
+                                         v1::AcquireLoadResponse* response) {
+  return context_.guard->Run("Control.AcquireLoad", ctx, [&]() -> absl::Status {
+    absl::StatusOr<NamespaceInfo> ns =
+        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
+    if (!ns.ok()) return ns.status();
+    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+    std::optional<LeaseId> lease;
+    if (request->lease_id() != 0) lease = request->lease_id();
+    std::vector<std::string_view> keys = KeyViews(request->keys());
+    absl::StatusOr<LoadResult> result =
+        context_.cache->AcquireLoad(request->session_id(), ns->id, keys, lease);
+    if (!result.ok()) return result.status();
+    response->set_load_id(result->load);
+    for (const LoadSlot& slot : result->slots) ToProto(slot, response->add_slots());
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ControlService::ReleaseLoad(grpc::ServerContext* ctx,
+                                         const v1::ReleaseLoadRequest* request,
+                                         v1::ReleaseLoadResponse*) {
+  return context_.guard->Run("Control.ReleaseLoad", ctx, [&]() -> absl::Status {
+    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
+    return context_.cache->ReleaseLoad(request->session_id(), request->load_id());
+  });
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,122 @@
+#include "daemon/server/fd_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <endian.h>
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace kvstrata {
+namespace {
+
+absl::StatusOr<int> Listen(const std::string& path, uint32_t mode) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", path));
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  unlink(path.c_str());
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      chmod(path.c_str(), mode) != 0 || listen(fd, 64) != 0) {
+    std::string error = std::strerror(errno);
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", path, "': ", error));
+  }
+  return fd;
+}
+
+bool ReadExactly(int fd, void* data, size_t size) {
+  auto* bytes = static_cast<char*>(data);
+  while (size > 0) {
+    ssize_t n = read(fd, bytes, size);
+    if (n <= 0) return false;
+    bytes += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void SendSize(int connection, uint64_t size, int fd_to_pass) {
+  uint64_t wire = htole64(size);
+  iovec io{&wire, sizeof(wire)};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd_to_pass >= 0) {
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &fd_to_pass, sizeof(int));
+  }
+  (void)!sendmsg(connection, &message, MSG_NOSIGNAL);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FdServer>> FdServer::Start(const std::string& path, uint32_t mode,
+                                                          int region_fd, uint64_t region_bytes,
+                                                          const SessionRegistry* sessions) {
+  absl::StatusOr<int> fd = Listen(path, mode);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<FdServer> server(new FdServer(path, *fd, region_fd, region_bytes, sessions));
+  server->thread_ = std::thread([raw = server.get()] { raw->AcceptLoop(); });
+  return server;
+}
+
+FdServer::FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
+                   const SessionRegistry* sessions)
+    : path_(std::move(path)),
+      listen_fd_(listen_fd),
+      region_fd_(region_fd),
+      region_bytes_(region_bytes),
+      sessions_(sessions) {}
+
+FdServer::~FdServer() { Stop(); }
+
+void FdServer::Stop() {
+  if (stop_.exchange(true)) return;
+  if (thread_.joinable()) thread_.join();
+  close(listen_fd_);
+  unlink(path_.c_str());
+}
+
+void FdServer::AcceptLoop() {
+  while (!stop_.load()) {
+    pollfd waiting{listen_fd_, POLLIN, 0};
+    if (poll(&waiting, 1, 100) <= 0) continue;
+    int connection = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (connection < 0) continue;
+    Serve(connection);
+    close(connection);
+  }
+}
+
+void FdServer::Serve(int connection) const {
+  timeval timeout{2, 0};
+  setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  uint64_t wire = 0;
+  if (!ReadExactly(connection, &wire, sizeof(wire))) return;
+  uint64_t session = le64toh(wire);
+  if (!sessions_->Check(session).ok()) {
+    spdlog::warn("shm_fd_refused session={} reason=\"unknown session\"", session);
+    SendSize(connection, 0, -1);
+    return;
+  }
+  SendSize(connection, region_bytes_, region_fd_);
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,46 @@
+// Hands the shared-memory region's file descriptor to host-mode clients (SCM_RIGHTS) on a
+// Unix stream socket beside the gRPC socket. Protocol (proto/kvstrata/v1/control.proto):
+// the client sends its session id (8 bytes little-endian); a live session gets the region
+// size (8 bytes little-endian) with the fd attached, an unknown one a size of 0 and no fd;
+// then the connection closes. One accept thread; each exchange is bounded by a 2 s
+// timeout so a silent client cannot stall others for long. Thread-safe; Stop is idempotent.
+#ifndef KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
+#define KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "daemon/session/session_registry.h"
+
+namespace kvstrata {
+
+class FdServer {
+ public:
+  // Listens on `path` (a stale file there is replaced) with permissions `mode`.
+  static absl::StatusOr<std::unique_ptr<FdServer>> Start(const std::string& path, uint32_t mode,
+                                                         int region_fd, uint64_t region_bytes,
+                                                         const SessionRegistry* sessions);
+  ~FdServer();
+  void Stop();
+
+ private:
+  FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
+           const SessionRegistry* sessions);
+  void AcceptLoop();
+  void Serve(int connection) const;
+
+  const std::string path_;
+  const int listen_fd_;
+  const int region_fd_;
+  const uint64_t region_bytes_;
+  const SessionRegistry* const sessions_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
