@@ -101,13 +101,17 @@ int Sessions(CommandContext& c) {
 }  // namespace
 
 const std::map<std::string, Command>& Commands() {
-  static const auto* commands = new std::map<std::string, Command>{
+  static const auto* commands = [] {
+    auto* all = new std::map<std::string, Command>{
       {"status", {"version, uptime, listeners and tiers", Status}},
       {"config", {"effective configuration and where each value came from (--toml)", Config}},
       {"namespaces", {"registered namespaces", Namespaces}},
       {"sessions", {"connected client sessions", Sessions}},
       {"tiers", {"capacity and usage per tier", Tiers}},
-  };
+    };
+    AddCacheCommands(*all);
+    return all;
+  }();
   return *commands;
 }
 

@@ -33,6 +33,9 @@ struct Command {
 // Every subcommand by name.
 const std::map<std::string, Command>& Commands();
 
+// Adds the commands on cached blocks (commands_cache.cc).
+void AddCacheCommands(std::map<std::string, Command>& commands);
+
 }  // namespace kvstrata
 
 #endif  // KVSTRATA_CLIENT_CLI_COMMANDS_H_

@@ -25,7 +25,7 @@ namespace {
 int Usage() {
   std::cerr << "usage: kvstrata [--endpoint=E] [--json] <command> [args]\n\ncommands:\n";
   for (const auto& [name, command] : kvstrata::Commands()) {
-    std::cerr << "  " << name << std::string(12 - name.size(), ' ') << command.summary << "\n";
+    std::cerr << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << command.summary << "\n";
   }
   std::cerr << "  version     print the CLI version\n\nexit codes: 0 ok, 1 usage, "
                "2 daemon unreachable, 3 daemon answered an error\n";

@@ -69,6 +69,56 @@ TEST_F(CliTest, ConfigNamespacesSessionsAndTiers) {
   EXPECT_THAT(Cli(daemon_.socket(), "tiers").output, HasSubstr("disabled"));
 }
 
+TEST_F(CliTest, CacheCommandsLookupPinEvictClearAndStats) {
+  auto client = daemon_.NewClient();
+  v1::OpenSessionRequest open;
+  open.set_client_name("cli-cache");
+  uint64_t session =
+      client->Call(&v1::Control::Stub::OpenSession, client->control(), open)->session_id();
+  v1::RegisterNamespaceRequest reg;
+  reg.set_session_id(session);
+  reg.mutable_spec()->set_engine_kind(v1::ENGINE_KIND_OTHER);
+  reg.mutable_spec()->set_model("cli");
+  reg.mutable_spec()->set_dtype(v1::DTYPE_UINT8);
+  reg.mutable_spec()->set_kv_layout(v1::KV_LAYOUT_OPAQUE);
+  reg.mutable_spec()->set_opaque_block_bytes(4096);
+  auto ns = client->Call(&v1::Control::Stub::RegisterNamespace, client->control(), reg);
+  ASSERT_TRUE(ns.ok());
+  v1::ReserveStoreRequest reserve;
+  reserve.set_session_id(session);
+  reserve.set_namespace_id(ns->namespace_id());
+  for (const char* key : {"\x01\x02", "\x03\x04"}) reserve.add_keys(key);
+  auto reserved = client->Call(&v1::Control::Stub::ReserveStore, client->control(), reserve);
+  ASSERT_TRUE(reserved.ok());
+  v1::CommitStoreRequest commit;
+  commit.set_session_id(session);
+  commit.set_reservation_id(reserved->reservation_id());
+  ASSERT_TRUE(client->Call(&v1::Control::Stub::CommitStore, client->control(), commit).ok());
+
+  const std::string target = ns->fingerprint() + " 0102 0304 0506";
+  ExitResult lookup = Cli(daemon_.socket(), "lookup " + target);
+  EXPECT_EQ(lookup.exit_code, 0) << lookup.output;
+  EXPECT_THAT(lookup.output, HasSubstr("0102  l1"));
+  EXPECT_THAT(lookup.output, HasSubstr("0506  -"));
+  EXPECT_THAT(lookup.output, HasSubstr("2 of 3 keys are leading hits"));
+  EXPECT_THAT(Cli(daemon_.socket(), "pin " + target).output, HasSubstr("pinned 2 blocks"));
+  EXPECT_THAT(Cli(daemon_.socket(), "evict " + target).output, HasSubstr("evicted 0 blocks"));
+  EXPECT_THAT(Cli(daemon_.socket(), "unpin " + target).output, HasSubstr("unpinned 2 blocks"));
+  EXPECT_THAT(Cli(daemon_.socket(), "evict " + ns->fingerprint() + " 0102").output,
+              HasSubstr("evicted 1 blocks"));
+  ExitResult clear = Cli(daemon_.socket(), "clear all");
+  EXPECT_EQ(clear.exit_code, 0) << clear.output;
+  EXPECT_THAT(clear.output, HasSubstr("100%"));
+  EXPECT_THAT(clear.output, HasSubstr("cleared 1 blocks"));
+  ExitResult stats = Cli(daemon_.socket(), "stats");
+  EXPECT_THAT(stats.output, HasSubstr("l1_blocks"));
+  EXPECT_THAT(Cli(daemon_.socket(), "stats --json").output, HasSubstr("\"counters\""));
+  EXPECT_EQ(Cli(daemon_.socket(), "lookup " + ns->fingerprint() + " xyz").exit_code, 1);
+  ExitResult unknown = Cli(daemon_.socket(), "lookup 00000000000000000000000000000000 01");
+  EXPECT_EQ(unknown.exit_code, 3);
+  EXPECT_THAT(unknown.output, HasSubstr("no namespace has fingerprint"));
+}
+
 TEST_F(CliTest, UnknownCommandIsAUsageError) {
   ExitResult result = Cli(daemon_.socket(), "frobnicate");
   EXPECT_EQ(result.exit_code, 1);

@@ -1,0 +1,130 @@
+// `kvstrata` commands on cached blocks: stats, lookup, evict, clear, pin, unpin.
+// Keys are given in hex (the engine's block hashes, as `kvstrata lookup` prints them).
+#include <iostream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli/commands.h"
+#include "client/cli/output.h"
+#include "client/cli/table.h"
+
+namespace kvstrata {
+namespace {
+
+// args = FINGERPRINT KEYHEX...; fills the request's fingerprint and keys.
+template <typename Request>
+absl::Status ParseTarget(const std::vector<std::string>& args, Request& request) {
+  if (args.size() < 2) {
+    return absl::InvalidArgumentError("expected FINGERPRINT KEYHEX... (see `kvstrata namespaces`)");
+  }
+  request.set_fingerprint(args[0]);
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& hex = args[i];
+    bool is_hex = hex.size() % 2 == 0 &&
+                  hex.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+    if (!is_hex) return absl::InvalidArgumentError(absl::StrCat("'", hex, "' is not a hex key"));
+    request.add_keys(absl::HexStringToBytes(hex));
+  }
+  return absl::OkStatus();
+}
+
+int Usage(const absl::Status& status) {
+  std::cerr << "kvstrata: " << status.message() << "\n";
+  return kExitUsage;
+}
+
+int Stats(CommandContext& c) {
+  auto r = c.client->Call(&v1::Admin::Stub::GetStats, c.client->admin(), v1::GetStatsRequest());
+  if (!r.ok()) return PrintError(r.status());
+  if (c.json) return PrintJson(*r);
+  Table table({"COUNTER", "VALUE"});
+  for (const v1::Counter& counter : r->counters()) {
+    table.AddRow({counter.name(), absl::StrCat(counter.value())});
+  }
+  table.Print(std::cout);
+  return kExitOk;
+}
+
+int Lookup(CommandContext& c) {
+  v1::AdminLookupRequest request;
+  if (absl::Status s = ParseTarget(c.args, request); !s.ok()) return Usage(s);
+  auto r = c.client->Call(&v1::Admin::Stub::AdminLookup, c.client->admin(), request);
+  if (!r.ok()) return PrintError(r.status());
+  if (c.json) return PrintJson(*r);
+  Table table({"KEY", "TIER"});
+  for (int i = 0; i < r->locations_size(); ++i) {
+    table.AddRow({absl::BytesToHexString(request.keys(i)), TierName(r->locations(i).tier())});
+  }
+  table.Print(std::cout);
+  std::cout << r->hit_blocks() << " of " << request.keys_size() << " keys are leading hits\n";
+  return kExitOk;
+}
+
+int Evict(CommandContext& c) {
+  v1::EvictRequest request;
+  if (absl::Status s = ParseTarget(c.args, request); !s.ok()) return Usage(s);
+  auto r = c.client->Call(&v1::Admin::Stub::Evict, c.client->admin(), request);
+  if (!r.ok()) return PrintError(r.status());
+  if (c.json) return PrintJson(*r);
+  std::cout << "evicted " << r->evicted_blocks() << " blocks\n";
+  return kExitOk;
+}
+
+template <bool kPin>
+int PinOrUnpin(CommandContext& c) {
+  v1::PinRequest request;
+  if (absl::Status s = ParseTarget(c.args, request); !s.ok()) return Usage(s);
+  auto method = kPin ? &v1::Admin::Stub::Pin : &v1::Admin::Stub::Unpin;
+  auto r = c.client->Call(method, c.client->admin(), request);
+  if (!r.ok()) return PrintError(r.status());
+  if (c.json) return PrintJson(*r);
+  std::cout << (kPin ? "pinned " : "unpinned ") << r->blocks() << " blocks\n";
+  return kExitOk;
+}
+
+void PrintProgressBar(const v1::Progress& p) {
+  double fraction = p.total_units() == 0 ? 1.0 : double(p.done_units()) / double(p.total_units());
+  int filled = static_cast<int>(fraction * 30);
+  std::cout << absl::StrFormat("\r[%s%s] %3.0f%%  %d/%d %s", std::string(filled, '#'),
+                               std::string(30 - filled, ' '), fraction * 100, p.done_units(),
+                               p.total_units(), p.unit())
+            << (p.done() ? "\n" : "") << std::flush;
+}
+
+int Clear(CommandContext& c) {
+  v1::ClearRequest request;
+  if (c.args.size() == 1 && c.args[0] != "all") request.set_fingerprint(c.args[0]);
+  if (c.args.size() != 1) {
+    return Usage(absl::InvalidArgumentError("expected FINGERPRINT, or `all` for every namespace"));
+  }
+  grpc::ClientContext context;
+  c.client->Prepare(context);
+  auto stream = c.client->admin().Clear(&context, request);
+  v1::Progress progress;
+  while (stream->Read(&progress)) {
+    if (c.json) {
+      PrintJson(progress);
+      std::cout << "\n";
+    } else {
+      PrintProgressBar(progress);
+      if (progress.done()) std::cout << progress.message() << "\n";
+    }
+  }
+  grpc::Status status = stream->Finish();
+  return status.ok() ? kExitOk : PrintError(c.client->ToAbsl(status));
+}
+
+}  // namespace
+
+void AddCacheCommands(std::map<std::string, Command>& commands) {
+  commands["stats"] = {"cache counters (hits, misses, evictions, drops, leases)", Stats};
+  commands["lookup"] = {"FINGERPRINT KEYHEX...: which tier holds each key", Lookup};
+  commands["evict"] = {"FINGERPRINT KEYHEX...: evict blocks (not those in use or pinned)", Evict};
+  commands["clear"] = {"FINGERPRINT | all: drop every block not in use, with progress", Clear};
+  commands["pin"] = {"FINGERPRINT KEYHEX...: never evict these blocks", PinOrUnpin<true>};
+  commands["unpin"] = {"FINGERPRINT KEYHEX...: make pinned blocks evictable again",
+                       PinOrUnpin<false>};
+}
+
+}  // namespace kvstrata
