@@ -31,6 +31,7 @@ class ControlTest : public ::testing::Test {
   void TearDown() override {
     // Whatever a test sent, the daemon is still alive and answering.
     EXPECT_TRUE(client_->Call(&v1::Admin::Stub::GetStatus, client_->admin(), {}).ok());
+    client_.reset();  // A connected gRPC client makes the server's shutdown wait for it.
     EXPECT_EQ(daemon_.Stop(), 0) << daemon_.log();
   }
 

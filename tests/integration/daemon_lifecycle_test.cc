@@ -121,6 +121,7 @@ TEST(DaemonLifecycleTest, SigtermWithOpenSessionsExitsCleanlyAndRemovesTheSocket
     for (int i = 0; i < 3; ++i) {
       ASSERT_TRUE(client->Call(&v1::Control::Stub::OpenSession, client->control(), open).ok());
     }
+    client.reset();
     absl::Time start = absl::Now();
     EXPECT_EQ(daemon.Stop(signal_number), 0) << daemon.log();
     EXPECT_LT(absl::Now() - start, absl::Seconds(15));

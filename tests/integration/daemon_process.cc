@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,8 +78,13 @@ absl::Status DaemonProcess::Start() {
   pid_ = Spawn(flags_, dir_ + "/daemon.log");
   absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (absl::Now() < deadline) {
-    std::unique_ptr<Client> client = NewClient();  // A fresh channel: no reconnect backoff.
-    if (client->Call(&v1::Admin::Stub::GetStatus, client->admin(), v1::GetStatusRequest()).ok()) {
+    struct stat info {};
+    bool listening = stat(socket_.c_str(), &info) == 0 && S_ISSOCK(info.st_mode);
+    ClientOptions options;
+    options.endpoint = socket_;
+    options.timeout = absl::Milliseconds(500);
+    std::unique_ptr<Client> client = *Client::Create(options);  // Fresh: no reconnect backoff.
+    if (listening && client->Call(&v1::Admin::Stub::GetStatus, client->admin(), v1::GetStatusRequest()).ok()) {
       return absl::OkStatus();
     }
     int status = 0;

@@ -1,0 +1,124 @@
+// TransferEngine: moves KV blocks between an engine's GPU KV cache (opened from CUDA IPC
+// handles) and slots of the daemon's L1 shared-memory region, on the daemon's own
+// streams. Built from cuda_transfer_engine.* when KVSTRATA_WITH_CUDA; otherwise Create
+// answers UNIMPLEMENTED and the daemon serves host mode only.
+//
+// Block layout: an engine block is a list of pieces, one per registered tensor (per layer
+// and K/V, or one cross-layer piece): piece i of block b lives at
+//   tensor_i.base + tensor_i.base_offset + b * tensor_i.block_stride, piece_bytes_i long.
+// In an L1 slot the pieces of one block are stored back to back in tensor order, so the
+// slot holds sum(piece_bytes) == the namespace's bytes_per_block.
+//
+// Ordering: a store first makes the engine's stream work visible by waiting (on the
+// daemon's stream) for the IPC event the engine recorded after the forward pass; a
+// transfer's completion callback runs only after every copy of it finished on the GPU.
+// Loads are issued ahead of queued stores (separate, higher-priority streams).
+//
+// Faults: a failed copy fails exactly the blocks it covered (TransferResult.failed); a
+// session's end (or engine crash) waits for its in-flight copies, then closes its IPC
+// memory and event handles, so a restarted engine can register again.
+//
+// Thread safety: thread-safe. Completion callbacks run on engine threads, exactly once
+// per accepted Submit, and must not call back into the engine.
+#ifndef KVSTRATA_DAEMON_TRANSFER_TRANSFER_ENGINE_H_
+#define KVSTRATA_DAEMON_TRANSFER_TRANSFER_ENGINE_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kvstrata {
+
+inline constexpr size_t kCudaIpcHandleBytes = 64;
+using IpcHandleBytes = std::array<char, kCudaIpcHandleBytes>;
+
+struct CudaTensorSpec {
+  IpcHandleBytes ipc_handle{};
+  uint64_t base_offset = 0;       // Offset of block 0 from the allocation's start.
+  uint64_t allocation_bytes = 0;  // Size of the exported allocation.
+  uint64_t block_stride = 0;      // Bytes between consecutive blocks.
+  uint64_t piece_bytes = 0;       // Contiguous bytes of one block in this tensor.
+  uint32_t layer = 0;
+  uint32_t kv_index = 0;
+};
+
+struct CudaMemorySpec {
+  std::string gpu_uuid;  // "GPU-xxxxxxxx-..."
+  uint32_t num_blocks = 0;
+  std::vector<CudaTensorSpec> tensors;
+  std::vector<IpcHandleBytes> ipc_events;
+};
+
+// One engine block <-> one L1 slot.
+struct BlockCopy {
+  uint32_t block_id = 0;
+  uint64_t host_offset = 0;  // Offset of the slot in the L1 region.
+};
+
+enum class TransferDirection { kGpuToHost, kHostToGpu };  // store, load
+
+struct TransferRequest {
+  uint64_t registration = 0;
+  TransferDirection direction = TransferDirection::kGpuToHost;
+  std::vector<BlockCopy> blocks;
+  std::optional<uint32_t> wait_event;  // Index into CudaMemorySpec.ipc_events (stores).
+};
+
+struct TransferResult {
+  std::vector<uint32_t> failed;  // Indices into TransferRequest.blocks that were not copied.
+  std::string error;             // Cause, when `failed` is not empty.
+};
+
+// How a transfer's pieces are copied (docs/gpu-data-path.md, "Copy strategies").
+enum class CopyStrategy {
+  kAuto,        // kKernel when the largest piece < kernel_max_piece_bytes, else kBatch.
+  kBatch,       // One cudaMemcpyBatchAsync per transfer.
+  kKernel,      // One gather/scatter kernel over (src, dst, bytes) descriptors.
+  kMemcpyLoop,  // One cudaMemcpyAsync per piece (vLLM's native path; a baseline).
+};
+
+struct TransferEngineOptions {
+  void* host_base = nullptr;  // The L1 region (registered with cudaHostRegister once).
+  uint64_t host_bytes = 0;
+  uint32_t max_blocks_per_transfer = 65536;
+  CopyStrategy copy_strategy = CopyStrategy::kAuto;
+  // kAuto's threshold; set from bench/gpu/copy_bench (see docs/gpu-data-path.md).
+  uint64_t kernel_max_piece_bytes = 256 * 1024;
+};
+
+class TransferEngine {
+ public:
+  // UNIMPLEMENTED without CUDA support; FAILED_PRECONDITION when no GPU is visible or the
+  // host region cannot be registered.
+  static absl::StatusOr<std::unique_ptr<TransferEngine>> Create(TransferEngineOptions options);
+  virtual ~TransferEngine() = default;
+
+  // Opens the spec's IPC memory and event handles on the GPU named by its uuid (each
+  // allocation once per session). INVALID_ARGUMENT when the geometry does not fit
+  // (pieces do not add up to `block_bytes`, a block outside its allocation, a handle of the
+  // wrong size); NOT_FOUND for an unknown GPU uuid; FAILED_PRECONDITION when CUDA refuses
+  // a handle (its message says which).
+  virtual absl::StatusOr<uint64_t> Register(uint64_t session, const CudaMemorySpec& spec,
+                                            uint64_t block_bytes) = 0;
+  // NOT_FOUND for an unknown registration, FAILED_PRECONDITION for another session's.
+  virtual absl::Status Unregister(uint64_t session, uint64_t registration) = 0;
+  // Waits for the session's in-flight copies, then releases its registrations.
+  virtual void EndSession(uint64_t session) = 0;
+
+  // Queues the copies; `done` runs once they finished (or failed). INVALID_ARGUMENT for a
+  // block id >= num_blocks, a slot outside the region, an event index out of range;
+  // NOT_FOUND / FAILED_PRECONDITION for the registration as above. On error `done` is
+  // not called.
+  virtual absl::Status Submit(uint64_t session, TransferRequest request,
+                              std::function<void(TransferResult)> done) = 0;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TRANSFER_TRANSFER_ENGINE_H_
