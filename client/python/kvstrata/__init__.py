@@ -2,19 +2,36 @@
 
     with kvstrata.Session(client_name="my-engine") as s:
         ns = s.register_namespace(engine="vllm", model="m", dtype="bfloat16", ...)
+        s.store(ns, keys, blocks)                   # host mode, through shared memory
+        hit = s.lookup(ns, keys, lease=True)
+        found = s.load(ns, keys[:hit.hit_blocks], lease_id=hit.lease_id)
+
+GPU mode (the daemon copies between CUDA KV caches and its tiers; torch on demand):
+
+        reg = s.register_cuda_kv_caches(ns, kv_caches, "vllm")   # vLLM's per-layer tensors
+        job = s.submit_store(ns, reg, keys, block_ids, event=reg.record_event())
+        done = s.wait_jobs([job], timeout=10)[job]               # JobCompletion: ok, failed_blocks
 """
 from __future__ import annotations
 
 from . import pb
 from .client import ADMIN, CONTROL, Client, ResponseStream
+from .cuda import (CudaPiece, CudaRegistration, IpcAllocation, IpcEventPool,
+                   KvCacheDescription, describe_kv_caches, format_gpu_uuid, gpu_uuid)
 from .endpoint import Endpoint, default_endpoint, parse_endpoint
 from .errors import DaemonUnavailable, KVStrataError
+from .host import LoadResult, LookupResult, StoreResult
+from .jobs import CompletionTracker
 from .session import RegisteredNamespace, Session
+from .shm import SharedRegion, SharedRegionError, receive_region_fd
 from .spec import namespace_spec
 
 __version__ = "0.1.0"
 __all__ = [
-    "ADMIN", "CONTROL", "Client", "DaemonUnavailable", "Endpoint", "KVStrataError",
-    "RegisteredNamespace", "ResponseStream", "Session", "default_endpoint", "namespace_spec",
-    "parse_endpoint", "pb",
+    "ADMIN", "CONTROL", "Client", "CompletionTracker", "CudaPiece", "CudaRegistration",
+    "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
+    "KvCacheDescription", "LoadResult", "LookupResult", "RegisteredNamespace", "ResponseStream",
+    "Session", "SharedRegion", "SharedRegionError", "StoreResult", "default_endpoint",
+    "describe_kv_caches", "format_gpu_uuid", "gpu_uuid", "namespace_spec", "parse_endpoint",
+    "pb", "receive_region_fd",
 ]

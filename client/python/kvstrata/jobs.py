@@ -1,0 +1,207 @@
+"""GPU jobs: completions of SubmitStore / SubmitLoad without blocking the engine thread.
+
+A CompletionTracker keeps one WatchCompletions stream open per session and a background
+thread that files every JobCompletion it delivers into a table keyed by job id. The engine
+thread then either takes what has finished (`take()`, no RPC, never blocks) or waits for
+particular jobs (`wait()`). PollCompletions is used as a safety net: while waiting, once
+per `poll_interval` with a healthy stream, and with a short back-off when the stream is
+not available (e.g. a daemon that answers WatchCompletions with UNIMPLEMENTED), so a
+completion delivered to either path is seen exactly once.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any, Deque, Dict, Iterable, List, Optional, Set
+
+import grpc
+
+from .errors import KVStrataError
+
+log = logging.getLogger("kvstrata")
+
+# Job ids handed out already (taken / waited for): a second delivery of the same
+# completion (stream and poll) is dropped instead of piling up in the table.
+_RECENT_IDS = 1 << 16
+_MIN_POLL_BACKOFF_S = 0.0005
+_MAX_POLL_BACKOFF_S = 0.02
+
+
+class _RecentIds:
+    """A bounded set: remembers the last `limit` ids added."""
+
+    def __init__(self, limit: int = _RECENT_IDS) -> None:
+        self._order: Deque[int] = deque()
+        self._set: Set[int] = set()
+        self._limit = limit
+
+    def add(self, job_id: int) -> None:
+        if job_id in self._set:
+            return
+        self._order.append(job_id)
+        self._set.add(job_id)
+        while len(self._order) > self._limit:
+            self._set.discard(self._order.popleft())
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._set
+
+
+class CompletionTracker:
+    """Collects the JobCompletions of one session (see the module docstring).
+
+    Thread-safe. `client` is a kvstrata.Client, `session_id` the session's id.
+    """
+
+    def __init__(self, client: Any, session_id: int, poll_interval: float = 1.0) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.poll_interval = poll_interval
+        self.watch_error: Optional[BaseException] = None  # why the stream ended, if it did
+        self.poll_error: Optional[BaseException] = None   # last failed PollCompletions
+        self._cond = threading.Condition()
+        self._done: Dict[int, Any] = {}
+        self._taken = _RecentIds()
+        self._stream: Any = None
+        self._thread: Optional[threading.Thread] = None
+        self._watching = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ stream
+
+    @property
+    def watching(self) -> bool:
+        """True while the WatchCompletions stream is open."""
+        return self._watching
+
+    def start(self) -> None:
+        """Open the WatchCompletions stream and its reader thread (idempotent)."""
+        with self._cond:
+            if self._closed or self._thread is not None:
+                return
+            try:
+                self._stream = self.client.watch_completions(session_id=self.session_id)
+            except KVStrataError as err:
+                self.watch_error = err
+                return
+            self._watching = True
+            self._thread = threading.Thread(target=self._read_stream, daemon=True,
+                                            name=f"kvstrata-completions-{self.session_id}")
+            self._thread.start()
+
+    def _read_stream(self) -> None:
+        try:
+            for completion in self._stream:
+                self._add((completion,))
+        except Exception as err:  # Never let anything escape this thread.
+            self.watch_error = err
+            if not self._closed:
+                level = logging.DEBUG if (isinstance(err, KVStrataError) and
+                                          err.code == grpc.StatusCode.UNIMPLEMENTED) else logging.WARNING
+                log.log(level, "kvstrata session %d: completion stream ended: %s",
+                        self.session_id, err)
+        finally:
+            with self._cond:
+                self._watching = False
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Cancel the stream and stop the reader thread; pending waits time out."""
+        with self._cond:
+            self._closed = True
+            stream, self._stream = self._stream, None
+            self._cond.notify_all()
+        if stream is not None:
+            stream.cancel()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2.0)
+
+    # ------------------------------------------------------------------ table
+
+    def _add(self, completions: Iterable[Any]) -> int:
+        added = 0
+        with self._cond:
+            for c in completions:
+                job_id = int(c.job_id)
+                if job_id in self._taken or job_id in self._done:
+                    continue
+                self._done[job_id] = c
+                added += 1
+            if added:
+                self._cond.notify_all()
+        return added
+
+    def _pop(self, job_id: int) -> Any:
+        self._taken.add(job_id)
+        return self._done.pop(job_id)
+
+    def take(self) -> Dict[int, Any]:
+        """Every completion received and not yet taken, by job id; no RPC, never blocks."""
+        with self._cond:
+            return {job_id: self._pop(job_id) for job_id in list(self._done)}
+
+    def done(self, job_id: int) -> bool:
+        """True when the job's completion arrived and was not taken yet."""
+        with self._cond:
+            return int(job_id) in self._done
+
+    def poll(self, max_completions: int = 0) -> List[Any]:
+        """One PollCompletions RPC, then take(): everything finished and not yet taken."""
+        r = self.client.poll_completions(session_id=self.session_id,
+                                         max_completions=max_completions)
+        self._add(r.completions)
+        return list(self.take().values())
+
+    def _poll_quietly(self) -> None:
+        try:
+            r = self.client.poll_completions(session_id=self.session_id)
+        except KVStrataError as err:
+            self.poll_error = err
+            if err.code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE):
+                raise  # The session (or the daemon) is gone: waiting longer cannot help.
+            return
+        self._add(r.completions)
+
+    def wait(self, job_ids: Iterable[int], timeout: Optional[float] = None) -> Dict[int, Any]:
+        """Block until every job in job_ids completed; returns (and takes) their completions.
+
+        TimeoutError (naming the missing ids) when `timeout` seconds pass first; the
+        completions that did arrive stay in the table. KVStrataError when the session or
+        the daemon is gone.
+        """
+        ids = list(dict.fromkeys(int(j) for j in job_ids))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backoff = _MIN_POLL_BACKOFF_S
+        next_poll = time.monotonic() + (self.poll_interval if self._watching else 0.0)
+        while True:
+            with self._cond:
+                missing = [j for j in ids if j not in self._done]
+                if not missing:
+                    return {j: self._pop(j) for j in ids}
+                if self._closed:
+                    raise KVStrataError(grpc.StatusCode.CANCELLED,
+                                        "the session was closed while waiting for jobs")
+                now = time.monotonic()
+                if not self._watching and next_poll - now > _MAX_POLL_BACKOFF_S:
+                    next_poll = now  # The stream ended while we waited: poll from now on.
+                if deadline is not None and now >= deadline:
+                    shown = ", ".join(str(j) for j in missing[:8])
+                    more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+                    raise TimeoutError(f"kvstrata: jobs {shown}{more} did not complete within "
+                                       f"{timeout:.3f}s (stream: "
+                                       f"{'open' if self._watching else self.watch_error})")
+                if now < next_poll:
+                    limit = next_poll - now
+                    if deadline is not None:
+                        limit = min(limit, deadline - now)
+                    self._cond.wait(limit)
+                    continue
+            self._poll_quietly()  # Outside the lock: the reader thread keeps filing.
+            if self._watching:
+                next_poll = time.monotonic() + self.poll_interval
+            else:
+                backoff = min(backoff * 2, _MAX_POLL_BACKOFF_S)
+                next_poll = time.monotonic() + backoff
