@@ -4,22 +4,8 @@
 #include "absl/time/clock.h"
 #include "daemon/common/version.h"
 #include "daemon/rpc/proto_convert.h"
-#include "daemon/rpc/request_validation.h"
 
 namespace kvstrata {
-namespace {
-
-absl::Status NotYet(absl::string_view what) {
-  return absl::UnimplementedError(absl::StrCat(what, " is not available in this daemon yet"));
-}
-
-absl::Status ValidateTransfers(const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks) {
-  google::protobuf::RepeatedPtrField<std::string> keys;
-  for (const v1::BlockTransfer& block : blocks) *keys.Add() = block.key();
-  return ValidateKeys(keys, "blocks");
-}
-
-}  // namespace
 
 grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
                                          const v1::OpenSessionRequest* request,
@@ -30,6 +16,7 @@ grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
         absl::Milliseconds(request->heartbeat_timeout_ms()));
     if (!session.ok()) return session.status();
     response->set_session_id(session->id);
+    context_.jobs->OpenSession(session->id);
     response->set_heartbeat_timeout_ms(
         static_cast<uint32_t>(absl::ToInt64Milliseconds(session->heartbeat_timeout)));
     response->set_daemon_version(kVersion);
@@ -69,83 +56,6 @@ grpc::Status ControlService::RegisterNamespace(grpc::ServerContext* ctx,
     response->set_fingerprint(info->fingerprint);
     response->set_bytes_per_block(info->bytes_per_block);
     return absl::OkStatus();
-  });
-}
-
-grpc::Status ControlService::RegisterKvMemory(grpc::ServerContext* ctx,
-                                              const v1::RegisterKvMemoryRequest* request,
-                                              v1::RegisterKvMemoryResponse*) {
-  return context_.guard->Run("Control.RegisterKvMemory", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
-    if (request->memory_case() == v1::RegisterKvMemoryRequest::MEMORY_NOT_SET) {
-      return absl::InvalidArgumentError("memory: set either cuda or host");
-    }
-    return NotYet("KV memory registration (host mode needs none; CUDA IPC comes with the GPU "
-                  "data path)");
-  });
-}
-
-grpc::Status ControlService::SubmitStore(grpc::ServerContext* ctx,
-                                         const v1::SubmitStoreRequest* request,
-                                         v1::SubmitJobResponse*) {
-  return context_.guard->Run("Control.SubmitStore", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
-    if (absl::Status s = ValidateTransfers(request->blocks()); !s.ok()) return s;
-    return NotYet("GPU store jobs");
-  });
-}
-
-grpc::Status ControlService::SubmitLoad(grpc::ServerContext* ctx,
-                                        const v1::SubmitLoadRequest* request,
-                                        v1::SubmitJobResponse*) {
-  return context_.guard->Run("Control.SubmitLoad", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
-    if (absl::Status s = ValidateTransfers(request->blocks()); !s.ok()) return s;
-    return NotYet("GPU load jobs");
-  });
-}
-
-
-grpc::Status ControlService::UnregisterKvMemory(grpc::ServerContext* ctx,
-                                                const v1::UnregisterKvMemoryRequest* request,
-                                                v1::UnregisterKvMemoryResponse*) {
-  return context_.guard->Run("Control.UnregisterKvMemory", ctx, [&]() -> absl::Status {
-    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
-    return absl::NotFoundError(
-        absl::StrCat("registration ", request->registration_id(), " is unknown"));
-  });
-}
-
-grpc::Status ControlService::CancelJob(grpc::ServerContext* ctx,
-                                       const v1::CancelJobRequest* request,
-                                       v1::CancelJobResponse*) {
-  return context_.guard->Run("Control.CancelJob", ctx, [&]() -> absl::Status {
-    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
-    return absl::NotFoundError(absl::StrCat("job ", request->job_id(), " is unknown"));
-  });
-}
-
-grpc::Status ControlService::PollCompletions(grpc::ServerContext* ctx,
-                                             const v1::PollCompletionsRequest* request,
-                                             v1::PollCompletionsResponse*) {
-  // No job can exist before the GPU data path: a valid session has nothing pending.
-  return context_.guard->Run("Control.PollCompletions", ctx, [&] {
-    return context_.sessions->Check(request->session_id());
-  });
-}
-
-grpc::Status ControlService::WatchCompletions(grpc::ServerContext* ctx,
-                                              const v1::WatchCompletionsRequest* request,
-                                              grpc::ServerWriter<v1::JobCompletion>*) {
-  return context_.guard->Run("Control.WatchCompletions", ctx, [&]() -> absl::Status {
-    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
-    return NotYet("WatchCompletions (GPU jobs)");
   });
 }
 

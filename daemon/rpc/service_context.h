@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "daemon/cache/block_cache.h"
 #include "daemon/config/config.h"
+#include "daemon/jobs/job_manager.h"
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/call_guard.h"
 #include "daemon/session/session_registry.h"
@@ -41,6 +42,7 @@ struct ServiceContext {
   BlockCache* cache = nullptr;     // The L1 tier.
   uint64_t shm_region_bytes = 0;   // Size of the shared-memory region.
   std::string shm_fd_socket;       // Where host-mode clients receive the region's fd.
+  JobManager* jobs = nullptr;      // GPU store/load jobs and KV memory registrations.
 };
 
 }  // namespace kvstrata

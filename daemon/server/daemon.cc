@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "daemon/server/listeners.h"
@@ -65,10 +66,7 @@ absl::Status Daemon::StartServing() {
                       l1_.region->size(), &sessions_);
   if (!fd_server.ok()) return fd_server.status();
   fd_server_ = std::move(*fd_server);
-  GpuProbe gpus = ProbeGpus();
-  identity_.cuda_enabled = gpus.built_with_cuda && !gpus.devices.empty();
-  spdlog::info("gpu cuda_built={} devices={} note=\"{}\"", gpus.built_with_cuda,
-               gpus.devices.size(), gpus.note);
+  StartTransferEngine();
 
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -78,8 +76,9 @@ absl::Status Daemon::StartServing() {
   if (!listeners.ok()) return listeners.status();
   identity_.listeners = listeners->listeners;
   guard_ = std::make_unique<CallGuard>(metrics_.get(), listeners->token);
-  ServiceContext context{&config_,      &identity_,          &sessions_, &namespaces_,
-                         guard_.get(),  l1_.cache.get(),     l1_.region->size(), fd_socket};
+  ServiceContext context{&config_,     &identity_,      &sessions_,         &namespaces_,
+                         guard_.get(), l1_.cache.get(), l1_.region->size(), fd_socket,
+                         jobs_.get()};
   control_ = std::make_unique<ControlService>(context);
   admin_ = std::make_unique<AdminService>(context);
   builder.RegisterService(control_.get());
@@ -103,6 +102,31 @@ absl::Status Daemon::StartServing() {
                  l.token_auth);
   }
   return absl::OkStatus();
+}
+
+void Daemon::StartTransferEngine() {
+  GpuProbe gpus = ProbeGpus();
+  spdlog::info("gpu cuda_built={} devices={} note=\"{}\"", gpus.built_with_cuda,
+               gpus.devices.size(), gpus.note);
+  absl::Status engine_status;
+  if (!gpus.built_with_cuda) {
+    engine_status = absl::UnimplementedError(
+        "this kvstratad was built without CUDA: only host mode is available");
+  } else if (gpus.devices.empty()) {
+    engine_status = absl::FailedPreconditionError(absl::StrCat(
+        "no CUDA device is visible to kvstratad (", gpus.note, "): only host mode is available"));
+  } else {
+    absl::StatusOr<std::unique_ptr<TransferEngine>> engine =
+        TransferEngine::Create({l1_.region->base(), l1_.region->size()});
+    if (engine.ok()) {
+      engine_ = std::move(*engine);
+    } else {
+      engine_status = engine.status();
+      spdlog::error("gpu_unavailable reason=\"{}\"", engine_status.ToString());
+    }
+  }
+  identity_.cuda_enabled = engine_ != nullptr;
+  jobs_ = std::make_unique<JobManager>(l1_.cache.get(), engine_.get(), engine_status);
 }
 
 void Daemon::RegisterGauges() {
@@ -135,6 +159,7 @@ void Daemon::ReapLoop() {
 
 void Daemon::OnSessionEnded(uint64_t session_id) {
   namespaces_.ReleaseSession(session_id);
+  jobs_->EndSession(session_id);  // Waits for the session's copies before the cache lets go.
   SessionEndResult freed = l1_.cache->EndSession(session_id);
   spdlog::debug("session_ended session={} leases={} reservations={} loads={}", session_id,
                 freed.leases, freed.reservations, freed.loads);
@@ -143,6 +168,7 @@ void Daemon::OnSessionEnded(uint64_t session_id) {
 void Daemon::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (jobs_ != nullptr) jobs_->Shutdown();  // Ends WatchCompletions streams.
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));

@@ -19,7 +19,9 @@
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/admin_service.h"
 #include "daemon/rpc/control_service.h"
+#include "daemon/jobs/job_manager.h"
 #include "daemon/server/fd_server.h"
+#include "daemon/transfer/transfer_engine.h"
 #include "daemon/server/l1_pool.h"
 #include "daemon/server/socket_lock.h"
 #include "daemon/session/session_registry.h"
@@ -45,6 +47,7 @@ class Daemon : private SessionEndListener {
   void OnSessionEnded(uint64_t session_id) override;
   void ReapLoop();
   void RegisterGauges();
+  void StartTransferEngine();
 
   Config config_;
   ServerIdentity identity_;
@@ -56,6 +59,8 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<AdminService> admin_;
   std::optional<SocketLock> socket_lock_;
   L1Pool l1_;
+  std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.
+  std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<FdServer> fd_server_;
   std::unique_ptr<grpc::Server> server_;
   absl::Notification stop_reaper_;

@@ -21,12 +21,15 @@ void Worker(BlockCache& cache, SessionId session, int rounds) {
     auto r = cache.ReserveStore(session, CacheTest::kNs, CacheTest::kBlock, views);
     ASSERT_TRUE(r.ok());
     if (r->reservation != 0 && round % 5 != 0) {
-      ASSERT_TRUE(cache.CommitStore(session, r->reservation, std::nullopt).ok());
+      // The reaper's clock runs fast: a reservation may expire before its commit.
+      absl::Status commit = cache.CommitStore(session, r->reservation, std::nullopt).status();
+      ASSERT_TRUE(commit.ok() || absl::IsNotFound(commit)) << commit;
     }
     auto lookup = cache.Lookup(session, CacheTest::kNs, views, absl::Seconds(1));
     ASSERT_TRUE(lookup.ok());
     auto load = cache.AcquireLoad(session, CacheTest::kNs, views, lookup->lease);
-    ASSERT_TRUE(load.ok());
+    ASSERT_TRUE(load.ok() || absl::IsNotFound(load.status())) << load.status();  // Expired lease.
+    if (!load.ok()) continue;
     if (load->load != 0 && round % 3 != 0) {
       ASSERT_TRUE(cache.ReleaseLoad(session, load->load).ok());
     }

@@ -1,0 +1,61 @@
+#include "daemon/jobs/completion_queue.h"
+
+#include <algorithm>
+
+namespace kvstrata {
+
+void CompletionQueue::Push(uint64_t session, JobCompletion completion) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(session);
+    if (it == pending_.end()) return;  // The session ended: nobody will read it.
+    it->second.push_back(std::move(completion));
+  }
+  changed_.notify_all();
+}
+
+std::vector<JobCompletion> CompletionQueue::Poll(uint64_t session, size_t max) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<JobCompletion> out;
+  auto it = pending_.find(session);
+  if (it == pending_.end()) return out;
+  size_t n = max == 0 ? it->second.size() : std::min(max, it->second.size());
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(std::move(it->second.front()));
+    it->second.pop_front();
+  }
+  return out;
+}
+
+bool CompletionQueue::Wait(uint64_t session, absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ready = [&] {
+    auto it = pending_.find(session);
+    return shut_down_ || it == pending_.end() || !it->second.empty();
+  };
+  changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout), ready);
+  return !shut_down_ && pending_.contains(session);
+}
+
+void CompletionQueue::OpenSession(uint64_t session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.try_emplace(session);
+}
+
+void CompletionQueue::EndSession(uint64_t session) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(session);
+  }
+  changed_.notify_all();
+}
+
+void CompletionQueue::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_down_ = true;
+  }
+  changed_.notify_all();
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,218 @@
+#include "daemon/jobs/job_manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvstrata {
+namespace {
+
+// Maps indices of a sub-list (`picked`) back to the job's block indices.
+std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
+                            const std::vector<uint32_t>& picked) {
+  std::vector<uint32_t> out;
+  out.reserve(failed.size());
+  for (uint32_t i : failed) out.push_back(picked[i]);
+  return out;
+}
+
+}  // namespace
+
+JobManager::JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status)
+    : cache_(cache), engine_(engine), engine_status_(std::move(engine_status)) {}
+
+absl::StatusOr<uint64_t> JobManager::RegisterCuda(uint64_t session, uint32_t ns,
+                                                  uint64_t block_bytes,
+                                                  const CudaMemorySpec& spec) {
+  if (engine_ == nullptr) return engine_status_;
+  absl::StatusOr<uint64_t> id = engine_->Register(session, spec, block_bytes);
+  if (!id.ok()) return id.status();
+  MutexLock lock(&mu_);
+  registrations_[*id] = {session, ns, true};
+  return *id;
+}
+
+uint64_t JobManager::RegisterHost(uint64_t session, uint32_t ns) {
+  uint64_t id = next_id_.fetch_add(1) | (1ULL << 63);  // Never collides with engine ids.
+  MutexLock lock(&mu_);
+  registrations_[id] = {session, ns, false};
+  return id;
+}
+
+absl::Status JobManager::Unregister(uint64_t session, uint64_t registration) {
+  bool cuda = false;
+  {
+    MutexLock lock(&mu_);
+    auto it = registrations_.find(registration);
+    if (it == registrations_.end()) {
+      return absl::NotFoundError(absl::StrCat("registration ", registration, " is unknown"));
+    }
+    if (it->second.session != session) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("registration ", registration, " belongs to another session"));
+    }
+    cuda = it->second.cuda;
+    registrations_.erase(it);
+  }
+  return cuda ? engine_->Unregister(session, registration) : absl::OkStatus();
+}
+
+absl::Status JobManager::CheckRegistration(uint64_t session, uint32_t ns, uint64_t registration,
+                                           const JobBlocks& blocks) {
+  if (blocks.keys.size() != blocks.block_ids.size()) {
+    return absl::InvalidArgumentError("blocks: keys and block ids differ in number");
+  }
+  MutexLock lock(&mu_);
+  auto it = registrations_.find(registration);
+  if (it == registrations_.end()) {
+    return absl::NotFoundError(absl::StrCat("registration ", registration, " is unknown"));
+  }
+  const Registration& r = it->second;
+  if (r.session != session) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("registration ", registration, " belongs to another session"));
+  }
+  if (r.ns != ns) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "registration ", registration, " is of namespace ", r.ns, ", not ", ns));
+  }
+  if (!r.cuda) {
+    return absl::FailedPreconditionError(
+        "a host-mode registration moves bytes with ReserveStore/AcquireLoad, not jobs");
+  }
+  return absl::OkStatus();
+}
+
+uint64_t JobManager::StartJob(uint64_t session) {
+  uint64_t id = next_id_.fetch_add(1);
+  MutexLock lock(&mu_);
+  jobs_[id] = {session, false};
+  return id;
+}
+
+bool JobManager::FinishJob(uint64_t job) {
+  MutexLock lock(&mu_);
+  auto it = jobs_.find(job);
+  bool cancelled = it == jobs_.end() || it->second.cancelled;
+  if (it != jobs_.end()) jobs_.erase(it);
+  return !cancelled;
+}
+
+void JobManager::Complete(uint64_t session, JobCompletion completion) {
+  completions_.Push(session, std::move(completion));
+}
+
+absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
+                                                 uint64_t block_bytes, uint64_t registration,
+                                                 const JobBlocks& blocks,
+                                                 std::optional<uint32_t> wait_event) {
+  if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
+  absl::StatusOr<ReserveResult> reserved =
+      cache_->ReserveStore(session, ns, block_bytes, blocks.keys);
+  if (!reserved.ok()) return reserved.status();
+  TransferRequest request{registration, TransferDirection::kGpuToHost, {}, wait_event};
+  std::vector<uint32_t> picked;  // Job block index of each copy.
+  for (uint32_t i = 0; i < reserved->slots.size(); ++i) {
+    if (reserved->slots[i].status != StoreStatus::kReserved) continue;
+    request.blocks.push_back({blocks.block_ids[i], reserved->slots[i].offset});
+    picked.push_back(i);
+  }
+  uint64_t job = StartJob(session);
+  if (picked.empty()) {
+    FinishJob(job);
+    Complete(session, {job, JobCompletion::Kind::kStore, {}, ""});
+    return job;
+  }
+  ReservationId reservation = reserved->reservation;
+  absl::Status submitted = engine_->Submit(
+      session, std::move(request), [=, this](TransferResult result) {
+        bool live = FinishJob(job);
+        std::vector<uint32_t> failed = Remap(result.failed, picked);
+        std::vector<uint32_t> written;
+        for (uint32_t i : picked) {
+          if (live && std::find(failed.begin(), failed.end(), i) == failed.end()) {
+            written.push_back(i);
+          }
+        }
+        if (written.empty()) {
+          (void)cache_->AbortStore(session, reservation);
+        } else {
+          (void)cache_->CommitStore(session, reservation, absl::MakeConstSpan(written));
+        }
+        Complete(session, {job, JobCompletion::Kind::kStore, std::move(failed),
+                           live ? result.error : "cancelled"});
+      });
+  if (!submitted.ok()) {
+    FinishJob(job);
+    (void)cache_->AbortStore(session, reservation);
+    return submitted;
+  }
+  return job;
+}
+
+absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
+                                                uint64_t registration, const JobBlocks& blocks,
+                                                std::optional<uint64_t> lease) {
+  if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
+  absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
+  if (!acquired.ok()) return acquired.status();
+  TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt};
+  std::vector<uint32_t> picked, missing;
+  for (uint32_t i = 0; i < acquired->slots.size(); ++i) {
+    if (acquired->slots[i].status != LoadStatus::kReady) {
+      missing.push_back(i);
+      continue;
+    }
+    request.blocks.push_back({blocks.block_ids[i], acquired->slots[i].offset});
+    picked.push_back(i);
+  }
+  uint64_t job = StartJob(session);
+  LoadId load = acquired->load;
+  auto finish = [=, this](TransferResult result) {
+    bool live = FinishJob(job);
+    if (load != 0) (void)cache_->ReleaseLoad(session, load);
+    std::vector<uint32_t> failed = missing;
+    for (uint32_t i : Remap(result.failed, picked)) failed.push_back(i);
+    std::sort(failed.begin(), failed.end());
+    std::string error = !live ? "cancelled"
+                        : !result.error.empty() ? result.error
+                        : missing.empty() ? "" : "some blocks are not cached";
+    Complete(session, {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error)});
+  };
+  if (picked.empty()) {
+    finish(TransferResult{});
+    return job;
+  }
+  absl::Status submitted = engine_->Submit(session, std::move(request), finish);
+  if (!submitted.ok()) {
+    FinishJob(job);
+    if (load != 0) (void)cache_->ReleaseLoad(session, load);
+    return submitted;
+  }
+  return job;
+}
+
+absl::StatusOr<bool> JobManager::Cancel(uint64_t session, uint64_t job) {
+  MutexLock lock(&mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || it->second.session != session) {
+    return absl::NotFoundError(absl::StrCat("job ", job, " is unknown or already completed"));
+  }
+  it->second.cancelled = true;
+  return true;
+}
+
+void JobManager::EndSession(uint64_t session) {
+  if (engine_ != nullptr) engine_->EndSession(session);  // Waits for its copies.
+  completions_.EndSession(session);
+  MutexLock lock(&mu_);
+  absl::erase_if(registrations_, [&](const auto& r) { return r.second.session == session; });
+  absl::erase_if(jobs_, [&](const auto& j) { return j.second.session == session; });
+}
+
+size_t JobManager::active_jobs() const {
+  MutexLock lock(&mu_);
+  return jobs_.size();
+}
+
+}  // namespace kvstrata

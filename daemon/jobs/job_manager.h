@@ -1,0 +1,93 @@
+// Store and load jobs between an engine's registered GPU KV memory and the L1 cache.
+//
+// A store reserves L1 slots for the new keys, has the TransferEngine copy the GPU blocks
+// into them (after the engine's forward-pass event), and commits exactly the blocks whose
+// copies succeeded; keys already present or dropped under pressure need no copy and are
+// not failures. A load pins the present keys (consuming a lease if given), copies them
+// into the GPU blocks, and reports every key that is missing or whose copy failed, so the
+// engine recomputes those tokens; its pins are released when the copies are done.
+// Completions go to a per-session CompletionQueue. Without a TransferEngine (no GPU, or a
+// build without CUDA) CUDA registration answers FAILED_PRECONDITION / UNIMPLEMENTED and
+// host-mode registrations are only recorded.
+//
+// Thread safety: thread-safe. EndSession must run before the cache's EndSession for the
+// same session (it waits for the session's copies, whose completions touch the cache).
+#ifndef KVSTRATA_DAEMON_JOBS_JOB_MANAGER_H_
+#define KVSTRATA_DAEMON_JOBS_JOB_MANAGER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "daemon/cache/block_cache.h"
+#include "daemon/common/mutex.h"
+#include "daemon/jobs/completion_queue.h"
+#include "daemon/transfer/transfer_engine.h"
+
+namespace kvstrata {
+
+struct JobBlocks {
+  std::vector<std::string_view> keys;  // Valid during the Submit call.
+  std::vector<uint32_t> block_ids;     // Same length as keys.
+};
+
+class JobManager {
+ public:
+  // `engine` may be null (no GPU); `engine_status` then says why.
+  JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status);
+
+  absl::StatusOr<uint64_t> RegisterCuda(uint64_t session, uint32_t ns, uint64_t block_bytes,
+                                        const CudaMemorySpec& spec);
+  uint64_t RegisterHost(uint64_t session, uint32_t ns);
+  absl::Status Unregister(uint64_t session, uint64_t registration);
+
+  absl::StatusOr<uint64_t> SubmitStore(uint64_t session, uint32_t ns, uint64_t block_bytes,
+                                       uint64_t registration, const JobBlocks& blocks,
+                                       std::optional<uint32_t> wait_event);
+  absl::StatusOr<uint64_t> SubmitLoad(uint64_t session, uint32_t ns, uint64_t registration,
+                                      const JobBlocks& blocks, std::optional<uint64_t> lease);
+  // True when the job was still running: its result is discarded (a store commits nothing)
+  // and its completion says "cancelled". NOT_FOUND when unknown or already completed.
+  absl::StatusOr<bool> Cancel(uint64_t session, uint64_t job);
+
+  CompletionQueue& completions() { return completions_; }
+  void OpenSession(uint64_t session) { completions_.OpenSession(session); }
+  void EndSession(uint64_t session);
+  void Shutdown() { completions_.Shutdown(); }
+  size_t active_jobs() const;
+
+ private:
+  struct Registration {
+    uint64_t session = 0;
+    uint32_t ns = 0;
+    bool cuda = false;
+  };
+  struct Job {
+    uint64_t session = 0;
+    bool cancelled = false;
+  };
+  absl::Status CheckRegistration(uint64_t session, uint32_t ns, uint64_t registration,
+                                 const JobBlocks& blocks);
+  uint64_t StartJob(uint64_t session);
+  // Removes the job; false when it was cancelled.
+  bool FinishJob(uint64_t job);
+  void Complete(uint64_t session, JobCompletion completion);
+
+  BlockCache* const cache_;
+  TransferEngine* const engine_;
+  const absl::Status engine_status_;
+  CompletionQueue completions_;
+  std::atomic<uint64_t> next_id_{1};
+  mutable Mutex mu_;
+  absl::flat_hash_map<uint64_t, Registration> registrations_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Job> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_JOBS_JOB_MANAGER_H_

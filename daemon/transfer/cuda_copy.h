@@ -1,0 +1,60 @@
+// Issues one transfer's copies on a stream with one of the copy strategies. CUDA build
+// only. Not thread-safe: a CopyScratch belongs to one in-flight transfer at a time.
+#ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_COPY_H_
+#define KVSTRATA_DAEMON_TRANSFER_CUDA_COPY_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "daemon/transfer/copy_kernel.h"
+#include "daemon/transfer/transfer_engine.h"
+#include "daemon/transfer/transfer_validation.h"
+
+namespace kvstrata {
+
+// Buffers one in-flight transfer needs until its copies finished on the GPU.
+class CopyScratch {
+ public:
+  CopyScratch() = default;
+  ~CopyScratch();
+  CopyScratch(const CopyScratch&) = delete;
+  CopyScratch& operator=(const CopyScratch&) = delete;
+
+  // Kernel descriptors: pinned staging (filled by the host) and their device copy.
+  cudaError_t Reserve(size_t descriptors);
+  CopyDescriptor* staging() { return staging_; }
+  CopyDescriptor* device() { return device_; }
+
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<size_t> sizes;
+
+ private:
+  void Free();
+  CopyDescriptor* staging_ = nullptr;
+  CopyDescriptor* device_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+struct CopyError {
+  cudaError_t error = cudaSuccess;
+  const char* call = "";
+  bool ok() const { return error == cudaSuccess; }
+};
+
+struct CopyLaunch {
+  CopyStrategy strategy = CopyStrategy::kBatch;  // Resolved, not kAuto.
+  TransferDirection direction = TransferDirection::kGpuToHost;
+  int grid_blocks = 0;  // Kernel grid cap (a few blocks per SM).
+};
+
+// Enqueues `pieces` on `stream`. For kKernel the pieces' host addresses must be the
+// device view of the pinned region (cudaHostGetDevicePointer).
+CopyError IssueCopies(const CopyLaunch& launch, const std::vector<PieceCopy>& pieces,
+                      CopyScratch* scratch, cudaStream_t stream);
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TRANSFER_CUDA_COPY_H_

@@ -1,0 +1,79 @@
+// One direction of one GPU: a non-blocking stream and two threads. The issue thread takes
+// queued jobs in order, enqueues their copies (after an optional cudaStreamWaitEvent) and
+// records an event; the completion thread waits for those events in order and runs each
+// job's `done` exactly once. Up to kSlots jobs are in flight, so issuing the next transfer
+// overlaps the copies of the previous ones. CUDA build only. Thread-safe.
+#ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
+#define KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/common/mutex.h"
+#include "daemon/transfer/cond_var.h"
+#include "daemon/transfer/cuda_copy.h"
+
+namespace kvstrata {
+
+struct LaneJob {
+  CopyLaunch launch;
+  std::vector<PieceCopy> pieces;
+  cudaEvent_t wait_event = nullptr;  // Waited for on the lane's stream first, when set.
+  size_t num_blocks = 0;             // Reported failed as a whole on a CUDA error.
+  std::function<void(TransferResult)> done;
+};
+
+class CudaLane {
+ public:
+  // `priority` as from cudaDeviceGetStreamPriorityRange. FAILED_PRECONDITION on CUDA errors.
+  static absl::StatusOr<std::unique_ptr<CudaLane>> Create(int device, int priority);
+  // Finishes every queued job (each `done` runs), then stops the threads.
+  ~CudaLane();
+  CudaLane(const CudaLane&) = delete;
+  CudaLane& operator=(const CudaLane&) = delete;
+
+  void Enqueue(LaneJob job);
+
+ private:
+  static constexpr size_t kSlots = 4;
+  struct Slot {
+    cudaEvent_t event = nullptr;
+    CopyScratch scratch;
+  };
+  struct Issued {
+    LaneJob job;
+    size_t slot = 0;
+    CopyError error;
+  };
+
+  CudaLane(int device, cudaStream_t stream);
+  absl::Status InitSlots();
+  void IssueLoop();
+  void CompleteLoop();
+  CopyError Issue(LaneJob& job, Slot& slot);
+  void Complete(Issued issued);
+
+  const int device_;
+  const cudaStream_t stream_;
+  std::array<Slot, kSlots> slots_;
+  Mutex mu_;
+  CondVar changed_;
+  std::deque<LaneJob> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Issued> issued_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool issue_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread issuer_;
+  std::thread completer_;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_

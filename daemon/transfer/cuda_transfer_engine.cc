@@ -1,0 +1,196 @@
+// Lifecycle, devices and Submit of CudaTransferEngine; registration is in
+// cuda_registration.cc.
+#include "daemon/transfer/cuda_transfer_engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/transfer/cuda_util.h"
+#include "daemon/transfer/transfer_validation.h"
+
+namespace kvstrata {
+
+absl::StatusOr<std::unique_ptr<TransferEngine>> TransferEngine::Create(
+    TransferEngineOptions options) {
+  absl::StatusOr<std::unique_ptr<CudaTransferEngine>> engine =
+      CudaTransferEngine::CreateCuda(options);
+  if (!engine.ok()) return engine.status();
+  return std::unique_ptr<TransferEngine>(std::move(*engine));
+}
+
+absl::StatusOr<std::unique_ptr<CudaTransferEngine>> CudaTransferEngine::CreateCuda(
+    TransferEngineOptions options) {
+  if (options.host_base == nullptr || options.host_bytes == 0) {
+    return absl::InvalidArgumentError("TransferEngine needs the L1 region (host_base, host_bytes)");
+  }
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no CUDA device: ", error != cudaSuccess ? cudaGetErrorString(error) : "none visible"));
+  }
+  std::unique_ptr<CudaTransferEngine> engine(new CudaTransferEngine(options));
+  absl::Status status = engine->InitHost();
+  for (int i = 0; status.ok() && i < count; ++i) status = engine->InitDevice(i);
+  if (!status.ok()) return status;
+  return engine;
+}
+
+CudaTransferEngine::CudaTransferEngine(TransferEngineOptions options) : options_(options) {}
+
+absl::Status CudaTransferEngine::InitHost() {
+  cudaError_t error = cudaHostRegister(options_.host_base, options_.host_bytes,
+                                       cudaHostRegisterPortable | cudaHostRegisterMapped);
+  if (error != cudaSuccess) return CudaError(error, "cudaHostRegister(L1 region)");
+  host_registered_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaTransferEngine::InitDevice(int index) {
+  Device device;
+  device.index = index;
+  cudaError_t error = cudaSetDevice(index);
+  cudaDeviceProp prop{};
+  if (error == cudaSuccess) error = cudaGetDeviceProperties(&prop, index);
+  if (error != cudaSuccess) return CudaError(error, "cudaGetDeviceProperties");
+  device.uuid = FormatGpuUuid(prop.uuid);
+  device.grid_blocks = prop.multiProcessorCount * 4;
+  void* mapped = nullptr;
+  error = cudaHostGetDevicePointer(&mapped, options_.host_base, 0);
+  if (error != cudaSuccess) return CudaError(error, "cudaHostGetDevicePointer(L1 region)");
+  device.host_device_base = reinterpret_cast<uint64_t>(mapped);
+  int least = 0;
+  int greatest = 0;
+  error = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (error != cudaSuccess) return CudaError(error, "cudaDeviceGetStreamPriorityRange");
+  absl::StatusOr<std::unique_ptr<CudaLane>> load = CudaLane::Create(index, greatest);
+  if (!load.ok()) return load.status();
+  absl::StatusOr<std::unique_ptr<CudaLane>> store = CudaLane::Create(index, least);
+  if (!store.ok()) return store.status();
+  device.load_lane = std::move(*load);
+  device.store_lane = std::move(*store);
+  devices_.push_back(std::move(device));
+  return absl::OkStatus();
+}
+
+CudaTransferEngine::~CudaTransferEngine() {
+  {
+    MutexLock lock(&mu_);
+    for (auto& [id, reg] : registrations_) {
+      WaitIdle(reg.get());
+      Release(reg.get());
+    }
+    registrations_.clear();
+  }
+  devices_.clear();  // Lanes finish queued jobs first.
+  if (host_registered_) cudaHostUnregister(options_.host_base);
+}
+
+absl::StatusOr<int> CudaTransferEngine::DeviceByUuid(const std::string& uuid) const {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].uuid == uuid) return static_cast<int>(i);
+  }
+  return absl::NotFoundError(absl::StrCat("no GPU with uuid ", uuid, " on this host"));
+}
+
+void CudaTransferEngine::WaitIdle(Registration* reg) {
+  idle_.Wait(&mu_, [reg]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return reg->in_flight == 0; });
+}
+
+absl::Status CudaTransferEngine::Unregister(uint64_t session, uint64_t registration) {
+  MutexLock lock(&mu_);
+  auto it = registrations_.find(registration);
+  if (it == registrations_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown registration ", registration));
+  }
+  if (it->second->session != session) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("registration ", registration, " belongs to another session"));
+  }
+  std::shared_ptr<Registration> reg = std::move(it->second);
+  registrations_.erase(it);
+  WaitIdle(reg.get());
+  Release(reg.get());
+  return absl::OkStatus();
+}
+
+void CudaTransferEngine::EndSession(uint64_t session) {
+  MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Registration>> ended;
+  for (auto it = registrations_.begin(); it != registrations_.end();) {
+    if (it->second->session == session) {
+      ended.push_back(std::move(it->second));
+      it = registrations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const std::shared_ptr<Registration>& reg : ended) {
+    WaitIdle(reg.get());
+    Release(reg.get());
+  }
+}
+
+absl::StatusOr<std::shared_ptr<CudaTransferEngine::Registration>> CudaTransferEngine::Acquire(
+    uint64_t session, const TransferRequest& request) {
+  MutexLock lock(&mu_);
+  auto it = registrations_.find(request.registration);
+  if (it == registrations_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown registration ", request.registration));
+  }
+  Registration& reg = *it->second;
+  if (reg.session != session) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("registration ", request.registration, " belongs to another session"));
+  }
+  RequestLimits limits{reg.num_blocks, reg.events.size(), reg.block_bytes, options_.host_bytes,
+                       options_.max_blocks_per_transfer};
+  absl::Status status = ValidateRequest(request, limits);
+  if (!status.ok()) return status;
+  ++reg.in_flight;
+  return it->second;
+}
+
+void CudaTransferEngine::Finish(Registration* reg) {
+  MutexLock lock(&mu_);
+  --reg->in_flight;
+  idle_.SignalAll();  // Under mu_: a waiting destructor must not free idle_ before this.
+}
+
+LaneJob CudaTransferEngine::MakeJob(const Registration& reg, const TransferRequest& request,
+                                    std::function<void(TransferResult)> done) const {
+  const Device& device = devices_[reg.device];
+  LaneJob job;
+  job.launch.strategy = ResolveStrategy(options_.copy_strategy, reg.max_piece_bytes,
+                                        options_.kernel_max_piece_bytes);
+  job.launch.direction = request.direction;
+  job.launch.grid_blocks = device.grid_blocks;
+  uint64_t host_base = job.launch.strategy == CopyStrategy::kKernel
+                           ? device.host_device_base
+                           : reinterpret_cast<uint64_t>(options_.host_base);
+  job.pieces = PlanCopies(reg.tensors, request.blocks, host_base);
+  if (request.wait_event.has_value()) job.wait_event = reg.events[*request.wait_event];
+  job.num_blocks = request.blocks.size();
+  job.done = std::move(done);
+  return job;
+}
+
+absl::Status CudaTransferEngine::Submit(uint64_t session, TransferRequest request,
+                                        std::function<void(TransferResult)> done) {
+  absl::StatusOr<std::shared_ptr<Registration>> reg = Acquire(session, request);
+  if (!reg.ok()) return reg.status();
+  std::shared_ptr<Registration> held = std::move(*reg);
+  auto finish = [this, held, done = std::move(done)](TransferResult result) {
+    done(std::move(result));
+    Finish(held.get());
+  };
+  LaneJob job = MakeJob(*held, request, std::move(finish));
+  Device& device = devices_[held->device];
+  CudaLane* lane = request.direction == TransferDirection::kHostToGpu ? device.load_lane.get()
+                                                                       : device.store_lane.get();
+  lane->Enqueue(std::move(job));
+  return absl::OkStatus();
+}
+
+}  // namespace kvstrata

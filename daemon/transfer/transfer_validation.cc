@@ -1,0 +1,159 @@
+#include "daemon/transfer/transfer_validation.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvstrata {
+namespace {
+
+// a + b <= limit without overflow.
+bool FitsSum(uint64_t a, uint64_t b, uint64_t limit) { return a <= limit && b <= limit - a; }
+
+absl::Status ValidateTensor(const CudaTensorSpec& t, size_t index, uint32_t num_blocks) {
+  std::string where = absl::StrCat("tensor ", index, " (layer ", t.layer, ", kv ", t.kv_index, ")");
+  if (t.piece_bytes == 0 || t.allocation_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": piece_bytes and allocation_bytes must be > 0"));
+  }
+  if (num_blocks > 1 && t.block_stride < t.piece_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": block_stride ", t.block_stride,
+                                                   " < piece_bytes ", t.piece_bytes, " (blocks overlap)"));
+  }
+  uint64_t last = num_blocks - 1;
+  if (t.block_stride != 0 && last > (UINT64_MAX - t.base_offset) / t.block_stride) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": block offsets overflow"));
+  }
+  uint64_t last_start = t.base_offset + last * t.block_stride;
+  if (!FitsSum(last_start, t.piece_bytes, t.allocation_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": block ", last, " ends past the allocation (base_offset ", t.base_offset,
+        " + ", last, " * stride ", t.block_stride, " + piece ", t.piece_bytes, " > ",
+        t.allocation_bytes, ")"));
+  }
+  return absl::OkStatus();
+}
+
+bool AllZero(const IpcHandleBytes& handle) {
+  return std::all_of(handle.begin(), handle.end(), [](char c) { return c == 0; });
+}
+
+}  // namespace
+
+absl::Status ValidateGeometry(const CudaMemorySpec& spec, uint64_t block_bytes) {
+  if (spec.num_blocks == 0) return absl::InvalidArgumentError("num_blocks must be > 0");
+  if (spec.tensors.empty()) return absl::InvalidArgumentError("no tensors");
+  if (block_bytes == 0) return absl::InvalidArgumentError("block_bytes must be > 0");
+  uint64_t sum = 0;
+  for (size_t i = 0; i < spec.tensors.size(); ++i) {
+    absl::Status status = ValidateTensor(spec.tensors[i], i, spec.num_blocks);
+    if (!status.ok()) return status;
+    if (!FitsSum(sum, spec.tensors[i].piece_bytes, block_bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pieces add up to more than block_bytes ", block_bytes));
+    }
+    sum += spec.tensors[i].piece_bytes;
+  }
+  if (sum != block_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pieces add up to ", sum, " bytes, block_bytes is ", block_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateIpcHandles(const CudaMemorySpec& spec) {
+  for (size_t i = 0; i < spec.tensors.size(); ++i) {
+    if (AllZero(spec.tensors[i].ipc_handle)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", i, ": empty IPC memory handle"));
+    }
+  }
+  for (size_t i = 0; i < spec.ipc_events.size(); ++i) {
+    if (AllZero(spec.ipc_events[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("event ", i, ": empty IPC event handle"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits& limits) {
+  if (request.blocks.size() > limits.max_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(request.blocks.size(), " blocks in one transfer, at most ",
+                                                   limits.max_blocks));
+  }
+  if (request.wait_event.has_value() && *request.wait_event >= limits.num_events) {
+    return absl::InvalidArgumentError(absl::StrCat("wait_event ", *request.wait_event, " out of range (",
+                                                   limits.num_events, " events registered)"));
+  }
+  bool load = request.direction == TransferDirection::kHostToGpu;
+  std::unordered_set<uint64_t> destinations;
+  destinations.reserve(request.blocks.size());
+  for (const BlockCopy& block : request.blocks) {
+    if (block.block_id >= limits.num_blocks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("block id ", block.block_id, " >= num_blocks ", limits.num_blocks));
+    }
+    if (!FitsSum(block.host_offset, limits.block_bytes, limits.host_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat("slot at offset ", block.host_offset,
+                                                     " ends past the L1 region (", limits.host_bytes, " bytes)"));
+    }
+    if (!destinations.insert(load ? block.block_id : block.host_offset).second) {
+      return absl::InvalidArgumentError(
+          load ? absl::StrCat("block id ", block.block_id, " loaded twice")
+               : absl::StrCat("slot at offset ", block.host_offset, " stored twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
+                                  const std::vector<BlockCopy>& blocks, uint64_t host_base) {
+  std::vector<PieceCopy> pieces;
+  pieces.reserve(blocks.size() * tensors.size());
+  for (const BlockCopy& block : blocks) {
+    uint64_t host = host_base + block.host_offset;
+    for (const TensorLayout& t : tensors) {
+      uint64_t gpu = t.block0 + uint64_t{block.block_id} * t.block_stride;
+      if (!pieces.empty()) {
+        PieceCopy& last = pieces.back();
+        if (last.gpu + last.bytes == gpu && last.host + last.bytes == host) {
+          last.bytes += t.piece_bytes;
+          host += t.piece_bytes;
+          continue;
+        }
+      }
+      pieces.push_back({gpu, host, t.piece_bytes});
+      host += t.piece_bytes;
+    }
+  }
+  return pieces;
+}
+
+std::vector<PieceCopy> SplitPieces(const std::vector<PieceCopy>& pieces, uint64_t max_bytes) {
+  std::vector<PieceCopy> out;
+  out.reserve(pieces.size());
+  for (const PieceCopy& piece : pieces) {
+    for (uint64_t done = 0; done < piece.bytes; done += max_bytes) {
+      out.push_back({piece.gpu + done, piece.host + done, std::min(max_bytes, piece.bytes - done)});
+    }
+  }
+  return out;
+}
+
+CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
+                             uint64_t kernel_max_piece_bytes) {
+  if (requested != CopyStrategy::kAuto) return requested;
+  return max_piece_bytes < kernel_max_piece_bytes ? CopyStrategy::kKernel : CopyStrategy::kBatch;
+}
+
+const char* CopyStrategyName(CopyStrategy strategy) {
+  switch (strategy) {
+    case CopyStrategy::kAuto: return "auto";
+    case CopyStrategy::kBatch: return "batch";
+    case CopyStrategy::kKernel: return "kernel";
+    case CopyStrategy::kMemcpyLoop: return "loop";
+  }
+  return "unknown";
+}
+
+}  // namespace kvstrata

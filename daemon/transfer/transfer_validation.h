@@ -1,0 +1,65 @@
+// Checks and copy planning shared by every TransferEngine build, in plain C++ so that
+// they are tested on machines without a GPU (tests/unit/transfer/). Stateless; thread-safe.
+#ifndef KVSTRATA_DAEMON_TRANSFER_TRANSFER_VALIDATION_H_
+#define KVSTRATA_DAEMON_TRANSFER_TRANSFER_VALIDATION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/transfer/transfer_engine.h"
+
+namespace kvstrata {
+
+// INVALID_ARGUMENT unless every tensor's blocks lie inside its allocation, blocks do not
+// overlap, all sizes are non-zero and the pieces add up to `block_bytes`.
+absl::Status ValidateGeometry(const CudaMemorySpec& spec, uint64_t block_bytes);
+
+// INVALID_ARGUMENT for an all-zero IPC memory or event handle (never a valid export).
+absl::Status ValidateIpcHandles(const CudaMemorySpec& spec);
+
+struct RequestLimits {
+  uint32_t num_blocks = 0;     // Of the registration.
+  size_t num_events = 0;       // Of the registration.
+  uint64_t block_bytes = 0;    // One L1 slot.
+  uint64_t host_bytes = 0;     // The L1 region.
+  uint32_t max_blocks = 0;     // Per transfer.
+};
+
+// INVALID_ARGUMENT for a block id >= num_blocks, a slot outside the region, an event
+// index out of range, too many blocks, or a destination written twice (the same block id
+// in a load, the same slot in a store).
+absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits& limits);
+
+// Where one tensor's block 0 starts (an address on the GPU) and how blocks step.
+struct TensorLayout {
+  uint64_t block0 = 0;  // Allocation address + base_offset.
+  uint64_t block_stride = 0;
+  uint64_t piece_bytes = 0;
+};
+
+// One contiguous copy between GPU address `gpu` and host address `host`.
+struct PieceCopy {
+  uint64_t gpu = 0;
+  uint64_t host = 0;
+  uint64_t bytes = 0;
+};
+
+// The pieces of `blocks`, slot layout as in transfer_engine.h (a block's pieces back to
+// back in tensor order from host_base + host_offset). Pieces contiguous on both sides are
+// merged (cross-layer blocks in consecutive slots become one copy).
+std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
+                                  const std::vector<BlockCopy>& blocks, uint64_t host_base);
+
+// Splits pieces longer than `max_bytes` (for the copy kernel's load balance).
+std::vector<PieceCopy> SplitPieces(const std::vector<PieceCopy>& pieces, uint64_t max_bytes);
+
+// kAuto -> kKernel when max_piece_bytes < kernel_max_piece_bytes, else kBatch.
+CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
+                             uint64_t kernel_max_piece_bytes);
+
+const char* CopyStrategyName(CopyStrategy strategy);
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TRANSFER_TRANSFER_VALIDATION_H_

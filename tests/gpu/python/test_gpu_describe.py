@@ -1,0 +1,113 @@
+"""describe_kv_caches on real CUDA tensors (no daemon): handles, offsets, sizes, uuid."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from gpu_support import BLOCK_BYTES, KvCache, require_gpu
+
+require_gpu()
+
+import torch  # noqa: E402
+
+import kvstrata  # noqa: E402
+from kvstrata import cuda as kcuda  # noqa: E402
+
+UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def test_gpu_uuid_matches_the_driver():
+    uuid = kvstrata.gpu_uuid(0)
+    assert UUID_RE.match(uuid), uuid
+    assert kcuda.format_gpu_uuid(kcuda._driver().device_uuid(0)) == uuid
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.lower()
+    except (OSError, subprocess.TimeoutExpired):
+        pytest.skip("nvidia-smi not available")
+    assert uuid.lower() in smi or uuid.replace("GPU-", "MIG-") in smi, (uuid, smi)
+
+
+@pytest.mark.parametrize("layout", ["nhd", "hnd", "flashinfer", "cross_layer"])
+def test_describe_llama_layouts(layout):
+    cache = KvCache(layout, 96)
+    desc = kvstrata.describe_kv_caches(cache.kv_caches, cache.describe_layout, BLOCK_BYTES)
+    assert desc.block_bytes == BLOCK_BYTES and desc.num_blocks == 96
+    assert desc.gpu_uuid == kvstrata.gpu_uuid(0)
+    for p in desc.pieces:
+        assert len(p.ipc_handle) == 64
+        assert p.base_offset + 95 * p.block_stride + p.piece_bytes <= p.allocation_bytes
+    tensors = [cache.cross] if layout == "cross_layer" else cache.layers
+    # Every piece's address (allocation base + offset) is inside one of the tensors.
+    bases = {}
+    for t in tensors:
+        base, size = kcuda._driver().address_range(0, t.data_ptr())
+        assert size >= t.untyped_storage().nbytes()
+        bases[t.data_ptr()] = base
+    if layout == "nhd":
+        for layer, t in enumerate(cache.layers):
+            k, v = desc.pieces[2 * layer], desc.pieces[2 * layer + 1]
+            assert (k.layer, k.kv_index, v.layer, v.kv_index) == (layer, 0, layer, 1)
+            assert bases[t.data_ptr()] + k.base_offset == t.data_ptr()
+            assert v.base_offset - k.base_offset == 96 * k.block_stride
+            assert k.piece_bytes == k.block_stride == BLOCK_BYTES // 64
+
+
+def test_torch_exporter_agrees_with_the_driver():
+    cache = KvCache("nhd", 32)
+    by_driver = kvstrata.describe_kv_caches(cache.kv_caches, "vllm", BLOCK_BYTES)
+    by_torch = kvstrata.describe_kv_caches(cache.kv_caches, "vllm", BLOCK_BYTES, exporter="torch")
+    for a, b in zip(by_driver.pieces, by_torch.pieces):
+        assert (a.base_offset, a.allocation_bytes, a.block_stride, a.piece_bytes) == \
+               (b.base_offset, b.allocation_bytes, b.block_stride, b.piece_bytes)
+
+
+def test_sglang_token_major_buffers():
+    page, layers, rows = 16, 4, 16 * 33  # 32 pages + SGLang's padding page
+    k = [torch.empty(rows, 8, 128, dtype=torch.bfloat16, device="cuda") for _ in range(layers)]
+    v = [torch.empty(rows, 8, 128, dtype=torch.bfloat16, device="cuda") for _ in range(layers)]
+    desc = kvstrata.describe_kv_caches((k, v), "sglang", tokens_per_block=page)
+    assert desc.num_blocks == 33
+    assert [(p.kv_index, p.layer) for p in desc.pieces] == \
+        [(0, i) for i in range(layers)] + [(1, i) for i in range(layers)]
+    assert all(p.piece_bytes == page * 8 * 128 * 2 == p.block_stride for p in desc.pieces)
+
+
+def test_non_cuda_and_mixed_devices_are_refused():
+    with pytest.raises(ValueError, match="CUDA"):
+        kvstrata.describe_kv_caches([torch.empty(2, 4, 16, 8, 128)], "vllm")
+    if torch.cuda.device_count() > 1:
+        a = torch.empty(2, 4, 16, 8, 128, device="cuda:0")
+        b = torch.empty(2, 4, 16, 8, 128, device="cuda:1")
+        with pytest.raises(ValueError, match="one device"):
+            kvstrata.describe_kv_caches([a, b], "vllm")
+
+
+def test_ipc_event_pool_round_robin():
+    pool = kvstrata.IpcEventPool(0, 3)
+    assert len(pool.handles) == 3 and all(len(h) == 64 for h in pool.handles)
+    assert [pool.record() for _ in range(4)] == [1, 2, 3, 1]
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("layout", ["nhd", "hnd", "flashinfer", "cross_layer"])
+def test_pieces_address_exactly_the_blocks(layout):
+    """Copying through the description's pieces (what the daemon does, here with torch on
+    raw device addresses) stores each block's bytes and loads them into other blocks."""
+    from gpu_support import assert_blocks_equal, reference_load, reference_store
+
+    cache = KvCache(layout, 128)
+    cache.poison(range(128))
+    desc = kvstrata.describe_kv_caches(cache.kv_caches, cache.describe_layout, BLOCK_BYTES)
+    src, dst = [3, 0, 127, 64, 65], [10, 11, 99, 1, 2]
+    cache.fill_random(src)
+    slots = reference_store(desc, cache.device, src)
+    assert slots.shape == (len(src), BLOCK_BYTES)
+    assert_blocks_equal(slots, cache.blocks(src), "slots vs blocks()")   # the slot byte order
+    reference_load(desc, cache.device, dst, slots)
+    assert_blocks_equal(cache.blocks(dst), cache.blocks(src), "loaded blocks")
+    untouched = [b for b in range(128) if b not in src + dst]
+    poison = cache.blocks([untouched[0]])
+    assert_blocks_equal(cache.blocks(untouched), poison.expand(len(untouched), -1), "other blocks")

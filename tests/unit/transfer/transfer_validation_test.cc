@@ -1,0 +1,173 @@
+// Geometry and request checks and copy planning: plain C++, no GPU needed.
+#include "daemon/transfer/transfer_validation.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kvstrata {
+
+// For the matchers (ADL finds it in PieceCopy's namespace).
+bool operator==(const PieceCopy& a, const PieceCopy& b) {
+  return a.gpu == b.gpu && a.host == b.host && a.bytes == b.bytes;
+}
+
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint32_t kBlocks = 100;
+
+// vLLM per-layer geometry: `layers` x {K, V} tensors, piece `piece` bytes, blocks packed.
+CudaMemorySpec PerLayer(uint32_t layers, uint64_t piece) {
+  CudaMemorySpec spec;
+  spec.gpu_uuid = "GPU-00000000-0000-0000-0000-000000000000";
+  spec.num_blocks = kBlocks;
+  for (uint32_t layer = 0; layer < layers; ++layer) {
+    for (uint32_t kv = 0; kv < 2; ++kv) {
+      CudaTensorSpec t;
+      t.ipc_handle[0] = 1;
+      t.allocation_bytes = kBlocks * piece;
+      t.block_stride = piece;
+      t.piece_bytes = piece;
+      t.layer = layer;
+      t.kv_index = kv;
+      spec.tensors.push_back(t);
+    }
+  }
+  return spec;
+}
+
+std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+TEST(ValidateGeometryTest, AcceptsPerLayerAndCrossLayer) {
+  EXPECT_TRUE(ValidateGeometry(PerLayer(32, 32 * kKiB), 64 * 32 * kKiB).ok());
+  CudaMemorySpec cross = PerLayer(1, 2048 * kKiB);
+  cross.tensors.resize(1);
+  EXPECT_TRUE(ValidateGeometry(cross, 2048 * kKiB).ok());
+}
+
+TEST(ValidateGeometryTest, PiecesMustAddUpToBlockBytes) {
+  absl::Status status = ValidateGeometry(PerLayer(2, 16 * kKiB), 65 * kKiB);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("add up to"));
+}
+
+TEST(ValidateGeometryTest, LastBlockMustFitTheAllocation) {
+  CudaMemorySpec spec = PerLayer(1, 16 * kKiB);
+  spec.tensors[1].base_offset = 1;
+  absl::Status status = ValidateGeometry(spec, 32 * kKiB);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("tensor 1"));
+  EXPECT_THAT(Message(status), HasSubstr("past the allocation"));
+}
+
+TEST(ValidateGeometryTest, RejectsZeroSizesOverlapAndOverflow) {
+  CudaMemorySpec spec = PerLayer(1, 16 * kKiB);
+  EXPECT_FALSE(ValidateGeometry(spec, 0).ok());
+  spec.num_blocks = 0;
+  EXPECT_FALSE(ValidateGeometry(spec, 32 * kKiB).ok());
+  spec = PerLayer(1, 16 * kKiB);
+  spec.tensors[0].piece_bytes = 0;
+  spec.tensors[1].piece_bytes = 32 * kKiB;
+  EXPECT_FALSE(ValidateGeometry(spec, 32 * kKiB).ok());
+  spec = PerLayer(1, 16 * kKiB);
+  spec.tensors[0].block_stride = 8 * kKiB;
+  EXPECT_THAT(Message(ValidateGeometry(spec, 32 * kKiB)), HasSubstr("overlap"));
+  spec = PerLayer(1, 16 * kKiB);
+  spec.tensors[0].block_stride = UINT64_MAX / 2;
+  EXPECT_THAT(Message(ValidateGeometry(spec, 32 * kKiB)), HasSubstr("overflow"));
+  spec = PerLayer(1, 16 * kKiB);
+  spec.tensors[0].piece_bytes = UINT64_MAX;
+  EXPECT_FALSE(ValidateGeometry(spec, 32 * kKiB).ok());
+  spec.tensors.clear();
+  EXPECT_FALSE(ValidateGeometry(spec, 32 * kKiB).ok());
+}
+
+TEST(ValidateIpcHandlesTest, RejectsEmptyHandles) {
+  CudaMemorySpec spec = PerLayer(1, 16 * kKiB);
+  EXPECT_TRUE(ValidateIpcHandles(spec).ok());
+  spec.ipc_events.push_back({});
+  EXPECT_THAT(Message(ValidateIpcHandles(spec)), HasSubstr("event 0"));
+  spec.ipc_events.clear();
+  spec.tensors[1].ipc_handle = {};
+  EXPECT_THAT(Message(ValidateIpcHandles(spec)), HasSubstr("tensor 1"));
+}
+
+RequestLimits Limits() { return {kBlocks, 2, 64 * kKiB, 1024 * kKiB, 8}; }
+
+TransferRequest Request(TransferDirection direction, std::vector<BlockCopy> blocks) {
+  TransferRequest request;
+  request.direction = direction;
+  request.blocks = std::move(blocks);
+  return request;
+}
+
+TEST(ValidateRequestTest, AcceptsValidAndEmptyRequests) {
+  EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kGpuToHost, {{0, 0}, {99, 960 * kKiB}}),
+                              Limits()).ok());
+  EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kHostToGpu, {}), Limits()).ok());
+}
+
+TEST(ValidateRequestTest, RejectsBadIdsSlotsEventsAndCounts) {
+  auto store = TransferDirection::kGpuToHost;
+  EXPECT_THAT(Message(ValidateRequest(Request(store, {{100, 0}}), Limits())),
+              HasSubstr("num_blocks"));
+  EXPECT_THAT(Message(ValidateRequest(Request(store, {{0, 961 * kKiB}}), Limits())),
+              HasSubstr("past the L1 region"));
+  EXPECT_FALSE(ValidateRequest(Request(store, {{0, UINT64_MAX - 10}}), Limits()).ok());
+  TransferRequest with_event = Request(store, {{0, 0}});
+  with_event.wait_event = 2;
+  EXPECT_THAT(Message(ValidateRequest(with_event, Limits())), HasSubstr("wait_event"));
+  std::vector<BlockCopy> many(9);
+  for (uint32_t i = 0; i < 9; ++i) many[i] = {i, i * 64 * kKiB};
+  EXPECT_THAT(Message(ValidateRequest(Request(store, many), Limits())), HasSubstr("at most"));
+}
+
+TEST(ValidateRequestTest, RejectsDestinationsWrittenTwice) {
+  EXPECT_THAT(Message(ValidateRequest(
+                  Request(TransferDirection::kHostToGpu, {{3, 0}, {3, 64 * kKiB}}), Limits())),
+              HasSubstr("loaded twice"));
+  EXPECT_THAT(Message(ValidateRequest(
+                  Request(TransferDirection::kGpuToHost, {{3, 0}, {4, 0}}), Limits())),
+              HasSubstr("stored twice"));
+  // Storing one block into two slots, or loading one slot into two blocks, is fine.
+  EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kGpuToHost, {{3, 0}, {3, 64 * kKiB}}),
+                              Limits()).ok());
+  EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kHostToGpu, {{3, 0}, {4, 0}}),
+                              Limits()).ok());
+}
+
+TEST(PlanCopiesTest, PiecesGoBackToBackInTensorOrder) {
+  std::vector<TensorLayout> tensors = {{0x10000, 0x100, 0x40}, {0x90000, 0x200, 0x80}};
+  std::vector<PieceCopy> pieces = PlanCopies(tensors, {{2, 0x1000}, {0, 0x5000}}, 0x100000);
+  EXPECT_THAT(pieces, ElementsAre(PieceCopy{0x10200, 0x101000, 0x40},
+                                  PieceCopy{0x90400, 0x101040, 0x80},
+                                  PieceCopy{0x10000, 0x105000, 0x40},
+                                  PieceCopy{0x90000, 0x105040, 0x80}));
+}
+
+TEST(PlanCopiesTest, MergesContiguousCrossLayerBlocks) {
+  std::vector<TensorLayout> tensors = {{0x10000, 0x1000, 0x1000}};
+  std::vector<PieceCopy> pieces = PlanCopies(tensors, {{4, 0}, {5, 0x1000}, {7, 0x2000}}, 0);
+  EXPECT_THAT(pieces, ElementsAre(PieceCopy{0x14000, 0, 0x2000}, PieceCopy{0x17000, 0x2000, 0x1000}));
+}
+
+TEST(SplitPiecesTest, CutsLongPieces) {
+  EXPECT_THAT(SplitPieces({{0, 100, 10}, {50, 200, 4}}, 4),
+              ElementsAre(PieceCopy{0, 100, 4}, PieceCopy{4, 104, 4}, PieceCopy{8, 108, 2},
+                          PieceCopy{50, 200, 4}));
+}
+
+TEST(ResolveStrategyTest, AutoPicksKernelForSmallPieces) {
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 16 * kKiB, 256 * kKiB), CopyStrategy::kKernel);
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 256 * kKiB, 256 * kKiB), CopyStrategy::kBatch);
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kMemcpyLoop, 1, 256 * kKiB), CopyStrategy::kMemcpyLoop);
+  EXPECT_STREQ(CopyStrategyName(CopyStrategy::kKernel), "kernel");
+}
+
+}  // namespace
+}  // namespace kvstrata
