@@ -31,16 +31,24 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:supp
 declare -a summary=()
 status=0
 
-# run_build <name> <sanitizer> <ctest label regex or empty for all>
+# GCC 12 warns (-Wtsan, an error under our -Werror) that TSan does not model
+# std::atomic_thread_fence, which abseil's flag headers inline (SequenceLock). Keep it a
+# warning: a fence TSan cannot see can only cause false reports there, never hide ours.
+tsan_flags=""
+if c++ --version 2>/dev/null | grep -q "Free Software Foundation"; then
+  tsan_flags="-Wno-error=tsan"
+fi
+
+# run_build <name> <sanitizer> <ctest label regex or empty for all> [extra CXX flags]
 run_build() {
-  local name="$1" sanitizer="$2" labels="$3"
+  local name="$1" sanitizer="$2" labels="$3" cxx_flags="${4:-}"
   local dir="$repo/build-$name" log="$repo/build-$name/sanitize.log"
   local started=$SECONDS
   mkdir -p "$dir"
   echo "sanitize: [$name] configure + build ($dir, -j$jobs)"
   if ! cmake -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DKVSTRATA_SANITIZE="$sanitizer" -DKVSTRATA_BUILD_BENCH=OFF \
-      -DKVSTRATA_ENABLE_CUDA=OFF >"$dir/configure.log" 2>&1; then
+      -DKVSTRATA_ENABLE_CUDA=OFF -DCMAKE_CXX_FLAGS="$cxx_flags" >"$dir/configure.log" 2>&1; then
     tail -n 30 "$dir/configure.log"
     summary+=("$name: FAIL (configure; see $dir/configure.log)"); status=1; return
   fi
@@ -68,10 +76,10 @@ run_build() {
 
 case "$which" in
   asan) run_build asan address "" ;;
-  tsan) run_build tsan thread "^(unit|integration)$" ;;
+  tsan) run_build tsan thread "^(unit|integration)$" "$tsan_flags" ;;
   all)
     run_build asan address ""
-    run_build tsan thread "^(unit|integration)$"
+    run_build tsan thread "^(unit|integration)$" "$tsan_flags"
     ;;
   *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
 esac

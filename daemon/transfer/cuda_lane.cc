@@ -1,5 +1,8 @@
 #include "daemon/transfer/cuda_lane.h"
 
+#include <chrono>
+#include <thread>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -98,10 +101,33 @@ void CudaLane::IssueLoop() {
   changed_.SignalAll();
 }
 
+namespace {
+
+// Polls the engine's event from this thread. A GPU-side cudaStreamWaitEvent on the event of
+// an engine that died before recording it would block the lane's stream forever.
+CopyError WaitForEngineEvent(const LaneJob& job) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::seconds(kEngineEventWaitLimitSeconds);
+  while (true) {
+    cudaError_t state = cudaEventQuery(job.wait_event);
+    if (state == cudaSuccess) return {};
+    if (state != cudaErrorNotReady) return {state, "cudaEventQuery(engine event)"};
+    if (job.abandon != nullptr && job.abandon->load()) {
+      return {cudaErrorNotReady, "waiting for the engine's event (its session ended)"};
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return {cudaErrorNotReady, "waiting for the engine's event (time limit)"};
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+}  // namespace
+
 CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
   if (job.wait_event != nullptr) {
-    cudaError_t error = cudaStreamWaitEvent(stream_, job.wait_event, 0);
-    if (error != cudaSuccess) return {error, "cudaStreamWaitEvent"};
+    CopyError waited = WaitForEngineEvent(job);
+    if (!waited.ok()) return waited;
   }
   CopyError error = IssueCopies(job.launch, job.pieces, &slot.scratch, stream_);
   if (!error.ok()) return error;

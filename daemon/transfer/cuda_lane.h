@@ -1,5 +1,5 @@
 // One direction of one GPU: a non-blocking stream and two threads. The issue thread takes
-// queued jobs in order, enqueues their copies (after an optional cudaStreamWaitEvent) and
+// queued jobs in order, enqueues their copies (after the engine's event completed) and
 // records an event; the completion thread waits for those events in order and runs each
 // job's `done` exactly once. Up to kSlots jobs are in flight, so issuing the next transfer
 // overlaps the copies of the previous ones. CUDA build only. Thread-safe.
@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -22,10 +23,16 @@
 
 namespace kvstrata {
 
+inline constexpr int kEngineEventWaitLimitSeconds = 30;
+
 struct LaneJob {
   CopyLaunch launch;
   std::vector<PieceCopy> pieces;
-  cudaEvent_t wait_event = nullptr;  // Waited for on the lane's stream first, when set.
+  // The engine's event to wait for before copying (host-side polling, so a dead engine's
+  // event that never completes cannot wedge the stream): the wait gives up when `abandon`
+  // becomes true (its session ended) or after kEngineEventWaitLimit.
+  cudaEvent_t wait_event = nullptr;
+  std::shared_ptr<const std::atomic<bool>> abandon;
   size_t num_blocks = 0;             // Reported failed as a whole on a CUDA error.
   std::function<void(TransferResult)> done;
 };

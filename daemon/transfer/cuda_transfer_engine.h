@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,6 +74,8 @@ class CudaTransferEngine final : public TransferEngine {
     bool owns_events = false;
     std::vector<std::string> memory_keys;  // Into opened_; released with the registration.
     int in_flight = 0;                     // Guarded by the engine's mu_.
+    // Set when the registration ends: queued waits for its engine's events give up.
+    std::shared_ptr<std::atomic<bool>> ending = std::make_shared<std::atomic<bool>>(false);
   };
 
   explicit CudaTransferEngine(TransferEngineOptions options);

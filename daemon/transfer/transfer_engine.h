@@ -9,8 +9,8 @@
 // In an L1 slot the pieces of one block are stored back to back in tensor order, so the
 // slot holds sum(piece_bytes) == the namespace's bytes_per_block.
 //
-// Ordering: a store first makes the engine's stream work visible by waiting (on the
-// daemon's stream) for the IPC event the engine recorded after the forward pass; a
+// Ordering: a store first waits (polling from the daemon's issue thread) for the IPC event
+// the engine recorded after the forward pass, giving up when the session ends; a
 // transfer's completion callback runs only after every copy of it finished on the GPU.
 // Loads are issued ahead of queued stores (separate, higher-priority streams).
 //
@@ -89,7 +89,7 @@ struct TransferEngineOptions {
   uint32_t max_blocks_per_transfer = 65536;
   CopyStrategy copy_strategy = CopyStrategy::kAuto;
   // kAuto's threshold; set from bench/gpu/copy_bench (see docs/gpu-data-path.md).
-  uint64_t kernel_max_piece_bytes = 256 * 1024;
+  uint64_t kernel_max_piece_bytes = 64 * 1024;  // copy_bench on an H100: batch wins from 64 KiB.
 };
 
 class TransferEngine {

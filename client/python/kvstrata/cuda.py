@@ -62,7 +62,7 @@ import re
 import threading
 import uuid as _uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import pb
 
@@ -92,6 +92,7 @@ class CudaPiece:
     piece_bytes: int        # contiguous bytes of one block
     layer: int = 0
     kv_index: int = 0       # 0 = K (or the whole block), 1 = V
+    address: int = 0        # device address of block 0's piece here (diagnostics; not sent)
 
     def to_proto(self) -> Any:
         return pb.CudaTensor(ipc_handle=self.ipc_handle, base_offset=self.base_offset,
@@ -339,7 +340,7 @@ def _merge_adjacent(pieces: List[CudaPiece]) -> List[CudaPiece]:
                 and last.piece_bytes + p.piece_bytes <= p.block_stride):
             merged[-1] = CudaPiece(last.ipc_handle, last.base_offset, last.allocation_bytes,
                                    last.block_stride, last.piece_bytes + p.piece_bytes,
-                                   last.layer, last.kv_index)
+                                   last.layer, last.kv_index, last.address)
         else:
             merged.append(p)
     return merged
@@ -410,7 +411,7 @@ def describe_kv_caches(kv_caches: Any, layout: str, block_bytes: Optional[int] =
                     f"allocation [{alloc.base:#x}, +{alloc.size}) ({alloc.source})")
             allocations.append(alloc)
         pieces.append(CudaPiece(alloc.handle, p.ptr - alloc.base, alloc.size, p.block_stride,
-                                p.piece_bytes, p.layer, p.kv_index))
+                                p.piece_bytes, p.layer, p.kv_index, p.ptr))
     if merge_adjacent:
         pieces = _merge_adjacent(pieces)
     total = sum(p.piece_bytes for p in pieces)

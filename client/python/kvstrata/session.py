@@ -446,6 +446,7 @@ class Session:
             tracker, self._tracker = self._tracker, None
         if tracker is not None:
             tracker.close()
+        self._cuda_registrations.clear()  # The daemon drops them with the session.
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.client.timeout + 1.0)
         try:

@@ -111,3 +111,66 @@ def test_pieces_address_exactly_the_blocks(layout):
     untouched = [b for b in range(128) if b not in src + dst]
     poison = cache.blocks([untouched[0]])
     assert_blocks_equal(cache.blocks(untouched), poison.expand(len(untouched), -1), "other blocks")
+
+
+class _ReferenceSession:
+    """The daemon's job semantics done in-process with the reference copier: checks the
+    test helpers (roundtrip_rounds, KvCache) apart from the daemon."""
+
+    def __init__(self, desc, device):
+        self.desc, self.device = desc, device
+        self.slots, self.done, self.next_job = {}, {}, 0
+
+    def _finish(self, kind, failed):
+        from kvstrata import pb
+
+        self.next_job += 1
+        self.done[self.next_job] = pb.JobCompletion(job_id=self.next_job, kind=kind,
+                                                    ok=not failed, failed_blocks=failed)
+        return self.next_job
+
+    def submit_store(self, ns, reg, keys, ids, event=None):
+        from gpu_support import reference_store
+        from kvstrata import pb
+
+        torch.cuda.synchronize()  # stands in for the daemon waiting on the event
+        for k, row in zip(keys, reference_store(self.desc, self.device, ids)):
+            self.slots.setdefault(k, row.clone())
+        return self._finish(pb.JobCompletion.KIND_STORE, [])
+
+    def submit_load(self, ns, reg, keys, ids, lease_id=0):
+        from gpu_support import reference_load
+        from kvstrata import pb
+
+        present = [i for i, k in enumerate(keys) if k in self.slots]
+        if present:
+            rows = torch.stack([self.slots[keys[i]] for i in present])
+            reference_load(self.desc, self.device, [ids[i] for i in present], rows)
+        torch.cuda.synchronize()
+        return self._finish(pb.JobCompletion.KIND_LOAD,
+                            [i for i in range(len(keys)) if i not in present])
+
+    def wait_jobs(self, jobs, timeout=None):
+        return {j: self.done.pop(j) for j in jobs}
+
+
+@pytest.mark.parametrize("layout", ["nhd", "cross_layer"])
+def test_roundtrip_helpers_with_the_reference_copier(layout):
+    import random
+
+    from gpu_support import roundtrip_rounds
+
+    cache = KvCache(layout, 256)
+    cache.poison(range(256))
+    desc = kvstrata.describe_kv_caches(cache.kv_caches, cache.describe_layout, BLOCK_BYTES)
+
+    class Reg:
+        description = desc
+
+        @staticmethod
+        def record_event():
+            return 1
+
+    counters = roundtrip_rounds(_ReferenceSession(desc, cache.device), None, Reg, cache,
+                                random.Random(layout), 6, max_blocks=16)
+    assert counters["rounds"] == 6 and counters["loaded_blocks"] > 0

@@ -1,0 +1,165 @@
+// lookup_latency: Lookup of a stored 1,000-key chain on a real kvstratad over its Unix
+// socket — p50/p99 latency and lookups/s with 1 and with 8 concurrent clients (threads,
+// each with its own channel and session) — beside an almost empty RPC round trip
+// (Control.Heartbeat) on the same socket in the same run. Targets: p50 <= 100 us,
+// p99 <= 1 ms. The chain is stored in host mode (ReserveStore, memcpy into the mapped
+// region, CommitStore) in an opaque namespace of 4 KiB blocks.
+//
+// Usage: lookup_latency [iterations per client=3000]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <latch>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/rpc/rpc_bench_util.h"
+#include "tests/integration/daemon_process.h"
+
+namespace kvstrata::bench {
+namespace {
+
+constexpr size_t kChain = 1000;
+constexpr uint64_t kBlockBytes = 4096;
+constexpr int kWarmup = 200;
+
+struct Setup {
+  std::string socket;
+  std::vector<std::string> chain;
+};
+
+enum class Op { kHeartbeat, kLookup };
+
+// One client: its own channel and session, and the request it repeats.
+struct Client {
+  std::unique_ptr<Stub> stub;
+  v1::HeartbeatRequest heartbeat;
+  v1::LookupRequest lookup;
+};
+
+absl::StatusOr<Client> Prepare(const Setup& setup) {
+  Client client{NewControlStub(setup.socket), {}, {}};
+  absl::StatusOr<v1::OpenSessionResponse> session = OpenSession(*client.stub, "lookup-latency");
+  if (!session.ok()) return session.status();
+  absl::StatusOr<uint32_t> ns =
+      RegisterOpaqueNamespace(*client.stub, session->session_id(), kBlockBytes, "lookup-latency");
+  if (!ns.ok()) return ns.status();
+  client.heartbeat.set_session_id(session->session_id());
+  client.lookup.set_session_id(session->session_id());
+  client.lookup.set_namespace_id(*ns);
+  for (const std::string& key : setup.chain) client.lookup.add_keys(key);
+  return client;
+}
+
+absl::Status Once(Client& client, Op op) {
+  if (op == Op::kHeartbeat) return Call(*client.stub, &Stub::Heartbeat, client.heartbeat).status();
+  absl::StatusOr<v1::LookupResponse> r = Call(*client.stub, &Stub::Lookup, client.lookup);
+  if (!r.ok()) return r.status();
+  if (r->hit_blocks() != kChain) return absl::InternalError("lookup lost blocks");
+  return absl::OkStatus();
+}
+
+// Warms up, waits for every client, then records `iterations` latencies (microseconds).
+absl::Status RunClient(const Setup& setup, Op op, int iterations, std::latch* start,
+                       std::vector<double>* micros) {
+  absl::StatusOr<Client> client = Prepare(setup);
+  absl::Status warm = client.status();
+  for (int i = 0; warm.ok() && i < kWarmup; ++i) warm = Once(*client, op);
+  start->arrive_and_wait();
+  if (!warm.ok()) return warm;
+  micros->reserve(iterations);
+  for (int i = 0; i < iterations; ++i) {
+    double t0 = NowSeconds();
+    if (absl::Status s = Once(*client, op); !s.ok()) return s;
+    micros->push_back((NowSeconds() - t0) * 1e6);
+  }
+  return absl::OkStatus();
+}
+
+// Runs `clients` threads; prints one row. Returns false on an error.
+bool Measure(const Setup& setup, Op op, int clients, int iterations) {
+  std::vector<std::vector<double>> micros(clients);
+  std::vector<absl::Status> status(clients);
+  std::latch start(clients + 1);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back(
+        [&, c] { status[c] = RunClient(setup, op, iterations, &start, &micros[c]); });
+  }
+  start.arrive_and_wait();
+  double t0 = NowSeconds();
+  for (std::thread& t : threads) t.join();
+  double seconds = NowSeconds() - t0;
+  std::vector<double> all;
+  for (int c = 0; c < clients; ++c) {
+    if (!status[c].ok()) {
+      std::fprintf(stderr, "client %d: %s\n", c, status[c].ToString().c_str());
+      return false;
+    }
+    all.insert(all.end(), micros[c].begin(), micros[c].end());
+  }
+  Latency l = Summarize(all);
+  bool lookup = op == Op::kLookup;
+  std::printf("  %-22s %7d  %9.1f  %9.1f  %10.0f",
+              lookup ? "Lookup (1000 keys)" : "Heartbeat (baseline)", clients, l.p50_us,
+              l.p99_us, all.size() / seconds);
+  if (lookup) {
+    std::printf("   p50 %s  p99 %s", l.p50_us <= 100 ? "PASS" : "FAIL",
+                l.p99_us <= 1000 ? "PASS" : "FAIL");
+  }
+  std::printf("\n");
+  return true;
+}
+
+absl::Status StoreChain(const Setup& setup) {
+  std::unique_ptr<Stub> stub = NewControlStub(setup.socket);
+  absl::StatusOr<v1::OpenSessionResponse> session = OpenSession(*stub, "lookup-latency-store");
+  if (!session.ok()) return session.status();
+  absl::StatusOr<MappedRegion> region =
+      MapSessionRegion(session->shm_fd_socket(), session->session_id());
+  if (!region.ok()) return region.status();
+  absl::StatusOr<uint32_t> ns =
+      RegisterOpaqueNamespace(*stub, session->session_id(), kBlockBytes, "lookup-latency");
+  if (!ns.ok()) return ns.status();
+  std::vector<char> bytes(kChain * kBlockBytes, 'k');
+  absl::StatusOr<size_t> stored = StoreBatch(*stub, session->session_id(), *ns, setup.chain,
+                                             *region, bytes.data(), kBlockBytes);
+  if (!stored.ok()) return stored.status();
+  if (*stored != kChain) return absl::InternalError("the chain was not stored whole");
+  return absl::OkStatus();
+}
+
+int Main(int iterations) {
+  testing::DaemonProcess daemon(
+      {"--set=l1.capacity=256MiB,l1.slab_size=4MiB,l2.enabled=false,log.level=warn"});
+  if (absl::Status s = daemon.Start(); !s.ok()) {
+    std::fprintf(stderr, "daemon: %s\n%s\n", s.ToString().c_str(), daemon.log().c_str());
+    return 1;
+  }
+  Setup setup{daemon.socket(), MakeKeys(7, kChain)};
+  if (absl::Status s = StoreChain(setup); !s.ok()) {
+    std::fprintf(stderr, "store: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("kvstratad %s, Unix socket, chain of %zu keys (32 bytes), %d calls per client, "
+              "%u CPUs\n\n", testing::DaemonProcess::BinaryPath().c_str(), kChain, iterations,
+              std::thread::hardware_concurrency());
+  std::printf("  %-22s %7s  %9s  %9s  %10s   targets: p50 <= 100 us, p99 <= 1 ms\n", "call",
+              "clients", "p50 (us)", "p99 (us)", "calls/s");
+  bool ok = true;
+  for (int clients : {1, 8}) {
+    int per_client = clients == 1 ? iterations : std::max(iterations / 4, 200);
+    ok = Measure(setup, Op::kHeartbeat, clients, per_client) && ok;
+    ok = Measure(setup, Op::kLookup, clients, per_client) && ok;
+  }
+  daemon.Stop();
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace kvstrata::bench
+
+int main(int argc, char** argv) {
+  return kvstrata::bench::Main(argc > 1 ? std::atoi(argv[1]) : 3000);
+}
