@@ -69,20 +69,22 @@ bool MakeEngines(const Flags& flags, Engines* engines) {
 }
 
 void PrintHeader() {
-  std::printf("%-11s %6s %-9s %8s | %8s %8s %8s | %6s %6s %6s | %-6s %5s %5s | %s\n", "layout",
-              "piece", "direction", "ceiling", "loop", "batch", "kernel", "%ceil", "x loop",
-              "cpu/GB", "chosen", "need", "", "verdict");
-  std::printf("%-11s %6s %-9s %8s | %8s %8s %8s | %6s %6s %6s | %-6s %5s %5s |\n", "", "KiB", "",
-              "GB/s", "GB/s", "GB/s", "GB/s", "chosen", "chosen", "ms", "", "%ceil", "");
+  std::printf("%-11s %6s %-9s %8s | %8s %8s %8s %8s | %6s %6s %6s | %-6s %5s %5s | %s\n",
+              "layout", "piece", "direction", "ceiling", "loop", "batch", "kernel", "staged",
+              "%ceil", "x loop", "cpu/GB", "chosen", "need", "", "verdict");
+  std::printf("%-11s %6s %-9s %8s | %8s %8s %8s %8s | %6s %6s %6s | %-6s %5s %5s |\n", "",
+              "KiB", "", "GB/s", "GB/s", "GB/s", "GB/s", "GB/s", "chosen", "chosen", "ms", "",
+              "%ceil", "");
 }
 
 void PrintRow(const RowResult& r) {
-  const StrategyFigure& chosen = r.figures[r.chosen == CopyStrategy::kKernel ? 2 : 1];
+  const StrategyFigure& chosen = r.figures[StrategyIndex(r.chosen)];
   double loop = r.figures[0].gbps;
-  std::printf("%-11s %6llu %-9s %8.2f | %8.2f %8.2f %8.2f | %5.1f%% %6.2f %6.2f | %-6s %4.0f%% %5s | %s\n",
+  std::printf("%-11s %6llu %-9s %8.2f | %8.2f %8.2f %8.2f %8.2f | %5.1f%% %6.2f %6.2f | %-6s %4.0f%% %5s | %s\n",
               r.spec.layout.c_str(), static_cast<unsigned long long>(r.spec.piece_bytes >> 10),
               DirectionName(r.spec.direction).c_str(), r.ceiling_gbps, loop, r.figures[1].gbps,
-              r.figures[2].gbps, 100 * chosen.gbps / r.ceiling_gbps, loop > 0 ? chosen.gbps / loop : 0,
+              r.figures[2].gbps, r.figures[3].gbps, 100 * chosen.gbps / r.ceiling_gbps,
+              loop > 0 ? chosen.gbps / loop : 0,
               chosen.cpu_ms_per_gb, CopyStrategyName(r.chosen), 100 * r.target_fraction, "",
               r.verdict.c_str());
   for (size_t i = 0; i < kStrategies.size(); ++i) {
@@ -92,7 +94,7 @@ void PrintRow(const RowResult& r) {
   }
 }
 
-// The smallest per-layer piece size at which batch is at least as fast as the kernel in
+// The smallest per-layer piece size at which batch is at least as fast as staged copies in
 // every direction; the kAuto threshold should be that size.
 uint64_t RecommendThreshold(const std::vector<RowResult>& rows) {
   uint64_t threshold = 0;
@@ -100,7 +102,7 @@ uint64_t RecommendThreshold(const std::vector<RowResult>& rows) {
     bool batch_wins = true;
     for (const RowResult& r : rows) {
       if (r.spec.layout != "per-layer" || r.spec.piece_bytes != (kib << 10)) continue;
-      batch_wins = batch_wins && r.figures[1].gbps >= r.figures[2].gbps;
+      batch_wins = batch_wins && r.figures[1].gbps >= r.figures[3].gbps;
     }
     if (!batch_wins) break;
     threshold = kib << 10;

@@ -14,8 +14,16 @@
 namespace kvstrata::bench {
 
 enum class Direction { kStore, kLoad, kBoth };
-inline constexpr std::array<CopyStrategy, 3> kStrategies = {
-    CopyStrategy::kMemcpyLoop, CopyStrategy::kBatch, CopyStrategy::kKernel};
+inline constexpr std::array<CopyStrategy, 4> kStrategies = {
+    CopyStrategy::kMemcpyLoop, CopyStrategy::kBatch, CopyStrategy::kKernel, CopyStrategy::kStaged};
+
+// Position of `strategy` in kStrategies (kAuto resolves before this is asked).
+inline size_t StrategyIndex(CopyStrategy strategy) {
+  for (size_t i = 0; i < kStrategies.size(); ++i) {
+    if (kStrategies[i] == strategy) return i;
+  }
+  return 1;
+}
 
 struct RowSpec {
   std::string layout;      // "per-layer" or "cross-layer"

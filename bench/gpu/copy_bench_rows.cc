@@ -166,7 +166,7 @@ StrategyFigure MeasureStrategy(CudaTransferEngine& engine, const GpuKv& kv, Dire
 
 void Judge(RowResult& r, uint64_t kernel_max_piece_bytes) {
   r.chosen = ResolveStrategy(CopyStrategy::kAuto, r.spec.piece_bytes, kernel_max_piece_bytes);
-  size_t chosen = r.chosen == CopyStrategy::kKernel ? 2 : 1;
+  size_t chosen = StrategyIndex(r.chosen);
   const StrategyFigure& best = r.figures[chosen];
   const StrategyFigure& loop = r.figures[0];
   bool small = r.spec.layout == "per-layer" && r.spec.piece_bytes <= 64 * 1024;

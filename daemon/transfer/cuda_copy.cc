@@ -76,6 +76,9 @@ CopyScratch::~CopyScratch() { Free(); }
 void CopyScratch::Free() {
   if (staging_ != nullptr) cudaFreeHost(staging_);
   if (device_ != nullptr) cudaFree(device_);
+  if (blocks_ != nullptr) cudaFree(blocks_);
+  blocks_ = nullptr;
+  blocks_capacity_ = 0;
   staging_ = nullptr;
   device_ = nullptr;
   capacity_ = 0;
@@ -95,6 +98,63 @@ cudaError_t CopyScratch::Reserve(size_t descriptors) {
   return cudaSuccess;
 }
 
+cudaError_t CopyScratch::ReserveBlocks(size_t bytes) {
+  if (bytes <= blocks_capacity_) return cudaSuccess;
+  if (blocks_ != nullptr) cudaFree(blocks_);
+  blocks_capacity_ = 0;
+  cudaError_t error = cudaMalloc(reinterpret_cast<void**>(&blocks_), bytes);
+  if (error == cudaSuccess) blocks_capacity_ = bytes;
+  return error;
+}
+
+CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan,
+                            CopyScratch* scratch, cudaStream_t stream) {
+  const size_t blocks = plan.slots.size();
+  if (blocks == 0) return {};
+  const size_t per_chunk = std::max<size_t>(1, kStagingBytes / plan.block_bytes);
+  cudaError_t error = scratch->ReserveBlocks(std::min(blocks, per_chunk) * plan.block_bytes);
+  if (error == cudaSuccess) error = scratch->Reserve(plan.pieces.size());
+  if (error != cudaSuccess) return {error, "cudaMalloc(staging)"};
+  const bool store = launch.direction == TransferDirection::kGpuToHost;
+  unsigned char* staging = scratch->blocks();
+  // One descriptor per piece, staged at (block index in its chunk) * block_bytes + offset.
+  for (size_t b = 0; b < blocks; ++b) {
+    unsigned char* block = staging + (b % per_chunk) * plan.block_bytes;
+    for (uint32_t i = plan.first_piece[b]; i < plan.first_piece[b + 1]; ++i) {
+      const PieceCopy& p = plan.pieces[i];
+      void* gpu = reinterpret_cast<void*>(p.gpu);
+      void* staged = block + p.host;
+      scratch->staging()[i] = {store ? gpu : staged, store ? staged : gpu, p.bytes};
+    }
+  }
+  error = cudaMemcpyAsync(scratch->device(), scratch->staging(),
+                          plan.pieces.size() * sizeof(CopyDescriptor), cudaMemcpyHostToDevice,
+                          stream);
+  if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
+  for (size_t first = 0; first < blocks; first += per_chunk) {
+    const size_t count = std::min(per_chunk, blocks - first);
+    std::vector<PieceCopy> slots;  // gpu = staging, host = slot: one DMA per block.
+    for (size_t b = 0; b < count; ++b) {
+      slots.push_back({reinterpret_cast<uint64_t>(staging + b * plan.block_bytes),
+                       plan.slots[first + b], plan.block_bytes});
+    }
+    const CopyDescriptor* descriptors = scratch->device() + plan.first_piece[first];
+    const uint32_t pieces = plan.first_piece[first + count] - plan.first_piece[first];
+    CopyLaunch dma = launch;
+    if (!store) {
+      CopyError copied = IssueBatch(dma, slots, scratch, stream);
+      if (!copied.ok()) return copied;
+    }
+    error = LaunchCopyKernel(descriptors, pieces, launch.grid_blocks, stream);
+    if (error != cudaSuccess) return {error, "staged copy kernel launch"};
+    if (store) {
+      CopyError copied = IssueBatch(dma, slots, scratch, stream);
+      if (!copied.ok()) return copied;
+    }
+  }
+  return {};
+}
+
 CopyError IssueCopies(const CopyLaunch& launch, const std::vector<PieceCopy>& pieces,
                       CopyScratch* scratch, cudaStream_t stream) {
   if (pieces.empty()) return {};
@@ -102,6 +162,7 @@ CopyError IssueCopies(const CopyLaunch& launch, const std::vector<PieceCopy>& pi
     case CopyStrategy::kMemcpyLoop: return IssueLoop(launch, pieces, stream);
     case CopyStrategy::kKernel: return IssueKernel(launch, pieces, scratch, stream);
     case CopyStrategy::kAuto:
+    case CopyStrategy::kStaged:
     case CopyStrategy::kBatch: return IssueBatch(launch, pieces, scratch, stream);
   }
   return {cudaErrorInvalidValue, "IssueCopies(strategy)"};

@@ -26,6 +26,9 @@ class CopyScratch {
   cudaError_t Reserve(size_t descriptors);
   CopyDescriptor* staging() { return staging_; }
   CopyDescriptor* device() { return device_; }
+  // GPU staging buffer for kStaged, allocated on first use.
+  cudaError_t ReserveBlocks(size_t bytes);
+  unsigned char* blocks() { return blocks_; }
 
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
@@ -36,7 +39,12 @@ class CopyScratch {
   CopyDescriptor* staging_ = nullptr;
   CopyDescriptor* device_ = nullptr;
   size_t capacity_ = 0;
+  unsigned char* blocks_ = nullptr;
+  size_t blocks_capacity_ = 0;
 };
+
+// GPU staging per in-flight transfer for kStaged; a block larger than this uses kBatch.
+inline constexpr uint64_t kStagingBytes = 32ULL << 20;
 
 struct CopyError {
   cudaError_t error = cudaSuccess;
@@ -54,6 +62,11 @@ struct CopyLaunch {
 // device view of the pinned region (cudaHostGetDevicePointer).
 CopyError IssueCopies(const CopyLaunch& launch, const std::vector<PieceCopy>& pieces,
                       CopyScratch* scratch, cudaStream_t stream);
+
+// kStaged: per chunk of blocks that fits the staging buffer, a load DMAs whole slots into
+// staging and scatters the pieces on the GPU; a store gathers on the GPU, then DMAs.
+CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan,
+                            CopyScratch* scratch, cudaStream_t stream);
 
 }  // namespace kvstrata
 

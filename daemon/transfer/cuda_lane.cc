@@ -129,7 +129,9 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
     CopyError waited = WaitForEngineEvent(job);
     if (!waited.ok()) return waited;
   }
-  CopyError error = IssueCopies(job.launch, job.pieces, &slot.scratch, stream_);
+  CopyError error = job.launch.strategy == CopyStrategy::kStaged
+                        ? IssueStagedCopies(job.launch, job.staged, &slot.scratch, stream_)
+                        : IssueCopies(job.launch, job.pieces, &slot.scratch, stream_);
   if (!error.ok()) return error;
   cudaError_t record = cudaEventRecord(slot.event, stream_);
   if (record != cudaSuccess) return {record, "cudaEventRecord"};

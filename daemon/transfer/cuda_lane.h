@@ -27,7 +27,8 @@ inline constexpr int kEngineEventWaitLimitSeconds = 30;
 
 struct LaneJob {
   CopyLaunch launch;
-  std::vector<PieceCopy> pieces;
+  std::vector<PieceCopy> pieces;  // Every strategy but kStaged.
+  StagedPlan staged;               // kStaged.
   // The engine's event to wait for before copying (host-side polling, so a dead engine's
   // event that never completes cannot wedge the stream): the wait gives up when `abandon`
   // becomes true (its session ended) or after kEngineEventWaitLimit.

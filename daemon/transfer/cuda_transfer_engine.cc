@@ -170,10 +170,17 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, const TransferReque
                                         options_.kernel_max_piece_bytes);
   job.launch.direction = request.direction;
   job.launch.grid_blocks = device.grid_blocks;
+  if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBytes) {
+    job.launch.strategy = CopyStrategy::kBatch;  // A block must fit the staging buffer.
+  }
   uint64_t host_base = job.launch.strategy == CopyStrategy::kKernel
                            ? device.host_device_base
                            : reinterpret_cast<uint64_t>(options_.host_base);
-  job.pieces = PlanCopies(reg.tensors, request.blocks, host_base);
+  if (job.launch.strategy == CopyStrategy::kStaged) {
+    job.staged = PlanStaged(reg.tensors, request.blocks, host_base, reg.block_bytes);
+  } else {
+    job.pieces = PlanCopies(reg.tensors, request.blocks, host_base);
+  }
   if (request.wait_event.has_value()) job.wait_event = reg.events[*request.wait_event];
   job.abandon = reg.ending;
   job.num_blocks = request.blocks.size();

@@ -77,10 +77,13 @@ struct TransferResult {
 
 // How a transfer's pieces are copied (docs/gpu-data-path.md, "Copy strategies").
 enum class CopyStrategy {
-  kAuto,        // kKernel when the largest piece < kernel_max_piece_bytes, else kBatch.
-  kBatch,       // One cudaMemcpyBatchAsync per transfer.
-  kKernel,      // One gather/scatter kernel over (src, dst, bytes) descriptors.
+  kAuto,        // kStaged when the largest piece < kernel_max_piece_bytes, else kBatch.
+  kBatch,       // One cudaMemcpyBatchAsync per transfer, piece by piece.
+  kKernel,      // One gather/scatter kernel over (src, dst, bytes) descriptors, reading or
+                // writing the pinned host region directly over PCIe.
   kMemcpyLoop,  // One cudaMemcpyAsync per piece (vLLM's native path; a baseline).
+  kStaged,      // Whole blocks over PCIe by DMA (one copy per L1 slot) through a GPU
+                // staging buffer, pieces gathered/scattered there by a kernel at HBM speed.
 };
 
 struct TransferEngineOptions {

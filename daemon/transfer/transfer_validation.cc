@@ -129,6 +129,23 @@ std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
   return pieces;
 }
 
+StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
+                      const std::vector<BlockCopy>& blocks, uint64_t host_base,
+                      uint64_t block_bytes) {
+  StagedPlan plan;
+  plan.block_bytes = block_bytes;
+  plan.slots.reserve(blocks.size());
+  plan.first_piece.reserve(blocks.size() + 1);
+  for (const BlockCopy& block : blocks) {
+    plan.slots.push_back(host_base + block.host_offset);
+    plan.first_piece.push_back(static_cast<uint32_t>(plan.pieces.size()));
+    std::vector<PieceCopy> one = PlanCopies(tensors, {{block.block_id, 0}}, 0);
+    plan.pieces.insert(plan.pieces.end(), one.begin(), one.end());
+  }
+  plan.first_piece.push_back(static_cast<uint32_t>(plan.pieces.size()));
+  return plan;
+}
+
 std::vector<PieceCopy> SplitPieces(const std::vector<PieceCopy>& pieces, uint64_t max_bytes) {
   std::vector<PieceCopy> out;
   out.reserve(pieces.size());
@@ -143,7 +160,7 @@ std::vector<PieceCopy> SplitPieces(const std::vector<PieceCopy>& pieces, uint64_
 CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
                              uint64_t kernel_max_piece_bytes) {
   if (requested != CopyStrategy::kAuto) return requested;
-  return max_piece_bytes < kernel_max_piece_bytes ? CopyStrategy::kKernel : CopyStrategy::kBatch;
+  return max_piece_bytes < kernel_max_piece_bytes ? CopyStrategy::kStaged : CopyStrategy::kBatch;
 }
 
 const char* CopyStrategyName(CopyStrategy strategy) {
@@ -152,6 +169,7 @@ const char* CopyStrategyName(CopyStrategy strategy) {
     case CopyStrategy::kBatch: return "batch";
     case CopyStrategy::kKernel: return "kernel";
     case CopyStrategy::kMemcpyLoop: return "loop";
+    case CopyStrategy::kStaged: return "staged";
   }
   return "unknown";
 }

@@ -52,9 +52,20 @@ std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
                                   const std::vector<BlockCopy>& blocks, uint64_t host_base);
 
 // Splits pieces longer than `max_bytes` (for the copy kernel's load balance).
+// Blocks for kStaged: each block's pieces with `host` = offset inside its L1 slot.
+struct StagedPlan {
+  uint64_t block_bytes = 0;
+  std::vector<uint64_t> slots;          // Host address of each block's slot.
+  std::vector<PieceCopy> pieces;        // Grouped by block, in block order.
+  std::vector<uint32_t> first_piece;    // Block i owns pieces [first_piece[i], first_piece[i+1]).
+};
+StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
+                      const std::vector<BlockCopy>& blocks, uint64_t host_base,
+                      uint64_t block_bytes);
+
 std::vector<PieceCopy> SplitPieces(const std::vector<PieceCopy>& pieces, uint64_t max_bytes);
 
-// kAuto -> kKernel when max_piece_bytes < kernel_max_piece_bytes, else kBatch.
+// kAuto -> kStaged when max_piece_bytes < kernel_max_piece_bytes, else kBatch.
 CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
                              uint64_t kernel_max_piece_bytes);
 

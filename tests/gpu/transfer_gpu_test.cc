@@ -172,7 +172,8 @@ TEST_P(TransferGpuTest, ConcurrentStoresAndLoads) {
 
 INSTANTIATE_TEST_SUITE_P(Strategies, TransferGpuTest,
                          testing::Values(CopyStrategy::kBatch, CopyStrategy::kKernel,
-                                         CopyStrategy::kMemcpyLoop, CopyStrategy::kAuto),
+                                         CopyStrategy::kMemcpyLoop, CopyStrategy::kStaged,
+                                         CopyStrategy::kAuto),
                          [](const testing::TestParamInfo<CopyStrategy>& info) {
                            return std::string(CopyStrategyName(info.param));
                          });

@@ -162,11 +162,27 @@ TEST(SplitPiecesTest, CutsLongPieces) {
                           PieceCopy{50, 200, 4}));
 }
 
-TEST(ResolveStrategyTest, AutoPicksKernelForSmallPieces) {
-  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 16 * kKiB, 256 * kKiB), CopyStrategy::kKernel);
+TEST(ResolveStrategyTest, AutoPicksStagedCopiesForSmallPieces) {
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 16 * kKiB, 256 * kKiB), CopyStrategy::kStaged);
   EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 256 * kKiB, 256 * kKiB), CopyStrategy::kBatch);
   EXPECT_EQ(ResolveStrategy(CopyStrategy::kMemcpyLoop, 1, 256 * kKiB), CopyStrategy::kMemcpyLoop);
   EXPECT_STREQ(CopyStrategyName(CopyStrategy::kKernel), "kernel");
+  EXPECT_STREQ(CopyStrategyName(CopyStrategy::kStaged), "staged");
+}
+
+TEST(PlanStagedTest, PiecesAreOffsetsInsideEachSlot) {
+  // Two tensors (K and V of one layer), 4 KiB pieces, blocks 7 and 2 into slots at 0x10000
+  // and 0x20000 of a region based at 1 << 40.
+  std::vector<TensorLayout> tensors = {{1000000, 4096, 4096}, {9000000, 4096, 4096}};
+  StagedPlan plan = PlanStaged(tensors, {{7, 0x10000}, {2, 0x20000}}, 1ULL << 40, 8192);
+  EXPECT_EQ(plan.block_bytes, 8192u);
+  EXPECT_THAT(plan.slots, ElementsAre((1ULL << 40) + 0x10000, (1ULL << 40) + 0x20000));
+  EXPECT_THAT(plan.first_piece, ElementsAre(0u, 2u, 4u));
+  EXPECT_THAT(plan.pieces,
+              ElementsAre(PieceCopy{1000000 + 7 * 4096, 0, 4096},
+                          PieceCopy{9000000 + 7 * 4096, 4096, 4096},
+                          PieceCopy{1000000 + 2 * 4096, 0, 4096},
+                          PieceCopy{9000000 + 2 * 4096, 4096, 4096}));
 }
 
 }  // namespace
