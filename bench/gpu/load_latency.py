@@ -108,7 +108,16 @@ class DaemonProcess:
 # ---------------------------------------------------------------------- load latency
 
 
-def measure_loads(endpoint: str, sizes_blocks: List[int], repeats: Dict[int, int]) -> Dict[str, Any]:
+def process_cpu_seconds(pid: Optional[int]) -> float:
+    """User + system CPU seconds of a process (0 when unknown): the daemon's cost."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_loads(endpoint: str, sizes_blocks: List[int], repeats: Dict[int, int],
+                  daemon_pid: Optional[int] = None) -> Dict[str, Any]:
     import torch
 
     import kvstrata
@@ -141,6 +150,7 @@ def measure_loads(endpoint: str, sizes_blocks: List[int], repeats: Dict[int, int
         out["register_s"] = time.perf_counter() - t0
         out["pieces_per_block"] = len(reg.description.pieces)
         torch.cuda.synchronize()
+        cpu0 = process_cpu_seconds(daemon_pid)
         t0 = time.perf_counter()
         jobs = [s.submit_store(ns, reg, keys[i:i + 512], list(range(i, min(i + 512, n_max))))
                 for i in range(0, n_max, 512)]
@@ -149,7 +159,10 @@ def measure_loads(endpoint: str, sizes_blocks: List[int], repeats: Dict[int, int
                 raise SystemExit(f"store job {j} failed: {list(c.failed_blocks)[:8]} {c.error}")
         store_s = time.perf_counter() - t0
         out["store_all"] = {"blocks": n_max, "seconds": store_s,
-                            "gbps": n_max * BLOCK_BYTES / store_s / 1e9}
+                            "gbps": n_max * BLOCK_BYTES / store_s / 1e9,
+                            "daemon_cpu_ms_per_gb": (process_cpu_seconds(daemon_pid) - cpu0) * 1e3
+                            / (n_max * BLOCK_BYTES / 1e9)}
+        load_cpu, load_bytes = 0.0, 0
         log(f"stored {n_max} blocks in {store_s * 1e3:.1f} ms "
             f"({out['store_all']['gbps']:.1f} GB/s)")
         for n in sizes_blocks:
@@ -159,10 +172,13 @@ def measure_loads(endpoint: str, sizes_blocks: List[int], repeats: Dict[int, int
                 for r in raw:
                     r[:, dst.start:dst.stop].fill_(0xA5)
                 torch.cuda.synchronize()
+                cpu0 = process_cpu_seconds(daemon_pid)
                 t0 = time.perf_counter()
                 job = s.submit_load(ns, reg, keys[:n], list(dst))
                 c = s.wait_job(job, timeout=120)
                 times.append(time.perf_counter() - t0)
+                load_cpu += process_cpu_seconds(daemon_pid) - cpu0
+                load_bytes += n * BLOCK_BYTES
                 if not c.ok:
                     raise SystemExit(f"load of {n} blocks failed: {list(c.failed_blocks)[:8]} {c.error}")
                 if rep == 0 and not torch.equal(blocks(dst), blocks(range(0, n))):
@@ -174,6 +190,9 @@ def measure_loads(endpoint: str, sizes_blocks: List[int], repeats: Dict[int, int
             out["sizes"].append(row)
             log(f"load {n * TOKENS:>6} tokens ({n} blocks, {n * BLOCK_BYTES / 2**20:.0f} MiB): "
                 f"median {med * 1e3:.2f} ms, {row['load_gbps']:.1f} GB/s over {len(times)} runs")
+        out["load_daemon_cpu_ms_per_gb"] = load_cpu * 1e3 / (load_bytes / 1e9)
+        log(f"daemon CPU: {out['load_daemon_cpu_ms_per_gb']:.2f} ms per GB loaded, "
+            f"{out['store_all']['daemon_cpu_ms_per_gb']:.2f} ms per GB stored")
         s.unregister_cuda_kv_caches(reg)
     layers = raw = None  # free the KV cache before the prefill model is built
     torch.cuda.empty_cache()
@@ -366,7 +385,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             daemon = DaemonProcess(args.l1)
             daemon.wait_serving()
             endpoint = str(daemon.socket)
-        result["load"] = measure_loads(endpoint, sizes_blocks, repeats)
+        result["load"] = measure_loads(endpoint, sizes_blocks, repeats,
+                                       daemon.proc.pid if daemon is not None else None)
     except (SystemExit, Exception) as err:  # Keep what we know in the JSON, then fail.
         result["error"] = f"{type(err).__name__}: {err}"
         if daemon is not None:
