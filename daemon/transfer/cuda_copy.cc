@@ -71,14 +71,14 @@ CopyError IssueKernel(const CopyLaunch& launch, const std::vector<PieceCopy>& pi
 
 }  // namespace
 
-CopyScratch::~CopyScratch() { Free(); }
+CopyScratch::~CopyScratch() {
+  Free();
+  if (blocks_ != nullptr) cudaFree(blocks_);
+}
 
 void CopyScratch::Free() {
   if (staging_ != nullptr) cudaFreeHost(staging_);
   if (device_ != nullptr) cudaFree(device_);
-  if (blocks_ != nullptr) cudaFree(blocks_);
-  blocks_ = nullptr;
-  blocks_capacity_ = 0;
   staging_ = nullptr;
   device_ = nullptr;
   capacity_ = 0;
@@ -112,9 +112,10 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan,
   const size_t blocks = plan.slots.size();
   if (blocks == 0) return {};
   const size_t per_chunk = std::max<size_t>(1, kStagingBytes / plan.block_bytes);
-  cudaError_t error = scratch->ReserveBlocks(std::min(blocks, per_chunk) * plan.block_bytes);
-  if (error == cudaSuccess) error = scratch->Reserve(plan.pieces.size());
+  cudaError_t error = scratch->Reserve(plan.pieces.size());
+  if (error == cudaSuccess) error = scratch->ReserveBlocks(std::min(blocks, per_chunk) * plan.block_bytes);
   if (error != cudaSuccess) return {error, "cudaMalloc(staging)"};
+  if (scratch->blocks() == nullptr) return {cudaErrorMemoryAllocation, "staging buffer"};
   const bool store = launch.direction == TransferDirection::kGpuToHost;
   unsigned char* staging = scratch->blocks();
   // One descriptor per piece, staged at (block index in its chunk) * block_bytes + offset.

@@ -26,7 +26,8 @@ class CopyScratch {
   cudaError_t Reserve(size_t descriptors);
   CopyDescriptor* staging() { return staging_; }
   CopyDescriptor* device() { return device_; }
-  // GPU staging buffer for kStaged, allocated on first use.
+  // GPU staging buffer for kStaged, allocated on first use; independent of Reserve (which
+  // reallocates only the descriptor buffers).
   cudaError_t ReserveBlocks(size_t bytes);
   unsigned char* blocks() { return blocks_; }
 
@@ -35,7 +36,7 @@ class CopyScratch {
   std::vector<size_t> sizes;
 
  private:
-  void Free();
+  void Free();  // The descriptor buffers.
   CopyDescriptor* staging_ = nullptr;
   CopyDescriptor* device_ = nullptr;
   size_t capacity_ = 0;
