@@ -7,6 +7,7 @@ server-streaming RPCs) and raises KVStrataError / DaemonUnavailable on failure.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -80,14 +81,63 @@ class Client:
         self.endpoint = parse_endpoint(endpoint)
         self.timeout = timeout
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self._tls_root_cert = tls_root_cert
+        self._options = tuple(options)
+        self._channel_lock = threading.Lock()
         self._channel = open_channel(self.endpoint, tls_root_cert, options)
+        self._retired: list = []  # channels replaced by reset_channel(), closed by close()
+        self._closed = False
         self._callables: Dict[str, Callable[..., Any]] = {}
 
     # ------------------------------------------------------------------ plumbing
 
     def close(self) -> None:
         """Close the channel; calls in flight are cancelled."""
-        self._channel.close()
+        with self._channel_lock:
+            self._closed = True
+            channels, self._retired = [self._channel, *self._retired], []
+        for channel in channels:
+            channel.close()
+
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._closed
+
+    def _fresh_channel(self) -> grpc.Channel:
+        # A subchannel pool of its own: never share a connection that is backing off after
+        # failed attempts (gRPC's reconnect back-off grows to minutes).
+        return open_channel(self.endpoint, self._tls_root_cert,
+                            [("grpc.use_local_subchannel_pool", 1), *self._options])
+
+    def probe(self, timeout: float = 1.0) -> bool:
+        """True when the daemon answers the health check with SERVING, asked on a new
+        short-lived channel (so unaffected by this client's reconnect back-off); never raises
+        KVStrataError."""
+        method = REGISTRY.method(HEALTH_SERVICE, "Check")
+        channel = self._fresh_channel()
+        try:
+            stub = channel.unary_unary(method.path,
+                                       request_serializer=method.request.SerializeToString,
+                                       response_deserializer=method.response.FromString)
+            return stub(method.request(), timeout=timeout, metadata=self._metadata).status == SERVING
+        except grpc.RpcError:
+            return False
+        finally:
+            channel.close()
+
+    def reset_channel(self) -> None:
+        """Replace the channel with a new one (connecting at once, without the back-off of
+        the old one after a daemon restart). Calls in flight on the old channel finish or
+        fail there; it is closed by close()."""
+        channel = self._fresh_channel()
+        with self._channel_lock:
+            if self._closed:
+                channel.close()
+                return
+            self._retired.append(self._channel)
+            self._channel = channel
+            self._callables = {}
 
     def __enter__(self) -> "Client":
         return self
@@ -119,12 +169,17 @@ class Client:
             raise from_rpc_error(err, self.endpoint.target) from None
 
     def _stub(self, method: Method) -> Callable[..., Any]:
-        stub = self._callables.get(method.path)
+        callables = self._callables
+        stub = callables.get(method.path)
         if stub is None:
-            factory = self._channel.unary_stream if method.server_streaming else self._channel.unary_unary
-            stub = factory(method.path, request_serializer=method.request.SerializeToString,
-                           response_deserializer=method.response.FromString)
-            self._callables[method.path] = stub
+            with self._channel_lock:
+                channel, callables = self._channel, self._callables
+                stub = callables.get(method.path)
+                if stub is None:
+                    factory = channel.unary_stream if method.server_streaming else channel.unary_unary
+                    stub = factory(method.path, request_serializer=method.request.SerializeToString,
+                                   response_deserializer=method.response.FromString)
+                    callables[method.path] = stub
         return stub
 
     def _control(self, rpc: str, request: Optional[Message], timeout: Optional[float],

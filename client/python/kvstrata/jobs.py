@@ -7,6 +7,13 @@ particular jobs (`wait()`). PollCompletions is used as a safety net: while waiti
 per `poll_interval` with a healthy stream, and with a short back-off when the stream is
 not available (e.g. a daemon that answers WatchCompletions with UNIMPLEMENTED), so a
 completion delivered to either path is seen exactly once.
+
+Daemon restarts (see Session(auto_reconnect=True)): the tracker remembers the jobs it was
+told about (expect()) until their completion arrives; fail_pending() files a failed
+completion (every block in failed_blocks) for each of them, so waiters never hang on jobs
+of a daemon that is gone. rebind() moves the tracker to the session opened on the new
+daemon; job ids of later sessions carry a generation tag in bits 48..62 (JOB_TAG_SHIFT) so
+they never collide with ids of an earlier daemon.
 """
 from __future__ import annotations
 
@@ -14,10 +21,11 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Any, Deque, Dict, Iterable, List, Optional, Set
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 import grpc
 
+from . import pb
 from .errors import KVStrataError
 
 log = logging.getLogger("kvstrata")
@@ -27,6 +35,14 @@ log = logging.getLogger("kvstrata")
 _RECENT_IDS = 1 << 16
 _MIN_POLL_BACKOFF_S = 0.0005
 _MAX_POLL_BACKOFF_S = 0.02
+JOB_TAG_SHIFT = 48
+JOB_TAG_MASK = ((1 << 15) - 1) << JOB_TAG_SHIFT
+_LOST_CODES = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE)
+
+
+def job_tag(generation: int) -> int:
+    """The bits a session generation adds to the daemon's job ids (0 for generation 0)."""
+    return (int(generation) % (1 << 15)) << JOB_TAG_SHIFT
 
 
 class _RecentIds:
@@ -55,10 +71,19 @@ class CompletionTracker:
     Thread-safe. `client` is a kvstrata.Client, `session_id` the session's id.
     """
 
-    def __init__(self, client: Any, session_id: int, poll_interval: float = 1.0) -> None:
+    def __init__(self, client: Any, session_id: int, poll_interval: float = 1.0,
+                 on_lost: Optional[Callable[[BaseException, int], None]] = None,
+                 tag: int = 0) -> None:
         self.client = client
         self.session_id = session_id
         self.poll_interval = poll_interval
+        # Called (outside the tracker's lock) with the error and the session id when the
+        # stream or a poll finds the daemon or the session gone (UNAVAILABLE, NOT_FOUND).
+        self.on_lost = on_lost
+        self.tag = tag             # added to the daemon's job ids (see job_tag)
+        self._epoch = 0            # bumped by rebind(): stale streams file nothing
+        self._pending: Dict[int, Tuple[int, int]] = {}  # job id -> (kind, number of blocks)
+        self._want_stream = False
         self.watch_error: Optional[BaseException] = None  # why the stream ended, if it did
         self.poll_error: Optional[BaseException] = None   # last failed PollCompletions
         self._cond = threading.Condition()
@@ -79,6 +104,7 @@ class CompletionTracker:
     def start(self) -> None:
         """Open the WatchCompletions stream and its reader thread (idempotent)."""
         with self._cond:
+            self._want_stream = True
             if self._closed or self._thread is not None:
                 return
             try:
@@ -87,25 +113,96 @@ class CompletionTracker:
                 self.watch_error = err
                 return
             self._watching = True
-            self._thread = threading.Thread(target=self._read_stream, daemon=True,
+            self._thread = threading.Thread(target=self._read_stream,
+                                            args=(self._stream, self._epoch, self.session_id),
+                                            daemon=True,
                                             name=f"kvstrata-completions-{self.session_id}")
             self._thread.start()
 
-    def _read_stream(self) -> None:
+    def _read_stream(self, stream: Any, epoch: int, session_id: int) -> None:
         try:
-            for completion in self._stream:
-                self._add((completion,))
+            for completion in stream:
+                self._add((completion,), epoch)
         except Exception as err:  # Never let anything escape this thread.
+            if epoch != self._epoch:
+                return  # Rebound meanwhile: this stream's end is old news.
             self.watch_error = err
-            if not self._closed:
+            lost = isinstance(err, KVStrataError) and err.code in _LOST_CODES
+            if lost and self.on_lost is not None and not self._closed:
+                log.debug("kvstrata session %d: completion stream ended: %s", session_id, err)
+                try:
+                    self.on_lost(err, session_id)
+                except Exception:  # noqa: BLE001 - never escape the thread
+                    log.exception("kvstrata: on_lost handler failed")
+            elif not self._closed:
                 level = logging.DEBUG if (isinstance(err, KVStrataError) and
                                           err.code == grpc.StatusCode.UNIMPLEMENTED) else logging.WARNING
                 log.log(level, "kvstrata session %d: completion stream ended: %s",
-                        self.session_id, err)
+                        session_id, err)
         finally:
             with self._cond:
-                self._watching = False
+                if epoch == self._epoch:
+                    self._watching = False
                 self._cond.notify_all()
+
+    # ------------------------------------------------------------------ daemon restarts
+
+    def expect(self, job_id: int, kind: int, num_blocks: int, tag: Optional[int] = None) -> None:
+        """Remember a submitted job (its tagged id) until its completion arrives, so that
+        fail_pending() can report it. tag: the tag its id was made with; a job of an
+        earlier tag (the tracker was rebound meanwhile) is failed at once."""
+        with self._cond:
+            job_id = int(job_id)
+            if tag is not None and tag != self.tag:
+                self._done.setdefault(job_id, self._failure(
+                    job_id, kind, num_blocks, "the session was lost while submitting"))
+                self._cond.notify_all()
+            elif job_id not in self._done and job_id not in self._taken:
+                self._pending[job_id] = (int(kind), int(num_blocks))
+
+    @staticmethod
+    def _failure(job_id: int, kind: int, num_blocks: int, reason: str) -> Any:
+        return pb.JobCompletion(job_id=job_id, kind=kind, ok=False,
+                                failed_blocks=range(num_blocks), error=reason)
+
+    def pending(self) -> List[int]:
+        """Ids of the expected jobs whose completion did not arrive yet."""
+        with self._cond:
+            return list(self._pending)
+
+    def fail_pending(self, reason: str) -> int:
+        """File a failed completion (every block failed) for each job still pending;
+        answers how many. Waiters wake up and get them."""
+        with self._cond:
+            pending, self._pending = self._pending, {}
+            for job_id, (kind, n) in pending.items():
+                if job_id not in self._done and job_id not in self._taken:
+                    self._done[job_id] = self._failure(job_id, kind, n, reason)
+            if pending:
+                self._cond.notify_all()
+        return len(pending)
+
+    def rebind(self, session_id: int, tag: int, reason: str = "the daemon restarted",
+               fail: bool = True) -> None:
+        """Follow the session to a new daemon session: fail what is still pending (unless
+        fail=False: the same session, e.g. to reopen a lost stream), drop the old stream and
+        open one for `session_id` if one was open before."""
+        if fail:
+            self.fail_pending(reason)
+        with self._cond:
+            self._epoch += 1
+            self.session_id = session_id
+            self.tag = tag
+            stream, self._stream = self._stream, None
+            self._thread = None
+            self._watching = False
+            self.watch_error = None
+            want = self._want_stream and not self._closed
+            self._cond.notify_all()
+        if stream is not None:
+            stream.cancel()
+        if want:
+            self.start()
 
     def close(self) -> None:
         """Cancel the stream and stop the reader thread; pending waits time out."""
@@ -121,11 +218,16 @@ class CompletionTracker:
 
     # ------------------------------------------------------------------ table
 
-    def _add(self, completions: Iterable[Any]) -> int:
+    def _add(self, completions: Iterable[Any], epoch: Optional[int] = None) -> int:
         added = 0
         with self._cond:
+            if epoch is not None and epoch != self._epoch:
+                return 0  # From a session of an earlier daemon.
             for c in completions:
-                job_id = int(c.job_id)
+                job_id = int(c.job_id) | self.tag
+                if self.tag:
+                    c.job_id = job_id
+                self._pending.pop(job_id, None)
                 if job_id in self._taken or job_id in self._done:
                     continue
                 self._done[job_id] = c
@@ -150,20 +252,29 @@ class CompletionTracker:
 
     def poll(self, max_completions: int = 0) -> List[Any]:
         """One PollCompletions RPC, then take(): everything finished and not yet taken."""
-        r = self.client.poll_completions(session_id=self.session_id,
+        with self._cond:
+            epoch, session_id = self._epoch, self.session_id
+        r = self.client.poll_completions(session_id=session_id,
                                          max_completions=max_completions)
-        self._add(r.completions)
+        self._add(r.completions, epoch)
         return list(self.take().values())
 
-    def _poll_quietly(self) -> None:
+    def _poll_quietly(self, ids: List[int]) -> None:
+        with self._cond:
+            epoch, session_id = self._epoch, self.session_id
         try:
-            r = self.client.poll_completions(session_id=self.session_id)
+            r = self.client.poll_completions(session_id=session_id)
         except KVStrataError as err:
             self.poll_error = err
-            if err.code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE):
+            if err.code in _LOST_CODES:
+                if self.on_lost is not None:
+                    self.on_lost(err, session_id)  # May fail the pending jobs.
+                    with self._cond:
+                        if epoch != self._epoch or all(j in self._done for j in ids):
+                            return  # Rebound, or the waited jobs were reported failed.
                 raise  # The session (or the daemon) is gone: waiting longer cannot help.
             return
-        self._add(r.completions)
+        self._add(r.completions, epoch)
 
     def wait(self, job_ids: Iterable[int], timeout: Optional[float] = None) -> Dict[int, Any]:
         """Block until every job in job_ids completed; returns (and takes) their completions.
@@ -184,6 +295,12 @@ class CompletionTracker:
                 if self._closed:
                     raise KVStrataError(grpc.StatusCode.CANCELLED,
                                         "the session was closed while waiting for jobs")
+                stale = [j for j in missing if (j & JOB_TAG_MASK) != self.tag
+                         and j not in self._pending]
+                if stale:
+                    raise KVStrataError(grpc.StatusCode.NOT_FOUND,
+                                        f"job {stale[0]} belongs to a session of an earlier "
+                                        "daemon (its failure was already handed out)")
                 now = time.monotonic()
                 if not self._watching and next_poll - now > _MAX_POLL_BACKOFF_S:
                     next_poll = now  # The stream ended while we waited: poll from now on.
@@ -199,7 +316,7 @@ class CompletionTracker:
                         limit = min(limit, deadline - now)
                     self._cond.wait(limit)
                     continue
-            self._poll_quietly()  # Outside the lock: the reader thread keeps filing.
+            self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.
             if self._watching:
                 next_poll = time.monotonic() + self.poll_interval
             else:

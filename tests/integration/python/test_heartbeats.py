@@ -62,7 +62,8 @@ def test_silent_session_expires(fast_client: kvstrata.Client) -> None:
 
 def test_lost_session_sets_alive_false_without_raising(fast_client: kvstrata.Client,
                                                        thread_errors) -> None:
-    s = kvstrata.Session(fast_client, client_name="lost")
+    # Without auto_reconnect (test_reconnect.py covers the default: a new session).
+    s = kvstrata.Session(fast_client, client_name="lost", auto_reconnect=False)
     fast_client.close_session(session_id=s.session_id)  # Behind the Session's back.
     assert wait_until(lambda: not s.alive, timeout_s=TIMEOUT_MS / 1000 + 3)
     assert isinstance(s.last_error, kvstrata.KVStrataError)
