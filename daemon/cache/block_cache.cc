@@ -57,7 +57,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId n
   hits_ += match.hits;
   misses_ += keys->size() - match.hits;
   absl::Span<const BlockKey> hit_keys = absl::MakeConstSpan(*keys).first(match.hits);
-  for (const BlockKey& key : hit_keys) policy_->OnAccess(key.Fingerprint());
+  for (uint64_t id : match.fingerprints) policy_->OnAccess(id);
   CountMissesLocked(absl::MakeConstSpan(*keys).subspan(match.hits));
   LookupResult result;
   result.hits = match.hits;

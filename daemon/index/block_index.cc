@@ -1,8 +1,17 @@
 #include "daemon/index/block_index.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace kvstrata {
+namespace {
+
+// Chains up to this long are probed key by key; longer ones shard by shard, in chunks of
+// kPrefixChunk keys (a miss early in a long chain wastes at most one chunk of probes).
+constexpr size_t kSequentialPrefix = 16;
+constexpr size_t kPrefixChunk = 256;
+
+}  // namespace
 
 BlockIndex::BlockIndex(size_t shard_count) {
   size_t n = std::bit_ceil(shard_count == 0 ? size_t{1} : shard_count);
@@ -10,40 +19,37 @@ BlockIndex::BlockIndex(size_t shard_count) {
   shard_mask_ = n - 1;
 }
 
-BlockIndex::Shard& BlockIndex::ShardFor(const BlockKey& key) const {
-  // High bits choose the shard; the map uses its own mix of the hash for buckets.
-  return shards_[(key.Fingerprint() >> 40) & shard_mask_];
-}
-
 bool BlockIndex::Insert(const BlockKey& key, const BlockEntry& entry) {
-  Shard& s = ShardFor(key);
+  Shard& s = ShardOf(key.Fingerprint());
   MutexLock lock(&s.mu);
   return s.map.try_emplace(key, entry).second;
 }
 
 std::optional<BlockEntry> BlockIndex::Find(const BlockKey& key) const {
-  Shard& s = ShardFor(key);
+  uint64_t fp = key.Fingerprint();
+  Shard& s = ShardOf(fp);
   MutexLock lock(&s.mu);
-  auto it = s.map.find(key);
+  auto it = s.map.find(key, KeyHash::Of(fp));
   if (it == s.map.end()) return std::nullopt;
   return it->second;
 }
 
 std::optional<BlockEntry> BlockIndex::Erase(const BlockKey& key) {
-  Shard& s = ShardFor(key);
+  uint64_t fp = key.Fingerprint();
+  Shard& s = ShardOf(fp);
   MutexLock lock(&s.mu);
-  auto it = s.map.find(key);
+  auto it = s.map.find(key, KeyHash::Of(fp));
   if (it == s.map.end()) return std::nullopt;
   BlockEntry entry = it->second;
   s.map.erase(it);
   return entry;
 }
 
-bool BlockIndex::Update(const BlockKey& key,
-                        const std::function<void(BlockEntry&)>& fn) {
-  Shard& s = ShardFor(key);
+bool BlockIndex::Update(const BlockKey& key, const std::function<void(BlockEntry&)>& fn) {
+  uint64_t fp = key.Fingerprint();
+  Shard& s = ShardOf(fp);
   MutexLock lock(&s.mu);
-  auto it = s.map.find(key);
+  auto it = s.map.find(key, KeyHash::Of(fp));
   if (it == s.map.end()) return false;
   fn(it->second);
   return true;
@@ -51,17 +57,63 @@ bool BlockIndex::Update(const BlockKey& key,
 
 PrefixMatch BlockIndex::LongestPrefix(absl::Span<const BlockKey> chain) const {
   PrefixMatch match;
-  for (const BlockKey& key : chain) {
-    std::optional<BlockEntry> entry = Find(key);
-    if (!entry.has_value() || !entry->visible()) break;
-    match.tiers.push_back(FastestTier(entry->tiers));
-    ++match.hits;
+  match.tiers.reserve(chain.size());
+  match.fingerprints.reserve(chain.size());
+  if (chain.size() <= kSequentialPrefix) {
+    for (const BlockKey& key : chain) {
+      uint64_t fp = key.Fingerprint();
+      Shard& s = ShardOf(fp);
+      MutexLock lock(&s.mu);
+      auto it = s.map.find(key, KeyHash::Of(fp));
+      if (it == s.map.end() || !it->second.visible()) break;
+      match.tiers.push_back(FastestTier(it->second.tiers));
+      match.fingerprints.push_back(fp);
+      ++match.hits;
+    }
+    return match;
+  }
+  for (size_t first = 0; first < chain.size(); first += kPrefixChunk) {
+    size_t n = std::min(kPrefixChunk, chain.size() - first);
+    if (!PrefixChunk(chain.subspan(first, n), match)) break;
   }
   return match;
 }
 
-void BlockIndex::ForEach(
-    const std::function<void(const BlockKey&, const BlockEntry&)>& fn) const {
+bool BlockIndex::PrefixChunk(absl::Span<const BlockKey> chunk, PrefixMatch& match) const {
+  const size_t n = chunk.size();
+  const size_t shards = shard_mask_ + 1;
+  uint64_t fps[kPrefixChunk];
+  uint8_t tiers[kPrefixChunk];  // 0: missing or pending
+  uint16_t order[kPrefixChunk];
+  std::vector<uint32_t> start(shards + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    fps[i] = chunk[i].Fingerprint();
+    ++start[((fps[i] >> 40) & shard_mask_) + 1];
+  }
+  for (size_t s = 0; s < shards; ++s) start[s + 1] += start[s];
+  std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+  for (size_t i = 0; i < n; ++i)
+    order[fill[(fps[i] >> 40) & shard_mask_]++] = static_cast<uint16_t>(i);
+  for (size_t s = 0; s < shards; ++s) {
+    if (start[s] == start[s + 1]) continue;
+    Shard& shard = shards_[s];
+    MutexLock lock(&shard.mu);
+    for (uint32_t j = start[s]; j < start[s + 1]; ++j) {
+      size_t i = order[j];
+      auto it = shard.map.find(chunk[i], KeyHash::Of(fps[i]));
+      tiers[i] = it == shard.map.end() || !it->second.visible() ? 0 : it->second.tiers;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (tiers[i] == 0) return false;
+    match.tiers.push_back(FastestTier(tiers[i]));
+    match.fingerprints.push_back(fps[i]);
+    ++match.hits;
+  }
+  return true;
+}
+
+void BlockIndex::ForEach(const std::function<void(const BlockKey&, const BlockEntry&)>& fn) const {
   for (size_t i = 0; i <= shard_mask_; ++i) {
     MutexLock lock(&shards_[i].mu);
     for (const auto& [key, entry] : shards_[i].map) fn(key, entry);

@@ -17,16 +17,18 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "daemon/common/mutex.h"
+#include "absl/hash/hash.h"
 #include "absl/types/span.h"
+#include "daemon/common/mutex.h"
 #include "daemon/index/block_entry.h"
 #include "daemon/index/block_key.h"
 
 namespace kvstrata {
 
 struct PrefixMatch {
-  size_t hits = 0;          // number of leading keys present (visible entries only)
-  std::vector<Tier> tiers;  // fastest tier of each hit; tiers.size() == hits
+  size_t hits = 0;                     // number of leading keys present (visible entries only)
+  std::vector<Tier> tiers;             // fastest tier of each hit; tiers.size() == hits
+  std::vector<uint64_t> fingerprints;  // BlockKey::Fingerprint() of each hit
 };
 
 class BlockIndex {
@@ -47,7 +49,9 @@ class BlockIndex {
   // back into the index.
   bool Update(const BlockKey& key, const std::function<void(BlockEntry&)>& fn);
 
-  // Leading visible keys of `chain`; stops at the first miss or pending entry.
+  // Leading visible keys of `chain`; stops at the first miss or pending entry. Long chains
+  // are looked up in chunks, each taking every shard lock once (not once per key), so a
+  // few keys after the first miss may be probed.
   PrefixMatch LongestPrefix(absl::Span<const BlockKey> chain) const;
 
   // Calls `fn` for every entry, one shard at a time under its lock. `fn` must not call
@@ -59,12 +63,23 @@ class BlockIndex {
   void Reserve(size_t entries);
 
  private:
+  // Hashes a key from its fingerprint, so that a fingerprint computed once (it also picks
+  // the shard) serves the map probe too: find(key, KeyHash::Of(fingerprint)).
+  struct KeyHash {
+    static size_t Of(uint64_t fingerprint) { return absl::Hash<uint64_t>{}(fingerprint); }
+    size_t operator()(const BlockKey& key) const { return Of(key.Fingerprint()); }
+  };
   struct Shard {
     mutable Mutex mu;
-    absl::flat_hash_map<BlockKey, BlockEntry> map ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<BlockKey, BlockEntry, KeyHash> map ABSL_GUARDED_BY(mu);
   };
 
-  Shard& ShardFor(const BlockKey& key) const;
+  Shard& ShardOf(uint64_t fingerprint) const {
+    // High bits choose the shard; the map uses its own mix of the hash for buckets.
+    return shards_[(fingerprint >> 40) & shard_mask_];
+  }
+  // One chunk of LongestPrefix: appends the chunk's leading hits; false at a miss.
+  bool PrefixChunk(absl::Span<const BlockKey> chunk, PrefixMatch& match) const;
 
   std::unique_ptr<Shard[]> shards_;
   size_t shard_mask_;

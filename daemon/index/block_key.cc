@@ -31,15 +31,16 @@ absl::StatusOr<std::vector<BlockKey>> MakeBlockKeys(NamespaceId ns,
     return absl::InvalidArgumentError(
         absl::StrCat(raw.size(), " keys in one call; the limit is ", max_keys));
   }
-  std::vector<BlockKey> keys;
-  keys.reserve(raw.size());
+  std::vector<BlockKey> keys(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) {
-    absl::StatusOr<BlockKey> key = BlockKey::Make(ns, raw[i]);
-    if (!key.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("key ", i, ": ", key.status().message()));
+    if (raw[i].empty() || raw[i].size() > BlockKey::kMaxBytes) {
+      absl::StatusOr<BlockKey> key = BlockKey::Make(ns, raw[i]);  // for its message
+      return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", key.status().message()));
     }
-    keys.push_back(*key);
+    BlockKey& key = keys[i];
+    key.ns_ = ns;
+    key.size_ = static_cast<uint8_t>(raw[i].size());
+    std::memcpy(key.bytes_.data(), raw[i].data(), raw[i].size());
   }
   return keys;
 }

@@ -49,6 +49,9 @@ class BlockKey {
   }
 
  private:
+  friend absl::StatusOr<std::vector<BlockKey>> MakeBlockKeys(
+      NamespaceId ns, absl::Span<const std::string_view> raw, size_t max_keys);
+
   NamespaceId ns_ = 0;
   uint8_t size_ = 0;
   std::array<uint8_t, kMaxBytes> bytes_{};

@@ -26,7 +26,7 @@ class CallGuard {
       : metrics_(metrics), token_(std::move(token)) {}
 
   template <typename Body>
-  grpc::Status Run(absl::string_view method, const grpc::ServerContext* context, Body&& body) {
+  grpc::Status Run(absl::string_view method, const grpc::ServerContextBase* context, Body&& body) {
     absl::Time start = absl::Now();
     absl::Status status = Admit(*context);
     if (status.ok()) status = body();
@@ -34,7 +34,7 @@ class CallGuard {
     return ToGrpcStatus(status);
   }
 
-  absl::Status Admit(const grpc::ServerContext& context) const {
+  absl::Status Admit(const grpc::ServerContextBase& context) const {
     if (token_.empty() || absl::StartsWith(context.peer(), "unix:")) return absl::OkStatus();
     auto range = context.client_metadata().equal_range("authorization");
     for (auto it = range.first; it != range.second; ++it) {

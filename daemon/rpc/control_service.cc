@@ -7,13 +7,43 @@
 
 namespace kvstrata {
 
+ControlService::ControlService(ServiceContext context)
+    : context_(context),
+      lookup_pool_([](const v1::LookupRequest& q, const v1::LookupResponse& r) {
+        return static_cast<size_t>(q.keys_size() + r.locations_size());
+      }),
+      reserve_pool_([](const v1::ReserveStoreRequest& q, const v1::ReserveStoreResponse& r) {
+        return static_cast<size_t>(q.keys_size() + r.slots_size());
+      }),
+      commit_pool_([](const v1::CommitStoreRequest&, const v1::CommitStoreResponse&) {
+        return size_t{0};  // `written` is a packed scalar field: one buffer
+      }),
+      acquire_pool_([](const v1::AcquireLoadRequest& q, const v1::AcquireLoadResponse& r) {
+        return static_cast<size_t>(q.keys_size() + r.slots_size());
+      }),
+      release_pool_(
+          [](const v1::ReleaseLoadRequest&, const v1::ReleaseLoadResponse&) { return size_t{0}; }) {
+  SetMessageAllocatorFor_Lookup(&lookup_pool_);
+  SetMessageAllocatorFor_ReserveStore(&reserve_pool_);
+  SetMessageAllocatorFor_CommitStore(&commit_pool_);
+  SetMessageAllocatorFor_AcquireLoad(&acquire_pool_);
+  SetMessageAllocatorFor_ReleaseLoad(&release_pool_);
+}
+
+grpc::ServerUnaryReactor* ControlService::Finish(grpc::CallbackServerContext* ctx,
+                                                 grpc::Status status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
 grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
                                          const v1::OpenSessionRequest* request,
                                          v1::OpenSessionResponse* response) {
   return context_.guard->Run("Control.OpenSession", ctx, [&]() -> absl::Status {
-    absl::StatusOr<SessionInfo> session = context_.sessions->Open(
-        request->client_name(), request->pid(), request->hostname(),
-        absl::Milliseconds(request->heartbeat_timeout_ms()));
+    absl::StatusOr<SessionInfo> session =
+        context_.sessions->Open(request->client_name(), request->pid(), request->hostname(),
+                                absl::Milliseconds(request->heartbeat_timeout_ms()));
     if (!session.ok()) return session.status();
     response->set_session_id(session->id);
     context_.jobs->OpenSession(session->id);

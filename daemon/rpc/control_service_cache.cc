@@ -9,9 +9,10 @@
 
 namespace kvstrata {
 
-grpc::Status ControlService::Lookup(grpc::ServerContext* ctx, const v1::LookupRequest* request,
-                                    v1::LookupResponse* response) {
-  return context_.guard->Run("Control.Lookup", ctx, [&]() -> absl::Status {
+grpc::ServerUnaryReactor* ControlService::Lookup(grpc::CallbackServerContext* ctx,
+                                                 const v1::LookupRequest* request,
+                                                 v1::LookupResponse* response) {
+  return Finish(ctx, context_.guard->Run("Control.Lookup", ctx, [&]() -> absl::Status {
     absl::StatusOr<NamespaceInfo> ns =
         RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
     if (!ns.ok()) return ns.status();
@@ -33,7 +34,7 @@ grpc::Status ControlService::Lookup(grpc::ServerContext* ctx, const v1::LookupRe
       response->set_lease_expires_unix_ms(UnixMillis(absl::Now() + *ttl));
     }
     return absl::OkStatus();
-  });
+  }));
 }
 
 grpc::Status ControlService::ReleaseLease(grpc::ServerContext* ctx,
@@ -45,28 +46,28 @@ grpc::Status ControlService::ReleaseLease(grpc::ServerContext* ctx,
   });
 }
 
-grpc::Status ControlService::ReserveStore(grpc::ServerContext* ctx,
-                                          const v1::ReserveStoreRequest* request,
-                                          v1::ReserveStoreResponse* response) {
-  return context_.guard->Run("Control.ReserveStore", ctx, [&]() -> absl::Status {
+grpc::ServerUnaryReactor* ControlService::ReserveStore(grpc::CallbackServerContext* ctx,
+                                                       const v1::ReserveStoreRequest* request,
+                                                       v1::ReserveStoreResponse* response) {
+  return Finish(ctx, context_.guard->Run("Control.ReserveStore", ctx, [&]() -> absl::Status {
     absl::StatusOr<NamespaceInfo> ns =
         RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
     if (!ns.ok()) return ns.status();
     if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
     std::vector<std::string_view> keys = KeyViews(request->keys());
-    absl::StatusOr<ReserveResult> result = context_.cache->ReserveStore(
-        request->session_id(), ns->id, ns->bytes_per_block, keys);
+    absl::StatusOr<ReserveResult> result =
+        context_.cache->ReserveStore(request->session_id(), ns->id, ns->bytes_per_block, keys);
     if (!result.ok()) return result.status();
     response->set_reservation_id(result->reservation);
     for (const StoreSlot& slot : result->slots) ToProto(slot, response->add_slots());
     return absl::OkStatus();
-  });
+  }));
 }
 
-grpc::Status ControlService::CommitStore(grpc::ServerContext* ctx,
-                                         const v1::CommitStoreRequest* request,
-                                         v1::CommitStoreResponse* response) {
-  return context_.guard->Run("Control.CommitStore", ctx, [&]() -> absl::Status {
+grpc::ServerUnaryReactor* ControlService::CommitStore(grpc::CallbackServerContext* ctx,
+                                                      const v1::CommitStoreRequest* request,
+                                                      v1::CommitStoreResponse* response) {
+  return Finish(ctx, context_.guard->Run("Control.CommitStore", ctx, [&]() -> absl::Status {
     if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
     if (request->abort()) {
       return context_.cache->AbortStore(request->session_id(), request->reservation_id());
@@ -80,13 +81,13 @@ grpc::Status ControlService::CommitStore(grpc::ServerContext* ctx,
     if (!committed.ok()) return committed.status();
     response->set_committed_blocks(static_cast<uint32_t>(*committed));
     return absl::OkStatus();
-  });
+  }));
 }
 
-grpc::Status ControlService::AcquireLoad(grpc::ServerContext* ctx,
-                                         const v1::AcquireLoadRequest* request,
-                                         v1::AcquireLoadResponse* response) {
-  return context_.guard->Run("Control.AcquireLoad", ctx, [&]() -> absl::Status {
+grpc::ServerUnaryReactor* ControlService::AcquireLoad(grpc::CallbackServerContext* ctx,
+                                                      const v1::AcquireLoadRequest* request,
+                                                      v1::AcquireLoadResponse* response) {
+  return Finish(ctx, context_.guard->Run("Control.AcquireLoad", ctx, [&]() -> absl::Status {
     absl::StatusOr<NamespaceInfo> ns =
         RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
     if (!ns.ok()) return ns.status();
@@ -100,16 +101,16 @@ grpc::Status ControlService::AcquireLoad(grpc::ServerContext* ctx,
     response->set_load_id(result->load);
     for (const LoadSlot& slot : result->slots) ToProto(slot, response->add_slots());
     return absl::OkStatus();
-  });
+  }));
 }
 
-grpc::Status ControlService::ReleaseLoad(grpc::ServerContext* ctx,
-                                         const v1::ReleaseLoadRequest* request,
-                                         v1::ReleaseLoadResponse*) {
-  return context_.guard->Run("Control.ReleaseLoad", ctx, [&]() -> absl::Status {
+grpc::ServerUnaryReactor* ControlService::ReleaseLoad(grpc::CallbackServerContext* ctx,
+                                                      const v1::ReleaseLoadRequest* request,
+                                                      v1::ReleaseLoadResponse*) {
+  return Finish(ctx, context_.guard->Run("Control.ReleaseLoad", ctx, [&]() -> absl::Status {
     if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
     return context_.cache->ReleaseLoad(request->session_id(), request->load_id());
-  });
+  }));
 }
 
 }  // namespace kvstrata

@@ -66,6 +66,38 @@ TEST(BlockIndexTest, PendingEntriesAreNotPartOfAPrefix) {
   EXPECT_EQ(index.LongestPrefix(chain).hits, 0u);
 }
 
+// Chains longer than 16 keys are probed shard by shard in chunks of 256: the prefix must
+// stop at the first miss (or pending entry) whatever chunk or shard it falls in.
+TEST(BlockIndexTest, LongChainPrefixAcrossChunksAndShards) {
+  for (size_t shards : {1, 64}) {
+    BlockIndex index(shards);
+    std::vector<BlockKey> chain;
+    for (int i = 0; i < 700; ++i) {
+      chain.push_back(Key(i));
+      BlockEntry e = L1Entry(i);
+      if (i % 3 == 0) e.tiers = TierBit(Tier::kL2);
+      if (i != 450) index.Insert(Key(i), e);
+    }
+    PrefixMatch m = index.LongestPrefix(chain);
+    ASSERT_EQ(m.hits, 450u) << shards;
+    ASSERT_EQ(m.tiers.size(), 450u);
+    ASSERT_EQ(m.fingerprints.size(), 450u);
+    for (size_t i = 0; i < m.hits; ++i) {
+      EXPECT_EQ(m.tiers[i], i % 3 == 0 ? Tier::kL2 : Tier::kL1);
+      EXPECT_EQ(m.fingerprints[i], chain[i].Fingerprint());
+    }
+    EXPECT_EQ(index.LongestPrefix(absl::MakeConstSpan(chain).first(450)).hits, 450u);
+    BlockEntry pending = L1Entry(0);
+    pending.flags = BlockEntry::kPending;
+    index.Insert(Key(450), pending);
+    EXPECT_EQ(index.LongestPrefix(chain).hits, 450u);
+    index.Update(Key(450), [](BlockEntry& e) { e.flags = 0; });
+    EXPECT_EQ(index.LongestPrefix(chain).hits, 700u);
+    index.Erase(Key(3));
+    EXPECT_EQ(index.LongestPrefix(chain).hits, 3u);
+  }
+}
+
 TEST(BlockIndexTest, ConcurrentInsertFindErase) {
   BlockIndex index(8);
   constexpr int kThreads = 4, kPerThread = 2000;
