@@ -60,11 +60,15 @@ def restart_engine(cfg: Dict[str, Any], conn: Any) -> None:
                    "registration_id": reg.registration_id, "namespace_id": ns.namespace_id,
                    "fingerprint": ns.fingerprint})
         jobs = []
+        restarts = 0
         while True:
             cmd = conn.recv()
             if cmd == "wait_reconnect":
-                gen = len(reconnects)
-                ok = wait_until(lambda: s.connected and len(reconnects) > gen, RECONNECT_TIMEOUT_S)
+                # One command per daemon restart; the reconnect may already have happened
+                # (e.g. while the parent waited for in-flight jobs to fail).
+                restarts += 1
+                ok = wait_until(lambda: s.connected and s.generation >= restarts
+                                and len(reconnects) >= restarts, RECONNECT_TIMEOUT_S)
                 assert ok, f"no reconnect within {RECONNECT_TIMEOUT_S}s: {s.last_error!r}"
                 # The same handles, updated in place, and the same memory.
                 assert s.cuda_registration(reg.registration_id) is reg
