@@ -176,22 +176,14 @@ size_t BlockCache::Clear(std::optional<NamespaceId> ns) {
 }
 
 absl::StatusOr<size_t> BlockCache::Pin(NamespaceId ns, Keys raw) {
-  absl::StatusOr<std::vector<BlockKey>> keys =
-      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
-  if (!keys.ok()) return keys.status();
-  MutexLock lock(&mu_);
-  size_t changed = 0;
-  for (const BlockKey& key : *keys) {
-    index_.Update(key, [&](BlockEntry& e) {
-      if (!e.visible() || e.pinned()) return;
-      e.flags |= BlockEntry::kPinned;
-      ++changed;
-    });
-  }
-  return changed;
+  return SetPinned(ns, raw, /*pinned=*/true);
 }
 
 absl::StatusOr<size_t> BlockCache::Unpin(NamespaceId ns, Keys raw) {
+  return SetPinned(ns, raw, /*pinned=*/false);
+}
+
+absl::StatusOr<size_t> BlockCache::SetPinned(NamespaceId ns, Keys raw, bool pinned) {
   absl::StatusOr<std::vector<BlockKey>> keys =
       MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
@@ -199,8 +191,8 @@ absl::StatusOr<size_t> BlockCache::Unpin(NamespaceId ns, Keys raw) {
   size_t changed = 0;
   for (const BlockKey& key : *keys) {
     index_.Update(key, [&](BlockEntry& e) {
-      if (!e.pinned()) return;
-      e.flags &= ~BlockEntry::kPinned;
+      if (!e.visible() || e.pinned() == pinned) return;
+      e.flags = pinned ? (e.flags | BlockEntry::kPinned) : (e.flags & ~BlockEntry::kPinned);
       ++changed;
     });
   }

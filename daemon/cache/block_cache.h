@@ -30,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/common/mutex.h"
@@ -116,6 +117,7 @@ class BlockCache {
              std::unique_ptr<EvictionPolicy> policy);
 
   // Shared helpers (block_cache.cc).
+  absl::StatusOr<size_t> SetPinned(NamespaceId ns, Keys keys, bool pinned);
   absl::Status CheckBlockBytesLocked(NamespaceId ns, uint64_t block_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t BlockBytesLocked(NamespaceId ns, const BlockEntry& e) const
@@ -139,6 +141,9 @@ class BlockCache {
   absl::StatusOr<Reservation*> OpenReservationLocked(SessionId session, ReservationId id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseReservationLocked(Reservation& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the reservations `doomed` picks; returns how many were still open.
+  size_t DropReservationsLocked(absl::FunctionRef<bool(const Reservation&)> doomed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SlabAllocator* const allocator_;
   const BlockCacheOptions options_;

@@ -2,6 +2,7 @@
 // ReapExpired.
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/cache/block_cache.h"
 
@@ -69,18 +70,8 @@ SessionEndResult BlockCache::EndSession(SessionId session) {
     AddRefsLocked(lease.keys, -1);
     ++result.leases;
   }
-  for (auto it = reservations_.begin(); it != reservations_.end();) {
-    if (it->second.session != session) {
-      ++it;
-      continue;
-    }
-    if (!it->second.closed) {
-      for (const PendingBlock& block : it->second.blocks) ReleasePendingLocked(block);
-      --open_reservations_;
-      ++result.reservations;
-    }
-    reservations_.erase(it++);
-  }
+  result.reservations = DropReservationsLocked(
+      [session](const Reservation& r) { return r.session == session; });
   for (auto it = loads_.begin(); it != loads_.end();) {
     if (it->second.session != session) {
       ++it;
@@ -93,6 +84,24 @@ SessionEndResult BlockCache::EndSession(SessionId session) {
   return result;
 }
 
+size_t BlockCache::DropReservationsLocked(
+    absl::FunctionRef<bool(const Reservation&)> doomed) {
+  size_t released = 0;
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    if (!doomed(it->second)) {
+      ++it;
+      continue;
+    }
+    if (!it->second.closed) {  // Open: its slots go back, none became visible.
+      for (const PendingBlock& block : it->second.blocks) ReleasePendingLocked(block);
+      --open_reservations_;
+      ++released;
+    }
+    reservations_.erase(it++);
+  }
+  return released;
+}
+
 ReapResult BlockCache::ReapExpired() {
   MutexLock lock(&mu_);
   ReapResult result;
@@ -101,18 +110,8 @@ ReapResult BlockCache::ReapExpired() {
     ++result.leases;
   }
   absl::Time now = clock_->Now();
-  for (auto it = reservations_.begin(); it != reservations_.end();) {
-    if (it->second.expires > now) {
-      ++it;
-      continue;
-    }
-    if (!it->second.closed) {
-      for (const PendingBlock& block : it->second.blocks) ReleasePendingLocked(block);
-      --open_reservations_;
-      ++result.reservations;
-    }
-    reservations_.erase(it++);
-  }
+  result.reservations =
+      DropReservationsLocked([now](const Reservation& r) { return r.expires <= now; });
   return result;
 }
 
