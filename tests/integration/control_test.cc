@@ -29,6 +29,7 @@ class ControlTest : public ::testing::Test {
     client_ = daemon_.NewClient();
   }
   void TearDown() override {
+    if (client_ == nullptr) return;  // SetUp failed; it reported why.
     // Whatever a test sent, the daemon is still alive and answering.
     EXPECT_TRUE(client_->Call(&v1::Admin::Stub::GetStatus, client_->admin(), {}).ok());
     client_.reset();  // A connected gRPC client makes the server's shutdown wait for it.
