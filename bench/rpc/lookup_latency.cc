@@ -1,7 +1,9 @@
 // lookup_latency: Lookup of a stored 1,000-key chain on a real kvstratad over its Unix
 // socket — p50/p99 latency and lookups/s with 1 and with 8 concurrent clients (threads,
 // each with its own channel and session) — beside an almost empty RPC round trip
-// (Control.Heartbeat) on the same socket in the same run. Targets: p50 <= 100 us,
+// (Control.Heartbeat) on the same socket in the same run; and the same Lookups on the
+// lookup fast path (OpenSessionResponse.lookup_socket: binary frames on a persistent Unix
+// socket connection per client, through client/cpp's LookupClient). Targets: p50 <= 100 us,
 // p99 <= 1 ms. The chain is stored in host mode (ReserveStore, memcpy into the mapped
 // region, CommitStore) in an opaque namespace of 4 KiB blocks.
 //
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "bench/rpc/rpc_bench_util.h"
+#include "client/cpp/lookup_client.h"
 #include "tests/integration/daemon_process.h"
 
 namespace kvstrata::bench {
@@ -31,7 +34,8 @@ struct Setup {
 
 // kLookupOne: Lookup of the chain's first key alone — the floor of the Lookup path itself
 // (the same callback handler, recycled messages) without the per-key work.
-enum class Op { kHeartbeat, kLookupOne, kLookup };
+// kFast*: the same two Lookups on the fast path.
+enum class Op { kHeartbeat, kLookupOne, kLookup, kFastLookupOne, kFastLookup };
 
 // One client: its own channel and session, and the request it repeats.
 struct Client {
@@ -41,15 +45,19 @@ struct Client {
   v1::LookupRequest lookup_one;
   v1::HeartbeatResponse heartbeat_response;  // reused from call to call
   v1::LookupResponse lookup_response;        // reused from call to call
+  std::unique_ptr<LookupClient> fast;        // its own fast-path connection
+  FastLookupResult fast_result;              // reused from call to call
+  const std::vector<std::string>* chain = nullptr;
 };
 
 absl::StatusOr<Client> Prepare(const Setup& setup) {
-  Client client{NewControlStub(setup.socket), {}, {}, {}, {}, {}};
+  Client client{NewControlStub(setup.socket), {}, {}, {}, {}, {}, nullptr, {}, &setup.chain};
   absl::StatusOr<v1::OpenSessionResponse> session = OpenSession(*client.stub, "lookup-latency");
   if (!session.ok()) return session.status();
   absl::StatusOr<uint32_t> ns =
       RegisterOpaqueNamespace(*client.stub, session->session_id(), kBlockBytes, "lookup-latency");
   if (!ns.ok()) return ns.status();
+  client.fast = std::make_unique<LookupClient>(session->lookup_socket());
   client.heartbeat.set_session_id(session->session_id());
   client.lookup.set_session_id(session->session_id());
   client.lookup.set_namespace_id(*ns);
@@ -59,10 +67,21 @@ absl::StatusOr<Client> Prepare(const Setup& setup) {
   return client;
 }
 
+absl::Status FastOnce(Client& client, Op op) {
+  absl::Span<const std::string> keys(*client.chain);
+  if (op == Op::kFastLookupOne) keys = keys.subspan(0, 1);
+  absl::Status s = client.fast->LookupInto(client.lookup.session_id(), client.lookup.namespace_id(),
+                                           keys, {}, &client.fast_result);
+  if (!s.ok()) return s;
+  if (client.fast_result.hit_blocks != keys.size()) return absl::InternalError("lost blocks");
+  return absl::OkStatus();
+}
+
 absl::Status Once(Client& client, Op op) {
   if (op == Op::kHeartbeat) {
     return CallInto(*client.stub, &Stub::Heartbeat, client.heartbeat, &client.heartbeat_response);
   }
+  if (op == Op::kFastLookup || op == Op::kFastLookupOne) return FastOnce(client, op);
   bool one = op == Op::kLookupOne;
   absl::Status s = CallInto(*client.stub, &Stub::Lookup, one ? client.lookup_one : client.lookup,
                             &client.lookup_response);
@@ -90,6 +109,22 @@ absl::Status RunClient(const Setup& setup, Op op, int iterations, std::latch* st
   return absl::OkStatus();
 }
 
+const char* RowName(Op op) {
+  switch (op) {
+    case Op::kHeartbeat:
+      return "Heartbeat (baseline)";
+    case Op::kLookupOne:
+      return "Lookup (1 key)";
+    case Op::kLookup:
+      return "Lookup (1000 keys)";
+    case Op::kFastLookupOne:
+      return "fast path Lookup (1 key)";
+    case Op::kFastLookup:
+      return "fast path Lookup (1000 keys)";
+  }
+  return "?";
+}
+
 // Runs `clients` threads; prints one row. Returns false on an error.
 bool Measure(const Setup& setup, Op op, int clients, int iterations) {
   std::vector<std::vector<double>> micros(clients);
@@ -113,12 +148,9 @@ bool Measure(const Setup& setup, Op op, int clients, int iterations) {
     all.insert(all.end(), micros[c].begin(), micros[c].end());
   }
   Latency l = Summarize(all);
-  bool lookup = op == Op::kLookup;
-  const char* name = lookup                 ? "Lookup (1000 keys)"
-                     : op == Op::kLookupOne ? "Lookup (1 key)"
-                                            : "Heartbeat (baseline)";
-  std::printf("  %-22s %7d  %9.1f  %9.1f  %10.0f", name, clients, l.p50_us,
-              l.p99_us, all.size() / seconds);
+  bool lookup = op == Op::kLookup || op == Op::kFastLookup;
+  std::printf("  %-28s %7d  %9.1f  %9.1f  %10.0f", RowName(op), clients, l.p50_us, l.p99_us,
+              all.size() / seconds);
   if (lookup) {
     std::printf("   p50 %s  p99 %s", l.p50_us <= 100 ? "PASS" : "FAIL",
                 l.p99_us <= 1000 ? "PASS" : "FAIL");
@@ -157,10 +189,12 @@ int Main(int iterations) {
     std::fprintf(stderr, "store: %s\n", s.ToString().c_str());
     return 1;
   }
-  std::printf("kvstratad %s, Unix socket, chain of %zu keys (32 bytes), %d calls per client, "
-              "%u CPUs\n\n", testing::DaemonProcess::BinaryPath().c_str(), kChain, iterations,
-              std::thread::hardware_concurrency());
-  std::printf("  %-22s %7s  %9s  %9s  %10s   targets: p50 <= 100 us, p99 <= 1 ms\n", "call",
+  std::printf(
+      "kvstratad %s, Unix socket, chain of %zu keys (32 bytes), %d calls per client, "
+      "%u CPUs\n\n",
+      testing::DaemonProcess::BinaryPath().c_str(), kChain, iterations,
+      std::thread::hardware_concurrency());
+  std::printf("  %-28s %7s  %9s  %9s  %10s   targets: p50 <= 100 us, p99 <= 1 ms\n", "call",
               "clients", "p50 (us)", "p99 (us)", "calls/s");
   bool ok = true;
   for (int clients : {1, 8}) {
@@ -168,6 +202,8 @@ int Main(int iterations) {
     ok = Measure(setup, Op::kHeartbeat, clients, per_client) && ok;
     ok = Measure(setup, Op::kLookupOne, clients, per_client) && ok;
     ok = Measure(setup, Op::kLookup, clients, per_client) && ok;
+    ok = Measure(setup, Op::kFastLookupOne, clients, per_client) && ok;
+    ok = Measure(setup, Op::kFastLookup, clients, per_client) && ok;
   }
   daemon.Stop();
   return ok ? 0 : 1;

@@ -53,6 +53,7 @@ grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
     response->set_daemon_instance_id(context_.identity->instance_id);
     response->set_shm_region_bytes(context_.shm_region_bytes);
     response->set_shm_fd_socket(context_.shm_fd_socket);
+    response->set_lookup_socket(context_.lookup_socket);
     return absl::OkStatus();
   });
 }

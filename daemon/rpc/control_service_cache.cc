@@ -1,9 +1,8 @@
 // ControlService: lookup, leases and host-mode store/load on the L1 BlockCache.
-#include <algorithm>
 
-#include "absl/time/clock.h"
 #include "daemon/rpc/cache_convert.h"
 #include "daemon/rpc/control_service.h"
+#include "daemon/rpc/lookup_call.h"
 #include "daemon/rpc/proto_convert.h"
 #include "daemon/rpc/request_validation.h"
 
@@ -13,25 +12,16 @@ grpc::ServerUnaryReactor* ControlService::Lookup(grpc::CallbackServerContext* ct
                                                  const v1::LookupRequest* request,
                                                  v1::LookupResponse* response) {
   return Finish(ctx, context_.guard->Run("Control.Lookup", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
-    if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-    std::optional<absl::Duration> ttl;
-    if (request->acquire_lease()) {
-      const SessionsConfig& limits = context_.config->sessions;
-      int64_t ms = request->lease_ttl_ms() == 0 ? limits.lease_ttl_ms : request->lease_ttl_ms();
-      ttl = absl::Milliseconds(std::min<int64_t>(ms, limits.max_lease_ttl_ms));
-    }
     std::vector<std::string_view> keys = KeyViews(request->keys());
-    absl::StatusOr<LookupResult> result =
-        context_.cache->Lookup(request->session_id(), ns->id, keys, ttl);
-    if (!result.ok()) return result.status();
-    response->set_hit_blocks(static_cast<uint32_t>(result->hits));
-    for (Tier tier : result->tiers) response->add_locations()->set_tier(ToProto(tier));
-    if (result->lease.has_value()) {
-      response->set_lease_id(*result->lease);
-      response->set_lease_expires_unix_ms(UnixMillis(absl::Now() + *ttl));
+    absl::StatusOr<LookupAnswer> answer =
+        RunLookup(context_, {request->session_id(), request->namespace_id(), keys,
+                             request->acquire_lease(), request->lease_ttl_ms()});
+    if (!answer.ok()) return answer.status();
+    response->set_hit_blocks(static_cast<uint32_t>(answer->result.hits));
+    for (Tier tier : answer->result.tiers) response->add_locations()->set_tier(ToProto(tier));
+    if (answer->result.lease.has_value()) {
+      response->set_lease_id(*answer->result.lease);
+      response->set_lease_expires_unix_ms(answer->lease_expires_unix_ms);
     }
     return absl::OkStatus();
   }));

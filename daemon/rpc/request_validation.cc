@@ -4,35 +4,56 @@
 
 namespace kvstrata {
 
-absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys,
-                          absl::string_view field) {
-  if (keys.empty()) {
+absl::Status ValidateKeyCount(size_t count, absl::string_view field) {
+  if (count == 0) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": at least one key is required"));
   }
-  if (keys.size() > kMaxKeysPerCall) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", keys.size(), " keys, more than ",
-                                                   kMaxKeysPerCall, " per call"));
+  if (count > static_cast<size_t>(kMaxKeysPerCall)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", count, " keys, more than ", kMaxKeysPerCall, " per call"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKeySize(size_t bytes, size_t index, absl::string_view field) {
+  if (bytes == 0 || bytes > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "[", index, "] key is ", bytes, " bytes; a key is 1..32 bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys,
+                          absl::string_view field) {
+  if (absl::Status s = ValidateKeyCount(static_cast<size_t>(keys.size()), field); !s.ok()) {
+    return s;
   }
   for (int i = 0; i < keys.size(); ++i) {
-    if (keys[i].empty() || keys[i].size() > kMaxKeyBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] key is ", keys[i].size(),
-                                                     " bytes; a key is 1..32 bytes"));
+    if (absl::Status s = ValidateKeySize(keys[i].size(), static_cast<size_t>(i), field); !s.ok()) {
+      return s;
     }
   }
   return absl::OkStatus();
 }
 
+absl::Status ValidateKeys(absl::Span<const std::string_view> keys, absl::string_view field) {
+  if (absl::Status s = ValidateKeyCount(keys.size(), field); !s.ok()) return s;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (absl::Status s = ValidateKeySize(keys[i].size(), i, field); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& context,
-                                                      uint64_t session_id,
-                                                      uint32_t namespace_id) {
+                                                      uint64_t session_id, uint32_t namespace_id) {
   if (absl::Status s = context.sessions->Check(session_id); !s.ok()) return s;
   std::optional<NamespaceInfo> info = context.namespaces->Find(namespace_id);
   if (!info.has_value()) {
     return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " is unknown"));
   }
   if (!context.namespaces->IsRegisteredBy(namespace_id, session_id)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "namespace ", namespace_id, " was not registered by session ", session_id));
+    return absl::FailedPreconditionError(
+        absl::StrCat("namespace ", namespace_id, " was not registered by session ", session_id));
   }
   return *info;
 }

@@ -1,13 +1,15 @@
-// Checks shared by the RPC handlers. Each returns INVALID_ARGUMENT / NOT_FOUND /
-// FAILED_PRECONDITION with a message naming the field.
+// Checks shared by the RPC handlers and the lookup fast path. Each returns
+// INVALID_ARGUMENT / NOT_FOUND / FAILED_PRECONDITION with a message naming the field.
 #ifndef KVSTRATA_DAEMON_RPC_REQUEST_VALIDATION_H_
 #define KVSTRATA_DAEMON_RPC_REQUEST_VALIDATION_H_
 
 #include <google/protobuf/repeated_ptr_field.h>
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "daemon/rpc/service_context.h"
 
 namespace kvstrata {
@@ -15,15 +17,21 @@ namespace kvstrata {
 inline constexpr size_t kMaxKeyBytes = 32;
 inline constexpr int kMaxKeysPerCall = 65536;
 
+// 1..kMaxKeysPerCall keys.
+absl::Status ValidateKeyCount(size_t count, absl::string_view field = "keys");
+// Key number `index` is 1..kMaxKeyBytes bytes.
+absl::Status ValidateKeySize(size_t bytes, size_t index, absl::string_view field = "keys");
+
 // Each key 1..32 bytes; 1..kMaxKeysPerCall keys.
 // `field` names the request field in messages.
 absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys,
                           absl::string_view field = "keys");
+absl::Status ValidateKeys(absl::Span<const std::string_view> keys,
+                          absl::string_view field = "keys");
 
 // The session exists, and the namespace exists and was registered by that session.
 absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& context,
-                                                      uint64_t session_id,
-                                                      uint32_t namespace_id);
+                                                      uint64_t session_id, uint32_t namespace_id);
 
 }  // namespace kvstrata
 

@@ -61,13 +61,11 @@ absl::Status Daemon::StartServing() {
   spdlog::info("l1_ready bytes={} huge_pages={} populate_ms={}", l1_.region->size(),
                l1_.region->huge_pages(), absl::ToInt64Milliseconds(absl::Now() - pool_start));
   std::string fd_socket = config_.server.socket + ".shm";
-  absl::StatusOr<std::unique_ptr<FdServer>> fd_server =
-      FdServer::Start(fd_socket, config_.server.socket_mode, l1_.region->fd(),
-                      l1_.region->size(), &sessions_);
+  absl::StatusOr<std::unique_ptr<FdServer>> fd_server = FdServer::Start(
+      fd_socket, config_.server.socket_mode, l1_.region->fd(), l1_.region->size(), &sessions_);
   if (!fd_server.ok()) return fd_server.status();
   fd_server_ = std::move(*fd_server);
   StartTransferEngine();
-
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -76,9 +74,14 @@ absl::Status Daemon::StartServing() {
   if (!listeners.ok()) return listeners.status();
   identity_.listeners = listeners->listeners;
   guard_ = std::make_unique<CallGuard>(metrics_.get(), listeners->token);
-  ServiceContext context{&config_,     &identity_,      &sessions_,         &namespaces_,
-                         guard_.get(), l1_.cache.get(), l1_.region->size(), fd_socket,
+  ServiceContext context{&config_,           &identity_,   &sessions_,
+                         &namespaces_,       guard_.get(), l1_.cache.get(),
+                         l1_.region->size(), fd_socket,    config_.server.socket + ".lookup",
                          jobs_.get()};
+  absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(
+      context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
+  if (!lookup_server.ok()) return lookup_server.status();
+  lookup_server_ = std::move(*lookup_server);
   control_ = std::make_unique<ControlService>(context);
   admin_ = std::make_unique<AdminService>(context);
   builder.RegisterService(control_.get());
@@ -90,8 +93,9 @@ absl::Status Daemon::StartServing() {
   server_ = builder.BuildAndStart();
   umask(old_mask);
   if (server_ == nullptr) {
-    return absl::UnavailableError("cannot listen on the configured socket or TCP address "
-                                  "(is the address in use?)");
+    return absl::UnavailableError(
+        "cannot listen on the configured socket or TCP address "
+        "(is the address in use?)");
   }
   chmod(config_.server.socket.c_str(), config_.server.socket_mode);
   server_->GetHealthCheckService()->SetServingStatus(true);
@@ -140,9 +144,8 @@ void Daemon::RegisterGauges() {
                      [this] { return static_cast<double>(l1_.cache->Stats().capacity_bytes); });
   metrics_->AddGauge("kvstrata_l1_blocks", "Blocks held in L1.",
                      [this] { return static_cast<double>(l1_.cache->Stats().blocks); });
-  metrics_->AddGauge("kvstrata_uptime_seconds", "Seconds since the daemon started.", [this] {
-    return absl::ToDoubleSeconds(absl::Now() - identity_.start_time);
-  });
+  metrics_->AddGauge("kvstrata_uptime_seconds", "Seconds since the daemon started.",
+                     [this] { return absl::ToDoubleSeconds(absl::Now() - identity_.start_time); });
 }
 
 void Daemon::ReapLoop() {
@@ -177,6 +180,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   if (!stop_reaper_.HasBeenNotified()) stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   if (fd_server_ != nullptr) fd_server_->Stop();
+  if (lookup_server_ != nullptr) lookup_server_->Stop();
   sessions_.CloseAll();
   socket_lock_.reset();
 }

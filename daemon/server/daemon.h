@@ -1,6 +1,6 @@
 // kvstratad: owns the configuration, the core (sessions, namespaces, the L1 cache on its
 // shared-memory pool), the gRPC server on its Unix socket (and optional TCP), the socket
-// that hands the pool's fd to host-mode clients, the metrics endpoint and the background
+// that hands the pool's fd to host-mode clients, the lookup fast-path socket, the metrics endpoint and the background
 // reaper (expired sessions, leases and abandoned reservations). Start() serves until Shutdown(). Thread-safe: Shutdown may be called from any
 // thread, once.
 #ifndef KVSTRATA_DAEMON_SERVER_DAEMON_H_
@@ -21,6 +21,7 @@
 #include "daemon/rpc/control_service.h"
 #include "daemon/jobs/job_manager.h"
 #include "daemon/server/fd_server.h"
+#include "daemon/server/lookup_server.h"
 #include "daemon/transfer/transfer_engine.h"
 #include "daemon/server/l1_pool.h"
 #include "daemon/server/socket_lock.h"
@@ -62,6 +63,7 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<FdServer> fd_server_;
+  std::unique_ptr<LookupServer> lookup_server_;  // Stopped in Shutdown, before l1_ goes.
   std::unique_ptr<grpc::Server> server_;
   absl::Notification stop_reaper_;
   std::thread reaper_;

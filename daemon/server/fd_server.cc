@@ -2,37 +2,16 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include <endian.h>
-#include "absl/strings/str_cat.h"
+#include "daemon/server/unix_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
 namespace {
-
-absl::StatusOr<int> Listen(const std::string& path, uint32_t mode) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", path));
-  }
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  unlink(path.c_str());
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      chmod(path.c_str(), mode) != 0 || listen(fd, 64) != 0) {
-    std::string error = std::strerror(errno);
-    if (fd >= 0) close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot listen on '", path, "': ", error));
-  }
-  return fd;
-}
 
 bool ReadExactly(int fd, void* data, size_t size) {
   auto* bytes = static_cast<char*>(data);
@@ -69,7 +48,7 @@ void SendSize(int connection, uint64_t size, int fd_to_pass) {
 absl::StatusOr<std::unique_ptr<FdServer>> FdServer::Start(const std::string& path, uint32_t mode,
                                                           int region_fd, uint64_t region_bytes,
                                                           const SessionRegistry* sessions) {
-  absl::StatusOr<int> fd = Listen(path, mode);
+  absl::StatusOr<int> fd = ListenUnix(path, mode);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<FdServer> server(new FdServer(path, *fd, region_fd, region_bytes, sessions));
   server->thread_ = std::thread([raw = server.get()] { raw->AcceptLoop(); });

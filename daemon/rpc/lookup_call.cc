@@ -1,0 +1,37 @@
+#include "daemon/rpc/lookup_call.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/time/clock.h"
+#include "daemon/rpc/proto_convert.h"
+#include "daemon/rpc/request_validation.h"
+
+namespace kvstrata {
+namespace {
+
+std::optional<absl::Duration> LeaseTtl(const SessionsConfig& limits, const LookupCall& call) {
+  if (!call.acquire_lease) return std::nullopt;
+  int64_t ms = call.lease_ttl_ms == 0 ? limits.lease_ttl_ms : call.lease_ttl_ms;
+  return absl::Milliseconds(std::min<int64_t>(ms, limits.max_lease_ttl_ms));
+}
+
+}  // namespace
+
+absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const LookupCall& call) {
+  absl::StatusOr<NamespaceInfo> ns =
+      RequireSessionNamespace(context, call.session_id, call.namespace_id);
+  if (!ns.ok()) return ns.status();
+  if (absl::Status s = ValidateKeys(call.keys); !s.ok()) return s;
+  std::optional<absl::Duration> ttl = LeaseTtl(context.config->sessions, call);
+  absl::StatusOr<LookupResult> result =
+      context.cache->Lookup(call.session_id, ns->id, call.keys, ttl);
+  if (!result.ok()) return result.status();
+  LookupAnswer answer{std::move(*result), 0};
+  if (answer.result.lease.has_value()) {
+    answer.lease_expires_unix_ms = UnixMillis(absl::Now() + *ttl);
+  }
+  return answer;
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,37 @@
+// The one Lookup: what Control.Lookup (gRPC) and the lookup fast path (LookupServer) both
+// run after decoding their request. Checks the session and namespace
+// (RequireSessionNamespace) and the keys (ValidateKeys), in that order, turns the lease
+// request into a TTL (0 = sessions.lease_ttl_ms, clamped to sessions.max_lease_ttl_ms) and
+// calls BlockCache::Lookup. Errors are those of the checks and of BlockCache::Lookup.
+// Thread-safe (as BlockCache is).
+#ifndef KVSTRATA_DAEMON_RPC_LOOKUP_CALL_H_
+#define KVSTRATA_DAEMON_RPC_LOOKUP_CALL_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "daemon/cache/cache_types.h"
+#include "daemon/rpc/service_context.h"
+
+namespace kvstrata {
+
+struct LookupCall {
+  uint64_t session_id = 0;
+  uint32_t namespace_id = 0;
+  absl::Span<const std::string_view> keys;  // Not owned; valid during the call.
+  bool acquire_lease = false;
+  uint32_t lease_ttl_ms = 0;  // 0: the configured default.
+};
+
+struct LookupAnswer {
+  LookupResult result;
+  uint64_t lease_expires_unix_ms = 0;  // 0 when no lease was taken.
+};
+
+absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const LookupCall& call);
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_RPC_LOOKUP_CALL_H_

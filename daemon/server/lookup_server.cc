@@ -1,0 +1,222 @@
+#include "daemon/server/lookup_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/common/lookup_wire.h"
+#include "daemon/rpc/cache_convert.h"
+#include "daemon/rpc/lookup_call.h"
+#include "daemon/rpc/request_validation.h"
+#include "daemon/server/unix_listener.h"
+#include "spdlog/spdlog.h"
+
+namespace kvstrata {
+namespace {
+
+namespace wire = lookup_wire;
+
+constexpr char kMethod[] = "LookupSocket.Lookup";
+
+// Per-connection buffers, reused from frame to frame.
+struct FrameBuffers {
+  std::string keys;
+  std::vector<std::string_view> views;
+  std::string reply;
+};
+
+absl::Status CheckHeader(const wire::RequestHeader& h) {
+  if (h.magic != wire::kMagic) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad magic 0x", absl::Hex(h.magic), "; a lookup frame starts with \"KVSL\""));
+  }
+  if (h.version != wire::kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame version ", h.version, " is not supported (only 1)"));
+  }
+  if ((h.flags & ~wire::kKnownFlags) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown flags 0x", absl::Hex(h.flags)));
+  }
+  if (absl::Status s = ValidateKeyCount(h.key_count, "key_count"); !s.ok()) return s;
+  return ValidateKeySize(h.key_bytes, 0, "keys");
+}
+
+// Encodes the response frame for `status` (and `answer` when it is OK) into `out`.
+void EncodeReply(const absl::Status& status, const LookupAnswer* answer, std::string* out) {
+  wire::ResponseHeader h;
+  h.status = static_cast<uint32_t>(status.code());
+  absl::string_view message = status.message().substr(0, wire::kMaxMessageBytes);
+  h.message_bytes = static_cast<uint32_t>(message.size());
+  if (status.ok() && answer != nullptr) {
+    h.hit_blocks = static_cast<uint32_t>(answer->result.hits);
+    h.tier_count = static_cast<uint32_t>(answer->result.tiers.size());
+    h.lease_id = answer->result.lease.value_or(0);
+    h.lease_expires_unix_ms = answer->lease_expires_unix_ms;
+  }
+  out->resize(wire::kResponseHeaderBytes + h.tier_count + message.size());
+  wire::EncodeResponseHeader(h, out->data());
+  char* tiers = out->data() + wire::kResponseHeaderBytes;
+  for (uint32_t i = 0; i < h.tier_count; ++i) {
+    tiers[i] = static_cast<char>(ToProto(answer->result.tiers[i]));  // common.proto Tier
+  }
+  std::copy(message.begin(), message.end(), tiers + h.tier_count);
+}
+
+// Writes all of `bytes`; false when the peer is gone or stalls past SO_SNDTIMEO.
+bool SendAll(int fd, std::string_view bytes, int flags = 0) {
+  while (!bytes.empty()) {
+    ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | flags);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void SendError(int fd, const absl::Status& status, int flags = 0) {
+  std::string reply;
+  EncodeReply(status, nullptr, &reply);
+  SendAll(fd, reply, flags);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LookupServer>> LookupServer::Start(const std::string& path,
+                                                                  uint32_t mode,
+                                                                  ServiceContext context,
+                                                                  MetricsSink* metrics) {
+  absl::StatusOr<int> fd = ListenUnix(path, mode);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<LookupServer> server(new LookupServer(path, *fd, std::move(context), metrics));
+  server->accept_thread_ = std::thread([raw = server.get()] { raw->AcceptLoop(); });
+  return server;
+}
+
+LookupServer::LookupServer(std::string path, int listen_fd, ServiceContext context,
+                           MetricsSink* metrics)
+    : path_(std::move(path)),
+      listen_fd_(listen_fd),
+      context_(std::move(context)),
+      metrics_(metrics) {}
+
+LookupServer::~LookupServer() { Stop(); }
+
+void LookupServer::Stop() {
+  if (stop_.exchange(true)) return;
+  if (accept_thread_.joinable()) accept_thread_.join();
+  for (auto& c : connections_) shutdown(c->fd, SHUT_RDWR);  // Wakes blocked reads.
+  for (auto& c : connections_) {
+    c->thread.join();
+    close(c->fd);
+  }
+  connections_.clear();
+  close(listen_fd_);
+  unlink(path_.c_str());
+}
+
+void LookupServer::AcceptLoop() {
+  while (!stop_.load()) {
+    ReapFinished();
+    pollfd waiting{listen_fd_, POLLIN, 0};
+    if (poll(&waiting, 1, 100) <= 0) continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) Admit(fd);
+  }
+}
+
+void LookupServer::ReapFinished() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (!(*it)->done.load()) {
+      ++it;
+      continue;
+    }
+    (*it)->thread.join();
+    close((*it)->fd);
+    it = connections_.erase(it);
+  }
+}
+
+void LookupServer::Admit(int fd) {
+  if (connections_.size() >= kMaxConnections) {
+    spdlog::warn("lookup_socket_refused reason=\"{} connections open\"", connections_.size());
+    SendError(fd,
+              absl::ResourceExhaustedError(absl::StrCat("the lookup socket serves at most ",
+                                                        kMaxConnections, " connections")),
+              MSG_DONTWAIT);
+    close(fd);
+    return;
+  }
+  timeval timeout{1, 0};  // ReadFull counts these to kFrameTimeoutSeconds.
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  timeval send_timeout{kFrameTimeoutSeconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  auto connection = std::make_unique<Connection>();
+  connection->fd = fd;
+  Connection* raw = connection.get();
+  try {
+    raw->thread = std::thread([this, raw] {
+      Serve(raw->fd);
+      raw->done.store(true);
+    });
+  } catch (const std::system_error& e) {
+    spdlog::error("lookup_socket_refused reason=\"no thread: {}\"", e.what());
+    close(fd);
+    return;
+  }
+  connections_.push_back(std::move(connection));
+}
+
+bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start) const {
+  size_t got = 0;
+  int stalls = 0;
+  while (got < size) {
+    ssize_t n = read(fd, data + got, size - got);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      stalls = 0;
+      continue;
+    }
+    if (n == 0 || stop_.load()) return false;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+    bool idle = frame_start && got == 0;
+    if (!idle && ++stalls >= kFrameTimeoutSeconds) return false;
+  }
+  return true;
+}
+
+void LookupServer::Serve(int fd) const {
+  FrameBuffers buffers;
+  char header_bytes[wire::kRequestHeaderBytes];
+  while (ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true)) {
+    absl::Time start = absl::Now();
+    wire::RequestHeader h = wire::DecodeRequestHeader(header_bytes);
+    if (absl::Status s = CheckHeader(h); !s.ok()) {
+      metrics_->RecordRpc(kMethod, absl::StatusCodeToString(s.code()), absl::Now() - start);
+      SendError(fd, s);
+      return;
+    }
+    buffers.keys.resize(static_cast<size_t>(h.key_count) * h.key_bytes);
+    if (!ReadFull(fd, buffers.keys.data(), buffers.keys.size(), false)) return;
+    buffers.views.clear();
+    for (size_t at = 0; at < buffers.keys.size(); at += h.key_bytes) {
+      buffers.views.emplace_back(buffers.keys.data() + at, h.key_bytes);
+    }
+    absl::StatusOr<LookupAnswer> answer =
+        RunLookup(context_, {h.session_id, h.namespace_id, buffers.views,
+                             (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms});
+    EncodeReply(answer.status(), answer.ok() ? &*answer : nullptr, &buffers.reply);
+    metrics_->RecordRpc(kMethod, absl::StatusCodeToString(answer.status().code()),
+                        absl::Now() - start);
+    if (!SendAll(fd, buffers.reply)) return;
+  }
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,73 @@
+// The lookup fast path: Lookup answered on a plain Unix stream socket beside the gRPC one
+// (<socket>.lookup), in the binary frames of daemon/common/lookup_wire.h
+// (docs/wire-protocol.md, "Lookup fast path"), on persistent connections. Each frame runs
+// RunLookup — the same checks and BlockCache::Lookup as Control.Lookup.
+//
+// One accept thread and one thread per connection, at most kMaxConnections (a connection
+// beyond that gets a RESOURCE_EXHAUSTED frame and is closed), so a slow or silent client
+// only ever holds its own thread. An idle connection may wait any time for its next frame;
+// a frame that has started must arrive whole within kFrameTimeout and a response must be
+// taken within kFrameTimeout, else the connection is dropped. A header that cannot be
+// trusted (magic, version, flags, key count, key size) is answered with INVALID_ARGUMENT
+// and the connection is closed; errors of the call leave it open.
+//
+// Thread-safe; Stop is idempotent and waits for every connection thread. Everything the
+// ServiceContext points to (and `metrics`) must outlive the server.
+#ifndef KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
+#define KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/metrics/metrics_sink.h"
+#include "daemon/rpc/service_context.h"
+
+namespace kvstrata {
+
+class LookupServer {
+ public:
+  static constexpr size_t kMaxConnections = 256;
+  static constexpr int kFrameTimeoutSeconds = 5;
+
+  // Listens on `path` (a stale file there is replaced) with permissions `mode`.
+  static absl::StatusOr<std::unique_ptr<LookupServer>> Start(const std::string& path, uint32_t mode,
+                                                             ServiceContext context,
+                                                             MetricsSink* metrics);
+  ~LookupServer();
+  void Stop();
+
+ private:
+  struct Connection {
+    int fd = -1;
+    std::atomic<bool> done{false};
+    std::thread thread;
+  };
+
+  LookupServer(std::string path, int listen_fd, ServiceContext context, MetricsSink* metrics);
+  void AcceptLoop();
+  void Admit(int fd);
+  void ReapFinished();
+  // Serves frames until the peer closes, a frame is malformed or Stop is called.
+  void Serve(int fd) const;
+  // Reads exactly `size` bytes. Before the first byte of a frame (`frame_start`) it waits
+  // until Stop; after it, at most kFrameTimeoutSeconds without progress.
+  bool ReadFull(int fd, char* data, size_t size, bool frame_start) const;
+
+  const std::string path_;
+  const int listen_fd_;
+  const ServiceContext context_;
+  MetricsSink* const metrics_;
+  std::atomic<bool> stop_{false};
+  std::thread accept_thread_;
+  // Owned by the accept thread while it runs, then by Stop (which joins it first).
+  std::list<std::unique_ptr<Connection>> connections_;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
