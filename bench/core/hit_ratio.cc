@@ -66,8 +66,7 @@ Result SimulatePolicy(const Trace& trace, const std::string& name, size_t capaci
       policy->OnInsert(id);
     }
   }
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
@@ -179,20 +178,21 @@ void Run(const TraceOptions& options) {
   uint64_t ceiling = trace.accesses() - trace.unique_blocks;
   uint64_t conversation_blocks = trace.unique_blocks - trace.prompt_blocks;
   Result infinite{ceiling, ConversationAccesses(trace) - conversation_blocks, 0};
-  std::printf("trace: %zu requests, %zu system prompts (%zu blocks), %zu unique blocks, "
-              "%zu block lookups, seed %llu\n",
-              trace.requests(), options.prompts, trace.prompt_blocks, trace.unique_blocks,
-              trace.accesses(), static_cast<unsigned long long>(options.seed));
-  std::printf("infinite-cache ceiling: %.2f%% of block lookups hit (%.2f%% of those beyond "
-              "the system prompts, \"conv. hit\")\n\n",
-              100.0 * ceiling / trace.accesses(),
-              100.0 * infinite.conversation_hits / ConversationAccesses(trace));
-  std::printf("  %-9s  %9s  %9s  %9s  %11s  %8s\n", "policy", "hit ratio", "conv. hit",
-              "of OPT", "misses/OPT", "sim time");
+  std::printf(
+      "trace: %zu requests, %zu system prompts (%zu blocks), %zu unique blocks, "
+      "%zu block lookups, seed %llu\n",
+      trace.requests(), options.prompts, trace.prompt_blocks, trace.unique_blocks, trace.accesses(),
+      static_cast<unsigned long long>(options.seed));
+  std::printf(
+      "infinite-cache ceiling: %.2f%% of block lookups hit (%.2f%% of those beyond "
+      "the system prompts, \"conv. hit\")\n\n",
+      100.0 * ceiling / trace.accesses(),
+      100.0 * infinite.conversation_hits / ConversationAccesses(trace));
+  std::printf("  %-9s  %9s  %9s  %9s  %11s  %8s\n", "policy", "hit ratio", "conv. hit", "of OPT",
+              "misses/OPT", "sim time");
   for (double fraction : {0.10, 0.25, 0.50}) {
     size_t capacity = static_cast<size_t>(fraction * trace.unique_blocks);
-    std::printf("-- capacity %.0f%% of the working set (%zu blocks)\n", 100 * fraction,
-                capacity);
+    std::printf("-- capacity %.0f%% of the working set (%zu blocks)\n", 100 * fraction, capacity);
     Result opt = Belady(trace, capacity).Run();
     PrintRow("OPT", opt, trace, opt);
     for (const char* name : {"lru", "arc", "s3fifo"}) {

@@ -62,9 +62,10 @@ void Run(size_t n) {
   double rss = (after.rss - before.rss) / n;
   std::printf("%zu entries: BlockIndex    heap %7.1f MiB  rss %7.1f MiB\n", n,
               (after.heap - before.heap) / (1 << 20), (after.rss - before.rss) / (1 << 20));
-  std::printf("%zu entries: bytes/entry   heap %5.1f (%.1f beyond the 32 raw key bytes)  "
-              "rss %5.1f (%.1f beyond)\n",
-              n, heap, heap - 32, rss, rss - 32);
+  std::printf(
+      "%zu entries: bytes/entry   heap %5.1f (%.1f beyond the 32 raw key bytes)  "
+      "rss %5.1f (%.1f beyond)\n",
+      n, heap, heap - 32, rss, rss - 32);
 }
 
 }  // namespace

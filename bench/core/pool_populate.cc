@@ -31,7 +31,8 @@ double MemsetBaseline(uint64_t bytes) {
 
 double Populate(uint64_t bytes, int threads, HugePages huge, bool* used_huge) {
   auto start = std::chrono::steady_clock::now();
-  auto region = ShmRegion::Create({.bytes = bytes, .huge_pages = huge, .populate_threads = threads});
+  auto region =
+      ShmRegion::Create({.bytes = bytes, .huge_pages = huge, .populate_threads = threads});
   double s = Seconds(start);
   if (!region.ok()) {
     std::fprintf(stderr, "%s\n", region.status().ToString().c_str());
@@ -47,9 +48,12 @@ double Populate(uint64_t bytes, int threads, HugePages huge, bool* used_huge) {
 int main(int argc, char** argv) {
   using namespace kvstrata;
   double gib = argc > 1 ? std::atof(argv[1]) : 2.0;
-  int threads = argc > 2 ? std::atoi(argv[2]) : static_cast<int>(std::thread::hardware_concurrency());
+  int threads =
+      argc > 2 ? std::atoi(argv[2]) : static_cast<int>(std::thread::hardware_concurrency());
   std::string mode = argc > 3 ? argv[3] : "auto";
-  HugePages huge = mode == "on" ? HugePages::kOn : mode == "off" ? HugePages::kOff : HugePages::kAuto;
+  HugePages huge = mode == "on"    ? HugePages::kOn
+                   : mode == "off" ? HugePages::kOff
+                                   : HugePages::kAuto;
   uint64_t bytes = static_cast<uint64_t>(gib * (1ull << 30));
   bool used_huge = false;
   double base = MemsetBaseline(bytes);
@@ -57,9 +61,8 @@ int main(int argc, char** argv) {
   double many = Populate(bytes, threads, huge, &used_huge);
   std::printf("region %.2f GiB, huge pages %s\n", gib, used_huge ? "yes" : "no");
   std::printf("baseline memset, 1 thread : %6.3f s/GiB\n", base / gib);
-  std::printf("populate, 1 thread        : %6.3f s/GiB  (%.2fx baseline)\n", one / gib,
-              base / one);
-  std::printf("populate, %2d threads      : %6.3f s/GiB  (%.2fx baseline)\n", threads,
-              many / gib, base / many);
+  std::printf("populate, 1 thread        : %6.3f s/GiB  (%.2fx baseline)\n", one / gib, base / one);
+  std::printf("populate, %2d threads      : %6.3f s/GiB  (%.2fx baseline)\n", threads, many / gib,
+              base / many);
   return 0;
 }

@@ -24,8 +24,8 @@ struct TraceOptions {
   double prompt_zipf = 1.0;
   double new_conversation_probability = 0.35;  // else a returning conversation
   double conversation_zipf = 1.0;
-  size_t max_active_conversations = 2000;      // the oldest retire beyond this
-  uint32_t max_turns = 12;                     // a conversation retires after this
+  size_t max_active_conversations = 2000;              // the oldest retire beyond this
+  uint32_t max_turns = 12;                             // a conversation retires after this
   uint32_t turn_min_blocks = 4, turn_max_blocks = 48;  // new blocks per request
 };
 
@@ -33,7 +33,7 @@ struct Trace {
   std::vector<uint32_t> blocks;  // every request's chain, concatenated
   std::vector<size_t> starts;    // request i = blocks[starts[i], starts[i+1])
   size_t unique_blocks = 0;
-  size_t prompt_blocks = 0;      // unique blocks of the system prompts
+  size_t prompt_blocks = 0;  // unique blocks of the system prompts
 
   size_t requests() const { return starts.size() - 1; }
   size_t accesses() const { return blocks.size(); }

@@ -29,11 +29,16 @@ Flags ParseFlags(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string name = argv[i];
     const char* value = argv[i + 1];
-    if (name == "--out") flags.out = value;
-    else if (name == "--repeats") flags.repeats = std::max(1, std::atoi(value));
-    else if (name == "--mib-per-row") flags.bytes = std::strtoull(value, nullptr, 10) << 20;
-    else if (name == "--kernel-max-piece") flags.kernel_max_piece_bytes = std::strtoull(value, nullptr, 10) << 10;
-    else std::fprintf(stderr, "unknown flag %s\n", name.c_str());
+    if (name == "--out")
+      flags.out = value;
+    else if (name == "--repeats")
+      flags.repeats = std::max(1, std::atoi(value));
+    else if (name == "--mib-per-row")
+      flags.bytes = std::strtoull(value, nullptr, 10) << 20;
+    else if (name == "--kernel-max-piece")
+      flags.kernel_max_piece_bytes = std::strtoull(value, nullptr, 10) << 10;
+    else
+      std::fprintf(stderr, "unknown flag %s\n", name.c_str());
   }
   return flags;
 }
@@ -69,27 +74,29 @@ bool MakeEngines(const Flags& flags, Engines* engines) {
 }
 
 void PrintHeader() {
-  std::printf("%-11s %6s %-9s %8s | %8s %8s %8s %8s | %6s %6s %6s | %-6s %5s %5s | %s\n",
-              "layout", "piece", "direction", "ceiling", "loop", "batch", "kernel", "staged",
-              "%ceil", "x loop", "cpu/GB", "chosen", "need", "", "verdict");
-  std::printf("%-11s %6s %-9s %8s | %8s %8s %8s %8s | %6s %6s %6s | %-6s %5s %5s |\n", "",
-              "KiB", "", "GB/s", "GB/s", "GB/s", "GB/s", "GB/s", "chosen", "chosen", "ms", "",
-              "%ceil", "");
+  std::printf("%-11s %6s %-9s %8s | %8s %8s %8s %8s | %6s %6s %6s | %-6s %5s %5s | %s\n", "layout",
+              "piece", "direction", "ceiling", "loop", "batch", "kernel", "staged", "%ceil",
+              "x loop", "cpu/GB", "chosen", "need", "", "verdict");
+  std::printf("%-11s %6s %-9s %8s | %8s %8s %8s %8s | %6s %6s %6s | %-6s %5s %5s |\n", "", "KiB",
+              "", "GB/s", "GB/s", "GB/s", "GB/s", "GB/s", "chosen", "chosen", "ms", "", "%ceil",
+              "");
 }
 
 void PrintRow(const RowResult& r) {
   const StrategyFigure& chosen = r.figures[StrategyIndex(r.chosen)];
   double loop = r.figures[0].gbps;
-  std::printf("%-11s %6llu %-9s %8.2f | %8.2f %8.2f %8.2f %8.2f | %5.1f%% %6.2f %6.2f | %-6s %4.0f%% %5s | %s\n",
-              r.spec.layout.c_str(), static_cast<unsigned long long>(r.spec.piece_bytes >> 10),
-              DirectionName(r.spec.direction).c_str(), r.ceiling_gbps, loop, r.figures[1].gbps,
-              r.figures[2].gbps, r.figures[3].gbps, 100 * chosen.gbps / r.ceiling_gbps,
-              loop > 0 ? chosen.gbps / loop : 0,
-              chosen.cpu_ms_per_gb, CopyStrategyName(r.chosen), 100 * r.target_fraction, "",
-              r.verdict.c_str());
+  std::printf(
+      "%-11s %6llu %-9s %8.2f | %8.2f %8.2f %8.2f %8.2f | %5.1f%% %6.2f %6.2f | %-6s %4.0f%% %5s | "
+      "%s\n",
+      r.spec.layout.c_str(), static_cast<unsigned long long>(r.spec.piece_bytes >> 10),
+      DirectionName(r.spec.direction).c_str(), r.ceiling_gbps, loop, r.figures[1].gbps,
+      r.figures[2].gbps, r.figures[3].gbps, 100 * chosen.gbps / r.ceiling_gbps,
+      loop > 0 ? chosen.gbps / loop : 0, chosen.cpu_ms_per_gb, CopyStrategyName(r.chosen),
+      100 * r.target_fraction, "", r.verdict.c_str());
   for (size_t i = 0; i < kStrategies.size(); ++i) {
     if (!r.figures[i].error.empty()) {
-      std::printf("    %s error: %s\n", CopyStrategyName(kStrategies[i]), r.figures[i].error.c_str());
+      std::printf("    %s error: %s\n", CopyStrategyName(kStrategies[i]),
+                  r.figures[i].error.c_str());
     }
   }
 }
@@ -112,23 +119,26 @@ uint64_t RecommendThreshold(const std::vector<RowResult>& rows) {
 
 std::string Json(const std::vector<RowResult>& rows, const Flags& flags, const std::string& device,
                  uint64_t recommended) {
-  std::string json = absl::StrCat("{\n  \"device\": \"", device, "\",\n  \"bytes_per_row\": ", flags.bytes,
-                                  ",\n  \"repeats\": ", flags.repeats, ",\n  \"kernel_max_piece_bytes\": ",
-                                  flags.kernel_max_piece_bytes, ",\n  \"recommended_kernel_max_piece_bytes\": ",
-                                  recommended, ",\n  \"rows\": [\n");
+  std::string json = absl::StrCat(
+      "{\n  \"device\": \"", device, "\",\n  \"bytes_per_row\": ", flags.bytes,
+      ",\n  \"repeats\": ", flags.repeats,
+      ",\n  \"kernel_max_piece_bytes\": ", flags.kernel_max_piece_bytes,
+      ",\n  \"recommended_kernel_max_piece_bytes\": ", recommended, ",\n  \"rows\": [\n");
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult& r = rows[i];
-    absl::StrAppend(&json, "    {\"layout\": \"", r.spec.layout, "\", \"piece_bytes\": ", r.spec.piece_bytes,
-                    ", \"direction\": \"", DirectionName(r.spec.direction), "\", \"bytes\": ", r.bytes,
+    absl::StrAppend(&json, "    {\"layout\": \"", r.spec.layout,
+                    "\", \"piece_bytes\": ", r.spec.piece_bytes, ", \"direction\": \"",
+                    DirectionName(r.spec.direction), "\", \"bytes\": ", r.bytes,
                     ", \"ceiling_gbps\": ", r.ceiling_gbps);
     for (size_t s = 0; s < kStrategies.size(); ++s) {
       const StrategyFigure& f = r.figures[s];
       absl::StrAppend(&json, ", \"", CopyStrategyName(kStrategies[s]), "\": {\"gbps\": ", f.gbps,
                       ", \"cpu_ms_per_gb\": ", f.cpu_ms_per_gb, ", \"error\": \"", f.error, "\"}");
     }
-    absl::StrAppend(&json, ", \"chosen\": \"", CopyStrategyName(r.chosen), "\", \"target_fraction\": ",
-                    r.target_fraction, ", \"pass\": ", r.pass ? "true" : "false", ", \"verdict\": \"",
-                    r.verdict, "\"}", i + 1 < rows.size() ? ",\n" : "\n");
+    absl::StrAppend(&json, ", \"chosen\": \"", CopyStrategyName(r.chosen),
+                    "\", \"target_fraction\": ", r.target_fraction,
+                    ", \"pass\": ", r.pass ? "true" : "false", ", \"verdict\": \"", r.verdict,
+                    "\"}", i + 1 < rows.size() ? ",\n" : "\n");
   }
   absl::StrAppend(&json, "  ]\n}\n");
   return json;

@@ -26,7 +26,7 @@ inline size_t StrategyIndex(CopyStrategy strategy) {
 }
 
 struct RowSpec {
-  std::string layout;      // "per-layer" or "cross-layer"
+  std::string layout;  // "per-layer" or "cross-layer"
   uint64_t piece_bytes = 0;
   uint32_t tensors = 0;
   Direction direction = Direction::kStore;

@@ -38,7 +38,9 @@ struct GpuKv {
   CudaMemorySpec spec;
   std::vector<void*> allocations;
   uint64_t block_bytes = 0;
-  ~GpuKv() { if (base != nullptr) cudaFree(base); }
+  ~GpuKv() {
+    if (base != nullptr) cudaFree(base);
+  }
 };
 
 // `tensors` tensors of packed pieces; as many blocks as fit `bytes`.
@@ -137,7 +139,8 @@ double Ceiling(Direction direction, const GpuKv& kv, uint8_t* host, uint64_t byt
   for (cudaStream_t& s : streams) cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   CeilingRun(direction, kv.base, host, bytes, streams);  // Warm-up.
   std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) times.push_back(CeilingRun(direction, kv.base, host, bytes, streams));
+  for (int i = 0; i < repeats; ++i)
+    times.push_back(CeilingRun(direction, kv.base, host, bytes, streams));
   for (cudaStream_t s : streams) cudaStreamDestroy(s);
   uint64_t moved = direction == Direction::kBoth ? 2 * bytes : bytes;
   return moved / Median(times) / 1e9;
@@ -158,7 +161,8 @@ StrategyFigure MeasureStrategy(CudaTransferEngine& engine, const GpuKv& kv, Dire
   double cpu = CpuSeconds() - cpu_start;
   engine.EndSession(kSession);
   if (!figure.error.empty()) return figure;
-  uint64_t moved = uint64_t{kv.spec.num_blocks} * kv.block_bytes * (direction == Direction::kBoth ? 2 : 1);
+  uint64_t moved =
+      uint64_t{kv.spec.num_blocks} * kv.block_bytes * (direction == Direction::kBoth ? 2 : 1);
   figure.gbps = moved / Median(times) / 1e9;
   figure.cpu_ms_per_gb = cpu * 1e3 / (moved * repeats / 1e9);
   return figure;
@@ -170,22 +174,26 @@ void Judge(RowResult& r, uint64_t kernel_max_piece_bytes) {
   const StrategyFigure& best = r.figures[chosen];
   const StrategyFigure& loop = r.figures[0];
   bool small = r.spec.layout == "per-layer" && r.spec.piece_bytes <= 64 * 1024;
-  r.target_fraction = (r.spec.layout == "per-layer" && r.spec.piece_bytes < 64 * 1024) ? 0.80 : 0.90;
+  r.target_fraction =
+      (r.spec.layout == "per-layer" && r.spec.piece_bytes < 64 * 1024) ? 0.80 : 0.90;
   bool ceiling_ok = best.gbps >= r.target_fraction * r.ceiling_gbps;
   bool loop_ok = !small || (loop.gbps > 0 && best.gbps >= 2 * loop.gbps);
   r.pass = best.error.empty() && ceiling_ok && loop_ok;
-  r.verdict = r.pass ? "PASS" : absl::StrCat("FAIL", ceiling_ok ? "" : " <ceiling",
-                                             loop_ok ? "" : " <2x-loop",
-                                             best.error.empty() ? "" : " error");
+  r.verdict = r.pass ? "PASS"
+                     : absl::StrCat("FAIL", ceiling_ok ? "" : " <ceiling",
+                                    loop_ok ? "" : " <2x-loop", best.error.empty() ? "" : " error");
 }
 
 }  // namespace
 
 std::string DirectionName(Direction d) {
   switch (d) {
-    case Direction::kStore: return "gpu->host";
-    case Direction::kLoad: return "host->gpu";
-    case Direction::kBoth: return "both";
+    case Direction::kStore:
+      return "gpu->host";
+    case Direction::kLoad:
+      return "host->gpu";
+    case Direction::kBoth:
+      return "both";
   }
   return "?";
 }

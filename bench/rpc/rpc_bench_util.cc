@@ -16,8 +16,8 @@ std::unique_ptr<Stub> NewControlStub(const std::string& socket_path) {
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel("unix:" + socket_path,
-                                           grpc::InsecureChannelCredentials(), args);
+  auto channel =
+      grpc::CreateCustomChannel("unix:" + socket_path, grpc::InsecureChannelCredentials(), args);
   return v1::Control::NewStub(channel);
 }
 
@@ -35,8 +35,8 @@ absl::StatusOr<v1::OpenSessionResponse> OpenSession(Stub& stub, const std::strin
   return Call(stub, &Stub::OpenSession, request);
 }
 
-absl::StatusOr<uint32_t> RegisterOpaqueNamespace(Stub& stub, uint64_t session,
-                                                 uint64_t block_bytes, const std::string& salt) {
+absl::StatusOr<uint32_t> RegisterOpaqueNamespace(Stub& stub, uint64_t session, uint64_t block_bytes,
+                                                 const std::string& salt) {
   v1::RegisterNamespaceRequest request;
   request.set_session_id(session);
   v1::NamespaceSpec& spec = *request.mutable_spec();
@@ -150,8 +150,7 @@ Latency Summarize(std::vector<double> micros) {
 }
 
 double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace kvstrata::bench

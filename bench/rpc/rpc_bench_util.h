@@ -35,16 +35,15 @@ absl::StatusOr<Response> Call(Stub& stub,
 // nothing after the first call), as a long-lived connector would do.
 template <typename Request, typename Response>
 absl::Status CallInto(Stub& stub,
-                      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
-                                                   Response*),
+                      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
                       const Request& request, Response* response);
 absl::Status ToAbsl(const grpc::Status& status);
 
 // A session with a long heartbeat deadline (the benchmarks do not heartbeat).
 absl::StatusOr<v1::OpenSessionResponse> OpenSession(Stub& stub, const std::string& name);
 // Registers an opaque namespace of `block_bytes` per block; returns its id.
-absl::StatusOr<uint32_t> RegisterOpaqueNamespace(Stub& stub, uint64_t session,
-                                                 uint64_t block_bytes, const std::string& salt);
+absl::StatusOr<uint32_t> RegisterOpaqueNamespace(Stub& stub, uint64_t session, uint64_t block_bytes,
+                                                 const std::string& salt);
 
 // `count` distinct 32-byte keys derived from (`stream`, index).
 std::vector<std::string> MakeKeys(uint64_t stream, size_t count);
@@ -87,8 +86,7 @@ absl::StatusOr<Response> Call(Stub& stub,
 
 template <typename Request, typename Response>
 absl::Status CallInto(Stub& stub,
-                      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
-                                                   Response*),
+                      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
                       const Request& request, Response* response) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));

@@ -13,7 +13,8 @@ void PrintTiers(const google::protobuf::RepeatedPtrField<v1::TierInfo>& tiers) {
   Table table({"TIER", "STATE", "CAPACITY", "USED", "BLOCKS", "POLICY", "PATH"});
   for (const v1::TierInfo& t : tiers) {
     table.AddRow({t.name(), t.state(), HumanBytes(t.capacity_bytes()), HumanBytes(t.used_bytes()),
-                  absl::StrCat(t.blocks()), t.eviction_policy(), t.path().empty() ? "-" : t.path()});
+                  absl::StrCat(t.blocks()), t.eviction_policy(),
+                  t.path().empty() ? "-" : t.path()});
   }
   table.Print(std::cout);
 }
@@ -27,7 +28,8 @@ int Status(CommandContext& c) {
   Table facts({"uptime", HumanDuration(r->uptime_ms())});
   facts.AddRow({"cuda", r->cuda_enabled() ? "on" : "off (no GPU or built without CUDA)"});
   facts.AddRow({"metrics", r->metrics_address().empty()
-                               ? "off" : absl::StrCat("http://", r->metrics_address(), "/metrics")});
+                               ? "off"
+                               : absl::StrCat("http://", r->metrics_address(), "/metrics")});
   facts.AddRow({"sessions", absl::StrCat(r->sessions())});
   facts.AddRow({"namespaces", absl::StrCat(r->namespaces())});
   facts.AddRow({"config", r->config_path().empty() ? "(embedded default)" : r->config_path()});
@@ -35,7 +37,8 @@ int Status(CommandContext& c) {
   std::cout << "\n";
   Table listeners({"LISTENER", "ADDRESS", "TLS", "TOKEN"});
   for (const v1::Listener& l : r->listeners()) {
-    listeners.AddRow({l.kind(), l.address(), l.tls() ? "yes" : "no", l.token_auth() ? "yes" : "no"});
+    listeners.AddRow(
+        {l.kind(), l.address(), l.tls() ? "yes" : "no", l.token_auth() ? "yes" : "no"});
   }
   listeners.Print(std::cout);
   std::cout << "\n";
@@ -70,8 +73,8 @@ int Namespaces(CommandContext& c) {
                           v1::ListNamespacesRequest());
   if (!r.ok()) return PrintError(r.status());
   if (c.json) return PrintJson(*r);
-  Table table({"ID", "FINGERPRINT", "ENGINE", "MODEL", "DTYPE", "LAYOUT", "TP", "PP",
-               "BLOCK", "BLOCKS", "SESSIONS"});
+  Table table({"ID", "FINGERPRINT", "ENGINE", "MODEL", "DTYPE", "LAYOUT", "TP", "PP", "BLOCK",
+               "BLOCKS", "SESSIONS"});
   for (const v1::NamespaceInfo& n : r->namespaces()) {
     const v1::NamespaceSpec& s = n.spec();
     table.AddRow({absl::StrCat(n.namespace_id()), n.fingerprint(), EnumName(s, "engine_kind"),
@@ -85,8 +88,8 @@ int Namespaces(CommandContext& c) {
 }
 
 int Sessions(CommandContext& c) {
-  auto r = c.client->Call(&v1::Admin::Stub::ListSessions, c.client->admin(),
-                          v1::ListSessionsRequest());
+  auto r =
+      c.client->Call(&v1::Admin::Stub::ListSessions, c.client->admin(), v1::ListSessionsRequest());
   if (!r.ok()) return PrintError(r.status());
   if (c.json) return PrintJson(*r);
   Table table({"SESSION", "CLIENT", "PID", "HOST", "LEASES", "JOBS"});
@@ -103,11 +106,11 @@ int Sessions(CommandContext& c) {
 const std::map<std::string, Command>& Commands() {
   static const auto* commands = [] {
     auto* all = new std::map<std::string, Command>{
-      {"status", {"version, uptime, listeners and tiers", Status}},
-      {"config", {"effective configuration and where each value came from (--toml)", Config}},
-      {"namespaces", {"registered namespaces", Namespaces}},
-      {"sessions", {"connected client sessions", Sessions}},
-      {"tiers", {"capacity and usage per tier", Tiers}},
+        {"status", {"version, uptime, listeners and tiers", Status}},
+        {"config", {"effective configuration and where each value came from (--toml)", Config}},
+        {"namespaces", {"registered namespaces", Namespaces}},
+        {"sessions", {"connected client sessions", Sessions}},
+        {"tiers", {"capacity and usage per tier", Tiers}},
     };
     AddCacheCommands(*all);
     return all;

@@ -21,7 +21,7 @@ inline constexpr int kExitError = 3;
 struct CommandContext {
   Client* client;
   bool json;
-  bool toml;  // `config --toml`: the effective TOML document.
+  bool toml;                      // `config --toml`: the effective TOML document.
   std::vector<std::string> args;  // After the command name.
 };
 

@@ -21,8 +21,8 @@ absl::Status ParseTarget(const std::vector<std::string>& args, Request& request)
   request.set_fingerprint(args[0]);
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& hex = args[i];
-    bool is_hex = hex.size() % 2 == 0 &&
-                  hex.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+    bool is_hex =
+        hex.size() % 2 == 0 && hex.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
     if (!is_hex) return absl::InvalidArgumentError(absl::StrCat("'", hex, "' is not a hex key"));
     request.add_keys(absl::HexStringToBytes(hex));
   }

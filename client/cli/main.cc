@@ -25,7 +25,8 @@ namespace {
 int Usage() {
   std::cerr << "usage: kvstrata [--endpoint=E] [--json] <command> [args]\n\ncommands:\n";
   for (const auto& [name, command] : kvstrata::Commands()) {
-    std::cerr << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << command.summary << "\n";
+    std::cerr << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ')
+              << command.summary << "\n";
   }
   std::cerr << "  version     print the CLI version\n\nexit codes: 0 ok, 1 usage, "
                "2 daemon unreachable, 3 daemon answered an error\n";
@@ -55,7 +56,9 @@ int main(int argc, char** argv) {
   }
   auto client = kvstrata::Client::Create(options);
   if (!client.ok()) return kvstrata::PrintError(client.status());
-  kvstrata::CommandContext context{client->get(), absl::GetFlag(FLAGS_json), absl::GetFlag(FLAGS_toml),
+  kvstrata::CommandContext context{client->get(),
+                                   absl::GetFlag(FLAGS_json),
+                                   absl::GetFlag(FLAGS_toml),
                                    {positional.begin() + 2, positional.end()}};
   return command->second.run(context);
 }

@@ -60,10 +60,14 @@ std::string EnumName(const google::protobuf::Message& holder, const char* field)
 
 std::string TierName(v1::Tier tier) {
   switch (tier) {
-    case v1::TIER_L1_DRAM: return "l1";
-    case v1::TIER_L2_LOCAL: return "l2";
-    case v1::TIER_L3_SHARED: return "l3";
-    default: return "-";
+    case v1::TIER_L1_DRAM:
+      return "l1";
+    case v1::TIER_L2_LOCAL:
+      return "l2";
+    case v1::TIER_L3_SHARED:
+      return "l3";
+    default:
+      return "-";
   }
 }
 

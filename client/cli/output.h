@@ -19,10 +19,11 @@ int PrintJson(const google::protobuf::Message& message);
 // One line on stderr; returns kExitUnavailable or kExitError.
 int PrintError(const absl::Status& status);
 
-std::string HumanBytes(uint64_t bytes);     // "4.0GiB"
+std::string HumanBytes(uint64_t bytes);      // "4.0GiB"
 std::string HumanDuration(uint64_t millis);  // "3h12m5s"
-std::string EnumName(const google::protobuf::Message& holder, const char* field);  // short enum name
-std::string TierName(v1::Tier tier);         // "l1", "l2", "l3", "-"
+std::string EnumName(const google::protobuf::Message& holder,
+                     const char* field);  // short enum name
+std::string TierName(v1::Tier tier);      // "l1", "l2", "l3", "-"
 
 }  // namespace kvstrata
 

@@ -9,8 +9,8 @@
 namespace kvstrata {
 namespace {
 
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
-    const ClientOptions& options, const std::string& target) {
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientOptions& options,
+                                                                      const std::string& target) {
   if (absl::StartsWith(target, "unix:") || options.tls_root_cert_file.empty()) {
     return grpc::InsecureChannelCredentials();
   }
@@ -53,8 +53,8 @@ void Client::Prepare(grpc::ClientContext& context) const {
 
 absl::Status Client::ToAbsl(const grpc::Status& status) const {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    return absl::UnavailableError(absl::StrCat("cannot reach kvstratad at ", endpoint_,
-                                               " (is the daemon running?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach kvstratad at ", endpoint_, " (is the daemon running?)"));
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }

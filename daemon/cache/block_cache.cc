@@ -49,8 +49,7 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId n
     return absl::InvalidArgumentError(absl::StrCat(
         "lease TTL must be in (0, ", absl::FormatDuration(options_.max_lease_ttl), "]"));
   }
-  absl::StatusOr<std::vector<BlockKey>> keys =
-      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   MutexLock lock(&mu_);
   PrefixMatch match = index_.LongestPrefix(*keys);
@@ -69,10 +68,8 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId n
   return result;
 }
 
-absl::StatusOr<std::vector<std::optional<Tier>>> BlockCache::Peek(NamespaceId ns,
-                                                                  Keys raw) const {
-  absl::StatusOr<std::vector<BlockKey>> keys =
-      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+absl::StatusOr<std::vector<std::optional<Tier>>> BlockCache::Peek(NamespaceId ns, Keys raw) const {
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   std::vector<std::optional<Tier>> where;
   where.reserve(keys->size());
@@ -122,9 +119,7 @@ bool BlockCache::EvictableLocked(EvictionPolicy::Id id) {
 
 bool BlockCache::EvictOneLocked() {
   std::optional<EvictionPolicy::Id> victim = policy_->PickVictim(
-      [this](EvictionPolicy::Id id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return EvictableLocked(id);
-      });
+      [this](EvictionPolicy::Id id) ABSL_NO_THREAD_SAFETY_ANALYSIS { return EvictableLocked(id); });
   if (!victim.has_value()) return false;
   BlockKey key = by_id_.at(*victim);
   std::optional<BlockEntry> entry = index_.Find(key);
@@ -136,8 +131,8 @@ bool BlockCache::EvictOneLocked() {
 void BlockCache::RemoveBlockLocked(const BlockKey& key, const BlockEntry& entry,
                                    RemovalCause cause) {
   index_.Erase(key);
-  allocator_->Free(SlotRef{entry.offset, allocator_->SlotBytes(entry.size_class),
-                           entry.size_class});
+  allocator_->Free(
+      SlotRef{entry.offset, allocator_->SlotBytes(entry.size_class), entry.size_class});
   uint64_t id = key.Fingerprint();
   by_id_.erase(id);
   policy_->OnErase(id);
@@ -149,8 +144,7 @@ void BlockCache::RemoveBlockLocked(const BlockKey& key, const BlockEntry& entry,
 }
 
 absl::StatusOr<size_t> BlockCache::Evict(NamespaceId ns, Keys raw) {
-  absl::StatusOr<std::vector<BlockKey>> keys =
-      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   MutexLock lock(&mu_);
   size_t evicted = 0;
@@ -184,8 +178,7 @@ absl::StatusOr<size_t> BlockCache::Unpin(NamespaceId ns, Keys raw) {
 }
 
 absl::StatusOr<size_t> BlockCache::SetPinned(NamespaceId ns, Keys raw, bool pinned) {
-  absl::StatusOr<std::vector<BlockKey>> keys =
-      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   MutexLock lock(&mu_);
   size_t changed = 0;

@@ -33,9 +33,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
 #include "absl/types/span.h"
 #include "daemon/cache/cache_types.h"
+#include "daemon/common/mutex.h"
 #include "daemon/eviction/eviction_policy.h"
 #include "daemon/index/block_index.h"
 #include "daemon/lease/lease_table.h"
@@ -122,8 +122,7 @@ class BlockCache {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t BlockBytesLocked(NamespaceId ns, const BlockEntry& e) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddRefsLocked(absl::Span<const BlockKey> keys, int delta)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddRefsLocked(absl::Span<const BlockKey> keys, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictableLocked(EvictionPolicy::Id id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictOneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a visible, unused block from every structure.
@@ -132,8 +131,8 @@ class BlockCache {
   void CountMissesLocked(absl::Span<const BlockKey> missed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Store path (block_cache_store.cc).
-  StoreStatus ReserveOneLocked(const BlockKey& key, SizeClassId cls, size_t* budget,
-                               SlotRef* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StoreStatus ReserveOneLocked(const BlockKey& key, SizeClassId cls, size_t* budget, SlotRef* slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<SlotHandle> AllocateLocked(SizeClassId cls, size_t* budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleasePendingLocked(const PendingBlock& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -8,10 +8,9 @@
 
 namespace kvstrata {
 
-absl::StatusOr<LoadResult> BlockCache::AcquireLoad(SessionId session, NamespaceId ns,
-                                                   Keys raw, std::optional<LeaseId> lease) {
-  absl::StatusOr<std::vector<BlockKey>> keys =
-      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+absl::StatusOr<LoadResult> BlockCache::AcquireLoad(SessionId session, NamespaceId ns, Keys raw,
+                                                   std::optional<LeaseId> lease) {
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   MutexLock lock(&mu_);
   std::optional<Lease> consumed;
@@ -47,8 +46,7 @@ absl::Status BlockCache::ReleaseLoad(SessionId session, LoadId id) {
     return absl::NotFoundError(absl::StrCat("load ", id, " is unknown or released"));
   }
   if (it->second.session != session) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("load ", id, " belongs to another session"));
+    return absl::FailedPreconditionError(absl::StrCat("load ", id, " belongs to another session"));
   }
   AddRefsLocked(it->second.keys, -1);
   loads_.erase(it);
@@ -70,8 +68,8 @@ SessionEndResult BlockCache::EndSession(SessionId session) {
     AddRefsLocked(lease.keys, -1);
     ++result.leases;
   }
-  result.reservations = DropReservationsLocked(
-      [session](const Reservation& r) { return r.session == session; });
+  result.reservations =
+      DropReservationsLocked([session](const Reservation& r) { return r.session == session; });
   for (auto it = loads_.begin(); it != loads_.end();) {
     if (it->second.session != session) {
       ++it;
@@ -84,8 +82,7 @@ SessionEndResult BlockCache::EndSession(SessionId session) {
   return result;
 }
 
-size_t BlockCache::DropReservationsLocked(
-    absl::FunctionRef<bool(const Reservation&)> doomed) {
+size_t BlockCache::DropReservationsLocked(absl::FunctionRef<bool(const Reservation&)> doomed) {
   size_t released = 0;
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     if (!doomed(it->second)) {

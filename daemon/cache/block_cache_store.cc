@@ -8,8 +8,7 @@ namespace kvstrata {
 
 absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, NamespaceId ns,
                                                        uint64_t block_bytes, Keys raw) {
-  absl::StatusOr<std::vector<BlockKey>> keys =
-      MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   if (block_bytes == 0) return absl::InvalidArgumentError("block size is 0");
   absl::StatusOr<SizeClassId> cls = allocator_->ClassFor(block_bytes);
@@ -17,8 +16,8 @@ absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, Namesp
   uint64_t slot_bytes = allocator_->SlotBytes(*cls);
   uint64_t capacity = allocator_->capacity_bytes();
   if (keys->size() * slot_bytes > capacity) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        keys->size(), " blocks of ", block_bytes, " bytes exceed the pool of ", capacity));
+    return absl::ResourceExhaustedError(absl::StrCat(keys->size(), " blocks of ", block_bytes,
+                                                     " bytes exceed the pool of ", capacity));
   }
   MutexLock lock(&mu_);
   if (absl::Status st = CheckBlockBytesLocked(ns, block_bytes); !st.ok()) return st;
@@ -47,8 +46,8 @@ absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, Namesp
   return result;
 }
 
-StoreStatus BlockCache::ReserveOneLocked(const BlockKey& key, SizeClassId cls,
-                                         size_t* budget, SlotRef* slot) {
+StoreStatus BlockCache::ReserveOneLocked(const BlockKey& key, SizeClassId cls, size_t* budget,
+                                         SlotRef* slot) {
   if (index_.Find(key).has_value()) return StoreStatus::kAlreadyPresent;
   if (options_.admission_min_lookups > 0) {
     auto it = miss_counts_.find(key);
@@ -81,8 +80,7 @@ std::optional<SlotHandle> BlockCache::AllocateLocked(SizeClassId cls, size_t* bu
   const double slot = static_cast<double>(allocator_->SlotBytes(cls));
   auto used = [this] { return static_cast<double>(allocator_->UsedBytes()); };
   if (used() + slot > options_.high_watermark * capacity) {
-    while (used() + slot > options_.low_watermark * capacity && *budget > 0 &&
-           EvictOneLocked()) {
+    while (used() + slot > options_.low_watermark * capacity && *budget > 0 && EvictOneLocked()) {
       --*budget;
     }
     if (used() + slot > options_.high_watermark * capacity) return std::nullopt;
@@ -116,8 +114,8 @@ void BlockCache::ReleasePendingLocked(const PendingBlock& block) {
   allocator_->Free(block.slot);
 }
 
-absl::StatusOr<BlockCache::Reservation*> BlockCache::OpenReservationLocked(
-    SessionId session, ReservationId id) {
+absl::StatusOr<BlockCache::Reservation*> BlockCache::OpenReservationLocked(SessionId session,
+                                                                           ReservationId id) {
   auto it = reservations_.find(id);
   if (it == reservations_.end()) {
     return absl::NotFoundError(absl::StrCat("reservation ", id, " is unknown or expired"));
@@ -141,8 +139,8 @@ void BlockCache::CloseReservationLocked(Reservation& r) {
   --open_reservations_;
 }
 
-absl::StatusOr<size_t> BlockCache::CommitStore(
-    SessionId session, ReservationId id, std::optional<absl::Span<const uint32_t>> written) {
+absl::StatusOr<size_t> BlockCache::CommitStore(SessionId session, ReservationId id,
+                                               std::optional<absl::Span<const uint32_t>> written) {
   MutexLock lock(&mu_);
   absl::StatusOr<Reservation*> r = OpenReservationLocked(session, id);
   if (!r.ok()) return r.status();
@@ -150,8 +148,8 @@ absl::StatusOr<size_t> BlockCache::CommitStore(
   if (written.has_value()) {
     for (uint32_t index : *written) {
       if (index >= keep.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "written index ", index, " is outside the ", keep.size(), " reserved keys"));
+        return absl::InvalidArgumentError(absl::StrCat("written index ", index, " is outside the ",
+                                                       keep.size(), " reserved keys"));
       }
       keep[index] = true;
     }

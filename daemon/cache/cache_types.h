@@ -32,14 +32,14 @@ struct BlockCacheOptions {
   size_t max_keys_per_call = 1 << 16;
   size_t max_evictions_per_store = 4096;  // bound on the work of one ReserveStore
   size_t index_shards = 64;
-  Clock* clock = nullptr;                 // not owned; nullptr = SystemClock
-  TierListener* listener = nullptr;       // not owned; may be nullptr
+  Clock* clock = nullptr;            // not owned; nullptr = SystemClock
+  TierListener* listener = nullptr;  // not owned; may be nullptr
 };
 
 struct LookupResult {
-  size_t hits = 0;                // leading keys present
-  std::vector<Tier> tiers;        // fastest tier of each hit
-  std::optional<LeaseId> lease;   // set when a lease was asked for and hits > 0
+  size_t hits = 0;               // leading keys present
+  std::vector<Tier> tiers;       // fastest tier of each hit
+  std::optional<LeaseId> lease;  // set when a lease was asked for and hits > 0
 };
 
 enum class StoreStatus {
@@ -69,7 +69,7 @@ struct LoadSlot {
 };
 
 struct LoadResult {
-  LoadId load = 0;             // 0 when no key was ready (nothing to release)
+  LoadId load = 0;              // 0 when no key was ready (nothing to release)
   std::vector<LoadSlot> slots;  // one per requested key, in order
 };
 
@@ -83,10 +83,10 @@ struct ReapResult {
 
 struct CacheStats {
   uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;   // slots held by visible blocks and open reservations
-  uint64_t blocks = 0;       // visible blocks
-  uint64_t hits = 0;         // blocks found by Lookup
-  uint64_t misses = 0;       // blocks asked for by Lookup and not found
+  uint64_t used_bytes = 0;  // slots held by visible blocks and open reservations
+  uint64_t blocks = 0;      // visible blocks
+  uint64_t hits = 0;        // blocks found by Lookup
+  uint64_t misses = 0;      // blocks asked for by Lookup and not found
   uint64_t evictions = 0;
   uint64_t dropped_stores = 0;
   uint64_t not_admitted = 0;

@@ -17,8 +17,7 @@ class TierListener {
   // A committed block became visible in `tier`.
   virtual void OnStored(NamespaceId ns, const BlockKey& key, Tier tier) = 0;
   // A visible block left `tier`.
-  virtual void OnRemoved(NamespaceId ns, const BlockKey& key, Tier tier,
-                         RemovalCause cause) = 0;
+  virtual void OnRemoved(NamespaceId ns, const BlockKey& key, Tier tier, RemovalCause cause) = 0;
 };
 
 }  // namespace kvstrata

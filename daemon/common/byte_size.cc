@@ -44,13 +44,13 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
     }
     return count * factor;
   }
-  return absl::InvalidArgumentError(absl::StrCat("byte size '", text, "' has unknown unit '",
-                                                 unit, "' (use B, KiB, MiB, GiB, TiB)"));
+  return absl::InvalidArgumentError(absl::StrCat("byte size '", text, "' has unknown unit '", unit,
+                                                 "' (use B, KiB, MiB, GiB, TiB)"));
 }
 
 std::string FormatByteSize(uint64_t bytes) {
-  constexpr std::array<std::pair<absl::string_view, uint64_t>, 4> kBinary = {{
-      {"TiB", 1ULL << 40}, {"GiB", 1ULL << 30}, {"MiB", 1ULL << 20}, {"KiB", 1ULL << 10}}};
+  constexpr std::array<std::pair<absl::string_view, uint64_t>, 4> kBinary = {
+      {{"TiB", 1ULL << 40}, {"GiB", 1ULL << 30}, {"MiB", 1ULL << 20}, {"KiB", 1ULL << 10}}};
   for (const auto& [name, factor] : kBinary) {
     if (bytes >= factor && bytes % factor == 0) return absl::StrCat(bytes / factor, name);
   }

@@ -19,7 +19,8 @@ const char* NonEmptyEnv(const char* name) {
 
 std::string DefaultSocketPath() {
   if (const char* socket = NonEmptyEnv("KVSTRATA_SOCKET")) return socket;
-  if (const char* dir = NonEmptyEnv("RUNTIME_DIRECTORY")) return absl::StrCat(dir, "/kvstrata.sock");
+  if (const char* dir = NonEmptyEnv("RUNTIME_DIRECTORY"))
+    return absl::StrCat(dir, "/kvstrata.sock");
   if (const char* dir = NonEmptyEnv("XDG_RUNTIME_DIR")) {
     return absl::StrCat(dir, "/kvstrata/kvstrata.sock");
   }

@@ -46,8 +46,8 @@ class SectionReader {
 
   void Fail(const char* key, absl::string_view why) {
     if (status_.ok()) {
-      status_ = absl::InvalidArgumentError(absl::StrCat("config key '", section_, ".", key,
-                                                        "': ", why));
+      status_ =
+          absl::InvalidArgumentError(absl::StrCat("config key '", section_, ".", key, "': ", why));
     }
   }
   absl::Status status() const { return status_; }

@@ -24,9 +24,9 @@ absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view or
   try {
     return toml::parse(text, origin);
   } catch (const toml::parse_error& error) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(origin), ":", error.source().begin.line, ":", error.source().begin.column,
-        ": ", std::string(error.description())));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(origin), ":", error.source().begin.line, ":",
+                     error.source().begin.column, ": ", std::string(error.description())));
   }
 }
 
@@ -58,9 +58,8 @@ absl::Status MergeFile(const toml::table& file, toml::table& merged, Sources& so
         return absl::InvalidArgumentError(absl::StrCat("config: unknown key '", dotted, "'"));
       }
       if (!SameType(*current, value)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("config key '", dotted, "': expected a ", current->type(), ", got a ",
-                         value.type()));
+        return absl::InvalidArgumentError(absl::StrCat("config key '", dotted, "': expected a ",
+                                                       current->type(), ", got a ", value.type()));
       }
       target->insert_or_assign(key.str(), value);
       sources[dotted] = "file";

@@ -10,8 +10,8 @@
 
 namespace kvstrata {
 
-absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(
-    std::string_view name, size_t capacity_entries) {
+absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name,
+                                                                   size_t capacity_entries) {
   if (name == "lru") return std::make_unique<LruPolicy>();
   if (name == "arc") return std::make_unique<ArcPolicy>(capacity_entries);
   if (name == "s3fifo") return std::make_unique<S3FifoPolicy>(capacity_entries);

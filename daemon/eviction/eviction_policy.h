@@ -47,8 +47,8 @@ class EvictionPolicy {
 };
 
 // "lru", "arc" or "s3fifo"; INVALID_ARGUMENT for any other name.
-absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(
-    std::string_view name, size_t capacity_entries);
+absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name,
+                                                                   size_t capacity_entries);
 
 }  // namespace kvstrata
 

@@ -22,11 +22,11 @@ struct BlockEntry {
     kPinned = 2,   // pinned by an admin: never evicted
   };
 
-  uint64_t offset = 0;    // L1 slot offset in the shared region (valid when tiers has kL1)
-  uint32_t refs = 0;      // leases + loads holding this block; > 0 means never evicted
-  uint8_t tiers = 0;      // bitmask of Tier
-  uint8_t size_class = 0; // L1 slab size class
-  uint8_t flags = 0;      // Flags
+  uint64_t offset = 0;     // L1 slot offset in the shared region (valid when tiers has kL1)
+  uint32_t refs = 0;       // leases + loads holding this block; > 0 means never evicted
+  uint8_t tiers = 0;       // bitmask of Tier
+  uint8_t size_class = 0;  // L1 slab size class
+  uint8_t flags = 0;       // Flags
   uint8_t reserved = 0;
 
   bool pending() const { return flags & kPending; }

@@ -10,8 +10,8 @@ namespace kvstrata {
 absl::StatusOr<BlockKey> BlockKey::Make(NamespaceId ns, std::string_view bytes) {
   if (bytes.empty()) return absl::InvalidArgumentError("block key is empty");
   if (bytes.size() > kMaxBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "block key has ", bytes.size(), " bytes; the limit is ", kMaxBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("block key has ", bytes.size(), " bytes; the limit is ", kMaxBytes));
   }
   BlockKey key;
   key.ns_ = ns;
@@ -20,9 +20,7 @@ absl::StatusOr<BlockKey> BlockKey::Make(NamespaceId ns, std::string_view bytes) 
   return key;
 }
 
-uint64_t BlockKey::Fingerprint() const {
-  return XXH3_64bits_withSeed(bytes_.data(), size_, ns_);
-}
+uint64_t BlockKey::Fingerprint() const { return XXH3_64bits_withSeed(bytes_.data(), size_, ns_); }
 
 absl::StatusOr<std::vector<BlockKey>> MakeBlockKeys(NamespaceId ns,
                                                     absl::Span<const std::string_view> raw,

@@ -30,9 +30,7 @@ class BlockKey {
   static absl::StatusOr<BlockKey> Make(NamespaceId ns, std::string_view bytes);
 
   NamespaceId ns() const { return ns_; }
-  std::string_view bytes() const {
-    return {reinterpret_cast<const char*>(bytes_.data()), size_};
-  }
+  std::string_view bytes() const { return {reinterpret_cast<const char*>(bytes_.data()), size_}; }
   size_t size() const { return size_; }
 
   // 64-bit fingerprint of (ns, bytes); stable within one process build.
@@ -49,8 +47,9 @@ class BlockKey {
   }
 
  private:
-  friend absl::StatusOr<std::vector<BlockKey>> MakeBlockKeys(
-      NamespaceId ns, absl::Span<const std::string_view> raw, size_t max_keys);
+  friend absl::StatusOr<std::vector<BlockKey>> MakeBlockKeys(NamespaceId ns,
+                                                             absl::Span<const std::string_view> raw,
+                                                             size_t max_keys);
 
   NamespaceId ns_ = 0;
   uint8_t size_ = 0;

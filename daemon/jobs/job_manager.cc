@@ -73,8 +73,8 @@ absl::Status JobManager::CheckRegistration(uint64_t session, uint32_t ns, uint64
         absl::StrCat("registration ", registration, " belongs to another session"));
   }
   if (r.ns != ns) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "registration ", registration, " is of namespace ", r.ns, ", not ", ns));
+    return absl::FailedPreconditionError(
+        absl::StrCat("registration ", registration, " is of namespace ", r.ns, ", not ", ns));
   }
   if (!r.cuda) {
     return absl::FailedPreconditionError(
@@ -124,8 +124,8 @@ absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
     return job;
   }
   ReservationId reservation = reserved->reservation;
-  absl::Status submitted = engine_->Submit(
-      session, std::move(request), [=, this](TransferResult result) {
+  absl::Status submitted =
+      engine_->Submit(session, std::move(request), [=, this](TransferResult result) {
         bool live = FinishJob(job);
         std::vector<uint32_t> failed = Remap(result.failed, picked);
         std::vector<uint32_t> written;
@@ -174,9 +174,10 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
     std::vector<uint32_t> failed = missing;
     for (uint32_t i : Remap(result.failed, picked)) failed.push_back(i);
     std::sort(failed.begin(), failed.end());
-    std::string error = !live ? "cancelled"
+    std::string error = !live                   ? "cancelled"
                         : !result.error.empty() ? result.error
-                        : missing.empty() ? "" : "some blocks are not cached";
+                        : missing.empty()       ? ""
+                                                : "some blocks are not cached";
     Complete(session, {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error)});
   };
   if (picked.empty()) {

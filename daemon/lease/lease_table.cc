@@ -5,8 +5,7 @@
 
 namespace kvstrata {
 
-LeaseId LeaseTable::Create(SessionId session, std::vector<BlockKey> keys,
-                           absl::Duration ttl) {
+LeaseId LeaseTable::Create(SessionId session, std::vector<BlockKey> keys, absl::Duration ttl) {
   absl::Time expires = clock_->Now() + ttl;
   MutexLock lock(&mu_);
   LeaseId id = next_id_++;
@@ -25,8 +24,7 @@ absl::StatusOr<Lease> LeaseTable::Consume(SessionId session, LeaseId id) {
     return absl::NotFoundError(absl::StrCat("lease ", id, " is unknown or has ended"));
   }
   if (it->second.session != session) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("lease ", id, " belongs to another session"));
+    return absl::FailedPreconditionError(absl::StrCat("lease ", id, " belongs to another session"));
   }
   // An expired lease that the reaper has not reached yet is still honoured: its pins
   // were held the whole time, so the blocks are intact.

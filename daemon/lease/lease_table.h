@@ -16,8 +16,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 #include "daemon/index/block_key.h"
 #include "daemon/lease/clock.h"
 

@@ -17,10 +17,18 @@ class JsonEscapedMessage : public spdlog::custom_flag_formatter {
               spdlog::memory_buf_t& dest) override {
     for (char c : msg.payload) {
       switch (c) {
-        case '"': Append(dest, "\\\""); break;
-        case '\\': Append(dest, "\\\\"); break;
-        case '\n': Append(dest, "\\n"); break;
-        case '\t': Append(dest, "\\t"); break;
+        case '"':
+          Append(dest, "\\\"");
+          break;
+        case '\\':
+          Append(dest, "\\\\");
+          break;
+        case '\n':
+          Append(dest, "\\n");
+          break;
+        case '\t':
+          Append(dest, "\\t");
+          break;
         default:
           if (static_cast<unsigned char>(c) < 0x20) {
             Append(dest, absl::StrCat("\\u00", absl::Hex(c, absl::kZeroPad2)));

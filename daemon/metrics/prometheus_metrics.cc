@@ -56,14 +56,12 @@ void PrometheusMetrics::RecordRpc(absl::string_view method, absl::string_view co
                                   absl::Duration latency) {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
       1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1, 5};
-  impl_->rpc_total->Add({{"method", std::string(method)}, {"code", std::string(code)}})
-      .Increment();
+  impl_->rpc_total->Add({{"method", std::string(method)}, {"code", std::string(code)}}).Increment();
   impl_->rpc_seconds->Add({{"method", std::string(method)}}, kBuckets)
       .Observe(absl::ToDoubleSeconds(latency));
 }
 
-void PrometheusMetrics::AddGauge(std::string name, std::string help,
-                                 std::function<double()> read) {
+void PrometheusMetrics::AddGauge(std::string name, std::string help, std::function<double()> read) {
   impl_->gauges->Add(std::move(name), std::move(help), std::move(read));
 }
 

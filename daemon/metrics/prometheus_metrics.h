@@ -19,8 +19,7 @@ class PrometheusMetrics : public MetricsSink {
   static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Create(const std::string& address);
   ~PrometheusMetrics() override;
 
-  void RecordRpc(absl::string_view method, absl::string_view code,
-                 absl::Duration latency) override;
+  void RecordRpc(absl::string_view method, absl::string_view code, absl::Duration latency) override;
   void AddGauge(std::string name, std::string help, std::function<double()> read) override;
 
   // "host:port" actually bound, "" when not serving.

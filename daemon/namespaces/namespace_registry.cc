@@ -4,8 +4,7 @@
 
 namespace kvstrata {
 
-absl::StatusOr<NamespaceInfo> NamespaceRegistry::Register(uint64_t session_id,
-                                                          NamespaceSpec spec) {
+absl::StatusOr<NamespaceInfo> NamespaceRegistry::Register(uint64_t session_id, NamespaceSpec spec) {
   if (absl::Status s = ValidateAndNormalize(spec); !s.ok()) return s;
   std::string fingerprint = Fingerprint(spec);
   MutexLock lock(&mu_);

@@ -21,10 +21,13 @@ absl::Status CheckRange(absl::string_view field, uint64_t value, uint64_t min, u
 
 uint32_t DTypeBytes(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return 4;
+    case DType::kFloat32:
+      return 4;
     case DType::kFloat16:
-    case DType::kBfloat16: return 2;
-    default: return 1;
+    case DType::kBfloat16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -32,7 +35,8 @@ absl::Status ValidateGeometry(const NamespaceSpec& spec) {
   if (spec.kv_layout == KvLayout::kOpaque) {
     return CheckRange("opaque_block_bytes", spec.opaque_block_bytes, 1, kMaxBlockBytes);
   }
-  if (spec.opaque_block_bytes != 0) return Invalid("opaque_block_bytes", "is only for opaque layout");
+  if (spec.opaque_block_bytes != 0)
+    return Invalid("opaque_block_bytes", "is only for opaque layout");
   for (auto [field, value, max] : {std::tuple{"num_layers", spec.num_layers, 4096u},
                                    std::tuple{"num_kv_heads", spec.num_kv_heads, 4096u},
                                    std::tuple{"head_size", spec.head_size, 65536u},
@@ -40,8 +44,8 @@ absl::Status ValidateGeometry(const NamespaceSpec& spec) {
     if (absl::Status s = CheckRange(field, value, 1, max); !s.ok()) return s;
   }
   if (BytesPerBlock(spec) > kMaxBlockBytes) {
-    return Invalid("geometry", absl::StrCat("gives ", BytesPerBlock(spec),
-                                            " bytes per block, more than 1GiB"));
+    return Invalid("geometry",
+                   absl::StrCat("gives ", BytesPerBlock(spec), " bytes per block, more than 1GiB"));
   }
   return absl::OkStatus();
 }
@@ -52,7 +56,8 @@ absl::Status ValidateAndNormalize(NamespaceSpec& spec) {
   if (spec.engine_kind == EngineKind::kUnspecified || spec.engine_kind > EngineKind::kOther) {
     return Invalid("engine_kind", "must be set to a known engine");
   }
-  if (spec.model.empty() || spec.model.size() > 512) return Invalid("model", "must be 1..512 bytes");
+  if (spec.model.empty() || spec.model.size() > 512)
+    return Invalid("model", "must be 1..512 bytes");
   if (spec.dtype == DType::kUnspecified || spec.dtype > DType::kUint8) {
     return Invalid("dtype", "must be set to a known type");
   }
@@ -74,8 +79,8 @@ absl::Status ValidateAndNormalize(NamespaceSpec& spec) {
 uint64_t BytesPerBlock(const NamespaceSpec& spec) {
   if (spec.kv_layout == KvLayout::kOpaque) return spec.opaque_block_bytes;
   uint64_t components = spec.attention_kind == AttentionKind::kMla ? 1 : 2;
-  return components * spec.num_layers * spec.num_kv_heads * spec.head_size *
-         spec.tokens_per_block * DTypeBytes(spec.dtype);
+  return components * spec.num_layers * spec.num_kv_heads * spec.head_size * spec.tokens_per_block *
+         DTypeBytes(spec.dtype);
 }
 
 std::string CanonicalEncoding(const NamespaceSpec& spec) {

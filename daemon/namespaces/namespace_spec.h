@@ -16,12 +16,23 @@ namespace kvstrata {
 // The numeric values of these enums equal the wire enums in proto/kvstrata/v1/common.proto.
 enum class EngineKind : uint32_t { kUnspecified = 0, kVllm = 1, kSglang = 2, kOther = 3 };
 enum class DType : uint32_t {
-  kUnspecified = 0, kFloat16 = 1, kBfloat16 = 2, kFloat32 = 3, kFp8E4m3 = 4, kFp8E5m2 = 5,
+  kUnspecified = 0,
+  kFloat16 = 1,
+  kBfloat16 = 2,
+  kFloat32 = 3,
+  kFp8E4m3 = 4,
+  kFp8E5m2 = 5,
   kUint8 = 6,
 };
 enum class KvLayout : uint32_t {
-  kUnspecified = 0, kVllmNhd = 1, kVllmHnd = 2, kVllmCrossLayer = 3, kSglangLayerFirst = 4,
-  kSglangPageFirst = 5, kSglangPageFirstDirect = 6, kOpaque = 7,
+  kUnspecified = 0,
+  kVllmNhd = 1,
+  kVllmHnd = 2,
+  kVllmCrossLayer = 3,
+  kSglangLayerFirst = 4,
+  kSglangPageFirst = 5,
+  kSglangPageFirstDirect = 6,
+  kOpaque = 7,
 };
 enum class AttentionKind : uint32_t { kUnspecified = 0, kMha = 1, kMla = 2 };
 

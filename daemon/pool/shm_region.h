@@ -27,7 +27,7 @@ struct ShmRegionOptions {
   std::string name = "kvstrata-l1";  // memfd name (shows in /proc/<pid>/fd)
   uint64_t bytes = 0;                // rounded up to the page size in use
   HugePages huge_pages = HugePages::kAuto;
-  int populate_threads = 0;          // 0: hardware concurrency (capped at 16); <0: no populate
+  int populate_threads = 0;  // 0: hardware concurrency (capped at 16); <0: no populate
   // Called once after mapping and population, before Create returns (the hook for
   // cudaHostRegister). An error fails Create.
   std::function<absl::Status(void* base, size_t bytes)> on_mapped;

@@ -20,8 +20,7 @@ void SlotHandle::Reset() {
   if (owner_ != nullptr) std::exchange(owner_, nullptr)->Free(ref_);
 }
 
-absl::StatusOr<std::unique_ptr<SlabAllocator>> SlabAllocator::Create(
-    SlabAllocatorOptions options) {
+absl::StatusOr<std::unique_ptr<SlabAllocator>> SlabAllocator::Create(SlabAllocatorOptions options) {
   if (options.slab_bytes == 0 || options.slot_alignment == 0) {
     return absl::InvalidArgumentError("slab size and slot alignment must be > 0");
   }
@@ -45,8 +44,8 @@ absl::StatusOr<SizeClassId> SlabAllocator::ClassFor(uint64_t block_bytes) {
   if (block_bytes == 0) return absl::InvalidArgumentError("block size is 0");
   uint64_t slot = (block_bytes + alignment_ - 1) / alignment_ * alignment_;
   if (slot > slab_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "block of ", block_bytes, " bytes does not fit in a slab of ", slab_bytes_));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("block of ", block_bytes, " bytes does not fit in a slab of ", slab_bytes_));
   }
   MutexLock lock(&mu_);
   for (size_t i = 0; i < classes_.size(); ++i) {

@@ -24,17 +24,17 @@
 namespace kvstrata {
 
 struct SlabAllocatorOptions {
-  uint64_t region_bytes = 0;        // rounded down to whole slabs (at least one)
-  uint64_t slab_bytes = 64 << 20;   // 64 MiB
-  uint64_t slot_alignment = 4096;   // slot sizes are rounded up to this (O_DIRECT-friendly)
+  uint64_t region_bytes = 0;       // rounded down to whole slabs (at least one)
+  uint64_t slab_bytes = 64 << 20;  // 64 MiB
+  uint64_t slot_alignment = 4096;  // slot sizes are rounded up to this (O_DIRECT-friendly)
 };
 
 struct SlabAllocatorStats {
   uint64_t capacity_bytes = 0;  // slab_count * slab_bytes
   uint64_t used_bytes = 0;      // sum of the lengths of allocated slots
   uint64_t slab_count = 0;
-  uint64_t free_slabs = 0;      // slabs of no class
-  uint64_t slab_moves = 0;      // empty slabs moved from one class to another
+  uint64_t free_slabs = 0;  // slabs of no class
+  uint64_t slab_moves = 0;  // empty slabs moved from one class to another
   uint64_t allocated_slots = 0;
 };
 

@@ -12,9 +12,12 @@ std::vector<std::string_view> KeyViews(
 
 v1::Tier ToProto(Tier tier) {
   switch (tier) {
-    case Tier::kL1: return v1::TIER_L1_DRAM;
-    case Tier::kL2: return v1::TIER_L2_LOCAL;
-    case Tier::kL3: return v1::TIER_L3_SHARED;
+    case Tier::kL1:
+      return v1::TIER_L1_DRAM;
+    case Tier::kL2:
+      return v1::TIER_L2_LOCAL;
+    case Tier::kL3:
+      return v1::TIER_L3_SHARED;
   }
   return v1::TIER_UNSPECIFIED;
 }

@@ -30,8 +30,8 @@ grpc::Status ControlService::RegisterKvMemory(grpc::ServerContext* ctx,
     if (!request->has_cuda()) return absl::InvalidArgumentError("memory: set either cuda or host");
     absl::StatusOr<CudaMemorySpec> spec = FromProto(request->cuda());
     if (!spec.ok()) return spec.status();
-    absl::StatusOr<uint64_t> id = context_.jobs->RegisterCuda(request->session_id(), ns->id,
-                                                              ns->bytes_per_block, *spec);
+    absl::StatusOr<uint64_t> id =
+        context_.jobs->RegisterCuda(request->session_id(), ns->id, ns->bytes_per_block, *spec);
     if (!id.ok()) return id.status();
     response->set_registration_id(*id);
     return absl::OkStatus();

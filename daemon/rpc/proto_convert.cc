@@ -42,8 +42,6 @@ v1::NamespaceSpec ToProto(const NamespaceSpec& s) {
   return p;
 }
 
-uint64_t UnixMillis(absl::Time time) {
-  return static_cast<uint64_t>(absl::ToUnixMillis(time));
-}
+uint64_t UnixMillis(absl::Time time) { return static_cast<uint64_t>(absl::ToUnixMillis(time)); }
 
 }  // namespace kvstrata

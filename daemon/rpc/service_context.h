@@ -39,11 +39,11 @@ struct ServiceContext {
   SessionRegistry* sessions = nullptr;
   NamespaceRegistry* namespaces = nullptr;
   CallGuard* guard = nullptr;
-  BlockCache* cache = nullptr;     // The L1 tier.
-  uint64_t shm_region_bytes = 0;   // Size of the shared-memory region.
-  std::string shm_fd_socket;       // Where host-mode clients receive the region's fd.
-  std::string lookup_socket;       // The lookup fast path (LookupServer); "" when absent.
-  JobManager* jobs = nullptr;      // GPU store/load jobs and KV memory registrations.
+  BlockCache* cache = nullptr;    // The L1 tier.
+  uint64_t shm_region_bytes = 0;  // Size of the shared-memory region.
+  std::string shm_fd_socket;      // Where host-mode clients receive the region's fd.
+  std::string lookup_socket;      // The lookup fast path (LookupServer); "" when absent.
+  JobManager* jobs = nullptr;     // GPU store/load jobs and KV memory registrations.
 };
 
 }  // namespace kvstrata

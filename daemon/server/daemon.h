@@ -1,8 +1,8 @@
 // kvstratad: owns the configuration, the core (sessions, namespaces, the L1 cache on its
 // shared-memory pool), the gRPC server on its Unix socket (and optional TCP), the socket
-// that hands the pool's fd to host-mode clients, the lookup fast-path socket, the metrics endpoint and the background
-// reaper (expired sessions, leases and abandoned reservations). Start() serves until Shutdown(). Thread-safe: Shutdown may be called from any
-// thread, once.
+// that hands the pool's fd to host-mode clients, the lookup fast-path socket, the metrics endpoint
+// and the background reaper (expired sessions, leases and abandoned reservations). Start() serves
+// until Shutdown(). Thread-safe: Shutdown may be called from any thread, once.
 #ifndef KVSTRATA_DAEMON_SERVER_DAEMON_H_
 #define KVSTRATA_DAEMON_SERVER_DAEMON_H_
 
@@ -15,17 +15,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/config/config.h"
+#include "daemon/jobs/job_manager.h"
 #include "daemon/metrics/prometheus_metrics.h"
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/admin_service.h"
 #include "daemon/rpc/control_service.h"
-#include "daemon/jobs/job_manager.h"
 #include "daemon/server/fd_server.h"
-#include "daemon/server/lookup_server.h"
-#include "daemon/transfer/transfer_engine.h"
 #include "daemon/server/l1_pool.h"
+#include "daemon/server/lookup_server.h"
 #include "daemon/server/socket_lock.h"
 #include "daemon/session/session_registry.h"
+#include "daemon/transfer/transfer_engine.h"
 
 namespace kvstrata {
 

@@ -39,8 +39,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
 absl::StatusOr<ListenerSetup> AddListeners(const ServerConfig& config,
                                            grpc::ServerBuilder& builder) {
   ListenerSetup setup;
-  builder.AddListeningPort(absl::StrCat("unix:", config.socket),
-                           grpc::InsecureServerCredentials());
+  builder.AddListeningPort(absl::StrCat("unix:", config.socket), grpc::InsecureServerCredentials());
   setup.listeners.push_back({"unix", config.socket, false, false});
   if (config.tcp_address.empty()) return setup;
   if (!config.auth_token_file.empty()) {

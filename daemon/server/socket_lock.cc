@@ -32,7 +32,9 @@ absl::StatusOr<SocketLock> SocketLock::Acquire(const std::string& socket_path) {
   std::error_code ec;
   if (!std::filesystem::exists(dir, ec)) {
     std::filesystem::create_directories(dir, ec);
-    if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create '", dir.string(), "': ", ec.message()));
+    if (ec)
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create '", dir.string(), "': ", ec.message()));
     chmod(dir.c_str(), 0750);
   }
   std::string lock_path = socket_path + ".lock";
@@ -41,8 +43,8 @@ absl::StatusOr<SocketLock> SocketLock::Acquire(const std::string& socket_path) {
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     std::string pid = ReadPid(fd);
     close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "another kvstratad (pid ", pid, ") is already serving '", socket_path, "'"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("another kvstratad (pid ", pid, ") is already serving '", socket_path, "'"));
   }
   std::string pid = absl::StrCat(getpid(), "\n");
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {

@@ -16,9 +16,7 @@ absl::Status UnknownSession(uint64_t id) {
 SessionRegistry::SessionRegistry(SessionLimits limits, Clock clock)
     : limits_(limits), clock_(std::move(clock)) {}
 
-void SessionRegistry::AddListener(SessionEndListener* listener) {
-  listeners_.push_back(listener);
-}
+void SessionRegistry::AddListener(SessionEndListener* listener) { listeners_.push_back(listener); }
 
 absl::StatusOr<SessionInfo> SessionRegistry::Open(std::string client_name, uint32_t pid,
                                                   std::string hostname,
@@ -26,7 +24,8 @@ absl::StatusOr<SessionInfo> SessionRegistry::Open(std::string client_name, uint3
   if (client_name.empty() || client_name.size() > 128) {
     return absl::InvalidArgumentError("client_name must be 1..128 bytes");
   }
-  if (hostname.size() > 255) return absl::InvalidArgumentError("hostname must be at most 255 bytes");
+  if (hostname.size() > 255)
+    return absl::InvalidArgumentError("hostname must be at most 255 bytes");
   absl::Duration timeout = requested_heartbeat_timeout == absl::ZeroDuration()
                                ? limits_.default_heartbeat_timeout
                                : std::clamp(requested_heartbeat_timeout, absl::Milliseconds(100),

@@ -16,8 +16,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 
 namespace kvstrata {
 
@@ -47,7 +47,8 @@ class SessionEndListener {
 class SessionRegistry {
  public:
   using Clock = std::function<absl::Time()>;
-  explicit SessionRegistry(SessionLimits limits, Clock clock = [] { return absl::Now(); });
+  explicit SessionRegistry(
+      SessionLimits limits, Clock clock = [] { return absl::Now(); });
 
   // REQUIRES: called before sessions open; the listener outlives the registry's use.
   void AddListener(SessionEndListener* listener);
@@ -56,9 +57,9 @@ class SessionRegistry {
   // heartbeat timeout of zero takes the default; others are clamped to [100ms, max].
   absl::StatusOr<SessionInfo> Open(std::string client_name, uint32_t pid, std::string hostname,
                                    absl::Duration requested_heartbeat_timeout);
-  absl::Status Heartbeat(uint64_t session_id);  // NOT_FOUND when unknown or ended.
+  absl::Status Heartbeat(uint64_t session_id);    // NOT_FOUND when unknown or ended.
   absl::Status Check(uint64_t session_id) const;  // NOT_FOUND when unknown or ended.
-  absl::Status Close(uint64_t session_id);      // NOT_FOUND when unknown or ended.
+  absl::Status Close(uint64_t session_id);        // NOT_FOUND when unknown or ended.
 
   // Ends every session whose last heartbeat is older than its timeout; returns their ids.
   std::vector<uint64_t> ExpireStale();

@@ -41,9 +41,9 @@ CopyError IssueBatch(const CopyLaunch& launch, const std::vector<PieceCopy>& pie
   size_t first_index = 0;
   for (size_t begin = 0; begin < pieces.size(); begin += kMaxBatch) {
     size_t count = std::min(kMaxBatch, pieces.size() - begin);
-    cudaError_t error = cudaMemcpyBatchAsync(
-        scratch->dsts.data() + begin, scratch->srcs.data() + begin, scratch->sizes.data() + begin,
-        count, &attrs, &first_index, 1, stream);
+    cudaError_t error =
+        cudaMemcpyBatchAsync(scratch->dsts.data() + begin, scratch->srcs.data() + begin,
+                             scratch->sizes.data() + begin, count, &attrs, &first_index, 1, stream);
     if (error != cudaSuccess) return {error, "cudaMemcpyBatchAsync"};
   }
   return {};
@@ -88,8 +88,10 @@ cudaError_t CopyScratch::Reserve(size_t descriptors) {
   if (descriptors <= capacity_) return cudaSuccess;
   Free();
   size_t capacity = std::max<size_t>(descriptors, 4096);
-  cudaError_t error = cudaMallocHost(reinterpret_cast<void**>(&staging_), capacity * sizeof(CopyDescriptor));
-  if (error == cudaSuccess) error = cudaMalloc(reinterpret_cast<void**>(&device_), capacity * sizeof(CopyDescriptor));
+  cudaError_t error =
+      cudaMallocHost(reinterpret_cast<void**>(&staging_), capacity * sizeof(CopyDescriptor));
+  if (error == cudaSuccess)
+    error = cudaMalloc(reinterpret_cast<void**>(&device_), capacity * sizeof(CopyDescriptor));
   if (error != cudaSuccess) {
     Free();
     return error;
@@ -107,13 +109,14 @@ cudaError_t CopyScratch::ReserveBlocks(size_t bytes) {
   return error;
 }
 
-CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan,
-                            CopyScratch* scratch, cudaStream_t stream) {
+CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, CopyScratch* scratch,
+                            cudaStream_t stream) {
   const size_t blocks = plan.slots.size();
   if (blocks == 0) return {};
   const size_t per_chunk = std::max<size_t>(1, kStagingBytes / plan.block_bytes);
   cudaError_t error = scratch->Reserve(plan.pieces.size());
-  if (error == cudaSuccess) error = scratch->ReserveBlocks(std::min(blocks, per_chunk) * plan.block_bytes);
+  if (error == cudaSuccess)
+    error = scratch->ReserveBlocks(std::min(blocks, per_chunk) * plan.block_bytes);
   if (error != cudaSuccess) return {error, "cudaMalloc(staging)"};
   if (scratch->blocks() == nullptr) return {cudaErrorMemoryAllocation, "staging buffer"};
   const bool store = launch.direction == TransferDirection::kGpuToHost;
@@ -128,9 +131,9 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan,
       scratch->staging()[i] = {store ? gpu : staged, store ? staged : gpu, p.bytes};
     }
   }
-  error = cudaMemcpyAsync(scratch->device(), scratch->staging(),
-                          plan.pieces.size() * sizeof(CopyDescriptor), cudaMemcpyHostToDevice,
-                          stream);
+  error =
+      cudaMemcpyAsync(scratch->device(), scratch->staging(),
+                      plan.pieces.size() * sizeof(CopyDescriptor), cudaMemcpyHostToDevice, stream);
   if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
   for (size_t first = 0; first < blocks; first += per_chunk) {
     const size_t count = std::min(per_chunk, blocks - first);
@@ -160,11 +163,14 @@ CopyError IssueCopies(const CopyLaunch& launch, const std::vector<PieceCopy>& pi
                       CopyScratch* scratch, cudaStream_t stream) {
   if (pieces.empty()) return {};
   switch (launch.strategy) {
-    case CopyStrategy::kMemcpyLoop: return IssueLoop(launch, pieces, stream);
-    case CopyStrategy::kKernel: return IssueKernel(launch, pieces, scratch, stream);
+    case CopyStrategy::kMemcpyLoop:
+      return IssueLoop(launch, pieces, stream);
+    case CopyStrategy::kKernel:
+      return IssueKernel(launch, pieces, scratch, stream);
     case CopyStrategy::kAuto:
     case CopyStrategy::kStaged:
-    case CopyStrategy::kBatch: return IssueBatch(launch, pieces, scratch, stream);
+    case CopyStrategy::kBatch:
+      return IssueBatch(launch, pieces, scratch, stream);
   }
   return {cudaErrorInvalidValue, "IssueCopies(strategy)"};
 }

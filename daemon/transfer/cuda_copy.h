@@ -66,8 +66,8 @@ CopyError IssueCopies(const CopyLaunch& launch, const std::vector<PieceCopy>& pi
 
 // kStaged: per chunk of blocks that fits the staging buffer, a load DMAs whole slots into
 // staging and scatters the pieces on the GPU; a store gathers on the GPU, then DMAs.
-CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan,
-                            CopyScratch* scratch, cudaStream_t stream);
+CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, CopyScratch* scratch,
+                            cudaStream_t stream);
 
 }  // namespace kvstrata
 

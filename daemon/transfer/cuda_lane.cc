@@ -106,8 +106,8 @@ namespace {
 // Polls the engine's event from this thread. A GPU-side cudaStreamWaitEvent on the event of
 // an engine that died before recording it would block the lane's stream forever.
 CopyError WaitForEngineEvent(const LaneJob& job) {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::seconds(kEngineEventWaitLimitSeconds);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(kEngineEventWaitLimitSeconds);
   while (true) {
     cudaError_t state = cudaEventQuery(job.wait_event);
     if (state == cudaSuccess) return {};

@@ -28,13 +28,13 @@ inline constexpr int kEngineEventWaitLimitSeconds = 30;
 struct LaneJob {
   CopyLaunch launch;
   std::vector<PieceCopy> pieces;  // Every strategy but kStaged.
-  StagedPlan staged;               // kStaged.
+  StagedPlan staged;              // kStaged.
   // The engine's event to wait for before copying (host-side polling, so a dead engine's
   // event that never completes cannot wedge the stream): the wait gives up when `abandon`
   // becomes true (its session ended) or after kEngineEventWaitLimit.
   cudaEvent_t wait_event = nullptr;
   std::shared_ptr<const std::atomic<bool>> abandon;
-  size_t num_blocks = 0;             // Reported failed as a whole on a CUDA error.
+  size_t num_blocks = 0;  // Reported failed as a whole on a CUDA error.
   std::function<void(TransferResult)> done;
 };
 

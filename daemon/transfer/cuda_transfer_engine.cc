@@ -166,8 +166,8 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, const TransferReque
                                     std::function<void(TransferResult)> done) const {
   const Device& device = devices_[reg.device];
   LaneJob job;
-  job.launch.strategy = ResolveStrategy(options_.copy_strategy, reg.max_piece_bytes,
-                                        options_.kernel_max_piece_bytes);
+  job.launch.strategy =
+      ResolveStrategy(options_.copy_strategy, reg.max_piece_bytes, options_.kernel_max_piece_bytes);
   job.launch.direction = request.direction;
   job.launch.grid_blocks = device.grid_blocks;
   if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBytes) {
@@ -200,7 +200,7 @@ absl::Status CudaTransferEngine::Submit(uint64_t session, TransferRequest reques
   LaneJob job = MakeJob(*held, request, std::move(finish));
   Device& device = devices_[held->device];
   CudaLane* lane = request.direction == TransferDirection::kHostToGpu ? device.load_lane.get()
-                                                                       : device.store_lane.get();
+                                                                      : device.store_lane.get();
   lane->Enqueue(std::move(job));
   return absl::OkStatus();
 }

@@ -53,8 +53,8 @@ class CudaTransferEngine final : public TransferEngine {
   struct Device {
     int index = 0;
     std::string uuid;
-    int grid_blocks = 0;           // Copy kernel grid cap.
-    uint64_t host_device_base = 0; // The host region as the device addresses it.
+    int grid_blocks = 0;            // Copy kernel grid cap.
+    uint64_t host_device_base = 0;  // The host region as the device addresses it.
     std::unique_ptr<CudaLane> load_lane;
     std::unique_ptr<CudaLane> store_lane;
   };

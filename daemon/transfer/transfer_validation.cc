@@ -15,11 +15,13 @@ bool FitsSum(uint64_t a, uint64_t b, uint64_t limit) { return a <= limit && b <=
 absl::Status ValidateTensor(const CudaTensorSpec& t, size_t index, uint32_t num_blocks) {
   std::string where = absl::StrCat("tensor ", index, " (layer ", t.layer, ", kv ", t.kv_index, ")");
   if (t.piece_bytes == 0 || t.allocation_bytes == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": piece_bytes and allocation_bytes must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": piece_bytes and allocation_bytes must be > 0"));
   }
   if (num_blocks > 1 && t.block_stride < t.piece_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": block_stride ", t.block_stride,
-                                                   " < piece_bytes ", t.piece_bytes, " (blocks overlap)"));
+                                                   " < piece_bytes ", t.piece_bytes,
+                                                   " (blocks overlap)"));
   }
   uint64_t last = num_blocks - 1;
   if (t.block_stride != 0 && last > (UINT64_MAX - t.base_offset) / t.block_stride) {
@@ -27,10 +29,10 @@ absl::Status ValidateTensor(const CudaTensorSpec& t, size_t index, uint32_t num_
   }
   uint64_t last_start = t.base_offset + last * t.block_stride;
   if (!FitsSum(last_start, t.piece_bytes, t.allocation_bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": block ", last, " ends past the allocation (base_offset ", t.base_offset,
-        " + ", last, " * stride ", t.block_stride, " + piece ", t.piece_bytes, " > ",
-        t.allocation_bytes, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": block ", last, " ends past the allocation (base_offset ",
+                     t.base_offset, " + ", last, " * stride ", t.block_stride, " + piece ",
+                     t.piece_bytes, " > ", t.allocation_bytes, ")"));
   }
   return absl::OkStatus();
 }
@@ -78,12 +80,13 @@ absl::Status ValidateIpcHandles(const CudaMemorySpec& spec) {
 
 absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits& limits) {
   if (request.blocks.size() > limits.max_blocks) {
-    return absl::InvalidArgumentError(absl::StrCat(request.blocks.size(), " blocks in one transfer, at most ",
-                                                   limits.max_blocks));
+    return absl::InvalidArgumentError(absl::StrCat(
+        request.blocks.size(), " blocks in one transfer, at most ", limits.max_blocks));
   }
   if (request.wait_event.has_value() && *request.wait_event >= limits.num_events) {
-    return absl::InvalidArgumentError(absl::StrCat("wait_event ", *request.wait_event, " out of range (",
-                                                   limits.num_events, " events registered)"));
+    return absl::InvalidArgumentError(absl::StrCat("wait_event ", *request.wait_event,
+                                                   " out of range (", limits.num_events,
+                                                   " events registered)"));
   }
   bool load = request.direction == TransferDirection::kHostToGpu;
   std::unordered_set<uint64_t> destinations;
@@ -95,7 +98,8 @@ absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits
     }
     if (!FitsSum(block.host_offset, limits.block_bytes, limits.host_bytes)) {
       return absl::InvalidArgumentError(absl::StrCat("slot at offset ", block.host_offset,
-                                                     " ends past the L1 region (", limits.host_bytes, " bytes)"));
+                                                     " ends past the L1 region (",
+                                                     limits.host_bytes, " bytes)"));
     }
     if (!destinations.insert(load ? block.block_id : block.host_offset).second) {
       return absl::InvalidArgumentError(
@@ -165,11 +169,16 @@ CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
 
 const char* CopyStrategyName(CopyStrategy strategy) {
   switch (strategy) {
-    case CopyStrategy::kAuto: return "auto";
-    case CopyStrategy::kBatch: return "batch";
-    case CopyStrategy::kKernel: return "kernel";
-    case CopyStrategy::kMemcpyLoop: return "loop";
-    case CopyStrategy::kStaged: return "staged";
+    case CopyStrategy::kAuto:
+      return "auto";
+    case CopyStrategy::kBatch:
+      return "batch";
+    case CopyStrategy::kKernel:
+      return "kernel";
+    case CopyStrategy::kMemcpyLoop:
+      return "loop";
+    case CopyStrategy::kStaged:
+      return "staged";
   }
   return "unknown";
 }

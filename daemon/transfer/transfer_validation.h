@@ -19,11 +19,11 @@ absl::Status ValidateGeometry(const CudaMemorySpec& spec, uint64_t block_bytes);
 absl::Status ValidateIpcHandles(const CudaMemorySpec& spec);
 
 struct RequestLimits {
-  uint32_t num_blocks = 0;     // Of the registration.
-  size_t num_events = 0;       // Of the registration.
-  uint64_t block_bytes = 0;    // One L1 slot.
-  uint64_t host_bytes = 0;     // The L1 region.
-  uint32_t max_blocks = 0;     // Per transfer.
+  uint32_t num_blocks = 0;   // Of the registration.
+  size_t num_events = 0;     // Of the registration.
+  uint64_t block_bytes = 0;  // One L1 slot.
+  uint64_t host_bytes = 0;   // The L1 region.
+  uint32_t max_blocks = 0;   // Per transfer.
 };
 
 // INVALID_ARGUMENT for a block id >= num_blocks, a slot outside the region, an event
@@ -55,9 +55,9 @@ std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
 // Blocks for kStaged: each block's pieces with `host` = offset inside its L1 slot.
 struct StagedPlan {
   uint64_t block_bytes = 0;
-  std::vector<uint64_t> slots;          // Host address of each block's slot.
-  std::vector<PieceCopy> pieces;        // Grouped by block, in block order.
-  std::vector<uint32_t> first_piece;    // Block i owns pieces [first_piece[i], first_piece[i+1]).
+  std::vector<uint64_t> slots;        // Host address of each block's slot.
+  std::vector<PieceCopy> pieces;      // Grouped by block, in block order.
+  std::vector<uint32_t> first_piece;  // Block i owns pieces [first_piece[i], first_piece[i+1]).
 };
 StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
                       const std::vector<BlockCopy>& blocks, uint64_t host_base,

@@ -26,7 +26,8 @@ constexpr int kRounds = 12;
   if (!HasCudaDevice()) GTEST_SKIP() << "no CUDA device: GPU tests skipped"
 
 struct Fixture {
-  Fixture(const KvGeometry& g, CopyStrategy strategy) : geometry(g), cache(g), region(kSlots * g.block_bytes) {
+  Fixture(const KvGeometry& g, CopyStrategy strategy)
+      : geometry(g), cache(g), region(kSlots * g.block_bytes) {
     TransferEngineOptions options;
     options.host_base = region.data();
     options.host_bytes = region.size();
@@ -84,14 +85,17 @@ void StoreLoadRounds(const KvGeometry& geometry, CopyStrategy strategy) {
     std::vector<uint32_t> blocks = Pick(rng, 0, kBlocks, 1 + rng() % kBlocks);
     std::vector<uint32_t> slots = Pick(rng, 0, kSlots, blocks.size());
     std::vector<BlockCopy> copies;
-    for (size_t i = 0; i < blocks.size(); ++i) copies.push_back({blocks[i], slots[i] * geometry.block_bytes});
+    for (size_t i = 0; i < blocks.size(); ++i)
+      copies.push_back({blocks[i], slots[i] * geometry.block_bytes});
     Waiter stored;
     SubmitTo(*f, TransferDirection::kGpuToHost, copies, stored);
     stored.Wait();
     ASSERT_EQ(stored.failed_blocks(), 0u) << stored.first_error();
     for (size_t i = 0; i < blocks.size(); ++i) {
       std::vector<uint8_t> expected = f->cache.ExpectedSlot(blocks[i]);
-      ASSERT_EQ(std::memcmp(f->region.data() + copies[i].host_offset, expected.data(), expected.size()), 0)
+      ASSERT_EQ(
+          std::memcmp(f->region.data() + copies[i].host_offset, expected.data(), expected.size()),
+          0)
           << "round " << round << ": slot " << slots[i] << " differs from block " << blocks[i];
     }
     f->cache.Poison(0xAB);
@@ -164,7 +168,9 @@ TEST_P(TransferGpuTest, ConcurrentStoresAndLoads) {
     ASSERT_EQ(waiter.failed_blocks(), 0u) << waiter.first_error();
     for (uint32_t i = 0; i < half; ++i) {
       ASSERT_EQ(std::memcmp(f->region.data() + i * geometry.block_bytes, expected[i].data(),
-                            expected[i].size()), 0) << "round " << round << " slot " << i;
+                            expected[i].size()),
+                0)
+          << "round " << round << " slot " << i;
     }
     ASSERT_EQ(f->cache.Verify(), "") << "round " << round;
   }
@@ -193,7 +199,8 @@ TEST(TransferGpuEventTest, StoreWaitsForEvent) {
   ASSERT_TRUE(reg.ok()) << reg.status();
   for (int round = 0; round < 20; ++round) {
     uint8_t value = static_cast<uint8_t>(round + 1);
-    cudaMemsetAsync(f->cache.allocations()[0], value, geometry.spec.tensors[0].allocation_bytes, stream);
+    cudaMemsetAsync(f->cache.allocations()[0], value, geometry.spec.tensors[0].allocation_bytes,
+                    stream);
     cudaEventRecord(written, stream);
     Waiter waiter;
     std::function<void(TransferResult)> done = waiter.Callback();

@@ -48,8 +48,8 @@ TEST_F(CliTest, ConfigNamespacesSessionsAndTiers) {
   auto client = daemon_.NewClient();
   v1::OpenSessionRequest open;
   open.set_client_name("cli-test");
-  uint64_t session = client->Call(&v1::Control::Stub::OpenSession, client->control(), open)
-                         ->session_id();
+  uint64_t session =
+      client->Call(&v1::Control::Stub::OpenSession, client->control(), open)->session_id();
   v1::RegisterNamespaceRequest reg;
   reg.set_session_id(session);
   reg.mutable_spec()->set_engine_kind(v1::ENGINE_KIND_SGLANG);

@@ -82,9 +82,11 @@ TEST_F(ControlTest, SessionLifecycle) {
   v1::CloseSessionRequest close;
   close.set_session_id(session);
   EXPECT_TRUE(client_->Call(&v1::Control::Stub::CloseSession, client_->control(), close).ok());
-  EXPECT_EQ(client_->Call(&v1::Control::Stub::Heartbeat, client_->control(), heartbeat)
-                .status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(client_->Call(&v1::Admin::Stub::ListSessions, client_->admin(), {})->sessions_size(), 0);
+  EXPECT_EQ(
+      client_->Call(&v1::Control::Stub::Heartbeat, client_->control(), heartbeat).status().code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Call(&v1::Admin::Stub::ListSessions, client_->admin(), {})->sessions_size(),
+            0);
 }
 
 TEST_F(ControlTest, SessionWithoutHeartbeatsExpires) {
@@ -92,8 +94,9 @@ TEST_F(ControlTest, SessionWithoutHeartbeatsExpires) {
   absl::SleepFor(absl::Milliseconds(800));
   v1::HeartbeatRequest heartbeat;
   heartbeat.set_session_id(session);
-  EXPECT_EQ(client_->Call(&v1::Control::Stub::Heartbeat, client_->control(), heartbeat)
-                .status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      client_->Call(&v1::Control::Stub::Heartbeat, client_->control(), heartbeat).status().code(),
+      absl::StatusCode::kNotFound);
 }
 
 TEST_F(ControlTest, SameLayoutSameFingerprintDifferentLayoutDifferent) {
@@ -120,12 +123,14 @@ TEST_F(ControlTest, UnknownSessionIsNotFoundEverywhere) {
   const uint64_t unknown = 12345;
   v1::HeartbeatRequest heartbeat;
   heartbeat.set_session_id(unknown);
-  EXPECT_EQ(client_->Call(&v1::Control::Stub::Heartbeat, client_->control(), heartbeat)
-                .status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      client_->Call(&v1::Control::Stub::Heartbeat, client_->control(), heartbeat).status().code(),
+      absl::StatusCode::kNotFound);
   v1::CloseSessionRequest close;
   close.set_session_id(unknown);
-  EXPECT_EQ(client_->Call(&v1::Control::Stub::CloseSession, client_->control(), close)
-                .status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      client_->Call(&v1::Control::Stub::CloseSession, client_->control(), close).status().code(),
+      absl::StatusCode::kNotFound);
   EXPECT_EQ(Register(unknown, Llama8b()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(LookupCode(unknown, 1, {"k"}), absl::StatusCode::kNotFound);
 }
@@ -135,7 +140,9 @@ TEST_F(ControlTest, InvalidSpecsAreInvalidArgument) {
   v1::RegisterNamespaceRequest no_spec;
   no_spec.set_session_id(session);
   EXPECT_EQ(client_->Call(&v1::Control::Stub::RegisterNamespace, client_->control(), no_spec)
-                .status().code(), absl::StatusCode::kInvalidArgument);
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
   v1::NamespaceSpec empty_model = Llama8b(), zero_layers = Llama8b(), bad_rank = Llama8b(),
                     bad_enum = Llama8b(), huge = Llama8b();
   empty_model.set_model("");
@@ -153,13 +160,15 @@ TEST_F(ControlTest, InvalidSpecsAreInvalidArgument) {
 
 TEST_F(ControlTest, BadOpenSessionArguments) {
   v1::OpenSessionRequest no_name;
-  EXPECT_EQ(client_->Call(&v1::Control::Stub::OpenSession, client_->control(), no_name)
-                .status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      client_->Call(&v1::Control::Stub::OpenSession, client_->control(), no_name).status().code(),
+      absl::StatusCode::kInvalidArgument);
   v1::OpenSessionRequest long_host;
   long_host.set_client_name("x");
   long_host.set_hostname(std::string(300, 'h'));
-  EXPECT_EQ(client_->Call(&v1::Control::Stub::OpenSession, client_->control(), long_host)
-                .status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      client_->Call(&v1::Control::Stub::OpenSession, client_->control(), long_host).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ControlTest, NamespaceMustExistAndBelongToTheSession) {
@@ -167,13 +176,14 @@ TEST_F(ControlTest, NamespaceMustExistAndBelongToTheSession) {
   auto ns = Register(owner, Llama8b());
   ASSERT_TRUE(ns.ok());
   EXPECT_EQ(LookupCode(owner, 999, {"k"}), absl::StatusCode::kNotFound);
-  EXPECT_EQ(LookupCode(stranger, ns->namespace_id(), {"k"}),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(LookupCode(stranger, ns->namespace_id(), {"k"}), absl::StatusCode::kFailedPrecondition);
   v1::RegisterKvMemoryRequest no_memory;
   no_memory.set_session_id(owner);
   no_memory.set_namespace_id(ns->namespace_id());
   EXPECT_EQ(client_->Call(&v1::Control::Stub::RegisterKvMemory, client_->control(), no_memory)
-                .status().code(), absl::StatusCode::kInvalidArgument);
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ControlTest, MalformedKeysAreInvalidArgument) {
@@ -204,8 +214,9 @@ TEST_F(SmallLimitsTest, SessionLimitIsResourceExhausted) {
   OpenSession();
   v1::OpenSessionRequest request;
   request.set_client_name("third");
-  EXPECT_EQ(client_->Call(&v1::Control::Stub::OpenSession, client_->control(), request)
-                .status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(
+      client_->Call(&v1::Control::Stub::OpenSession, client_->control(), request).status().code(),
+      absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

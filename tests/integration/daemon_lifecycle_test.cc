@@ -61,7 +61,8 @@ TEST(DaemonLifecycleTest, ServesStatusWithListenersAndTiers) {
 TEST(DaemonLifecycleTest, HealthServiceAnswersServing) {
   DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start().ok()) << daemon.log();
-  auto channel = grpc::CreateChannel("unix://" + daemon.socket(), grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("unix://" + daemon.socket(), grpc::InsecureChannelCredentials());
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   grpc::health::v1::HealthCheckResponse response;
@@ -84,7 +85,8 @@ TEST(DaemonLifecycleTest, MetricsEndpointServesRpcAndProcessMetrics) {
   std::string address = Status(daemon).metrics_address();
   absl::StatusOr<std::string> page = HttpGet(address, "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
-  EXPECT_THAT(*page, HasSubstr("kvstrata_rpc_requests_total{code=\"OK\",method=\"Admin.GetStatus\"}"));
+  EXPECT_THAT(*page,
+              HasSubstr("kvstrata_rpc_requests_total{code=\"OK\",method=\"Admin.GetStatus\"}"));
   EXPECT_THAT(*page, HasSubstr("kvstrata_rpc_duration_seconds_bucket"));
   EXPECT_THAT(*page, HasSubstr("kvstrata_sessions_active 0"));
   EXPECT_THAT(*page, HasSubstr("process_resident_memory_bytes"));

@@ -84,7 +84,8 @@ absl::Status DaemonProcess::Start() {
     options.endpoint = socket_;
     options.timeout = absl::Milliseconds(500);
     std::unique_ptr<Client> client = *Client::Create(options);  // Fresh: no reconnect backoff.
-    if (listening && client->Call(&v1::Admin::Stub::GetStatus, client->admin(), v1::GetStatusRequest()).ok()) {
+    if (listening &&
+        client->Call(&v1::Admin::Stub::GetStatus, client->admin(), v1::GetStatusRequest()).ok()) {
       return absl::OkStatus();
     }
     int status = 0;

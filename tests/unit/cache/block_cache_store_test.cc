@@ -42,9 +42,9 @@ TEST_F(CacheStoreTest, LookupCountsLeadingHitsOnly) {
 
 TEST_F(CacheStoreTest, DuplicatesAreCheapNoOps) {
   Store({"a"});
-  EXPECT_EQ(Store({"a", "b", "b"}), (std::vector<StoreStatus>{StoreStatus::kAlreadyPresent,
-                                                              StoreStatus::kReserved,
-                                                              StoreStatus::kAlreadyPresent}));
+  EXPECT_EQ(Store({"a", "b", "b"}),
+            (std::vector<StoreStatus>{StoreStatus::kAlreadyPresent, StoreStatus::kReserved,
+                                      StoreStatus::kAlreadyPresent}));
   // A key being stored by another session is also "already present".
   std::vector<std::string> c = {"c"};
   auto views = Views(c);
@@ -83,8 +83,7 @@ TEST_F(CacheStoreTest, ReservationErrors) {
   ReserveResult r = *cache_->ReserveStore(1, kNs, kBlock, views);
   EXPECT_EQ(cache_->CommitStore(2, r.reservation, std::nullopt).status().code(),
             absl::StatusCode::kFailedPrecondition);  // another session's
-  EXPECT_EQ(cache_->CommitStore(1, 999, std::nullopt).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->CommitStore(1, 999, std::nullopt).status().code(), absl::StatusCode::kNotFound);
   std::vector<uint32_t> bad = {5};
   EXPECT_EQ(cache_->CommitStore(1, r.reservation, absl::MakeConstSpan(bad)).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -122,7 +121,7 @@ TEST_F(CacheStoreTest, BadBlockSizes) {
             absl::StatusCode::kInvalidArgument);  // the namespace uses kBlock
   EXPECT_EQ(cache_->ReserveStore(1, kNs + 1, kSlab + 1, one).status().code(),
             absl::StatusCode::kResourceExhausted);  // larger than a slab
-  auto many = Names(0, 9);  // 9 x 16 KiB > 128 KiB pool
+  auto many = Names(0, 9);                          // 9 x 16 KiB > 128 KiB pool
   auto views = Views(many);
   EXPECT_EQ(cache_->ReserveStore(1, kNs, kBlock, views).status().code(),
             absl::StatusCode::kResourceExhausted);

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/common/mutex.h"
 #include "daemon/cache/block_cache.h"
+#include "daemon/common/mutex.h"
 #include "daemon/lease/testing/fake_clock.h"
 #include "gtest/gtest.h"
 

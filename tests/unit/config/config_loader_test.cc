@@ -79,25 +79,24 @@ TEST_P(BadConfigTest, StopsWithAMessageNamingTheKey) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadConfigTest,
-    ::testing::Values(
-        BadCase{"[l1]\ncapasity = \"1GiB\"\n", {}, "l1.capasity"},
-        BadCase{"[nosuch]\nx = 1\n", {}, "nosuch"},
-        BadCase{"[l1]\ncapacity = 5\n", {}, "l1.capacity"},
-        BadCase{"[l1]\ncapacity = \"lots\"\n", {}, "l1.capacity"},
-        BadCase{"[l1]\neviction_policy = \"mru\"\n", {}, "l1.eviction_policy"},
-        BadCase{"[l1]\nlow_watermark = 0.99\n", {}, "l1.low_watermark"},
-        BadCase{"[server]\nsocket = \"relative.sock\"\n", {}, "server.socket"},
-        BadCase{"[server]\nsocket_mode = \"999\"\n", {}, "server.socket_mode"},
-        BadCase{"[server]\ntcp_address = \"0.0.0.0:7470\"\n", {}, "server.tcp_address"},
-        BadCase{"[server]\ntls_cert_file = \"c.pem\"\n", {}, "tls_key_file"},
-        BadCase{"[l3]\nenabled = true\n", {}, "l3.path"},
-        BadCase{"[log]\nlevel = \"loud\"\n", {}, "log.level"},
-        BadCase{"[sessions]\nmax_sessions = 0\n", {}, "sessions.max_sessions"},
-        BadCase{"x = [\n", {}, "kvstrata_config_test."},
-        BadCase{"", {"l1.nope=1"}, "l1.nope"},
-        BadCase{"", {"noequals"}, "noequals"},
-        BadCase{"", {"sessions.max_sessions=many"}, "sessions.max_sessions"},
-        BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"}),
+    ::testing::Values(BadCase{"[l1]\ncapasity = \"1GiB\"\n", {}, "l1.capasity"},
+                      BadCase{"[nosuch]\nx = 1\n", {}, "nosuch"},
+                      BadCase{"[l1]\ncapacity = 5\n", {}, "l1.capacity"},
+                      BadCase{"[l1]\ncapacity = \"lots\"\n", {}, "l1.capacity"},
+                      BadCase{"[l1]\neviction_policy = \"mru\"\n", {}, "l1.eviction_policy"},
+                      BadCase{"[l1]\nlow_watermark = 0.99\n", {}, "l1.low_watermark"},
+                      BadCase{"[server]\nsocket = \"relative.sock\"\n", {}, "server.socket"},
+                      BadCase{"[server]\nsocket_mode = \"999\"\n", {}, "server.socket_mode"},
+                      BadCase{
+                          "[server]\ntcp_address = \"0.0.0.0:7470\"\n", {}, "server.tcp_address"},
+                      BadCase{"[server]\ntls_cert_file = \"c.pem\"\n", {}, "tls_key_file"},
+                      BadCase{"[l3]\nenabled = true\n", {}, "l3.path"},
+                      BadCase{"[log]\nlevel = \"loud\"\n", {}, "log.level"},
+                      BadCase{"[sessions]\nmax_sessions = 0\n", {}, "sessions.max_sessions"},
+                      BadCase{"x = [\n", {}, "kvstrata_config_test."},
+                      BadCase{"", {"l1.nope=1"}, "l1.nope"}, BadCase{"", {"noequals"}, "noequals"},
+                      BadCase{"", {"sessions.max_sessions=many"}, "sessions.max_sessions"},
+                      BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(ConfigLoaderTest, MissingFileIsNotFound) {

@@ -92,8 +92,7 @@ TYPED_TEST(EvictionContractTest, StaysWithinCapacityOnARandomTrace) {
       continue;
     }
     if (this->policy_->Size() >= kCapacity) {
-      std::optional<uint64_t> v =
-          this->policy_->PickVictim([](uint64_t x) { return x % 50 != 0; });
+      std::optional<uint64_t> v = this->policy_->PickVictim([](uint64_t x) { return x % 50 != 0; });
       ASSERT_TRUE(v.has_value());
       ASSERT_NE(*v % 50, 0u);
     }

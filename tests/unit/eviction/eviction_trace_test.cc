@@ -20,8 +20,7 @@ TEST(EvictionFactoryTest, KnowsThreeNames) {
     ASSERT_TRUE(p.ok()) << name;
     EXPECT_EQ((*p)->Name(), name);
   }
-  EXPECT_EQ(MakeEvictionPolicy("fifo", 10).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeEvictionPolicy("fifo", 10).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(LruTraceTest, HandComputedTrace) {

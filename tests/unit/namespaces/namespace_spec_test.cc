@@ -70,7 +70,8 @@ TEST(NamespaceSpecTest, FieldBoundariesCannotCollide) {
 }
 
 class BadSpecTest
-    : public ::testing::TestWithParam<std::pair<const char*, std::function<void(NamespaceSpec&)>>> {};
+    : public ::testing::TestWithParam<std::pair<const char*, std::function<void(NamespaceSpec&)>>> {
+};
 
 TEST_P(BadSpecTest, IsInvalidArgumentNamingTheField) {
   NamespaceSpec spec = Llama8bSpec();
@@ -83,8 +84,10 @@ TEST_P(BadSpecTest, IsInvalidArgumentNamingTheField) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadSpecTest,
     ::testing::Values(
-        std::pair{"engine_kind", [](NamespaceSpec& s) { s.engine_kind = EngineKind::kUnspecified; }},
-        std::pair{"engine_kind", [](NamespaceSpec& s) { s.engine_kind = static_cast<EngineKind>(99); }},
+        std::pair{"engine_kind",
+                  [](NamespaceSpec& s) { s.engine_kind = EngineKind::kUnspecified; }},
+        std::pair{"engine_kind",
+                  [](NamespaceSpec& s) { s.engine_kind = static_cast<EngineKind>(99); }},
         std::pair{"model", [](NamespaceSpec& s) { s.model.clear(); }},
         std::pair{"model", [](NamespaceSpec& s) { s.model.assign(513, 'm'); }},
         std::pair{"dtype", [](NamespaceSpec& s) { s.dtype = DType::kUnspecified; }},
@@ -95,7 +98,8 @@ INSTANTIATE_TEST_SUITE_P(
         std::pair{"tp_rank", [](NamespaceSpec& s) { s.tp_size = 2, s.tp_rank = 2; }},
         std::pair{"pp_rank", [](NamespaceSpec& s) { s.pp_rank = 1; }},
         std::pair{"kv_layout", [](NamespaceSpec& s) { s.kv_layout = KvLayout::kUnspecified; }},
-        std::pair{"attention_kind", [](NamespaceSpec& s) { s.attention_kind = static_cast<AttentionKind>(7); }},
+        std::pair{"attention_kind",
+                  [](NamespaceSpec& s) { s.attention_kind = static_cast<AttentionKind>(7); }},
         std::pair{"salt", [](NamespaceSpec& s) { s.salt.assign(257, 's'); }},
         std::pair{"opaque_block_bytes", [](NamespaceSpec& s) { s.opaque_block_bytes = 5; }},
         std::pair{"opaque_block_bytes", [](NamespaceSpec& s) { s.kv_layout = KvLayout::kOpaque; }},

@@ -13,14 +13,16 @@ namespace {
 
 TEST(ShmRegionTest, MapsAPopulatedSharedRegion) {
   int hook_calls = 0;
-  absl::StatusOr<std::unique_ptr<ShmRegion>> r = ShmRegion::Create(
-      {.bytes = 8 << 20, .huge_pages = HugePages::kAuto, .populate_threads = 3,
-       .on_mapped = [&](void* base, size_t bytes) {
-         ++hook_calls;
-         EXPECT_NE(base, nullptr);
-         EXPECT_GE(bytes, size_t{8} << 20);
-         return absl::OkStatus();
-       }});
+  absl::StatusOr<std::unique_ptr<ShmRegion>> r =
+      ShmRegion::Create({.bytes = 8 << 20,
+                         .huge_pages = HugePages::kAuto,
+                         .populate_threads = 3,
+                         .on_mapped = [&](void* base, size_t bytes) {
+                           ++hook_calls;
+                           EXPECT_NE(base, nullptr);
+                           EXPECT_GE(bytes, size_t{8} << 20);
+                           return absl::OkStatus();
+                         }});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(hook_calls, 1);
   EXPECT_GE((*r)->size(), uint64_t{8} << 20);
@@ -41,16 +43,15 @@ TEST(ShmRegionTest, FdIsCloseOnExec) {
 }
 
 TEST(ShmRegionTest, HookErrorFailsCreate) {
-  auto r = ShmRegion::Create({.bytes = 1 << 20, .huge_pages = HugePages::kOff,
-                              .on_mapped = [](void*, size_t) {
-                                return absl::UnavailableError("no GPU");
-                              }});
+  auto r = ShmRegion::Create(
+      {.bytes = 1 << 20, .huge_pages = HugePages::kOff, .on_mapped = [](void*, size_t) {
+         return absl::UnavailableError("no GPU");
+       }});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(ShmRegionTest, RejectsZeroBytes) {
-  EXPECT_EQ(ShmRegion::Create({.bytes = 0}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShmRegion::Create({.bytes = 0}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -12,9 +12,8 @@ namespace {
 constexpr uint64_t kKiB = 1024;
 
 std::unique_ptr<SlabAllocator> Make(uint64_t slabs, uint64_t slab_bytes = 64 * kKiB) {
-  return *SlabAllocator::Create({.region_bytes = slabs * slab_bytes,
-                                 .slab_bytes = slab_bytes,
-                                 .slot_alignment = 4 * kKiB});
+  return *SlabAllocator::Create(
+      {.region_bytes = slabs * slab_bytes, .slab_bytes = slab_bytes, .slot_alignment = 4 * kKiB});
 }
 
 TEST(SlabAllocatorTest, RejectsBadOptions) {
@@ -68,7 +67,8 @@ TEST(SlabAllocatorTest, EmptySlabMovesToAStarvingClass) {
   EXPECT_FALSE(a->Allocate(big).has_value());
   // Free one slab's worth of small slots: that slab is empty and may move.
   uint64_t slab_of_first = smalls[0].offset() / (64 * kKiB);
-  std::erase_if(smalls, [&](const SlotHandle& h) { return h.offset() / (64 * kKiB) == slab_of_first; });
+  std::erase_if(smalls,
+                [&](const SlotHandle& h) { return h.offset() / (64 * kKiB) == slab_of_first; });
   ASSERT_EQ(smalls.size(), 4u);
   std::optional<SlotHandle> b1 = a->Allocate(big);
   ASSERT_TRUE(b1.has_value());

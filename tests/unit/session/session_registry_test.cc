@@ -16,8 +16,8 @@ class RecordingListener : public SessionEndListener {
 
 class SessionRegistryTest : public ::testing::Test {
  protected:
-  SessionRegistryTest() : registry_(SessionLimits{absl::Seconds(10), absl::Seconds(60), 3},
-                                    [this] { return now_; }) {
+  SessionRegistryTest()
+      : registry_(SessionLimits{absl::Seconds(10), absl::Seconds(60), 3}, [this] { return now_; }) {
     registry_.AddListener(&listener_);
   }
   absl::Time now_ = absl::FromUnixSeconds(1000);

@@ -107,8 +107,9 @@ TransferRequest Request(TransferDirection direction, std::vector<BlockCopy> bloc
 }
 
 TEST(ValidateRequestTest, AcceptsValidAndEmptyRequests) {
-  EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kGpuToHost, {{0, 0}, {99, 960 * kKiB}}),
-                              Limits()).ok());
+  EXPECT_TRUE(
+      ValidateRequest(Request(TransferDirection::kGpuToHost, {{0, 0}, {99, 960 * kKiB}}), Limits())
+          .ok());
   EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kHostToGpu, {}), Limits()).ok());
 }
 
@@ -131,29 +132,30 @@ TEST(ValidateRequestTest, RejectsDestinationsWrittenTwice) {
   EXPECT_THAT(Message(ValidateRequest(
                   Request(TransferDirection::kHostToGpu, {{3, 0}, {3, 64 * kKiB}}), Limits())),
               HasSubstr("loaded twice"));
-  EXPECT_THAT(Message(ValidateRequest(
-                  Request(TransferDirection::kGpuToHost, {{3, 0}, {4, 0}}), Limits())),
-              HasSubstr("stored twice"));
+  EXPECT_THAT(
+      Message(ValidateRequest(Request(TransferDirection::kGpuToHost, {{3, 0}, {4, 0}}), Limits())),
+      HasSubstr("stored twice"));
   // Storing one block into two slots, or loading one slot into two blocks, is fine.
-  EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kGpuToHost, {{3, 0}, {3, 64 * kKiB}}),
-                              Limits()).ok());
-  EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kHostToGpu, {{3, 0}, {4, 0}}),
-                              Limits()).ok());
+  EXPECT_TRUE(
+      ValidateRequest(Request(TransferDirection::kGpuToHost, {{3, 0}, {3, 64 * kKiB}}), Limits())
+          .ok());
+  EXPECT_TRUE(
+      ValidateRequest(Request(TransferDirection::kHostToGpu, {{3, 0}, {4, 0}}), Limits()).ok());
 }
 
 TEST(PlanCopiesTest, PiecesGoBackToBackInTensorOrder) {
   std::vector<TensorLayout> tensors = {{0x10000, 0x100, 0x40}, {0x90000, 0x200, 0x80}};
   std::vector<PieceCopy> pieces = PlanCopies(tensors, {{2, 0x1000}, {0, 0x5000}}, 0x100000);
-  EXPECT_THAT(pieces, ElementsAre(PieceCopy{0x10200, 0x101000, 0x40},
-                                  PieceCopy{0x90400, 0x101040, 0x80},
-                                  PieceCopy{0x10000, 0x105000, 0x40},
-                                  PieceCopy{0x90000, 0x105040, 0x80}));
+  EXPECT_THAT(pieces,
+              ElementsAre(PieceCopy{0x10200, 0x101000, 0x40}, PieceCopy{0x90400, 0x101040, 0x80},
+                          PieceCopy{0x10000, 0x105000, 0x40}, PieceCopy{0x90000, 0x105040, 0x80}));
 }
 
 TEST(PlanCopiesTest, MergesContiguousCrossLayerBlocks) {
   std::vector<TensorLayout> tensors = {{0x10000, 0x1000, 0x1000}};
   std::vector<PieceCopy> pieces = PlanCopies(tensors, {{4, 0}, {5, 0x1000}, {7, 0x2000}}, 0);
-  EXPECT_THAT(pieces, ElementsAre(PieceCopy{0x14000, 0, 0x2000}, PieceCopy{0x17000, 0x2000, 0x1000}));
+  EXPECT_THAT(pieces,
+              ElementsAre(PieceCopy{0x14000, 0, 0x2000}, PieceCopy{0x17000, 0x2000, 0x1000}));
 }
 
 TEST(SplitPiecesTest, CutsLongPieces) {
@@ -178,11 +180,10 @@ TEST(PlanStagedTest, PiecesAreOffsetsInsideEachSlot) {
   EXPECT_EQ(plan.block_bytes, 8192u);
   EXPECT_THAT(plan.slots, ElementsAre((1ULL << 40) + 0x10000, (1ULL << 40) + 0x20000));
   EXPECT_THAT(plan.first_piece, ElementsAre(0u, 2u, 4u));
-  EXPECT_THAT(plan.pieces,
-              ElementsAre(PieceCopy{1000000 + 7 * 4096, 0, 4096},
-                          PieceCopy{9000000 + 7 * 4096, 4096, 4096},
-                          PieceCopy{1000000 + 2 * 4096, 0, 4096},
-                          PieceCopy{9000000 + 2 * 4096, 4096, 4096}));
+  EXPECT_THAT(plan.pieces, ElementsAre(PieceCopy{1000000 + 7 * 4096, 0, 4096},
+                                       PieceCopy{9000000 + 7 * 4096, 4096, 4096},
+                                       PieceCopy{1000000 + 2 * 4096, 0, 4096},
+                                       PieceCopy{9000000 + 2 * 4096, 4096, 4096}));
 }
 
 }  // namespace
