@@ -1,0 +1,96 @@
+// Reading and writing one L2/L3 block file (format: block_file_format.h; protocol:
+// docs/on-disk-format.md).
+//
+// Writes go to `<path>.tmp.<pid>.<random>` and are renamed over `path`, so a reader sees
+// either no file, an old complete file or a new complete file, never a torn one; of
+// concurrent writers of one key the last rename wins. O_DIRECT is used where the
+// filesystem accepts it; an EINVAL from open(2) or write(2) with O_DIRECT falls back to
+// buffered I/O. Reads are buffered and verify everything; a bad file is a miss, never
+// bad data, and the caller hands it to Quarantine(). All functions are thread-safe (they
+// share no state; concurrent calls on one path are the case the protocol is built for).
+#ifndef KVSTRATA_DAEMON_TIERS_BLOCK_FILE_IO_H_
+#define KVSTRATA_DAEMON_TIERS_BLOCK_FILE_IO_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "daemon/tiers/block_file_format.h"
+
+namespace kvstrata {
+
+enum class FsyncPolicy {
+  kNone,        // Leave durability to the page cache (a crash may lose recent blocks).
+  kFile,        // fdatasync the temp file before the rename.
+  kFileAndDir,  // ... and fsync the directory after it (the rename itself is durable).
+};
+
+struct BlockWriteOptions {
+  FsyncPolicy fsync = FsyncPolicy::kFileAndDir;
+  bool try_direct_io = true;
+};
+
+struct BlockWriteInfo {
+  bool direct_io = false;  // True when every byte went through O_DIRECT.
+};
+
+// Writes header + payload atomically at `path`, creating missing parent directories.
+// REQUIRES: header was built for `payload` (MakeBlockHeader). Errors: RESOURCE_EXHAUSTED
+// for ENOSPC/EDQUOT/EFBIG, UNAVAILABLE for EIO, others per ErrnoToStatus. On any error no
+// temp file is left behind and an existing file at `path` is untouched.
+absl::StatusOr<BlockWriteInfo> WriteBlockFile(const std::string& path, const BlockHeader& header,
+                                              absl::string_view payload,
+                                              const BlockWriteOptions& options = {});
+
+// Why a read is a miss. Every reason but kAbsent and kIoError means the file is bad.
+enum class BlockMiss {
+  kAbsent,          // No file.
+  kTruncated,       // Shorter than a header, or than the header says.
+  kBadHeader,       // Not a block file (magic, version, lengths, header checksum, size).
+  kWrongNamespace,  // A valid block of another namespace.
+  kWrongKey,        // A valid block of another key.
+  kBadChecksum,     // The payload does not match its checksum.
+  kIoError,         // The read itself failed (EIO, EACCES, ...): the file may be fine.
+};
+
+absl::string_view BlockMissName(BlockMiss miss);
+// True for the reasons that mean the file itself is bad.
+bool ShouldQuarantine(BlockMiss miss);
+
+struct BlockReadResult {
+  std::optional<uint64_t> payload_bytes;  // Set on a hit; `payload` then holds the bytes.
+  BlockMiss miss = BlockMiss::kAbsent;    // Meaningful only when payload_bytes is empty.
+  std::string detail;                     // Human-readable reason of a miss.
+  bool hit() const { return payload_bytes.has_value(); }
+};
+
+// Reads and verifies the block at `path`. On a hit `*payload` holds exactly the payload;
+// on a miss its contents are unspecified.
+BlockReadResult ReadBlockFile(const std::string& path, absl::string_view expected_fingerprint,
+                              absl::string_view expected_key, std::string* payload);
+
+// Moves `path` (which must lie under `root`) to `<root>/.quarantine/<relative path with
+// '/' as '%'>.<unix ms>.<random>` and returns the new path. Never deletes. NOT_FOUND when
+// the file is already gone, INVALID_ARGUMENT when it is not under `root`.
+absl::StatusOr<std::string> Quarantine(const std::string& path, const std::string& root);
+
+// errno -> status: ENOSPC, EDQUOT, EFBIG -> RESOURCE_EXHAUSTED; EIO -> UNAVAILABLE;
+// ENOENT -> NOT_FOUND; EACCES, EPERM, EROFS -> PERMISSION_DENIED; else INTERNAL.
+absl::Status ErrnoToStatus(int error, absl::string_view what);
+
+// mkdir -p. Existing directories are fine.
+absl::Status MakeDirectories(const std::string& dir);
+
+namespace internal {
+// pwrite of all `size` bytes at `offset`; on EINVAL while `*direct` is true it clears
+// O_DIRECT on `fd`, sets `*direct` to false and retries buffered. Exposed for tests.
+absl::Status WriteFullyAt(int fd, const char* data, size_t size, uint64_t offset, bool* direct);
+}  // namespace internal
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TIERS_BLOCK_FILE_IO_H_

@@ -1,0 +1,119 @@
+#include "daemon/tiers/block_file_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/tiers/block_path.h"
+
+namespace kvstrata {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr char kFp[] = "0123456789abcdef0123456789abcdef";
+constexpr char kKey[] = "block-key";
+
+std::string Payload(size_t size, int seed) {
+  std::string out(size, '\0');
+  uint32_t x = 2463534242u + static_cast<uint32_t>(seed);
+  for (char& c : out) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    c = static_cast<char>(x);
+  }
+  return out;
+}
+
+std::string FreshRoot(absl::string_view base, absl::string_view name) {
+  const std::string root = absl::StrCat(base, "/kvstrata_tiers_", name, "_", ::getpid());
+  fs::remove_all(root);
+  return root;
+}
+
+absl::StatusOr<BlockWriteInfo> Write(const std::string& path, absl::string_view payload,
+                                     absl::string_view key = kKey) {
+  return WriteBlockFile(path, *MakeBlockHeader(kFp, key, payload, 1), payload);
+}
+
+size_t FilesUnder(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) n += entry.is_regular_file();
+  return n;
+}
+
+void ExpectRoundTrip(const std::string& root, size_t size) {
+  const std::string path = *BlockFilePath(root, kFp, kKey);
+  const std::string payload = Payload(size, static_cast<int>(size));
+  absl::StatusOr<BlockWriteInfo> info = Write(path, payload);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(fs::file_size(path), BlockFileBytes(size));
+  std::string read;
+  BlockReadResult result = ReadBlockFile(path, kFp, kKey, &read);
+  ASSERT_TRUE(result.hit()) << result.detail;
+  EXPECT_EQ(*result.payload_bytes, size);
+  EXPECT_TRUE(read == payload) << "payload differs, size " << size;
+  EXPECT_EQ(FilesUnder(root), 1u) << "temp file left behind";
+}
+
+TEST(BlockFileIoTest, RoundTripsByteExact) {
+  const std::string root = FreshRoot(::testing::TempDir(), "roundtrip");
+  for (size_t size : {size_t{1}, size_t{4096}, size_t{(2 << 20) + 1}}) ExpectRoundTrip(root, size);
+}
+
+TEST(BlockFileIoTest, RoundTripsOnTmpfsWhereODirectMayBeRefused) {
+  if (!fs::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  const std::string root = FreshRoot("/dev/shm", "shm");
+  for (size_t size : {size_t{1}, size_t{4096}, size_t{(2 << 20) + 1}}) ExpectRoundTrip(root, size);
+  fs::remove_all(root);
+}
+
+TEST(BlockFileIoTest, BufferedWritesWorkWhenDirectIoIsOff) {
+  const std::string root = FreshRoot(::testing::TempDir(), "buffered");
+  const std::string path = *BlockFilePath(root, kFp, kKey);
+  BlockWriteOptions options;
+  options.try_direct_io = false;
+  options.fsync = FsyncPolicy::kNone;
+  const std::string payload = Payload(10000, 3);
+  absl::StatusOr<BlockWriteInfo> info =
+      WriteBlockFile(path, *MakeBlockHeader(kFp, kKey, payload, 1), payload, options);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->direct_io);
+  std::string read;
+  EXPECT_TRUE(ReadBlockFile(path, kFp, kKey, &read).hit());
+}
+
+// A misaligned buffer makes an O_DIRECT write fail with EINVAL: the fallback must clear
+// O_DIRECT and finish the write buffered.
+TEST(BlockFileIoTest, FallsBackToBufferedWhenAnODirectWriteIsRefused) {
+  const std::string root = FreshRoot(::testing::TempDir(), "fallback");
+  ASSERT_TRUE(MakeDirectories(root).ok());
+  const std::string path = root + "/f";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_DIRECT, 0644);
+  if (fd < 0) GTEST_SKIP() << "filesystem refuses O_DIRECT at open: " << std::strerror(errno);
+  const std::string data = "x" + Payload(4096, 1);
+  bool direct = true;
+  absl::Status status = internal::WriteFullyAt(fd, data.data() + 1, 4096, 0, &direct);
+  ::close(fd);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_FALSE(direct);
+  EXPECT_EQ(fs::file_size(path), 4096u);
+}
+
+TEST(BlockFileIoTest, AMissingFileIsAbsentAndNotQuarantined) {
+  std::string read;
+  BlockReadResult result = ReadBlockFile(::testing::TempDir() + "/nope.kv", kFp, kKey, &read);
+  EXPECT_FALSE(result.hit());
+  EXPECT_EQ(result.miss, BlockMiss::kAbsent);
+  EXPECT_FALSE(ShouldQuarantine(BlockMiss::kAbsent));
+  EXPECT_FALSE(ShouldQuarantine(BlockMiss::kIoError));
+}
+
+}  // namespace
+}  // namespace kvstrata

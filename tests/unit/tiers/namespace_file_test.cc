@@ -1,0 +1,89 @@
+#include "daemon/tiers/namespace_file.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_replace.h"
+#include "daemon/tiers/block_file_io.h"
+#include "daemon/tiers/block_path.h"
+
+namespace kvstrata {
+namespace {
+
+NamespaceSpec Spec() {
+  NamespaceSpec spec;
+  spec.engine_kind = EngineKind::kVllm;
+  spec.model = "meta-llama/Llama-3.1-8B \"quoted\"\n";
+  spec.dtype = DType::kBfloat16;
+  spec.num_layers = 32;
+  spec.num_kv_heads = 8;
+  spec.head_size = 128;
+  spec.tokens_per_block = 16;
+  spec.kv_layout = KvLayout::kVllmNhd;
+  spec.attention_kind = AttentionKind::kMha;
+  spec.salt = "tenant\\a";
+  return spec;
+}
+
+std::string Root(absl::string_view name) {
+  return ::testing::TempDir() + "/kvstrata_ns_" + std::string(name);
+}
+
+TEST(NamespaceFileTest, WritesAndReadsBackTheSpec) {
+  const std::string root = Root("roundtrip");
+  absl::StatusOr<std::string> fingerprint = WriteNamespaceFile(root, Spec());
+  ASSERT_TRUE(fingerprint.ok()) << fingerprint.status();
+  absl::StatusOr<NamespaceSpec> read = ReadNamespaceFile(root, *fingerprint);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model, Spec().model);
+  EXPECT_EQ(read->salt, Spec().salt);
+  EXPECT_EQ(Fingerprint(*read), *fingerprint);
+  // Rewriting (another daemon registering the same namespace) is harmless.
+  ASSERT_TRUE(WriteNamespaceFile(root, Spec()).ok());
+  EXPECT_EQ(ReadNamespaceFile(root, "ffffffffffffffffffffffffffffffff").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(NamespaceFileTest, RejectsAnInvalidSpec) {
+  NamespaceSpec spec = Spec();
+  spec.num_layers = 0;
+  EXPECT_EQ(WriteNamespaceFile(Root("invalid"), spec).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(NamespaceFileTest, ReadingValidatesTheContents) {
+  NamespaceSpec spec = Spec();
+  ASSERT_TRUE(ValidateAndNormalize(spec).ok());
+  const std::string json = NamespaceToJson(spec);
+  ASSERT_TRUE(NamespaceFromJson(json).ok());
+  const std::string bad[] = {
+      "",
+      "[]",
+      "{\"format\": \"kvstrata-namespace\"}",  // Missing fields.
+      absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": \"32\""}}),  // Type.
+      absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": 31"}}),  // Fingerprint.
+      absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": 0"}}),   // Invalid.
+      absl::StrReplaceAll(json, {{"\"format_version\": 1", "\"format_version\": 9"}}),
+      absl::StrReplaceAll(json, {{"\"dtype\"", "\"model\""}}),  // Duplicate key.
+      json + "x",
+      json.substr(0, json.size() / 2),
+  };
+  for (const std::string& text : bad) EXPECT_FALSE(NamespaceFromJson(text).ok()) << text;
+}
+
+TEST(NamespaceFileTest, AFileInTheWrongDirectoryIsDataLoss) {
+  const std::string root = Root("moved");
+  absl::StatusOr<std::string> fingerprint = WriteNamespaceFile(root, Spec());
+  ASSERT_TRUE(fingerprint.ok());
+  const std::string other = "00000000000000000000000000000001";
+  std::ifstream in(*NamespaceFilePath(root, *fingerprint));
+  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(MakeDirectories(*NamespaceDir(root, other)).ok());
+  std::ofstream(*NamespaceFilePath(root, other)) << contents;
+  EXPECT_EQ(ReadNamespaceFile(root, other).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace kvstrata
