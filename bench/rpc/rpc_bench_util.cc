@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "tests/integration/proto_specs.h"
 
 namespace kvstrata::bench {
 
@@ -39,17 +40,7 @@ absl::StatusOr<uint32_t> RegisterOpaqueNamespace(Stub& stub, uint64_t session, u
                                                  const std::string& salt) {
   v1::RegisterNamespaceRequest request;
   request.set_session_id(session);
-  v1::NamespaceSpec& spec = *request.mutable_spec();
-  spec.set_engine_kind(v1::ENGINE_KIND_OTHER);
-  spec.set_model("kvstrata-bench");
-  spec.set_dtype(v1::DTYPE_UINT8);
-  spec.set_num_layers(1);
-  spec.set_num_kv_heads(1);
-  spec.set_head_size(1);
-  spec.set_tokens_per_block(16);
-  spec.set_kv_layout(v1::KV_LAYOUT_OPAQUE);
-  spec.set_opaque_block_bytes(block_bytes);
-  spec.set_salt(salt);
+  *request.mutable_spec() = testing::OpaqueSpec("kvstrata-bench", block_bytes, salt);
   absl::StatusOr<v1::RegisterNamespaceResponse> response =
       Call(stub, &Stub::RegisterNamespace, request);
   if (!response.ok()) return response.status();

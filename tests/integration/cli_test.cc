@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/proto_specs.h"
 
 namespace kvstrata::testing {
 namespace {
@@ -77,11 +78,7 @@ TEST_F(CliTest, CacheCommandsLookupPinEvictClearAndStats) {
       client->Call(&v1::Control::Stub::OpenSession, client->control(), open)->session_id();
   v1::RegisterNamespaceRequest reg;
   reg.set_session_id(session);
-  reg.mutable_spec()->set_engine_kind(v1::ENGINE_KIND_OTHER);
-  reg.mutable_spec()->set_model("cli");
-  reg.mutable_spec()->set_dtype(v1::DTYPE_UINT8);
-  reg.mutable_spec()->set_kv_layout(v1::KV_LAYOUT_OPAQUE);
-  reg.mutable_spec()->set_opaque_block_bytes(4096);
+  *reg.mutable_spec() = OpaqueSpec("cli", 4096);
   auto ns = client->Call(&v1::Control::Stub::RegisterNamespace, client->control(), reg);
   ASSERT_TRUE(ns.ok());
   v1::ReserveStoreRequest reserve;

@@ -4,22 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/proto_specs.h"
 
 namespace kvstrata::testing {
 namespace {
-
-v1::NamespaceSpec Llama8b() {
-  v1::NamespaceSpec spec;
-  spec.set_engine_kind(v1::ENGINE_KIND_VLLM);
-  spec.set_model("meta-llama/Llama-3.1-8B");
-  spec.set_dtype(v1::DTYPE_BFLOAT16);
-  spec.set_num_layers(32);
-  spec.set_num_kv_heads(8);
-  spec.set_head_size(128);
-  spec.set_tokens_per_block(16);
-  spec.set_kv_layout(v1::KV_LAYOUT_VLLM_NHD);
-  return spec;
-}
 
 class ControlTest : public ::testing::Test {
  protected:
@@ -101,13 +89,13 @@ TEST_F(ControlTest, SessionWithoutHeartbeatsExpires) {
 
 TEST_F(ControlTest, SameLayoutSameFingerprintDifferentLayoutDifferent) {
   uint64_t a = OpenSession(), b = OpenSession();
-  auto first = Register(a, Llama8b());
-  auto again = Register(b, Llama8b());
+  auto first = Register(a, Llama8bSpec());
+  auto again = Register(b, Llama8bSpec());
   ASSERT_TRUE(first.ok() && again.ok());
   EXPECT_EQ(first->fingerprint(), again->fingerprint());
   EXPECT_EQ(first->namespace_id(), again->namespace_id());
   EXPECT_EQ(first->bytes_per_block(), 2u * 32 * 8 * 128 * 16 * 2);
-  v1::NamespaceSpec rank1 = Llama8b();
+  v1::NamespaceSpec rank1 = Llama8bSpec();
   rank1.set_tp_size(2);
   rank1.set_tp_rank(1);
   auto other = Register(a, rank1);
@@ -131,7 +119,7 @@ TEST_F(ControlTest, UnknownSessionIsNotFoundEverywhere) {
   EXPECT_EQ(
       client_->Call(&v1::Control::Stub::CloseSession, client_->control(), close).status().code(),
       absl::StatusCode::kNotFound);
-  EXPECT_EQ(Register(unknown, Llama8b()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Register(unknown, Llama8bSpec()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(LookupCode(unknown, 1, {"k"}), absl::StatusCode::kNotFound);
 }
 
@@ -143,8 +131,8 @@ TEST_F(ControlTest, InvalidSpecsAreInvalidArgument) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  v1::NamespaceSpec empty_model = Llama8b(), zero_layers = Llama8b(), bad_rank = Llama8b(),
-                    bad_enum = Llama8b(), huge = Llama8b();
+  v1::NamespaceSpec empty_model = Llama8bSpec(), zero_layers = Llama8bSpec(), bad_rank = Llama8bSpec(),
+                    bad_enum = Llama8bSpec(), huge = Llama8bSpec();
   empty_model.set_model("");
   zero_layers.set_num_layers(0);
   bad_rank.set_tp_size(2);
@@ -173,7 +161,7 @@ TEST_F(ControlTest, BadOpenSessionArguments) {
 
 TEST_F(ControlTest, NamespaceMustExistAndBelongToTheSession) {
   uint64_t owner = OpenSession(), stranger = OpenSession();
-  auto ns = Register(owner, Llama8b());
+  auto ns = Register(owner, Llama8bSpec());
   ASSERT_TRUE(ns.ok());
   EXPECT_EQ(LookupCode(owner, 999, {"k"}), absl::StatusCode::kNotFound);
   EXPECT_EQ(LookupCode(stranger, ns->namespace_id(), {"k"}), absl::StatusCode::kFailedPrecondition);
@@ -188,7 +176,7 @@ TEST_F(ControlTest, NamespaceMustExistAndBelongToTheSession) {
 
 TEST_F(ControlTest, MalformedKeysAreInvalidArgument) {
   uint64_t session = OpenSession();
-  uint32_t ns = Register(session, Llama8b())->namespace_id();
+  uint32_t ns = Register(session, Llama8bSpec())->namespace_id();
   EXPECT_EQ(LookupCode(session, ns, {}), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LookupCode(session, ns, {std::string(33, 'k')}), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LookupCode(session, ns, {"ok", ""}), absl::StatusCode::kInvalidArgument);
@@ -204,7 +192,7 @@ class SmallLimitsTest : public ControlTest {
 
 TEST_F(SmallLimitsTest, OversizedMessageIsResourceExhausted) {
   uint64_t session = OpenSession();
-  uint32_t ns = Register(session, Llama8b())->namespace_id();
+  uint32_t ns = Register(session, Llama8bSpec())->namespace_id();
   std::vector<std::string> keys(4000, std::string(32, 'k'));  // ~140 KB
   EXPECT_EQ(LookupCode(session, ns, keys), absl::StatusCode::kResourceExhausted);
 }

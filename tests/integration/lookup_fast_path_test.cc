@@ -17,6 +17,7 @@
 #include "client/cpp/lookup_client.h"
 #include "daemon/common/lookup_wire.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/proto_specs.h"
 
 namespace kvstrata::testing {
 namespace {
@@ -64,16 +65,7 @@ class LookupFastPathTest : public ::testing::Test {
   uint32_t RegisterNamespace(uint64_t session) {
     v1::RegisterNamespaceRequest request;
     request.set_session_id(session);
-    v1::NamespaceSpec& spec = *request.mutable_spec();
-    spec.set_engine_kind(v1::ENGINE_KIND_OTHER);
-    spec.set_model("lookup-fast-path-test");
-    spec.set_dtype(v1::DTYPE_UINT8);
-    spec.set_num_layers(1);
-    spec.set_num_kv_heads(1);
-    spec.set_head_size(1);
-    spec.set_tokens_per_block(16);
-    spec.set_kv_layout(v1::KV_LAYOUT_OPAQUE);
-    spec.set_opaque_block_bytes(4096);
+    *request.mutable_spec() = OpaqueSpec("lookup-fast-path-test", 4096);
     auto response =
         client_->Call(&v1::Control::Stub::RegisterNamespace, client_->control(), request);
     EXPECT_TRUE(response.ok()) << response.status();

@@ -1,5 +1,6 @@
-// MapSessionRegion against a fake fd server speaking the control.proto protocol: a thread
-// that accepts one connection, reads the session id and answers size + memfd (or 0).
+// MapSessionRegion against the daemon's real FdServer (a real SessionRegistry decides
+// which session is known), plus one raw server for a malformed answer the real one never
+// sends.
 #include "client/cpp/shm_region_client.h"
 
 #include <sys/mman.h>
@@ -9,88 +10,87 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "daemon/server/fd_server.h"
+#include "daemon/session/session_registry.h"
 #include "gtest/gtest.h"
 
 namespace kvstrata {
 namespace {
 
-constexpr uint64_t kSession = 0x0102030405060708ull;
 constexpr uint64_t kBytes = 1 << 20;
 
-void SendAnswer(int connection, uint64_t size, int fd) {
-  unsigned char wire[8];
-  for (int i = 0; i < 8; ++i) wire[i] = static_cast<unsigned char>(size >> (8 * i));
-  iovec io{wire, sizeof(wire)};
-  msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_SOCKET;
-    header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
-  }
-  ASSERT_EQ(sendmsg(connection, &message, MSG_NOSIGNAL), 8);
-}
-
-// Serves one exchange: a known session gets kBytes + the memfd; others get 0. With
-// `attach_fd` false, a known session gets the size without a descriptor (malformed).
-class FakeFdServer {
+// The daemon's fd server over a 1 MiB memfd, with one open session.
+class FdServerFixture {
  public:
-  explicit FakeFdServer(bool attach_fd = true) : attach_fd_(attach_fd) {
+  FdServerFixture() : sessions_(SessionLimits{}) {
     char dir[] = "/tmp/kvs_shm_client_XXXXXX";
     dir_ = mkdtemp(dir);
     path_ = dir_ + "/fd.sock";
     memfd_ = memfd_create("kvs-test", MFD_CLOEXEC);
     EXPECT_EQ(ftruncate(memfd_, kBytes), 0);
+    session_ = sessions_.Open("client-test", 1, "localhost", absl::ZeroDuration())->id;
+    server_ = *FdServer::Start(path_, 0600, memfd_, kBytes, &sessions_);
+  }
+  ~FdServerFixture() {
+    server_->Stop();
+    close(memfd_);
+    rmdir(dir_.c_str());
+  }
+  const std::string& path() const { return path_; }
+  int memfd() const { return memfd_; }
+  uint64_t session() const { return session_; }
+
+ private:
+  SessionRegistry sessions_;
+  std::string dir_, path_;
+  int memfd_ = -1;
+  uint64_t session_ = 0;
+  std::unique_ptr<FdServer> server_;
+};
+
+// Answers one connection with a size but no descriptor (a malformed server).
+class SizeOnlyServer {
+ public:
+  SizeOnlyServer() {
+    char dir[] = "/tmp/kvs_shm_client_XXXXXX";
+    dir_ = mkdtemp(dir);
+    path_ = dir_ + "/fd.sock";
     listen_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strcpy(addr.sun_path, path_.c_str());
     EXPECT_EQ(bind(listen_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(listen_, 4), 0);
-    thread_ = std::thread([this] { ServeOne(); });
+    EXPECT_EQ(listen(listen_, 1), 0);
+    thread_ = std::thread([this] {
+      int connection = accept(listen_, nullptr, nullptr);
+      char wire[8];
+      EXPECT_EQ(read(connection, wire, 8), 8);
+      uint64_t size = kBytes;  // Little-endian on the x86-64/arm64 hosts we run on.
+      EXPECT_EQ(write(connection, &size, 8), 8);
+      close(connection);
+    });
   }
-  ~FakeFdServer() {
-    if (thread_.joinable()) thread_.join();
+  ~SizeOnlyServer() {
+    thread_.join();
     close(listen_);
-    close(memfd_);
     unlink(path_.c_str());
     rmdir(dir_.c_str());
   }
   const std::string& path() const { return path_; }
-  int memfd() const { return memfd_; }
-  void Join() { thread_.join(); }
 
  private:
-  void ServeOne() {
-    int connection = accept(listen_, nullptr, nullptr);
-    ASSERT_GE(connection, 0);
-    unsigned char wire[8];
-    ASSERT_EQ(read(connection, wire, 8), 8);
-    uint64_t session = 0;
-    for (int i = 0; i < 8; ++i) session |= static_cast<uint64_t>(wire[i]) << (8 * i);
-    bool known = session == kSession;
-    SendAnswer(connection, known ? kBytes : 0, known && attach_fd_ ? memfd_ : -1);
-    close(connection);
-  }
-
-  bool attach_fd_;
   std::string dir_, path_;
-  int memfd_ = -1, listen_ = -1;
+  int listen_ = -1;
   std::thread thread_;
 };
 
 TEST(ShmRegionClientTest, MapsTheSharedRegionReadWrite) {
-  FakeFdServer server;
-  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), kSession);
+  FdServerFixture server;
+  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), server.session());
   ASSERT_TRUE(region.ok()) << region.status();
   ASSERT_EQ(region->size(), kBytes);
   std::memcpy(region->data() + 4096, "kvstrata", 8);
@@ -100,14 +100,14 @@ TEST(ShmRegionClientTest, MapsTheSharedRegionReadWrite) {
 }
 
 TEST(ShmRegionClientTest, UnknownSessionIsNotFound) {
-  FakeFdServer server;
-  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), 99);
+  FdServerFixture server;
+  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), server.session() + 1);
   EXPECT_EQ(region.status().code(), absl::StatusCode::kNotFound) << region.status();
 }
 
 TEST(ShmRegionClientTest, SizeWithoutDescriptorIsInternal) {
-  FakeFdServer server(/*attach_fd=*/false);
-  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), kSession);
+  SizeOnlyServer server;
+  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), 1);
   EXPECT_EQ(region.status().code(), absl::StatusCode::kInternal) << region.status();
 }
 
@@ -122,8 +122,8 @@ TEST(ShmRegionClientTest, OverlongPathIsInvalidArgument) {
 }
 
 TEST(ShmRegionClientTest, MoveTransfersTheMappingAndAtChecksBounds) {
-  FakeFdServer server;
-  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), kSession);
+  FdServerFixture server;
+  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), server.session());
   ASSERT_TRUE(region.ok()) << region.status();
   char* data = region->data();
   MappedRegion moved = std::move(*region);

@@ -19,19 +19,12 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_path.h"
+#include "tests/unit/tiers/tier_test_data.h"
 
 namespace kvstrata {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr char kFp[] = "0123456789abcdef0123456789abcdef";
-constexpr char kKey[] = "block-key";
-
-std::string Payload(size_t size, int seed) {
-  std::string out(size, '\0');
-  for (size_t i = 0; i < size; ++i) out[i] = static_cast<char>((i * 131 + seed * 7919) >> 3);
-  return out;
-}
 
 class CorruptionTest : public ::testing::Test {
  protected:

@@ -13,23 +13,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/tiers/block_path.h"
+#include "tests/unit/tiers/tier_test_data.h"
 
 namespace kvstrata {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr char kFp[] = "0123456789abcdef0123456789abcdef";
-constexpr char kKey[] = "block-key";
-
-std::string Payload(size_t size, int seed) {
-  std::string out(size, '\0');
-  uint32_t x = 2463534242u + static_cast<uint32_t>(seed);
-  for (char& c : out) {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-    c = static_cast<char>(x);
-  }
-  return out;
-}
 
 std::string FreshRoot(absl::string_view base, absl::string_view name) {
   const std::string root = absl::StrCat(base, "/kvstrata_tiers_", name, "_", ::getpid());

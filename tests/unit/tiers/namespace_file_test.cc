@@ -8,20 +8,15 @@
 #include "absl/strings/str_replace.h"
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_path.h"
+#include "tests/unit/namespaces/test_specs.h"
 
 namespace kvstrata {
 namespace {
 
+// Llama-3.1-8B, with a model name and salt that need JSON escaping.
 NamespaceSpec Spec() {
-  NamespaceSpec spec;
-  spec.engine_kind = EngineKind::kVllm;
+  NamespaceSpec spec = Llama8bSpec();
   spec.model = "meta-llama/Llama-3.1-8B \"quoted\"\n";
-  spec.dtype = DType::kBfloat16;
-  spec.num_layers = 32;
-  spec.num_kv_heads = 8;
-  spec.head_size = 128;
-  spec.tokens_per_block = 16;
-  spec.kv_layout = KvLayout::kVllmNhd;
   spec.attention_kind = AttentionKind::kMha;
   spec.salt = "tenant\\a";
   return spec;
