@@ -131,8 +131,8 @@ TEST_F(ControlTest, InvalidSpecsAreInvalidArgument) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  v1::NamespaceSpec empty_model = Llama8bSpec(), zero_layers = Llama8bSpec(), bad_rank = Llama8bSpec(),
-                    bad_enum = Llama8bSpec(), huge = Llama8bSpec();
+  v1::NamespaceSpec empty_model = Llama8bSpec(), zero_layers = Llama8bSpec(),
+                    bad_rank = Llama8bSpec(), bad_enum = Llama8bSpec(), huge = Llama8bSpec();
   empty_model.set_model("");
   zero_layers.set_num_layers(0);
   bad_rank.set_tp_size(2);
