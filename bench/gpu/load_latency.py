@@ -29,7 +29,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -52,57 +51,32 @@ def log(msg: str) -> None:
 # ---------------------------------------------------------------------- daemon
 
 
-class DaemonProcess:
-    def __init__(self, l1: str) -> None:
-        env_bin = os.environ.get("KVSTRATA_DAEMON")
-        candidates = [Path(env_bin)] if env_bin else [REPO / ".bundle/bin/kvstratad",
-                                                      REPO / "build/daemon/server/kvstratad"]
-        binary = next((p for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
-        if binary is None:
-            raise SystemExit(f"kvstratad not found at {', '.join(map(str, candidates))}")
-        self.dir = Path(tempfile.mkdtemp(prefix="kvsbench-", dir="/tmp"))
-        self.socket = self.dir / "kvstrata.sock"
-        self.log_path = self.dir / "kvstratad.log"
-        args = [str(binary), f"--socket={self.socket}", "--metrics_address=off",
-                f"--set=l1.capacity={l1},l1.slab_size=64MiB,l2.enabled=false"]
-        env = {k: v for k, v in os.environ.items() if k != "KVSTRATA_SOCKET"}
-        env["XDG_CACHE_HOME"] = str(self.dir / "cache")
-        with open(self.log_path, "wb") as f:
-            self.proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env)
+def start_daemon(l1: str) -> Any:
+    """A kvstratad on a temporary socket, through the tests' launcher (tests/integration/
+    python/kvs_testing.py: $KVSTRATA_DAEMON, build/ or .bundle/)."""
+    sys.path.insert(0, str(REPO / "tests" / "integration" / "python"))
+    import kvs_testing
 
-    def wait_serving(self, timeout: float = 60.0) -> None:
-        import kvstrata
+    daemon = kvs_testing.Daemon(kvs_testing.short_tmpdir(),
+                                {"l1.capacity": l1, "l1.slab_size": "64MiB", "l2.enabled": "false"})
+    daemon.start_timeout_s = 60.0  # populating + pinning several GiB takes a few seconds
+    try:
+        return daemon.start()
+    except BaseException as err:  # pytest.fail's exception: keep what the launcher said.
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        shutil.rmtree(daemon.workdir, ignore_errors=True)
+        raise SystemExit(str(err)) from None
 
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"kvstratad exited with {self.proc.returncode}:\n{self.tail()}")
-            if self.socket.exists():
-                with kvstrata.Client(str(self.socket), timeout=1.0) as c:
-                    try:
-                        if c.is_serving():
-                            return
-                    except kvstrata.KVStrataError:
-                        pass
-            time.sleep(0.05)
-        raise SystemExit(f"kvstratad did not serve within {timeout}s:\n{self.tail()}")
 
-    def tail(self, n: int = 40) -> str:
+def stop_daemon(daemon: Any) -> None:
+    if daemon.running():
+        daemon.proc.send_signal(signal.SIGTERM)
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+            daemon.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+    shutil.rmtree(daemon.workdir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------- load latency
@@ -382,19 +356,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     endpoint = args.endpoint
     try:
         if endpoint is None:
-            daemon = DaemonProcess(args.l1)
-            daemon.wait_serving()
-            endpoint = str(daemon.socket)
+            daemon = start_daemon(args.l1)
+            endpoint = daemon.endpoint
         result["load"] = measure_loads(endpoint, sizes_blocks, repeats,
                                        daemon.proc.pid if daemon is not None else None)
     except (SystemExit, Exception) as err:  # Keep what we know in the JSON, then fail.
         result["error"] = f"{type(err).__name__}: {err}"
         if daemon is not None:
-            result["daemon_log_tail"] = daemon.tail()
+            result["daemon_log_tail"] = daemon.log_tail()
         print(f"load measurement failed: {result['error']}", file=sys.stderr, flush=True)
     finally:
         if daemon is not None:
-            daemon.stop()
+            stop_daemon(daemon)
     if "error" in result:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import tempfile
-import time
+import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-DAEMON_CANDIDATES = (REPO / ".bundle" / "bin" / "kvstratad",
-                     REPO / "build" / "daemon" / "server" / "kvstratad")
+sys.path.insert(0, str(REPO / "tests" / "integration" / "python"))
+import kvs_testing  # noqa: E402  (the daemon launcher shared with the integration tests)
+from kvs_testing import wait_until  # noqa: E402,F401  (re-exported for the GPU tests)
+
 DAEMON_SETTINGS = {"l1.capacity": "8GiB", "l1.slab_size": "64MiB", "l2.enabled": "false"}
-START_TIMEOUT_S = 60.0   # populating + pinning 8 GiB takes a few seconds
-STOP_TIMEOUT_S = 30.0
 
 # Llama-3.1-8B: 32 layers, 8 KV heads of 128, bf16, vLLM's 16 tokens per block.
 LAYERS, KV_HEADS, HEAD_SIZE, TOKENS = 32, 8, 128, 16
@@ -51,100 +48,23 @@ def require_gpu() -> None:
 # ---------------------------------------------------------------------- daemon
 
 
-def daemon_binary() -> Path:
-    """$KVSTRATA_DAEMON, else .bundle/bin/kvstratad, else build/; fails the test if absent."""
-    env = os.environ.get("KVSTRATA_DAEMON")
-    candidates = (Path(env),) if env else DAEMON_CANDIDATES
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
-    pytest.fail("kvstratad not found (looked at " + ", ".join(str(p) for p in candidates)
-                + "): run scripts/bundle.sh or set KVSTRATA_DAEMON", pytrace=False)
+class Daemon(kvs_testing.Daemon):
+    """A kvstratad for the GPU tests (tests/integration/python's launcher) in a temporary
+    directory of its own, with an 8 GiB L1 unless `settings` say otherwise."""
 
-
-class Daemon:
-    """One kvstratad on a temporary socket; log in the same temporary directory."""
+    start_timeout_s = 60.0  # populating + pinning 8 GiB takes a few seconds
+    stop_timeout_s = 30.0
 
     def __init__(self, settings: Optional[Dict[str, str]] = None) -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix="kvsgpu-", dir="/tmp"))
-        self.socket = self.workdir / "kvstrata.sock"
-        self.log_path = self.workdir / "kvstratad.log"
-        merged = {**DAEMON_SETTINGS, **(settings or {})}
-        self.args = [str(daemon_binary()), f"--socket={self.socket}", "--metrics_address=off",
-                     "--set=" + ",".join(f"{k}={v}" for k, v in merged.items())]
-        self.proc: Optional[subprocess.Popen] = None
-
-    @property
-    def endpoint(self) -> str:
-        return str(self.socket)
-
-    def start(self) -> "Daemon":
-        import kvstrata
-
-        env = {k: v for k, v in os.environ.items() if k != "KVSTRATA_SOCKET"}
-        env["XDG_CACHE_HOME"] = str(self.workdir / "cache")
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.cleanup()
-                pytest.fail(f"kvstratad exited with {self.proc.returncode} at start-up:\n"
-                            f"{self.log_tail()}", pytrace=False)
-            if self.socket.exists():
-                with kvstrata.Client(self.endpoint, timeout=1.0) as c:
-                    try:
-                        if c.is_serving():
-                            return self
-                    except kvstrata.KVStrataError:
-                        pass
-            time.sleep(0.05)
-        tail = self.log_tail()
-        self.kill()
-        self.cleanup()
-        pytest.fail(f"kvstratad did not serve within {START_TIMEOUT_S}s:\n{tail}", pytrace=False)
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> Optional[int]:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return None
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        super().__init__(kvs_testing.short_tmpdir(), {**DAEMON_SETTINGS, **(settings or {})})
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def log_tail(self, lines: int = 80) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
 
 def managed_daemon(settings: Optional[Dict[str, str]] = None):
     """Generator for fixtures: a started daemon, stopped (exit 0 expected) afterwards."""
-    d = Daemon(settings).start()
-    try:
-        yield d
-        assert d.running(), f"kvstratad died during the tests:\n{d.log_tail()}"
-        rc = d.stop()
-        assert rc == 0, f"kvstratad exited with {rc} on SIGTERM:\n{d.log_tail()}"
-    finally:
-        d.kill()
-        d.cleanup()
+    yield from kvs_testing.run_daemon(Daemon(settings))
 
 
 def llama_spec(layout: str = "nhd", salt: str = "") -> Dict[str, Any]:
@@ -159,15 +79,6 @@ def l1_used_bytes(client: Any) -> int:
 
     return next(t.used_bytes for t in client.list_tiers().tiers if t.tier == kvstrata.pb.TIER_L1_DRAM)
 
-
-def wait_until(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return bool(predicate())
-        time.sleep(interval_s)
 
 
 # ---------------------------------------------------------------------- KV caches

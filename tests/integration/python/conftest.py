@@ -13,7 +13,7 @@ from typing import Callable, Dict, Iterator, List, Optional
 import pytest
 
 import kvstrata
-from kvs_testing import Daemon, short_tmpdir
+from kvs_testing import Daemon, run_daemon, short_tmpdir
 
 
 @pytest.fixture
@@ -51,16 +51,7 @@ def sock_dir() -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def daemon() -> Iterator[Daemon]:
     """The shared kvstratad of the test run; must exit 0 on SIGTERM at the end."""
-    workdir = short_tmpdir()
-    d = Daemon(workdir).start()
-    try:
-        yield d
-        assert d.running(), f"kvstratad died during the tests:\n{d.log_tail()}"
-        rc = d.stop()
-        assert rc == 0, f"kvstratad exited with {rc} on SIGTERM:\n{d.log_tail()}"
-    finally:
-        d.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+    yield from run_daemon(Daemon(short_tmpdir()))
 
 
 @pytest.fixture

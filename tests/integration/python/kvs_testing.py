@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional
 
 import grpc
 import pytest
@@ -16,6 +17,7 @@ import kvstrata
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_DAEMON = REPO / "build" / "daemon" / "server" / "kvstratad"
+BUNDLED_DAEMON = REPO / ".bundle" / "bin" / "kvstratad"  # scripts/bundle.sh (GPU hosts)
 SOCKET_NAME = "kvstrata.sock"
 BASE_SETTINGS = {"l1.capacity": "64MiB", "l2.enabled": "false"}
 L1_CAPACITY = 64 << 20
@@ -25,12 +27,15 @@ DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp8_e4m3": 1, "fp8_e5
 
 
 def daemon_binary() -> Path:
-    """The kvstratad under test; fails the test with a build hint when absent."""
-    path = Path(os.environ.get("KVSTRATA_DAEMON") or DEFAULT_DAEMON)
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        pytest.fail(f"kvstratad not found at {path}: build it (cmake --build build --target "
-                    "kvstratad) or set KVSTRATA_DAEMON", pytrace=False)
-    return path
+    """$KVSTRATA_DAEMON, else build/, else .bundle/; fails the test with a hint when absent."""
+    env = os.environ.get("KVSTRATA_DAEMON")
+    candidates = [Path(env)] if env else [DEFAULT_DAEMON, BUNDLED_DAEMON]
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    pytest.fail("kvstratad not found at " + " or ".join(map(str, candidates)) + ": build it "
+                "(cmake --build build --target kvstratad), run scripts/bundle.sh, or set "
+                "KVSTRATA_DAEMON", pytrace=False)
 
 
 class Daemon:
@@ -39,6 +44,9 @@ class Daemon:
     Started with --socket, --metrics_address=127.0.0.1:0 and one --set holding
     BASE_SETTINGS plus `settings` (dotted config keys).
     """
+
+    start_timeout_s = START_TIMEOUT_S
+    stop_timeout_s = STOP_TIMEOUT_S
 
     def __init__(self, workdir: Path, settings: Optional[Dict[str, str]] = None,
                  socket: Optional[Path] = None) -> None:
@@ -75,7 +83,7 @@ class Daemon:
         return self
 
     def _wait_serving(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(f"kvstratad exited with {self.proc.returncode} during start-up:\n"
@@ -83,7 +91,7 @@ class Daemon:
             if self.socket.exists() and self._serving():
                 return
             time.sleep(0.05)
-        pytest.fail(f"kvstratad did not answer the health check within {START_TIMEOUT_S}s:\n"
+        pytest.fail(f"kvstratad did not answer the health check within {self.start_timeout_s}s:\n"
                     f"{self.log_tail()}", pytrace=False)
 
     def _serving(self) -> bool:
@@ -107,10 +115,10 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout=STOP_TIMEOUT_S)
+            return self.proc.wait(timeout=self.stop_timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
-            pytest.fail(f"kvstratad ignored SIGTERM for {STOP_TIMEOUT_S}s:\n{self.log_tail()}",
+            pytest.fail(f"kvstratad ignored SIGTERM for {self.stop_timeout_s}s:\n{self.log_tail()}",
                         pytrace=False)
 
     def kill(self) -> None:
@@ -123,6 +131,20 @@ class Daemon:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def run_daemon(daemon: Daemon) -> Iterator[Daemon]:
+    """Generator for fixtures: starts `daemon`, yields it, then requires it alive and a
+    clean exit 0 on SIGTERM; always kills it and removes its working directory."""
+    daemon.start()
+    try:
+        yield daemon
+        assert daemon.running(), f"kvstratad died during the tests:\n{daemon.log_tail()}"
+        rc = daemon.stop()
+        assert rc == 0, f"kvstratad exited with {rc} on SIGTERM:\n{daemon.log_tail()}"
+    finally:
+        daemon.kill()
+        shutil.rmtree(daemon.workdir, ignore_errors=True)
 
 
 def short_tmpdir() -> Path:
