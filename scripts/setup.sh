@@ -12,9 +12,13 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev libboost-dev prometheus-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
-  libxxhash-dev liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libxxhash-dev liburing-dev libzmq3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
+  systemd   # systemd-analyze: tests/deploy checks deploy/systemd
 )
+# kubectl renders deploy/kubernetes in tests/deploy: Debian's kubernetes-client, unless a
+# kubectl is already installed (another package owns /usr/bin/kubectl then).
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -39,6 +39,9 @@ step "installing build and test dependencies (grpcio, grpcio-tools, protobuf, py
 "${pip[@]}" install --upgrade-strategy only-if-needed \
   "setuptools>=61" "wheel" "grpcio>=1.51" "grpcio-tools>=1.51" "protobuf>=4.21" \
   "pytest>=7" "numpy>=1.24"
+step "installing ops test dependencies (pyzmq, msgpack: KV events; pyyaml, kubernetes-validate: deploy/)"
+"${pip[@]}" install --upgrade-strategy only-if-needed "pyzmq>=25" "msgpack>=1.0" "pyyaml>=6" \
+  "kubernetes-validate>=1.30"
 step "installing kvstrata client from client/python (build step runs protoc)"
 # --no-build-isolation: build with the grpcio-tools/setuptools just installed above.
 "${pip[@]}" install --no-build-isolation --no-deps --force-reinstall "$repo/client/python"

@@ -51,6 +51,20 @@ struct L1Config : TierConfig {
   uint64_t slab_bytes = 64 << 20;
 };
 
+// KV events for cache-aware routers (daemon/events). Off by default.
+struct EventsConfig {
+  bool enabled = false;
+  std::string endpoint;            // ZMQ PUB; "" = no ZMQ (PollEvents only)
+  std::string replay_endpoint;     // ZMQ ROUTER; "" = no replay
+  std::string pod_id;              // resolved: never empty after loading
+  std::string encoding = "array";  // "array" or "map"
+  int64_t data_parallel_rank = 0;
+  int64_t buffer_batches = 10000;
+  int64_t max_queue_events = 100000;
+  int64_t send_hwm = 100000;
+  int64_t flush_interval_ms = 10;
+};
+
 // Where an effective value came from, for `kvstrata config`.
 struct ConfigEntry {
   std::string key;  // "section.key"
@@ -65,6 +79,7 @@ struct Config {
   L1Config l1;
   TierConfig l2;
   TierConfig l3;
+  EventsConfig events;
   std::string config_path;           // Empty when only the embedded default is used.
   std::vector<ConfigEntry> entries;  // Every key, in file order.
   std::string effective_toml;        // The merged document.

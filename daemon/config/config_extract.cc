@@ -1,5 +1,7 @@
 #include "daemon/config/config_extract.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <set>
 
@@ -118,12 +120,31 @@ void ReadL1(SectionReader& r, L1Config& l1) {
   if (l1.slab_bytes > l1.capacity_bytes) r.Fail("slab_size", "must not exceed l1.capacity");
 }
 
+void ReadEvents(SectionReader& r, EventsConfig& e) {
+  e.enabled = r.Bool("enabled");
+  e.endpoint = r.String("endpoint");
+  e.replay_endpoint = r.String("replay_endpoint");
+  e.pod_id = r.String("pod_id");
+  if (e.pod_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    e.pod_id = host[0] != '\0' ? host : "kvstrata";
+  }
+  if (e.pod_id.find('@') != std::string::npos) r.Fail("pod_id", "must not contain '@'");
+  e.encoding = r.OneOf("encoding", {"array", "map"});
+  e.data_parallel_rank = r.Int("data_parallel_rank", 0, 1 << 20);
+  e.buffer_batches = r.Int("buffer_batches", 1, 10'000'000);
+  e.max_queue_events = r.Int("max_queue_events", 1, 100'000'000);
+  e.send_hwm = r.Int("send_hwm", 0, 100'000'000);
+  e.flush_interval_ms = r.Int("flush_interval_ms", 1, 10'000);
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
   Config config;
   SectionReader server(merged, "server"), log(merged, "log"), sessions(merged, "sessions"),
-      l1(merged, "l1"), l2(merged, "l2"), l3(merged, "l3");
+      l1(merged, "l1"), l2(merged, "l2"), l3(merged, "l3"), events(merged, "events");
   ReadServer(server, config.server);
   config.log.level = log.OneOf("level", {"trace", "debug", "info", "warn", "error"});
   config.log.format = log.OneOf("format", {"text", "json"});
@@ -133,7 +154,8 @@ absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
   if (config.l2.path.empty()) config.l2.path = DefaultL2Path();
   ReadTier(l3, "l3", config.l3);
   if (config.l3.enabled && config.l3.path.empty()) l3.Fail("path", "required when l3 is enabled");
-  for (const SectionReader* r : {&server, &log, &sessions, &l1, &l2, &l3}) {
+  ReadEvents(events, config.events);
+  for (const SectionReader* r : {&server, &log, &sessions, &l1, &l2, &l3, &events}) {
     if (!r->status().ok()) return r->status();
   }
   return config;

@@ -14,6 +14,13 @@ void CompletionQueue::Push(uint64_t session, JobCompletion completion) {
   changed_.notify_all();
 }
 
+size_t CompletionQueue::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t total = 0;
+  for (const auto& [session, queue] : pending_) total += queue.size();
+  return total;
+}
+
 std::vector<JobCompletion> CompletionQueue::Poll(uint64_t session, size_t max) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<JobCompletion> out;

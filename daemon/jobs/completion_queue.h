@@ -38,9 +38,11 @@ class CompletionQueue {
   void OpenSession(uint64_t session);
   void EndSession(uint64_t session);
   void Shutdown();
+  // Completions waiting to be polled, over all sessions.
+  size_t pending() const;
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable changed_;
   absl::flat_hash_map<uint64_t, std::deque<JobCompletion>> pending_;  // Guarded by mu_.
   bool shut_down_ = false;                                            // Guarded by mu_.

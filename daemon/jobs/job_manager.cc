@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace kvstrata {
 namespace {
@@ -18,8 +19,21 @@ std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
 
 }  // namespace
 
-JobManager::JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status)
-    : cache_(cache), engine_(engine), engine_status_(std::move(engine_status)) {}
+JobManager::JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status,
+                       MetricsSink* metrics)
+    : cache_(cache),
+      engine_(engine),
+      engine_status_(std::move(engine_status)),
+      metrics_(metrics != nullptr ? metrics : &null_metrics_) {}
+
+void JobManager::RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Time start,
+                                bool failed) {
+  if (bytes > 0) metrics_->RecordTransfer(direction, bytes, absl::Now() - start);
+  if (failed) {
+    metrics_->RecordError(direction == MetricDirection::kGpuToL1 ? "job_store_failed"
+                                                                 : "job_load_failed");
+  }
+}
 
 absl::StatusOr<uint64_t> JobManager::RegisterCuda(uint64_t session, uint32_t ns,
                                                   uint64_t block_bytes,
@@ -83,10 +97,10 @@ absl::Status JobManager::CheckRegistration(uint64_t session, uint32_t ns, uint64
   return absl::OkStatus();
 }
 
-uint64_t JobManager::StartJob(uint64_t session) {
+uint64_t JobManager::StartJob(uint64_t session, JobCompletion::Kind kind) {
   uint64_t id = next_id_.fetch_add(1);
   MutexLock lock(&mu_);
-  jobs_[id] = {session, false};
+  jobs_[id] = {session, false, kind};
   return id;
 }
 
@@ -117,17 +131,20 @@ absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
     request.blocks.push_back({blocks.block_ids[i], reserved->slots[i].offset});
     picked.push_back(i);
   }
-  uint64_t job = StartJob(session);
+  uint64_t job = StartJob(session, JobCompletion::Kind::kStore);
   if (picked.empty()) {
     FinishJob(job);
     Complete(session, {job, JobCompletion::Kind::kStore, {}, ""});
     return job;
   }
   ReservationId reservation = reserved->reservation;
+  absl::Time start = absl::Now();
   absl::Status submitted =
       engine_->Submit(session, std::move(request), [=, this](TransferResult result) {
         bool live = FinishJob(job);
         std::vector<uint32_t> failed = Remap(result.failed, picked);
+        RecordTransfer(MetricDirection::kGpuToL1, (picked.size() - failed.size()) * block_bytes,
+                       start, !failed.empty() || !result.error.empty());
         std::vector<uint32_t> written;
         for (uint32_t i : picked) {
           if (live && std::find(failed.begin(), failed.end(), i) == failed.end()) {
@@ -166,11 +183,15 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
     request.blocks.push_back({blocks.block_ids[i], acquired->slots[i].offset});
     picked.push_back(i);
   }
-  uint64_t job = StartJob(session);
+  uint64_t job = StartJob(session, JobCompletion::Kind::kLoad);
   LoadId load = acquired->load;
+  uint64_t block_bytes = picked.empty() ? 0 : acquired->slots[picked.front()].length;
+  absl::Time start = absl::Now();
   auto finish = [=, this](TransferResult result) {
     bool live = FinishJob(job);
     if (load != 0) (void)cache_->ReleaseLoad(session, load);
+    RecordTransfer(MetricDirection::kL1ToGpu, (picked.size() - result.failed.size()) * block_bytes,
+                   start, !result.failed.empty() || !result.error.empty());
     std::vector<uint32_t> failed = missing;
     for (uint32_t i : Remap(result.failed, picked)) failed.push_back(i);
     std::sort(failed.begin(), failed.end());
@@ -214,6 +235,18 @@ void JobManager::EndSession(uint64_t session) {
 size_t JobManager::active_jobs() const {
   MutexLock lock(&mu_);
   return jobs_.size();
+}
+
+size_t JobManager::active_jobs(JobCompletion::Kind kind) const {
+  MutexLock lock(&mu_);
+  size_t count = 0;
+  for (const auto& [id, job] : jobs_) count += job.kind == kind ? 1 : 0;
+  return count;
+}
+
+size_t JobManager::registrations() const {
+  MutexLock lock(&mu_);
+  return registrations_.size();
 }
 
 }  // namespace kvstrata

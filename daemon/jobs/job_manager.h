@@ -27,6 +27,7 @@
 #include "daemon/cache/block_cache.h"
 #include "daemon/common/mutex.h"
 #include "daemon/jobs/completion_queue.h"
+#include "daemon/metrics/metrics_sink.h"
 #include "daemon/transfer/transfer_engine.h"
 
 namespace kvstrata {
@@ -38,8 +39,10 @@ struct JobBlocks {
 
 class JobManager {
  public:
-  // `engine` may be null (no GPU); `engine_status` then says why.
-  JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status);
+  // `engine` may be null (no GPU); `engine_status` then says why. `metrics` (not owned,
+  // may be null) gets each job's GPU<->L1 bytes and latency and failed jobs as errors.
+  JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status,
+             MetricsSink* metrics = nullptr);
 
   absl::StatusOr<uint64_t> RegisterCuda(uint64_t session, uint32_t ns, uint64_t block_bytes,
                                         const CudaMemorySpec& spec);
@@ -60,6 +63,8 @@ class JobManager {
   void EndSession(uint64_t session);
   void Shutdown() { completions_.Shutdown(); }
   size_t active_jobs() const;
+  size_t active_jobs(JobCompletion::Kind kind) const;
+  size_t registrations() const;
 
  private:
   struct Registration {
@@ -70,10 +75,13 @@ class JobManager {
   struct Job {
     uint64_t session = 0;
     bool cancelled = false;
+    JobCompletion::Kind kind = JobCompletion::Kind::kStore;
   };
   absl::Status CheckRegistration(uint64_t session, uint32_t ns, uint64_t registration,
                                  const JobBlocks& blocks);
-  uint64_t StartJob(uint64_t session);
+  uint64_t StartJob(uint64_t session, JobCompletion::Kind kind);
+  // Reports one finished job's copies to the metrics sink.
+  void RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Time start, bool failed);
   // Removes the job; false when it was cancelled.
   bool FinishJob(uint64_t job);
   void Complete(uint64_t session, JobCompletion completion);
@@ -81,6 +89,8 @@ class JobManager {
   BlockCache* const cache_;
   TransferEngine* const engine_;
   const absl::Status engine_status_;
+  MetricsSink* const metrics_;  // never null (NullMetricsSink when none was given)
+  NullMetricsSink null_metrics_;
   CompletionQueue completions_;
   std::atomic<uint64_t> next_id_{1};
   mutable Mutex mu_;

@@ -1,34 +1,88 @@
 // The one small interface through which components report numbers. Only the metrics
-// module knows Prometheus. Implementations are thread-safe.
+// module knows Prometheus (docs/metrics.md lists every metric). Implementations are
+// thread-safe; the Record* calls are cheap (no allocation once a series exists) and may
+// be made with locks held.
 #ifndef KVSTRATA_DAEMON_METRICS_METRICS_SINK_H_
 #define KVSTRATA_DAEMON_METRICS_METRICS_SINK_H_
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace kvstrata {
+
+// Tiers as metric labels: "l1", "l2", "l3".
+enum class MetricTier { kL1 = 0, kL2 = 1, kL3 = 2 };
+inline constexpr int kMetricTiers = 3;
+std::string_view MetricTierName(MetricTier tier);
+
+// Directions of KV bytes. GPU<->L1 are the transfer engine's copies (jobs); the lower
+// tiers' code reports L1<->L2/L3 promotions and demotions.
+enum class MetricDirection { kGpuToL1 = 0, kL1ToGpu, kL1ToL2, kL2ToL1, kL1ToL3, kL3ToL1 };
+inline constexpr int kMetricDirections = 6;
+std::string_view MetricDirectionName(MetricDirection direction);  // "gpu_to_l1", ...
+
+// Why a block that was offered for storing was not stored.
+enum class DropReason { kNoSpace = 0, kNotAdmitted, kQueueFull, kIoError };
+inline constexpr int kDropReasons = 4;
+std::string_view DropReasonName(DropReason reason);  // "no_space", ...
+
+// How a block left a tier (mirrors the cache's RemovalCause).
+enum class RemovalKind { kEvicted = 0, kAdminEvict, kCleared };
+inline constexpr int kRemovalKinds = 3;
+std::string_view RemovalKindName(RemovalKind kind);  // "evicted", "admin_evict", "cleared"
+
+// One lookup: blocks asked for, and leading hits (blocks and tokens) by the tier that
+// served each block.
+struct LookupSample {
+  uint64_t requested_blocks = 0;
+  std::array<uint64_t, kMetricTiers> hit_blocks{};
+  std::array<uint64_t, kMetricTiers> hit_tokens{};
+};
+
+using MetricLabelPairs = std::vector<std::pair<std::string, std::string>>;
 
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
 
-  // One finished RPC: method name ("Control.OpenSession"), status code name ("OK").
+  // One finished RPC: method name ("Control.OpenSession"), status code name ("OK"). A
+  // code other than OK also counts as the error kind "rpc_<code>".
   virtual void RecordRpc(absl::string_view method, absl::string_view code,
                          absl::Duration latency) = 0;
 
-  // A gauge read when metrics are scraped. `name` must start with "kvstrata_".
+  virtual void RecordLookup(const LookupSample&) {}
+  // Bytes moved in one direction by one transfer (a job's copies, a promotion, ...).
+  virtual void RecordTransfer(MetricDirection, uint64_t /*bytes*/, absl::Duration) {}
+  virtual void RecordStored(MetricTier, uint64_t /*blocks*/) {}
+  virtual void RecordRemoved(MetricTier, RemovalKind, uint64_t /*blocks*/) {}
+  virtual void RecordStoreDropped(MetricTier, DropReason, uint64_t /*blocks*/) {}
+  // An error that is not an RPC status: "job_store_failed", "l2_io", ... (snake_case).
+  virtual void RecordError(absl::string_view /*kind*/) {}
+
+  // A gauge or counter read when metrics are scraped. `name` must start with "kvstrata_";
+  // series of one name share its family (same help and type).
   // REQUIRES: `read` stays valid for the sink's lifetime and is thread-safe.
-  virtual void AddGauge(std::string name, std::string help, std::function<double()> read) = 0;
+  virtual void AddGauge(std::string name, std::string help, std::function<double()> read) {
+    AddGauge(std::move(name), std::move(help), {}, std::move(read));
+  }
+  virtual void AddGauge(std::string /*name*/, std::string /*help*/, MetricLabelPairs /*labels*/,
+                        std::function<double()> /*read*/) {}
+  virtual void AddCounter(std::string /*name*/, std::string /*help*/, MetricLabelPairs /*labels*/,
+                          std::function<double()> /*read*/) {}
 };
 
 // Discards everything (tests, tools).
 class NullMetricsSink : public MetricsSink {
  public:
   void RecordRpc(absl::string_view, absl::string_view, absl::Duration) override {}
-  void AddGauge(std::string, std::string, std::function<double()>) override {}
 };
 
 }  // namespace kvstrata

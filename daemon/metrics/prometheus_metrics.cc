@@ -1,9 +1,14 @@
 #include "daemon/metrics/prometheus_metrics.h"
 
+#include <array>
+#include <atomic>
 #include <exception>
+#include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/metrics/gauge_collectable.h"
+#include "daemon/common/mutex.h"
+#include "daemon/metrics/callback_collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/histogram.h"
@@ -11,28 +16,150 @@
 #include "prometheus/text_serializer.h"
 
 namespace kvstrata {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Histogram;
+
+const Histogram::BucketBoundaries& RpcBuckets() {
+  static const Histogram::BucketBoundaries kBuckets = {1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                                       5e-3, 1e-2, 5e-2, 0.1,    0.5,  1,    5};
+  return kBuckets;
+}
+
+const Histogram::BucketBoundaries& TransferSecondsBuckets() {
+  static const Histogram::BucketBoundaries kBuckets = {
+      5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1, 2.5, 10};
+  return kBuckets;
+}
+
+const Histogram::BucketBoundaries& TransferBytesBuckets() {
+  static const Histogram::BucketBoundaries kBuckets = [] {
+    Histogram::BucketBoundaries b;
+    for (double v = 4096; v <= double(1ULL << 32); v *= 4) b.push_back(v);  // 4 KiB .. 4 GiB
+    return b;
+  }();
+  return kBuckets;
+}
+
+std::string Str(std::string_view s) { return std::string(s); }
+
+constexpr char kDroppedHelp[] =
+    "Blocks offered for storing that were not stored, by tier and reason (no_space, "
+    "not_admitted, queue_full, io_error).";
+
+}  // namespace
 
 struct PrometheusMetrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  std::shared_ptr<GaugeCollectable> gauges = std::make_shared<GaugeCollectable>();
-  prometheus::Family<prometheus::Counter>* rpc_total = nullptr;
-  prometheus::Family<prometheus::Histogram>* rpc_seconds = nullptr;
+  std::shared_ptr<CallbackCollectable> callbacks = std::make_shared<CallbackCollectable>();
+  prometheus::Family<Counter>* rpc_total = nullptr;
+  prometheus::Family<Histogram>* rpc_seconds = nullptr;
+  prometheus::Family<Counter>* errors = nullptr;
+  Counter* lookups = nullptr;
+  Counter* lookup_blocks = nullptr;
+  std::array<Counter*, kMetricTiers> hit_blocks{}, hit_tokens{}, stored{}, evictions{};
+  std::array<std::array<Counter*, kRemovalKinds>, kMetricTiers> removed{};
+  std::array<Counter*, kMetricDirections> transfer_bytes{};
+  std::array<Histogram*, kMetricDirections> transfer_size{}, transfer_seconds{};
+  // Dropped stores: series created on first use, read through `callbacks` (the L1 ones
+  // are registered by the daemon from the cache's own counters).
+  Mutex drop_mu;
+  std::map<std::pair<int, int>, std::unique_ptr<std::atomic<uint64_t>>> drops
+      ABSL_GUARDED_BY(drop_mu);
   std::unique_ptr<prometheus::Exposer> exposer;
   std::string bound_address;
+
+  void Build() {
+    prometheus::Registry& r = *registry;
+    rpc_total = &prometheus::BuildCounter()
+                     .Name("kvstrata_rpc_requests_total")
+                     .Help("gRPC calls served, by method and status code.")
+                     .Register(r);
+    rpc_seconds = &prometheus::BuildHistogram()
+                       .Name("kvstrata_rpc_duration_seconds")
+                       .Help("gRPC call latency, by method.")
+                       .Register(r);
+    errors = &prometheus::BuildCounter()
+                  .Name("kvstrata_errors_total")
+                  .Help(
+                      "Errors by kind: rpc_<status code> for failed RPCs, job_store_failed, "
+                      "job_load_failed, and the tiers' I/O errors.")
+                  .Register(r);
+    lookups = &prometheus::BuildCounter()
+                   .Name("kvstrata_lookups_total")
+                   .Help("Lookups served (gRPC and the lookup fast path).")
+                   .Register(r)
+                   .Add({});
+    lookup_blocks = &prometheus::BuildCounter()
+                         .Name("kvstrata_lookup_blocks_total")
+                         .Help("Blocks asked for by lookups.")
+                         .Register(r)
+                         .Add({});
+    auto& hit_b = prometheus::BuildCounter()
+                      .Name("kvstrata_hit_blocks_total")
+                      .Help("Leading blocks found by lookups, by the tier that held them.")
+                      .Register(r);
+    auto& hit_t = prometheus::BuildCounter()
+                      .Name("kvstrata_hit_tokens_total")
+                      .Help("Tokens of the leading blocks found by lookups, by tier.")
+                      .Register(r);
+    auto& stored_f = prometheus::BuildCounter()
+                         .Name("kvstrata_blocks_stored_total")
+                         .Help("Blocks that became visible in a tier.")
+                         .Register(r);
+    auto& evict_f = prometheus::BuildCounter()
+                        .Name("kvstrata_evictions_total")
+                        .Help("Blocks evicted by a tier's eviction policy.")
+                        .Register(r);
+    auto& removed_f = prometheus::BuildCounter()
+                          .Name("kvstrata_blocks_removed_total")
+                          .Help(
+                              "Blocks that left a tier, by cause (evicted, admin_evict, "
+                              "cleared).")
+                          .Register(r);
+    for (int t = 0; t < kMetricTiers; ++t) {
+      std::string tier = Str(MetricTierName(static_cast<MetricTier>(t)));
+      hit_blocks[t] = &hit_b.Add({{"tier", tier}});
+      hit_tokens[t] = &hit_t.Add({{"tier", tier}});
+      stored[t] = &stored_f.Add({{"tier", tier}});
+      evictions[t] = &evict_f.Add({{"tier", tier}});
+      for (int k = 0; k < kRemovalKinds; ++k) {
+        removed[t][k] =
+            &removed_f.Add({{"tier", tier}, {"cause", Str(RemovalKindName(RemovalKind(k)))}});
+      }
+    }
+    auto& bytes_f = prometheus::BuildCounter()
+                        .Name("kvstrata_transfer_bytes_total")
+                        .Help(
+                            "KV bytes moved, by direction (gpu_to_l1, l1_to_gpu, l1_to_l2, "
+                            "l2_to_l1, l1_to_l3, l3_to_l1).")
+                        .Register(r);
+    auto& size_f = prometheus::BuildHistogram()
+                       .Name("kvstrata_transfer_size_bytes")
+                       .Help(
+                           "Bytes per transfer (one job's copies, one promotion, ...), by "
+                           "direction.")
+                       .Register(r);
+    auto& seconds_f = prometheus::BuildHistogram()
+                          .Name("kvstrata_transfer_duration_seconds")
+                          .Help("Latency of one transfer, by direction.")
+                          .Register(r);
+    for (int d = 0; d < kMetricDirections; ++d) {
+      prometheus::Labels labels{
+          {"direction", Str(MetricDirectionName(static_cast<MetricDirection>(d)))}};
+      transfer_bytes[d] = &bytes_f.Add(labels);
+      transfer_size[d] = &size_f.Add(labels, TransferBytesBuckets());
+      transfer_seconds[d] = &seconds_f.Add(labels, TransferSecondsBuckets());
+    }
+  }
 };
 
 absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Create(
     const std::string& address) {
   auto impl = std::make_unique<Impl>();
-  impl->rpc_total = &prometheus::BuildCounter()
-                         .Name("kvstrata_rpc_requests_total")
-                         .Help("gRPC calls served, by method and status code.")
-                         .Register(*impl->registry);
-  impl->rpc_seconds = &prometheus::BuildHistogram()
-                           .Name("kvstrata_rpc_duration_seconds")
-                           .Help("gRPC call latency, by method.")
-                           .Register(*impl->registry);
-  AddProcessGauges(*impl->gauges);
+  impl->Build();
+  AddProcessGauges(*impl->callbacks);
   if (!address.empty()) {
     try {
       impl->exposer = std::make_unique<prometheus::Exposer>(address, 2);
@@ -41,7 +168,7 @@ absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Create(
           absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
     }
     impl->exposer->RegisterCollectable(impl->registry);
-    impl->exposer->RegisterCollectable(impl->gauges);
+    impl->exposer->RegisterCollectable(impl->callbacks);
     std::string host = address.substr(0, address.rfind(':'));
     std::vector<int> ports = impl->exposer->GetListeningPorts();
     impl->bound_address = absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
@@ -54,23 +181,82 @@ PrometheusMetrics::~PrometheusMetrics() = default;
 
 void PrometheusMetrics::RecordRpc(absl::string_view method, absl::string_view code,
                                   absl::Duration latency) {
-  static const prometheus::Histogram::BucketBoundaries kBuckets = {
-      1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1, 5};
   impl_->rpc_total->Add({{"method", std::string(method)}, {"code", std::string(code)}}).Increment();
-  impl_->rpc_seconds->Add({{"method", std::string(method)}}, kBuckets)
+  impl_->rpc_seconds->Add({{"method", std::string(method)}}, RpcBuckets())
       .Observe(absl::ToDoubleSeconds(latency));
+  if (code != "OK") RecordError(absl::StrCat("rpc_", absl::AsciiStrToLower(code)));
 }
 
-void PrometheusMetrics::AddGauge(std::string name, std::string help, std::function<double()> read) {
-  impl_->gauges->Add(std::move(name), std::move(help), std::move(read));
+void PrometheusMetrics::RecordLookup(const LookupSample& sample) {
+  impl_->lookups->Increment();
+  impl_->lookup_blocks->Increment(static_cast<double>(sample.requested_blocks));
+  for (int t = 0; t < kMetricTiers; ++t) {
+    if (sample.hit_blocks[t] > 0) {
+      impl_->hit_blocks[t]->Increment(static_cast<double>(sample.hit_blocks[t]));
+    }
+    if (sample.hit_tokens[t] > 0) {
+      impl_->hit_tokens[t]->Increment(static_cast<double>(sample.hit_tokens[t]));
+    }
+  }
+}
+
+void PrometheusMetrics::RecordTransfer(MetricDirection direction, uint64_t bytes,
+                                       absl::Duration latency) {
+  int d = static_cast<int>(direction);
+  impl_->transfer_bytes[d]->Increment(static_cast<double>(bytes));
+  impl_->transfer_size[d]->Observe(static_cast<double>(bytes));
+  impl_->transfer_seconds[d]->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void PrometheusMetrics::RecordStored(MetricTier tier, uint64_t blocks) {
+  impl_->stored[static_cast<int>(tier)]->Increment(static_cast<double>(blocks));
+}
+
+void PrometheusMetrics::RecordRemoved(MetricTier tier, RemovalKind kind, uint64_t blocks) {
+  int t = static_cast<int>(tier);
+  impl_->removed[t][static_cast<int>(kind)]->Increment(static_cast<double>(blocks));
+  if (kind == RemovalKind::kEvicted) impl_->evictions[t]->Increment(static_cast<double>(blocks));
+}
+
+void PrometheusMetrics::RecordStoreDropped(MetricTier tier, DropReason reason, uint64_t blocks) {
+  std::atomic<uint64_t>* cell = nullptr;
+  {
+    MutexLock lock(&impl_->drop_mu);
+    auto& slot = impl_->drops[{static_cast<int>(tier), static_cast<int>(reason)}];
+    if (slot == nullptr) {
+      slot = std::make_unique<std::atomic<uint64_t>>(0);
+      std::atomic<uint64_t>* raw = slot.get();
+      AddCounter("kvstrata_stores_dropped_total", kDroppedHelp,
+                 {{"tier", Str(MetricTierName(tier))}, {"reason", Str(DropReasonName(reason))}},
+                 [raw] { return static_cast<double>(raw->load(std::memory_order_relaxed)); });
+    }
+    cell = slot.get();
+  }
+  cell->fetch_add(blocks, std::memory_order_relaxed);
+}
+
+void PrometheusMetrics::RecordError(absl::string_view kind) {
+  impl_->errors->Add({{"kind", std::string(kind)}}).Increment();
+}
+
+void PrometheusMetrics::AddGauge(std::string name, std::string help, MetricLabelPairs labels,
+                                 std::function<double()> read) {
+  impl_->callbacks->Add(name, help, prometheus::MetricType::Gauge, std::move(labels),
+                        std::move(read));
+}
+
+void PrometheusMetrics::AddCounter(std::string name, std::string help, MetricLabelPairs labels,
+                                   std::function<double()> read) {
+  impl_->callbacks->Add(name, help, prometheus::MetricType::Counter, std::move(labels),
+                        std::move(read));
 }
 
 std::string PrometheusMetrics::bound_address() const { return impl_->bound_address; }
 
 std::string PrometheusMetrics::Render() const {
   std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
-  std::vector<prometheus::MetricFamily> gauges = impl_->gauges->Collect();
-  families.insert(families.end(), gauges.begin(), gauges.end());
+  std::vector<prometheus::MetricFamily> callbacks = impl_->callbacks->Collect();
+  families.insert(families.end(), callbacks.begin(), callbacks.end());
   return prometheus::TextSerializer().Serialize(families);
 }
 

@@ -1,6 +1,7 @@
-// MetricsSink backed by prometheus-cpp, served over HTTP at /metrics. Also exports the
-// standard process_* metrics (CPU, memory, fds, start time) read from /proc at scrape.
-// Thread-safe.
+// MetricsSink backed by prometheus-cpp, served over HTTP at /metrics (docs/metrics.md).
+// Also exports the standard process_* metrics (CPU, memory, fds, start time) read from
+// /proc at scrape. Every per-tier, per-direction and per-cause series exists from the
+// start (zero), so dashboards and alerts see them before the first event. Thread-safe.
 #ifndef KVSTRATA_DAEMON_METRICS_PROMETHEUS_METRICS_H_
 #define KVSTRATA_DAEMON_METRICS_PROMETHEUS_METRICS_H_
 
@@ -20,7 +21,17 @@ class PrometheusMetrics : public MetricsSink {
   ~PrometheusMetrics() override;
 
   void RecordRpc(absl::string_view method, absl::string_view code, absl::Duration latency) override;
-  void AddGauge(std::string name, std::string help, std::function<double()> read) override;
+  void RecordLookup(const LookupSample& sample) override;
+  void RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Duration latency) override;
+  void RecordStored(MetricTier tier, uint64_t blocks) override;
+  void RecordRemoved(MetricTier tier, RemovalKind kind, uint64_t blocks) override;
+  void RecordStoreDropped(MetricTier tier, DropReason reason, uint64_t blocks) override;
+  void RecordError(absl::string_view kind) override;
+  using MetricsSink::AddGauge;
+  void AddGauge(std::string name, std::string help, MetricLabelPairs labels,
+                std::function<double()> read) override;
+  void AddCounter(std::string name, std::string help, MetricLabelPairs labels,
+                  std::function<double()> read) override;
 
   // "host:port" actually bound, "" when not serving.
   std::string bound_address() const;

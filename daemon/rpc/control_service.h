@@ -1,6 +1,7 @@
 // kvstrata.v1.Control: translates gRPC calls into calls on the daemon core. Every request
 // is validated before it reaches the core. Sessions, namespaces and GPU jobs are in
-// control_service.cc; lookup, leases and host-mode store/load in control_service_cache.cc.
+// control_service.cc; lookup, leases and host-mode store/load in control_service_cache.cc;
+// KV events in control_service_events.cc.
 // The hot host-mode methods (Lookup, ReserveStore, CommitStore, AcquireLoad, ReleaseLoad)
 // use gRPC's callback API: they run on the thread that read the request (no hand-off to a
 // sync-server thread: one wake-up less per call) with recycled messages (MessagePool).
@@ -67,6 +68,8 @@ class ControlService final : public ControlServiceBase {
                            v1::SubmitJobResponse* response) override;
   grpc::Status SubmitLoad(grpc::ServerContext* ctx, const v1::SubmitLoadRequest* request,
                           v1::SubmitJobResponse* response) override;
+  grpc::Status PollEvents(grpc::ServerContext* ctx, const v1::PollEventsRequest* request,
+                          v1::PollEventsResponse* response) override;
 
  private:
   // Finishes a callback call with `status` on the context's default reactor.

@@ -16,6 +16,18 @@ std::optional<absl::Duration> LeaseTtl(const SessionsConfig& limits, const Looku
   return absl::Milliseconds(std::min<int64_t>(ms, limits.max_lease_ttl_ms));
 }
 
+void RecordLookup(MetricsSink& metrics, const NamespaceInfo& ns, size_t requested,
+                  const LookupResult& result) {
+  LookupSample sample;
+  sample.requested_blocks = requested;
+  for (Tier tier : result.tiers) {
+    int t = tier == Tier::kL1 ? 0 : tier == Tier::kL2 ? 1 : 2;
+    sample.hit_blocks[t] += 1;
+    sample.hit_tokens[t] += ns.spec.tokens_per_block;
+  }
+  metrics.RecordLookup(sample);
+}
+
 }  // namespace
 
 absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const LookupCall& call) {
@@ -27,6 +39,7 @@ absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const Look
   absl::StatusOr<LookupResult> result =
       context.cache->Lookup(call.session_id, ns->id, call.keys, ttl);
   if (!result.ok()) return result.status();
+  if (context.metrics != nullptr) RecordLookup(*context.metrics, *ns, call.keys.size(), *result);
   LookupAnswer answer{std::move(*result), 0};
   if (answer.result.lease.has_value()) {
     answer.lease_expires_unix_ms = UnixMillis(absl::Now() + *ttl);

@@ -9,7 +9,9 @@
 #include "absl/time/time.h"
 #include "daemon/cache/block_cache.h"
 #include "daemon/config/config.h"
+#include "daemon/events/event_publisher.h"
 #include "daemon/jobs/job_manager.h"
+#include "daemon/metrics/metrics_sink.h"
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/call_guard.h"
 #include "daemon/session/session_registry.h"
@@ -39,11 +41,13 @@ struct ServiceContext {
   SessionRegistry* sessions = nullptr;
   NamespaceRegistry* namespaces = nullptr;
   CallGuard* guard = nullptr;
-  BlockCache* cache = nullptr;    // The L1 tier.
-  uint64_t shm_region_bytes = 0;  // Size of the shared-memory region.
-  std::string shm_fd_socket;      // Where host-mode clients receive the region's fd.
-  std::string lookup_socket;      // The lookup fast path (LookupServer); "" when absent.
-  JobManager* jobs = nullptr;     // GPU store/load jobs and KV memory registrations.
+  BlockCache* cache = nullptr;       // The L1 tier.
+  uint64_t shm_region_bytes = 0;     // Size of the shared-memory region.
+  std::string shm_fd_socket;         // Where host-mode clients receive the region's fd.
+  std::string lookup_socket;         // The lookup fast path (LookupServer); "" when absent.
+  JobManager* jobs = nullptr;        // GPU store/load jobs and KV memory registrations.
+  EventPublisher* events = nullptr;  // KV events; nullptr when [events] is disabled.
+  MetricsSink* metrics = nullptr;    // lookups and hits; nullptr reports nothing.
 };
 
 }  // namespace kvstrata

@@ -54,8 +54,12 @@ absl::Status Daemon::StartServing() {
   if (!metrics.ok()) return metrics.status();
   metrics_ = std::move(*metrics);
   identity_.metrics_address = metrics_->bound_address();
+  if (absl::Status s = StartEvents(); !s.ok()) return s;
+  metrics_listener_ = std::make_unique<MetricsTierListener>(metrics_.get());
+  tier_listeners_.Add(metrics_listener_.get());
+  tier_listeners_.Add(event_listener_.get());
   absl::Time pool_start = absl::Now();
-  absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, nullptr);
+  absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, &tier_listeners_);
   if (!l1.ok()) return l1.status();
   l1_ = std::move(*l1);
   spdlog::info("l1_ready bytes={} huge_pages={} populate_ms={}", l1_.region->size(),
@@ -74,10 +78,10 @@ absl::Status Daemon::StartServing() {
   if (!listeners.ok()) return listeners.status();
   identity_.listeners = listeners->listeners;
   guard_ = std::make_unique<CallGuard>(metrics_.get(), listeners->token);
-  ServiceContext context{&config_,           &identity_,   &sessions_,
-                         &namespaces_,       guard_.get(), l1_.cache.get(),
-                         l1_.region->size(), fd_socket,    config_.server.socket + ".lookup",
-                         jobs_.get()};
+  ServiceContext context{&config_,           &identity_,    &sessions_,
+                         &namespaces_,       guard_.get(),  l1_.cache.get(),
+                         l1_.region->size(), fd_socket,     config_.server.socket + ".lookup",
+                         jobs_.get(),        events_.get(), metrics_.get()};
   absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(
       context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
   if (!lookup_server.ok()) return lookup_server.status();
@@ -130,22 +134,92 @@ void Daemon::StartTransferEngine() {
     }
   }
   identity_.cuda_enabled = engine_ != nullptr;
-  jobs_ = std::make_unique<JobManager>(l1_.cache.get(), engine_.get(), engine_status);
+  jobs_ =
+      std::make_unique<JobManager>(l1_.cache.get(), engine_.get(), engine_status, metrics_.get());
+}
+
+absl::Status Daemon::StartEvents() {
+  const EventsConfig& c = config_.events;
+  if (!c.enabled) return absl::OkStatus();
+  EventPublisherOptions options;
+  options.endpoint = c.endpoint;
+  options.replay_endpoint = c.replay_endpoint;
+  options.pod_id = c.pod_id;
+  options.encoding = c.encoding == "map" ? EventEncoding::kMap : EventEncoding::kArray;
+  options.data_parallel_rank = c.data_parallel_rank;
+  options.buffer_batches = static_cast<size_t>(c.buffer_batches);
+  options.max_queue_events = static_cast<size_t>(c.max_queue_events);
+  options.send_hwm = static_cast<int>(c.send_hwm);
+  options.flush_interval = absl::Milliseconds(c.flush_interval_ms);
+  absl::StatusOr<std::unique_ptr<EventPublisher>> publisher = EventPublisher::Start(
+      std::move(options), [this](NamespaceId ns) -> std::optional<NamespaceFacts> {
+        std::optional<NamespaceInfo> info = namespaces_.Find(ns);
+        if (!info.has_value()) return std::nullopt;
+        return NamespaceFacts{info->spec.model, info->spec.tokens_per_block};
+      });
+  if (!publisher.ok()) return publisher.status();
+  events_ = std::move(*publisher);
+  event_listener_ = std::make_unique<KvEventListener>(events_.get());
+  spdlog::info("events endpoint=\"{}\" replay=\"{}\" topic=\"{}\" encoding={}", c.endpoint,
+               c.replay_endpoint, events_->Topic("<model>"), c.encoding);
+  return absl::OkStatus();
 }
 
 void Daemon::RegisterGauges() {
-  metrics_->AddGauge("kvstrata_sessions_active", "Open client sessions.",
-                     [this] { return static_cast<double>(sessions_.size()); });
-  metrics_->AddGauge("kvstrata_namespaces", "Registered namespaces.",
-                     [this] { return static_cast<double>(namespaces_.size()); });
-  metrics_->AddGauge("kvstrata_l1_used_bytes", "Bytes of the L1 pool in use.",
-                     [this] { return static_cast<double>(l1_.cache->Stats().used_bytes); });
-  metrics_->AddGauge("kvstrata_l1_capacity_bytes", "Bytes of the L1 pool.",
-                     [this] { return static_cast<double>(l1_.cache->Stats().capacity_bytes); });
-  metrics_->AddGauge("kvstrata_l1_blocks", "Blocks held in L1.",
-                     [this] { return static_cast<double>(l1_.cache->Stats().blocks); });
-  metrics_->AddGauge("kvstrata_uptime_seconds", "Seconds since the daemon started.",
-                     [this] { return absl::ToDoubleSeconds(absl::Now() - identity_.start_time); });
+  MetricsSink& m = *metrics_;
+  BlockCache* l1 = l1_.cache.get();
+  auto stat = [l1](uint64_t CacheStats::*field) {
+    return [l1, field] { return static_cast<double>((l1->Stats().*field)); };
+  };
+  const MetricLabelPairs tier_l1 = {{"tier", "l1"}};
+  m.AddGauge("kvstrata_tier_capacity_bytes", "Capacity of each tier in bytes.", tier_l1,
+             stat(&CacheStats::capacity_bytes));
+  m.AddGauge("kvstrata_tier_used_bytes", "Bytes in use in each tier.", tier_l1,
+             stat(&CacheStats::used_bytes));
+  m.AddGauge("kvstrata_tier_blocks", "Blocks held in each tier.", tier_l1,
+             stat(&CacheStats::blocks));
+  m.AddCounter("kvstrata_stores_dropped_total",
+               "Blocks offered for storing that were not stored, by tier and reason (no_space, "
+               "not_admitted, queue_full, io_error).",
+               {{"tier", "l1"}, {"reason", "no_space"}}, stat(&CacheStats::dropped_stores));
+  m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", "l1"}, {"reason", "not_admitted"}},
+               stat(&CacheStats::not_admitted));
+  m.AddCounter("kvstrata_slab_moves_total", "L1 slabs moved between block size classes.", {},
+               stat(&CacheStats::slab_moves));
+  m.AddGauge("kvstrata_leases_active", "Lookup leases held.", {}, stat(&CacheStats::active_leases));
+  m.AddGauge("kvstrata_reservations_active", "Store reservations not yet committed.", {},
+             stat(&CacheStats::active_reservations));
+  m.AddGauge("kvstrata_loads_active", "Host-mode loads holding blocks.", {},
+             stat(&CacheStats::active_loads));
+  m.AddGauge("kvstrata_sessions_active", "Open client sessions.",
+             [this] { return static_cast<double>(sessions_.size()); });
+  m.AddGauge("kvstrata_namespaces", "Registered namespaces.",
+             [this] { return static_cast<double>(namespaces_.size()); });
+  m.AddGauge("kvstrata_registrations_active", "KV memory registrations (CUDA and host).",
+             [this] { return static_cast<double>(jobs_->registrations()); });
+  m.AddGauge(
+      "kvstrata_jobs_active", "Store and load jobs running, by kind.", {{"kind", "store"}},
+      [this] { return static_cast<double>(jobs_->active_jobs(JobCompletion::Kind::kStore)); });
+  m.AddGauge("kvstrata_jobs_active", "", {{"kind", "load"}}, [this] {
+    return static_cast<double>(jobs_->active_jobs(JobCompletion::Kind::kLoad));
+  });
+  m.AddGauge("kvstrata_completions_pending", "Job completions not yet taken by their sessions.",
+             [this] { return static_cast<double>(jobs_->completions().pending()); });
+  m.AddGauge("kvstrata_uptime_seconds", "Seconds since the daemon started.",
+             [this] { return absl::ToDoubleSeconds(absl::Now() - identity_.start_time); });
+  m.AddGauge("kvstrata_events_enabled", "1 when KV events are published.",
+             [this] { return events_ != nullptr ? 1.0 : 0.0; });
+  if (events_ != nullptr) {
+    EventPublisher* ev = events_.get();
+    m.AddGauge("kvstrata_events_queue_depth", "Block notices waiting to be published.",
+               [ev] { return static_cast<double>(ev->Stats().queued); });
+    m.AddCounter("kvstrata_events_dropped_total", "Block notices lost to a full event queue.", {},
+                 [ev] { return static_cast<double>(ev->Stats().dropped_events); });
+    m.AddCounter("kvstrata_events_published_total", "KV events published.", {},
+                 [ev] { return static_cast<double>(ev->Stats().published_events); });
+    m.AddCounter("kvstrata_event_batches_published_total", "KV event batches published.", {},
+                 [ev] { return static_cast<double>(ev->Stats().published_batches); });
+  }
 }
 
 void Daemon::ReapLoop() {
@@ -182,6 +256,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   if (fd_server_ != nullptr) fd_server_->Stop();
   if (lookup_server_ != nullptr) lookup_server_->Stop();
   sessions_.CloseAll();
+  if (events_ != nullptr) events_->Stop();  // Publishes what is queued.
   socket_lock_.reset();
 }
 

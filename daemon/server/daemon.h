@@ -15,6 +15,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/config/config.h"
+#include "daemon/events/event_publisher.h"
+#include "daemon/events/kv_event_listener.h"
 #include "daemon/jobs/job_manager.h"
 #include "daemon/metrics/prometheus_metrics.h"
 #include "daemon/namespaces/namespace_registry.h"
@@ -23,7 +25,9 @@
 #include "daemon/server/fd_server.h"
 #include "daemon/server/l1_pool.h"
 #include "daemon/server/lookup_server.h"
+#include "daemon/server/metrics_tier_listener.h"
 #include "daemon/server/socket_lock.h"
+#include "daemon/server/tier_listener_fanout.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/transfer/transfer_engine.h"
 
@@ -49,6 +53,7 @@ class Daemon : private SessionEndListener {
   void ReapLoop();
   void RegisterGauges();
   void StartTransferEngine();
+  absl::Status StartEvents();
 
   Config config_;
   ServerIdentity identity_;
@@ -59,6 +64,11 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<AdminService> admin_;
   std::optional<SocketLock> socket_lock_;
+  // KV events (null when disabled); declared before l1_ so they outlive the cache.
+  std::unique_ptr<EventPublisher> events_;
+  std::unique_ptr<KvEventListener> event_listener_;
+  std::unique_ptr<MetricsTierListener> metrics_listener_;
+  TierListenerFanout tier_listeners_;  // metrics, then events
   L1Pool l1_;
   std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.
   std::unique_ptr<JobManager> jobs_;

@@ -287,6 +287,11 @@ class Client:
         """PollCompletions -> PollCompletionsResponse."""
         return self._control("PollCompletions", request, timeout, fields)
 
+    def poll_events(self, request: Optional[Message] = None, *, timeout: Optional[float] = None,
+                    **fields: Any) -> Message:
+        """PollEvents -> PollEventsResponse (KV events; FAILED_PRECONDITION when disabled)."""
+        return self._control("PollEvents", request, timeout, fields)
+
     # ------------------------------------------------------------------ Admin
 
     def get_status(self, request: Optional[Message] = None, *, timeout: Optional[float] = None,

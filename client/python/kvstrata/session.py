@@ -130,6 +130,8 @@ class Session:
         self._cuda_registrations: Dict[int, CudaRegistration] = {}
         self._tracker: Optional[CompletionTracker] = None
         self._tracker_lock = threading.Lock()
+        self._events_next_seq = 0
+        self.events_truncated = False
         self.auto_reconnect = bool(auto_reconnect)
         self.on_reconnect = on_reconnect
         self.reconnect_attempts = 0   # reconnect attempts made (all disconnects together)
@@ -585,6 +587,18 @@ class Session:
             if self._connected:
                 raise
             return list(tracker.take().values())
+
+    def poll_events(self, ns: Optional[NamespaceArg] = None, max_batches: int = 0) -> List[Any]:
+        """KV event batches (kvstrata.pb.KvEventBatch) published since the previous call,
+        optionally only those of namespace `ns`: what a connector's take_events() returns.
+        The cursor is kept per session; after a gap (buffer overrun, daemon restart)
+        `events_truncated` is True until the next call."""
+        nsid = 0 if ns is None else _namespace_id(ns)
+        response = self._call("poll_events", from_seq=self._events_next_seq,
+                              max_batches=max_batches, namespace_id=nsid)
+        self._events_next_seq = response.next_seq
+        self.events_truncated = bool(response.truncated)
+        return list(response.batches)
 
     def take_completions(self) -> Dict[int, Any]:
         """Completions the stream delivered so far, by job id; no RPC, never blocks."""

@@ -1,0 +1,24 @@
+#include "daemon/events/kv_event.h"
+
+namespace kvstrata {
+
+std::string_view MediumName(Tier tier) {
+  switch (tier) {
+    case Tier::kL1:
+      return "CPU";
+    case Tier::kL2:
+      return "DISK";
+    case Tier::kL3:
+      return "SHARED_FS";
+  }
+  return "CPU";
+}
+
+uint64_t ExternalBlockHash(std::string_view key_bytes) {
+  std::string_view tail = key_bytes.size() > 8 ? key_bytes.substr(key_bytes.size() - 8) : key_bytes;
+  uint64_t value = 0;
+  for (char c : tail) value = (value << 8) | static_cast<uint8_t>(c);
+  return value;
+}
+
+}  // namespace kvstrata

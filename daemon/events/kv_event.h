@@ -1,0 +1,49 @@
+// KvEvent: one event of vLLM's KV event schema (vllm/distributed/kv_events.py), the form
+// llm-d's KV-Cache Indexer consumes: BlockStored, BlockRemoved or AllBlocksCleared.
+// KvEventBatch: what one ZMQ message (and one PollEvents entry) carries. Value types.
+#ifndef KVSTRATA_DAEMON_EVENTS_KV_EVENT_H_
+#define KVSTRATA_DAEMON_EVENTS_KV_EVENT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/index/block_entry.h"
+
+namespace kvstrata {
+
+enum class KvEventKind { kBlockStored, kBlockRemoved, kAllBlocksCleared };
+
+struct KvEvent {
+  KvEventKind kind = KvEventKind::kBlockStored;
+  std::vector<uint64_t> block_hashes;         // ExternalBlockHash of each block
+  std::optional<uint64_t> parent_block_hash;  // BlockStored; unknown to the daemon: nullopt
+  std::vector<uint32_t> token_ids;            // BlockStored; unknown to the daemon: empty
+  uint32_t block_size = 0;                    // BlockStored: tokens per block
+  std::optional<int64_t> lora_id;             // BlockStored
+  std::optional<std::string> lora_name;       // BlockStored
+  std::string medium;                         // BlockStored / BlockRemoved: MediumName(tier)
+  uint32_t namespace_id = 0;                  // not on the ZMQ wire; PollEvents filters on it
+};
+
+struct KvEventBatch {
+  uint64_t seq = 0;
+  double ts = 0;  // seconds since the Unix epoch
+  std::string model;
+  std::vector<KvEvent> events;
+};
+
+// The `medium` llm-d sees for a tier: "CPU" (L1, DRAM), "DISK" (L2, local NVMe),
+// "SHARED_FS" (L3, shared filesystem). llm-d lower-cases it into its device tier.
+std::string_view MediumName(Tier tier);
+
+// The 64-bit integer vLLM publishes for a block hash: the last 8 bytes of the key read
+// big-endian, zero-padded on the left when the key is shorter (vLLM's int conversion of
+// its 32-byte hashes and llm-d's conversion of byte hashes give the same number).
+uint64_t ExternalBlockHash(std::string_view key_bytes);
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_EVENTS_KV_EVENT_H_

@@ -1,0 +1,117 @@
+#include "daemon/events/event_encoder.h"
+
+#include <string>
+
+#include "daemon/events/msgpack_writer.h"
+#include "gtest/gtest.h"
+
+namespace kvstrata {
+namespace {
+
+KvEvent Stored(std::vector<uint64_t> hashes) {
+  KvEvent e;
+  e.kind = KvEventKind::kBlockStored;
+  e.block_hashes = std::move(hashes);
+  e.block_size = 16;
+  e.medium = "CPU";
+  return e;
+}
+
+TEST(ExternalBlockHashTest, LastEightBytesBigEndian) {
+  std::string key32(32, '\0');
+  for (int i = 0; i < 32; ++i) key32[static_cast<size_t>(i)] = static_cast<char>(i);
+  EXPECT_EQ(ExternalBlockHash(key32), 0x18191a1b1c1d1e1fULL);
+  EXPECT_EQ(ExternalBlockHash(std::string("\x01\x02", 2)), 0x0102ULL);  // zero-padded left
+  EXPECT_EQ(ExternalBlockHash(std::string(8, '\xff')), ~0ULL);
+}
+
+TEST(MediumNameTest, OnePerTier) {
+  EXPECT_EQ(MediumName(Tier::kL1), "CPU");
+  EXPECT_EQ(MediumName(Tier::kL2), "DISK");
+  EXPECT_EQ(MediumName(Tier::kL3), "SHARED_FS");
+}
+
+TEST(EventEncoderTest, ArrayEncodingMatchesVllmArrayLike) {
+  KvEventBatch batch{0, 1.5, "m", {}};
+  batch.events.push_back(Stored({1, 0xfedcba9876543210ULL}));
+  KvEvent removed;
+  removed.kind = KvEventKind::kBlockRemoved;
+  removed.block_hashes = {1};
+  removed.medium = "CPU";
+  batch.events.push_back(removed);
+  batch.events.push_back(KvEvent{.kind = KvEventKind::kAllBlocksCleared});
+
+  MsgpackWriter want;
+  want.ArrayHeader(3);
+  want.Double(1.5);
+  want.ArrayHeader(3);
+  want.ArrayHeader(8);
+  want.Str("BlockStored");
+  want.ArrayHeader(2);
+  want.Uint(1);
+  want.Uint(0xfedcba9876543210ULL);
+  want.Nil();           // parent_block_hash
+  want.ArrayHeader(0);  // token_ids
+  want.Uint(16);        // block_size
+  want.Nil();           // lora_id
+  want.Str("CPU");      // medium
+  want.Nil();           // lora_name
+  want.ArrayHeader(3);
+  want.Str("BlockRemoved");
+  want.ArrayHeader(1);
+  want.Uint(1);
+  want.Str("CPU");
+  want.ArrayHeader(1);
+  want.Str("AllBlocksCleared");
+  want.Int(2);  // data_parallel_rank
+  EXPECT_EQ(EncodeEventBatch(batch, 2, EventEncoding::kArray), want.bytes());
+}
+
+TEST(EventEncoderTest, MapEncodingNamesEveryField) {
+  KvEventBatch batch{0, 2.0, "m", {}};
+  KvEvent e = Stored({7});
+  e.parent_block_hash = 6;
+  e.token_ids = {1, 2};
+  e.lora_id = 3;
+  e.lora_name = "adapter";
+  batch.events.push_back(e);
+
+  MsgpackWriter want;
+  want.ArrayHeader(3);
+  want.Double(2.0);
+  want.ArrayHeader(1);
+  want.MapHeader(8);
+  want.Str("type");
+  want.Str("BlockStored");
+  want.Str("block_hashes");
+  want.ArrayHeader(1);
+  want.Uint(7);
+  want.Str("parent_block_hash");
+  want.Uint(6);
+  want.Str("token_ids");
+  want.ArrayHeader(2);
+  want.Uint(1);
+  want.Uint(2);
+  want.Str("block_size");
+  want.Uint(16);
+  want.Str("lora_id");
+  want.Int(3);
+  want.Str("medium");
+  want.Str("CPU");
+  want.Str("lora_name");
+  want.Str("adapter");
+  want.Int(0);
+  EXPECT_EQ(EncodeEventBatch(batch, 0, EventEncoding::kMap), want.bytes());
+}
+
+TEST(EventEncoderTest, ParseEncoding) {
+  EXPECT_EQ(*ParseEventEncoding("array"), EventEncoding::kArray);
+  EXPECT_EQ(*ParseEventEncoding("map"), EventEncoding::kMap);
+  absl::StatusOr<EventEncoding> bad = ParseEventEncoding("json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvstrata
