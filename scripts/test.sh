@@ -14,4 +14,7 @@ echo "test: C++ tests (ctest)"
 echo "test: Python tests (pytest)"
 KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/integration/python" || status=1
+echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard)"
+KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
+  "$repo/.venv/bin/python" -m pytest -q "$repo/tests/deploy" || status=1
 exit $status
