@@ -113,6 +113,7 @@ const std::map<std::string, Command>& Commands() {
         {"tiers", {"capacity and usage per tier", Tiers}},
     };
     AddCacheCommands(*all);
+    AddTopCommand(*all);
     return all;
   }();
   return *commands;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "client/cpp/kvstrata_client.h"
 
 namespace kvstrata {
@@ -21,8 +22,10 @@ inline constexpr int kExitError = 3;
 struct CommandContext {
   Client* client;
   bool json;
-  bool toml;                      // `config --toml`: the effective TOML document.
-  std::vector<std::string> args;  // After the command name.
+  bool toml;                                   // `config --toml`: the effective TOML document.
+  std::vector<std::string> args;               // After the command name.
+  absl::Duration interval = absl::Seconds(2);  // `top`: time between frames.
+  int64_t iterations = 0;                      // `top`: frames to print, 0 = forever.
 };
 
 struct Command {
@@ -35,6 +38,9 @@ const std::map<std::string, Command>& Commands();
 
 // Adds the commands on cached blocks (commands_cache.cc).
 void AddCacheCommands(std::map<std::string, Command>& commands);
+
+// Adds `top`, the live view (top.cc).
+void AddTopCommand(std::map<std::string, Command>& commands);
 
 }  // namespace kvstrata
 

@@ -19,6 +19,8 @@ ABSL_FLAG(bool, toml, false, "config: print the effective configuration as TOML"
 ABSL_FLAG(std::string, token_file, "", "File holding the bearer token (TCP endpoints)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates: use TLS (TCP endpoints)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each call");
+ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "top: time between frames");
+ABSL_FLAG(int64_t, iterations, 0, "top: frames to print, then exit (0 = until interrupted)");
 
 namespace {
 
@@ -41,7 +43,11 @@ int main(int argc, char** argv) {
   if (positional.size() < 2) return Usage();
   std::string name = positional[1];
   if (name == "version") {
-    std::cout << "kvstrata " << kvstrata::kVersion << "\n";
+    if (absl::GetFlag(FLAGS_json)) {
+      std::cout << "{\"version\": \"" << kvstrata::kVersion << "\"}\n";
+    } else {
+      std::cout << "kvstrata " << kvstrata::kVersion << "\n";
+    }
     return kvstrata::kExitOk;
   }
   auto command = kvstrata::Commands().find(name);
@@ -59,6 +65,8 @@ int main(int argc, char** argv) {
   kvstrata::CommandContext context{client->get(),
                                    absl::GetFlag(FLAGS_json),
                                    absl::GetFlag(FLAGS_toml),
-                                   {positional.begin() + 2, positional.end()}};
+                                   {positional.begin() + 2, positional.end()},
+                                   absl::GetFlag(FLAGS_interval),
+                                   absl::GetFlag(FLAGS_iterations)};
   return command->second.run(context);
 }
