@@ -48,7 +48,13 @@ class Subscriber:
         self.ctx = zmq.Context()
         self.sub = self.ctx.socket(zmq.SUB)
         self.sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
+        monitor = self.sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         self.sub.connect(pub)
+        # ZMQ's slow joiner: wait for the connection, then for the subscription to travel.
+        assert monitor.poll(10000), "the SUB socket did not connect to kvstratad's PUB"
+        self.sub.disable_monitor()
+        monitor.close(linger=0)
+        time.sleep(0.05)
         self.replay_endpoint = replay
         self.received: List[Message] = []
 
@@ -101,7 +107,6 @@ def ev(request) -> Iterator[Tuple[Daemon, Subscriber]]:
     d = events_daemon(workdir, request.param).start()
     sub = Subscriber(f"ipc://{workdir}/ev.pub", f"ipc://{workdir}/ev.replay")
     try:
-        time.sleep(0.3)  # ZMQ's slow joiner: later batches reach the SUB, earlier ones replay
         yield d, sub
         assert d.running(), d.log_tail()
         assert d.stop() == 0, d.log_tail()
@@ -116,14 +121,19 @@ def store(session: kvstrata.Session, ns, keys: List[bytes]) -> None:
 
 
 def all_batches(sub: Subscriber, expect_min: int) -> List[Message]:
-    """Every batch from seq 0 (replayed), checked against what the SUB saw."""
+    """Every batch from seq 0 (replayed), checked against what the SUB saw live: the live
+    stream has every sequence number, in order, and the same payload bytes."""
     assert wait_until(lambda: len(sub.drain(0.1)) >= 1, 10), "no event reached the subscriber"
     replayed = sub.replay(0)
     assert [m.seq for m in replayed] == list(range(len(replayed))), "sequence must be dense from 0"
     assert len(replayed) >= expect_min
+    assert wait_until(lambda: len(sub.drain(0.1)) >= len(replayed), 10)
+    assert [m.seq for m in sub.received][:len(replayed)] == list(range(len(replayed))), (
+        "the live stream skipped or reordered a sequence number")
     by_seq = {m.seq: m for m in replayed}
     for m in sub.received:  # live and replayed copies are byte-identical
-        assert by_seq[m.seq].payload == m.payload
+        if m.seq in by_seq:
+            assert by_seq[m.seq].payload == m.payload
         assert m.pod == "pytest-node" and m.model == MODEL
         assert m.dp_rank == 3
     return replayed
