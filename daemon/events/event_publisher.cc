@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -102,7 +103,11 @@ EventPublisher::EventPublisher(EventPublisherOptions options, NamespaceResolver 
 EventPublisher::~EventPublisher() { Stop(); }
 
 void EventPublisher::Stop() {
-  if (stop_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    if (stop_.exchange(true)) return;
+  }
+  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
   sockets_.reset();
 }
@@ -135,9 +140,15 @@ std::string EventPublisher::Topic(const std::string& model) const {
 void EventPublisher::Run() {
   const long timeout_ms = std::max<long>(1, absl::ToInt64Milliseconds(options_.flush_interval));
   while (!stop_.load()) {
-    zmq_pollitem_t item{sockets_->router, 0, ZMQ_POLLIN, 0};
-    int ready = zmq_poll(&item, sockets_->router != nullptr ? 1 : 0, timeout_ms);
-    if (ready > 0 && (item.revents & ZMQ_POLLIN) != 0) ServiceReplay();
+    if (sockets_->router != nullptr) {  // Wait for a replay request or the next flush.
+      zmq_pollitem_t item{sockets_->router, 0, ZMQ_POLLIN, 0};
+      if (zmq_poll(&item, 1, timeout_ms) > 0 && (item.revents & ZMQ_POLLIN) != 0) {
+        ServiceReplay();
+      }
+    } else {
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      wake_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return stop_.load(); });
+    }
     PublishPending();
   }
   PublishPending();

@@ -15,9 +15,11 @@
 #define KVSTRATA_DAEMON_EVENTS_EVENT_PUBLISHER_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -78,7 +80,8 @@ class EventPublisher {
                                                                NamespaceResolver resolver);
   ~EventPublisher();
 
-  // Publishes what is queued, then stops the thread and closes the sockets. Idempotent.
+  // Publishes what is queued, then stops the thread (at once, or within one flush_interval
+  // with a replay socket) and closes the sockets. Idempotent.
   void Stop();
 
   // Never blocks. False when the queue is full (the notice is dropped and counted).
@@ -111,6 +114,8 @@ class EventPublisher {
 
   std::atomic<uint64_t> dropped_{0}, batches_{0}, events_{0}, replays_{0};
   std::atomic<bool> stop_{false};
+  std::mutex wake_mu_;  // with wake_: the publisher thread's sleep when there is no router
+  std::condition_variable wake_;
   std::thread thread_;
   // Publisher-thread state.
   absl::flat_hash_map<NamespaceId, NamespaceFacts> facts_;
