@@ -18,8 +18,9 @@ std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
 
 }  // namespace
 
-JobManager::JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status)
-    : cache_(cache), engine_(engine), engine_status_(std::move(engine_status)) {}
+JobManager::JobManager(BlockCache* cache, TierManager* tiers, TransferEngine* engine,
+                       absl::Status engine_status)
+    : cache_(cache), tiers_(tiers), engine_(engine), engine_status_(std::move(engine_status)) {}
 
 absl::StatusOr<uint64_t> JobManager::RegisterCuda(uint64_t session, uint32_t ns,
                                                   uint64_t block_bytes,
@@ -154,6 +155,7 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
                                                 uint64_t registration, const JobBlocks& blocks,
                                                 std::optional<uint64_t> lease) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
+  if (tiers_ != nullptr) tiers_->PrepareLoad(ns, blocks.keys);
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
   if (!acquired.ok()) return acquired.status();
   TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt};

@@ -27,6 +27,7 @@
 #include "daemon/cache/block_cache.h"
 #include "daemon/common/mutex.h"
 #include "daemon/jobs/completion_queue.h"
+#include "daemon/tiering/tier_manager.h"
 #include "daemon/transfer/transfer_engine.h"
 
 namespace kvstrata {
@@ -39,7 +40,9 @@ struct JobBlocks {
 class JobManager {
  public:
   // `engine` may be null (no GPU); `engine_status` then says why.
-  JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status);
+  // `tiers` (may be null) promotes L2/L3 blocks before a load acquires them.
+  JobManager(BlockCache* cache, TierManager* tiers, TransferEngine* engine,
+             absl::Status engine_status);
 
   absl::StatusOr<uint64_t> RegisterCuda(uint64_t session, uint32_t ns, uint64_t block_bytes,
                                         const CudaMemorySpec& spec);
@@ -79,6 +82,7 @@ class JobManager {
   void Complete(uint64_t session, JobCompletion completion);
 
   BlockCache* const cache_;
+  TierManager* const tiers_;
   TransferEngine* const engine_;
   const absl::Status engine_status_;
   CompletionQueue completions_;

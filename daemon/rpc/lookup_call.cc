@@ -27,6 +27,9 @@ absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const Look
   absl::StatusOr<LookupResult> result =
       context.cache->Lookup(call.session_id, ns->id, call.keys, ttl);
   if (!result.ok()) return result.status();
+  if (context.tiers != nullptr) {
+    context.tiers->ExtendLookup(call.session_id, ns->id, call.keys, ttl, &*result);
+  }
   LookupAnswer answer{std::move(*result), 0};
   if (answer.result.lease.has_value()) {
     answer.lease_expires_unix_ms = UnixMillis(absl::Now() + *ttl);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "daemon/server/listeners.h"
+#include "daemon/server/lower_tiers.h"
 #include "daemon/transfer/gpu_probe.h"
 #include "spdlog/spdlog.h"
 
@@ -55,9 +56,11 @@ absl::Status Daemon::StartServing() {
   metrics_ = std::move(*metrics);
   identity_.metrics_address = metrics_->bound_address();
   absl::Time pool_start = absl::Now();
-  absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, nullptr);
+  tiers_ = MakeTierManager(config_, &namespaces_);
+  absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, tiers_.get());
   if (!l1.ok()) return l1.status();
   l1_ = std::move(*l1);
+  tiers_->AttachL1(l1_.cache.get(), static_cast<char*>(l1_.region->base()));
   spdlog::info("l1_ready bytes={} huge_pages={} populate_ms={}", l1_.region->size(),
                l1_.region->huge_pages(), absl::ToInt64Milliseconds(absl::Now() - pool_start));
   std::string fd_socket = config_.server.socket + ".shm";
@@ -77,7 +80,7 @@ absl::Status Daemon::StartServing() {
   ServiceContext context{&config_,           &identity_,   &sessions_,
                          &namespaces_,       guard_.get(), l1_.cache.get(),
                          l1_.region->size(), fd_socket,    config_.server.socket + ".lookup",
-                         jobs_.get()};
+                         jobs_.get(),        tiers_.get()};
   absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(
       context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
   if (!lookup_server.ok()) return lookup_server.status();
@@ -130,7 +133,7 @@ void Daemon::StartTransferEngine() {
     }
   }
   identity_.cuda_enabled = engine_ != nullptr;
-  jobs_ = std::make_unique<JobManager>(l1_.cache.get(), engine_.get(), engine_status);
+  jobs_ = std::make_unique<JobManager>(l1_.cache.get(), tiers_.get(), engine_.get(), engine_status);
 }
 
 void Daemon::RegisterGauges() {
@@ -182,6 +185,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   if (fd_server_ != nullptr) fd_server_->Stop();
   if (lookup_server_ != nullptr) lookup_server_->Stop();
   sessions_.CloseAll();
+  if (tiers_ != nullptr) tiers_->Stop();  // No file I/O touches the pool after this.
   socket_lock_.reset();
 }
 

@@ -25,6 +25,7 @@
 #include "daemon/server/lookup_server.h"
 #include "daemon/server/socket_lock.h"
 #include "daemon/session/session_registry.h"
+#include "daemon/tiering/tier_manager.h"
 #include "daemon/transfer/transfer_engine.h"
 
 namespace kvstrata {
@@ -59,6 +60,7 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<AdminService> admin_;
   std::optional<SocketLock> socket_lock_;
+  std::unique_ptr<TierManager> tiers_;  // L2/L3; outlives l1_ (its listener), stopped first.
   L1Pool l1_;
   std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.
   std::unique_ptr<JobManager> jobs_;
