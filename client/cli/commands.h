@@ -23,6 +23,7 @@ struct CommandContext {
   bool json;
   bool toml;                      // `config --toml`: the effective TOML document.
   std::vector<std::string> args;  // After the command name.
+  std::string tier;               // --tier: "", "l1", "l2" or "l3".
 };
 
 struct Command {

@@ -78,6 +78,20 @@ absl::StatusOr<LeaseId> BlockCache::CreateEmptyLease(SessionId session, absl::Du
   return leases_.Create(session, {}, ttl);
 }
 
+size_t BlockCache::AddToLease(LeaseRef into, NamespaceId ns, Keys raw) {
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  if (!keys.ok()) return 0;
+  MutexLock lock(&mu_);
+  std::vector<BlockKey> present;
+  for (const BlockKey& key : *keys) {
+    std::optional<BlockEntry> e = index_.Find(key);
+    if (e.has_value() && e->visible() && (e->tiers & TierBit(Tier::kL1))) present.push_back(key);
+  }
+  if (present.empty() || !leases_.Extend(into.session, into.lease, present)) return 0;
+  AddRefsLocked(present, +1);
+  return present.size();
+}
+
 std::vector<BlockKey> BlockCache::VisibleKeys(std::optional<NamespaceId> ns) const {
   std::vector<BlockKey> keys;
   MutexLock lock(&mu_);

@@ -71,6 +71,9 @@ class BlockCache {
   absl::StatusOr<size_t> CommitStore(SessionId session, ReservationId reservation,
                                      std::optional<absl::Span<const uint32_t>> written,
                                      std::optional<LeaseRef> into = std::nullopt);
+  // Pins the keys that are visible in L1 under a live lease of `into.session` and adds
+  // them to it; returns how many joined (0 when the lease has ended).
+  size_t AddToLease(LeaseRef into, NamespaceId ns, Keys keys);
   // A lease that holds nothing yet (blocks join it through CommitStore's `into`).
   // INVALID_ARGUMENT for a TTL outside (0, max_lease_ttl].
   absl::StatusOr<LeaseId> CreateEmptyLease(SessionId session, absl::Duration ttl);

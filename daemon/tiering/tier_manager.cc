@@ -76,7 +76,12 @@ void TierManager::OnRemoved(NamespaceId ns, const BlockKey& key, Tier tier, Remo
 void TierManager::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset,
                              uint64_t length) {
   for (auto& lower : tiers_) {
-    if (!lower->options.write_back) continue;
+    if (!lower->options.write_back) {
+      MutexLock lock(&lower->pending_mu);
+      auto it = lower->pending.find(key);
+      if (it != lower->pending.end()) it->second->copy.assign(region_ + offset, length);
+      continue;
+    }
     if (lower->options.admission_threshold > 0) {
       MutexLock lock(&hits_mu_);
       auto it = l1_hits_.find(key);
@@ -103,12 +108,18 @@ std::optional<Tier> TierManager::CachedTier(const TierNamespace& tn, absl::strin
   return std::nullopt;
 }
 
-std::vector<Tier> TierManager::LowerPrefix(const TierNamespace& tn,
+std::vector<Tier> TierManager::LowerPrefix(NamespaceId ns, const TierNamespace& tn,
                                            absl::Span<const std::string_view> keys) {
+  absl::StatusOr<std::vector<std::optional<Tier>>> in_l1 = cache_->Peek(ns, keys);
   std::vector<Tier> found;
-  for (std::string_view key : keys) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (in_l1.ok() && (*in_l1)[i].has_value()) {
+      found.push_back(Tier::kL1);
+      continue;
+    }
     bool unknown = false;
-    std::optional<Tier> tier = CachedTier(tn, absl::string_view(key.data(), key.size()), &unknown);
+    std::optional<Tier> tier =
+        CachedTier(tn, absl::string_view(keys[i].data(), keys[i].size()), &unknown);
     if (!tier.has_value()) break;
     found.push_back(*tier);
   }
@@ -161,7 +172,7 @@ void TierManager::ExtendLookup(SessionId session, NamespaceId ns,
   std::optional<TierNamespace> tn = NamespaceOf(ns);
   if (!tn.has_value()) return;
   absl::Span<const std::string_view> rest = keys.subspan(result->hits);
-  std::vector<Tier> lower = LowerPrefix(*tn, rest);
+  std::vector<Tier> lower = LowerPrefix(ns, *tn, rest);
   if (lower.size() < rest.size()) {
     bool unknown = false;
     const std::string_view next = rest[lower.size()];
@@ -170,7 +181,7 @@ void TierManager::ExtendLookup(SessionId session, NamespaceId ns,
       absl::Duration timeout = absl::ZeroDuration();
       for (const auto& t : tiers_) timeout = std::max(timeout, t->options.probe_timeout);
       ProbeChain(*tn, rest.subspan(lower.size()), timeout);
-      lower = LowerPrefix(*tn, rest);
+      lower = LowerPrefix(ns, *tn, rest);
     }
   }
   if (lower.empty()) return;
@@ -179,10 +190,23 @@ void TierManager::ExtendLookup(SessionId session, NamespaceId ns,
       absl::StatusOr<LeaseId> lease = cache_->CreateEmptyLease(session, *lease_ttl);
       if (lease.ok()) result->lease = *lease;
     }
-    std::vector<std::string> promote(rest.begin(), rest.begin() + lower.size());
     std::optional<LeaseRef> into;
     if (result->lease.has_value()) into = LeaseRef{session, *result->lease};
-    Promote(ns, *tn, std::move(promote), lower, into);
+    // Past the first L1 miss, blocks still in L1 join the lease as they are; the others
+    // are promoted into it.
+    std::vector<std::string_view> in_l1;
+    std::vector<std::string> promote;
+    std::vector<Tier> promote_tiers;
+    for (size_t i = 0; i < lower.size(); ++i) {
+      if (lower[i] == Tier::kL1) {
+        in_l1.push_back(rest[i]);
+      } else {
+        promote.emplace_back(rest[i]);
+        promote_tiers.push_back(lower[i]);
+      }
+    }
+    if (into.has_value() && !in_l1.empty()) cache_->AddToLease(*into, ns, in_l1);
+    if (!promote.empty()) Promote(ns, *tn, std::move(promote), std::move(promote_tiers), into);
   }
   result->hits += lower.size();
   result->tiers.insert(result->tiers.end(), lower.begin(), lower.end());

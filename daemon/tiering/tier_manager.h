@@ -95,16 +95,25 @@ class TierManager : public TierListener {
   std::vector<LowerTierStatus> Status() const;
 
  private:
+  struct Promotion {
+    bool done = false;
+  };
+  // A queued write of an L1 block. If L1 evicts the block before the write runs, its bytes
+  // are copied here on the way out (under the cache lock, so the writer sees one or the
+  // other: the block still in L1, or this copy).
+  struct PendingWrite {
+    std::string copy;
+  };
+
   struct Lower {
     std::unique_ptr<FileTier> files;
     LowerTierOptions options;
     std::unique_ptr<IoPool> io;
     std::atomic<uint64_t> queued{0}, dropped{0}, promotions{0}, promoted{0};
+    Mutex pending_mu;
+    absl::flat_hash_map<BlockKey, std::shared_ptr<PendingWrite>> pending
+        ABSL_GUARDED_BY(pending_mu);
   };
-  struct Promotion {
-    bool done = false;
-  };
-
   std::optional<TierNamespace> NamespaceOf(NamespaceId ns);
   Lower* TierOf(Tier tier) const;
   // The lower tier holding `key` per the indexes; nullopt = absent; `unknown` set when a
@@ -114,8 +123,9 @@ class TierManager : public TierListener {
   // `timeout` for them.
   void ProbeChain(const TierNamespace& tn, absl::Span<const std::string_view> keys,
                   absl::Duration timeout);
-  // Leading lower-tier hits of keys, as tiers.
-  std::vector<Tier> LowerPrefix(const TierNamespace& tn, absl::Span<const std::string_view> keys);
+  // The leading keys present in some tier (L1 first), with the fastest tier of each.
+  std::vector<Tier> LowerPrefix(NamespaceId ns, const TierNamespace& tn,
+                                absl::Span<const std::string_view> keys);
 
   // Promotion (tier_manager_promote.cc).
   void Promote(NamespaceId ns, const TierNamespace& tn, std::vector<std::string> keys,
@@ -127,7 +137,8 @@ class TierManager : public TierListener {
 
   // Writing down (tier_manager_write.cc).
   void QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key, std::string copied);
-  bool WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace& tn, absl::string_view key);
+  bool WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace& tn, absl::string_view key,
+                   const PendingWrite* fallback);
   void CountHit(NamespaceId ns, const BlockKey& key);
 
   NamespaceRegistry* const namespaces_;

@@ -32,26 +32,48 @@ void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,
     return;
   }
   lower.queued.fetch_add(1);
-  const std::string_view bytes = key.bytes();
-  lower.io->Submit(IoPool::Priority::kBackground,
-                   [this, &lower, ns, raw = std::string(bytes), copied = std::move(copied)] {
-                     std::optional<TierNamespace> tn = NamespaceOf(ns);
-                     if (tn.has_value() && !copied.empty()) {
-                       (void)lower.files->Write(*tn, raw, copied);
-                     } else if (tn.has_value()) {
-                       WriteFromL1(lower, ns, *tn, raw);
-                     }
-                     lower.queued.fetch_sub(1);
-                   });
+  auto pending = std::make_shared<PendingWrite>();
+  pending->copy = std::move(copied);
+  const bool from_l1 = pending->copy.empty();
+  if (from_l1) {
+    MutexLock lock(&lower.pending_mu);
+    lower.pending[key] = pending;
+  }
+  lower.io->Submit(IoPool::Priority::kBackground, [this, &lower, ns, key, pending, from_l1] {
+    const std::string_view bytes = key.bytes();
+    const absl::string_view raw(bytes.data(), bytes.size());
+    std::optional<TierNamespace> tn = NamespaceOf(ns);
+    if (tn.has_value() && !from_l1) {
+      (void)lower.files->Write(*tn, raw, pending->copy);
+    } else if (tn.has_value()) {
+      WriteFromL1(lower, ns, *tn, raw, pending.get());
+    }
+    if (from_l1) {
+      MutexLock lock(&lower.pending_mu);
+      auto it = lower.pending.find(key);
+      if (it != lower.pending.end() && it->second == pending) lower.pending.erase(it);
+    }
+    lower.queued.fetch_sub(1);
+  });
 }
 
 bool TierManager::WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace& tn,
-                              absl::string_view key) {
+                              absl::string_view key, const PendingWrite* fallback) {
   if (lower.files->Cached(tn.fingerprint, key) == FileTier::Presence::kPresent) return true;
   const std::string_view view(key.data(), key.size());
   absl::StatusOr<LoadResult> pinned =
       cache_->AcquireLoad(kDaemonSession, ns, absl::MakeConstSpan(&view, 1), std::nullopt);
-  if (!pinned.ok() || pinned->load == 0) return false;  // Gone from L1 meanwhile.
+  if (!pinned.ok() || pinned->load == 0) {
+    // Evicted from L1 before its turn: OnEvicting saved the bytes (under the cache lock,
+    // which AcquireLoad also took, so the copy is complete by now).
+    if (fallback == nullptr) return false;
+    std::string copy;
+    {
+      MutexLock lock(&lower.pending_mu);
+      copy = fallback->copy;
+    }
+    return !copy.empty() && lower.files->Write(tn, key, copy).ok();
+  }
   const LoadSlot& slot = pinned->slots[0];
   absl::Status written =
       lower.files->Write(tn, key, absl::string_view(region_ + slot.offset, slot.length));
@@ -79,7 +101,7 @@ absl::StatusOr<size_t> TierManager::Drain(std::optional<Tier> tier,
       const absl::string_view raw(bytes.data(), bytes.size());
       if (tn.has_value() && lower->files->Cached(tn->fingerprint, raw) !=
                                 FileTier::Presence::kPresent) {
-        written += WriteFromL1(*lower, key.ns(), *tn, raw);
+        written += WriteFromL1(*lower, key.ns(), *tn, raw, nullptr);
       }
       if (++done % 64 == 0 || done == total) progress(done, total);
     }

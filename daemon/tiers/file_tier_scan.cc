@@ -211,6 +211,7 @@ size_t FileTier::EnforceSharedCapacity() {
       total -= f.bytes;
       ++deleted;
       MutexLock lock(&mu_);
+      ++counters_.evictions;
       absl::StatusOr<BlockKey> k = KeyOfLocked(f.fingerprint, f.key);
       if (k.ok()) EraseLocked(*k);
     }
@@ -219,7 +220,6 @@ size_t FileTier::EnforceSharedCapacity() {
   shared_scanned_bytes_ = total;
   written_since_scan_ = 0;
   counters_.scanned_files = files.size() - deleted;
-  counters_.evictions += deleted;
   return deleted;
 }
 
