@@ -35,8 +35,8 @@ absl::StatusOr<v1::Tier> ParseTier(const std::string& name, bool allow_l1) {
   if (name == "l1" && allow_l1) return v1::TIER_L1_DRAM;
   if (name == "l2") return v1::TIER_L2_LOCAL;
   if (name == "l3") return v1::TIER_L3_SHARED;
-  return absl::InvalidArgumentError(absl::StrCat("--tier='", name, "': expected ",
-                                                 allow_l1 ? "l1, l2, l3 or all" : "l2 or l3"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--tier='", name, "': expected ", allow_l1 ? "l1, l2, l3 or all" : "l2 or l3"));
 }
 
 int Usage(const absl::Status& status) {

@@ -155,7 +155,8 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
                                                 uint64_t registration, const JobBlocks& blocks,
                                                 std::optional<uint64_t> lease) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
-  if (tiers_ != nullptr) tiers_->PrepareLoad(ns, blocks.keys);
+  TierManager::LoadGuard promoted;
+  if (tiers_ != nullptr) promoted = tiers_->PrepareLoad(ns, blocks.keys);
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
   if (!acquired.ok()) return acquired.status();
   TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt};

@@ -135,7 +135,8 @@ void TierManager::ProbeChain(const TierNamespace& tn, absl::Span<const std::stri
     bool done = false;
   };
   auto done = std::make_shared<Done>();
-  std::vector<std::string> owned(keys.begin(), keys.begin() + std::min(keys.size(), kMaxProbedKeys));
+  std::vector<std::string> owned(keys.begin(),
+                                 keys.begin() + std::min(keys.size(), kMaxProbedKeys));
   prober_->Submit(IoPool::Priority::kUrgent, [this, tn, owned = std::move(owned), done] {
     for (const std::string& key : owned) {
       bool unknown = false;
@@ -255,9 +256,8 @@ size_t TierManager::Clear(std::optional<NamespaceId> ns, std::optional<Tier> tie
   size_t removed = 0;
   for (const auto& lower : tiers_) {
     if (tier.has_value() && lower->files->options().tier != *tier) continue;
-    removed += lower->files->Clear(fingerprint.has_value()
-                                       ? std::optional<absl::string_view>(*fingerprint)
-                                       : std::nullopt);
+    removed += lower->files->Clear(
+        fingerprint.has_value() ? std::optional<absl::string_view>(*fingerprint) : std::nullopt);
   }
   return removed;
 }

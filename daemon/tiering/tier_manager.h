@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -79,8 +80,29 @@ class TierManager : public TierListener {
   // Continues `result` (an L1 lookup of `keys`) into the lower tiers; see above.
   void ExtendLookup(SessionId session, NamespaceId ns, absl::Span<const std::string_view> keys,
                     std::optional<absl::Duration> lease_ttl, LookupResult* result);
-  // Promotes what `keys` has below L1 and waits for it (bounded) before a load.
-  void PrepareLoad(NamespaceId ns, absl::Span<const std::string_view> keys);
+  // Keeps the blocks a PrepareLoad promoted pinned in L1 until the load has acquired them.
+  class LoadGuard {
+   public:
+    LoadGuard() = default;
+    LoadGuard(BlockCache* cache, LeaseId lease) : cache_(cache), lease_(lease) {}
+    LoadGuard(LoadGuard&& other) noexcept
+        : cache_(std::exchange(other.cache_, nullptr)), lease_(other.lease_) {}
+    LoadGuard& operator=(LoadGuard&& other) noexcept {
+      std::swap(cache_, other.cache_);
+      std::swap(lease_, other.lease_);
+      return *this;
+    }
+    ~LoadGuard() {
+      if (cache_ != nullptr) (void)cache_->ReleaseLease(kDaemonSession, lease_);
+    }
+
+   private:
+    BlockCache* cache_ = nullptr;
+    LeaseId lease_ = 0;
+  };
+  // Promotes what `keys` has below L1 and waits for it (bounded) before a load. Keep the
+  // guard until AcquireLoad has pinned the blocks.
+  [[nodiscard]] LoadGuard PrepareLoad(NamespaceId ns, absl::Span<const std::string_view> keys);
   // Admin: the lower tier holding each key not found in L1 (entries already set are kept).
   void Peek(NamespaceId ns, absl::Span<const std::string_view> keys,
             std::vector<std::optional<Tier>>* where);
@@ -147,7 +169,7 @@ class TierManager : public TierListener {
   char* region_ = nullptr;
   TierListener* next_ = nullptr;
   std::vector<std::unique_ptr<Lower>> tiers_;  // fastest first
-  bool counts_hits_ = false;                    // some tier has an admission threshold
+  bool counts_hits_ = false;                   // some tier has an admission threshold
 
   Mutex ns_mu_;
   absl::flat_hash_map<NamespaceId, TierNamespace> ns_cache_ ABSL_GUARDED_BY(ns_mu_);

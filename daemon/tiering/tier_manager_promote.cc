@@ -46,8 +46,8 @@ void TierManager::Promote(NamespaceId ns, const TierNamespace& tn, std::vector<s
 }
 
 void TierManager::PromoteChunk(NamespaceId ns, const TierNamespace& tn,
-                               const std::vector<std::string>& keys,
-                               const std::vector<Tier>& tiers, std::optional<LeaseRef> into,
+                               const std::vector<std::string>& keys, const std::vector<Tier>& tiers,
+                               std::optional<LeaseRef> into,
                                const std::vector<std::shared_ptr<Promotion>>& marks) {
   std::vector<std::string_view> views(keys.begin(), keys.end());
   absl::StatusOr<ReserveResult> reserved =
@@ -85,12 +85,13 @@ void TierManager::WaitForPromotions(const std::vector<std::shared_ptr<Promotion>
   });
 }
 
-void TierManager::PrepareLoad(NamespaceId ns, absl::Span<const std::string_view> keys) {
-  if (tiers_.empty() || cache_ == nullptr) return;
+TierManager::LoadGuard TierManager::PrepareLoad(NamespaceId ns,
+                                                absl::Span<const std::string_view> keys) {
+  if (tiers_.empty() || cache_ == nullptr) return {};
   absl::StatusOr<std::vector<std::optional<Tier>>> in_l1 = cache_->Peek(ns, keys);
-  if (!in_l1.ok()) return;
+  if (!in_l1.ok()) return {};
   std::optional<TierNamespace> tn = NamespaceOf(ns);
-  if (!tn.has_value()) return;
+  if (!tn.has_value()) return {};
   std::vector<std::shared_ptr<Promotion>> waits;
   std::vector<std::string> promote;
   std::vector<Tier> tiers;
@@ -114,13 +115,22 @@ void TierManager::PrepareLoad(NamespaceId ns, absl::Span<const std::string_view>
       }
     }
   }
+  LoadGuard guard;
   if (!promote.empty()) {
     std::vector<BlockKey> started;
     for (const std::string& k : promote) {
       absl::StatusOr<BlockKey> key = BlockKey::Make(ns, k);
       if (key.ok()) started.push_back(*key);
     }
-    Promote(ns, *tn, std::move(promote), std::move(tiers), std::nullopt);
+    // The daemon's own lease holds what lands until the caller's AcquireLoad pins it.
+    std::optional<LeaseRef> into;
+    absl::StatusOr<LeaseId> lease =
+        cache_->CreateEmptyLease(kDaemonSession, promotion_wait_ + absl::Seconds(30));
+    if (lease.ok()) {
+      into = LeaseRef{kDaemonSession, *lease};
+      guard = LoadGuard(cache_, *lease);
+    }
+    Promote(ns, *tn, std::move(promote), std::move(tiers), into);
     std::lock_guard<std::mutex> lock(promo_mu_);
     for (const BlockKey& key : started) {
       auto it = promoting_.find(key);
@@ -128,6 +138,7 @@ void TierManager::PrepareLoad(NamespaceId ns, absl::Span<const std::string_view>
     }
   }
   if (!waits.empty()) WaitForPromotions(waits);
+  return guard;
 }
 
 }  // namespace kvstrata

@@ -99,8 +99,8 @@ absl::StatusOr<size_t> TierManager::Drain(std::optional<Tier> tier,
       std::optional<TierNamespace> tn = NamespaceOf(key.ns());
       const std::string_view bytes = key.bytes();
       const absl::string_view raw(bytes.data(), bytes.size());
-      if (tn.has_value() && lower->files->Cached(tn->fingerprint, raw) !=
-                                FileTier::Presence::kPresent) {
+      if (tn.has_value() &&
+          lower->files->Cached(tn->fingerprint, raw) != FileTier::Presence::kPresent) {
         written += WriteFromL1(*lower, key.ns(), *tn, raw, nullptr);
       }
       if (++done % 64 == 0 || done == total) progress(done, total);

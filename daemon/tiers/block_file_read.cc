@@ -126,20 +126,22 @@ std::optional<BlockReadResult> OpenVerified(const std::string& path, absl::strin
 }
 
 // Reads the payload's whole 4 KiB pages with O_DIRECT straight into `dest` (which must be
-// 4 KiB-aligned). Returns the bytes read that way; 0 when O_DIRECT is not possible.
-size_t ReadDirectPages(const std::string& path, absl::Span<char> dest) {
+// 4 KiB-aligned). The direct descriptor is opened through /proc/self/fd so that it is the
+// file `fd` already verified, even if a writer renamed a new version over the path since.
+// Returns the bytes read that way; 0 when O_DIRECT is not possible.
+size_t ReadDirectPages(int fd, absl::Span<char> dest) {
   const size_t pages = dest.size() / kBlockFileAlignment * kBlockFileAlignment;
   if (pages == 0 || reinterpret_cast<uintptr_t>(dest.data()) % kBlockFileAlignment != 0) return 0;
-  FdCloser direct{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT)};
+  const std::string same_file = absl::StrCat("/proc/self/fd/", fd);
+  FdCloser direct{::open(same_file.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT)};
   if (direct.fd < 0) return 0;
   const ssize_t n = ReadFullyAt(direct.fd, dest.data(), pages, kBlockHeaderBytes);
   return n == static_cast<ssize_t>(pages) ? pages : 0;
 }
 
-BlockReadResult ReadPayload(const std::string& path, int fd, const BlockHeader& header,
-                            absl::Span<char> dest) {
+BlockReadResult ReadPayload(int fd, const BlockHeader& header, absl::Span<char> dest) {
   // The direct pages are re-read buffered if O_DIRECT failed part-way (0 returned).
-  const size_t direct = ReadDirectPages(path, dest);
+  const size_t direct = ReadDirectPages(fd, dest);
   const size_t rest = dest.size() - direct;
   const ssize_t n = ReadFullyAt(fd, dest.data() + direct, rest, kBlockHeaderBytes + direct);
   if (n < 0) return Miss(BlockMiss::kIoError, absl::StrCat("read: ", std::strerror(errno)));
@@ -167,7 +169,7 @@ BlockReadResult ReadBlockFileInto(const std::string& path, absl::string_view exp
     return Miss(BlockMiss::kBadHeader, absl::StrCat("payload of ", header.payload_bytes,
                                                     " bytes, expected ", dest.size()));
   }
-  return ReadPayload(path, closer.fd, header, dest);
+  return ReadPayload(closer.fd, header, dest);
 }
 
 BlockReadResult ReadBlockFile(const std::string& path, absl::string_view expected_fingerprint,
@@ -178,7 +180,7 @@ BlockReadResult ReadBlockFile(const std::string& path, absl::string_view expecte
     return *std::move(miss);
   }
   payload->resize(header.payload_bytes);
-  return ReadPayload(path, closer.fd, header, absl::MakeSpan(*payload));
+  return ReadPayload(closer.fd, header, absl::MakeSpan(*payload));
 }
 
 }  // namespace kvstrata

@@ -40,8 +40,8 @@ absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options
     return absl::InvalidArgumentError(options.name + ": watermarks must be 0 < low <= high <= 1");
   }
   if (absl::Status s = MakeDirectories(options.root); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(options.name, " at ", options.root,
-                                                      " is not usable: ", s.message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat(options.name, " at ", options.root, " is not usable: ", s.message()));
   }
   absl::StatusOr<std::unique_ptr<EvictionPolicy>> policy =
       MakeEvictionPolicy(options.eviction_policy, 1024);
@@ -52,8 +52,8 @@ absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options
     tier->policy_ = *std::move(policy);
   }
   FileTier* self = tier.get();
-  tier->background_ = std::thread(
-      [self] { self->options_.shared ? self->SharedEvictionLoop() : self->WarmUp(); });
+  tier->background_ =
+      std::thread([self] { self->options_.shared ? self->SharedEvictionLoop() : self->WarmUp(); });
   return tier;
 }
 
@@ -111,8 +111,8 @@ bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
   const std::string path = PathOf(fingerprint, key);
   if (path.empty()) return false;
   struct stat st;
-  const bool present = Fault("probe", path).ok() && ::stat(path.c_str(), &st) == 0 &&
-                       S_ISREG(st.st_mode);
+  const bool present =
+      Fault("probe", path).ok() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
   MutexLock lock(&mu_);
   absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
   if (!k.ok()) return false;
@@ -216,8 +216,8 @@ void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
                          const BlockReadResult& miss) {
   absl::StatusOr<std::string> moved = Quarantine(path, options_.root);
   spdlog::warn("{}: {} is bad ({}: {}); {}", options_.name, path,
-               std::string(BlockMissName(miss.miss)),
-               miss.detail, moved.ok() ? "quarantined to " + *moved : "quarantine failed");
+               std::string(BlockMissName(miss.miss)), miss.detail,
+               moved.ok() ? "quarantined to " + *moved : "quarantine failed");
   MutexLock lock(&mu_);
   if (moved.ok()) ++counters_.quarantined;
   EraseLocked(key);
@@ -313,7 +313,8 @@ bool FileTier::MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doome
     used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
     index_.erase(it);
     const std::string_view bytes = key.bytes();
-    doomed->push_back(PathOf(ns_names_[key.ns() - 1], absl::string_view(bytes.data(), bytes.size())));
+    doomed->push_back(
+        PathOf(ns_names_[key.ns() - 1], absl::string_view(bytes.data(), bytes.size())));
     ++counters_.evictions;
   }
   return static_cast<double>(used_bytes_ + incoming) <= options_.high_watermark * capacity;
@@ -331,8 +332,7 @@ void FileTier::OnWriteError(const absl::Status& error) {
   } else {
     read_only_until_ = absl::Now() + options_.read_only_cooldown;
     spdlog::warn("{}: write failed ({}); read-only for {}", options_.name,
-                 std::string(error.message()),
-                 absl::FormatDuration(options_.read_only_cooldown));
+                 std::string(error.message()), absl::FormatDuration(options_.read_only_cooldown));
   }
 }
 

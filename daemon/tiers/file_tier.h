@@ -76,10 +76,10 @@ enum class TierState { kOk, kDegraded, kReadOnly };
 absl::string_view TierStateName(TierState state);
 
 struct FileTierStats {
-  uint64_t capacity_bytes = 0;   // configured
-  uint64_t effective_bytes = 0;  // after a full-disk shrink
-  uint64_t used_bytes = 0;       // local: indexed files; shared: last scan + own writes since
-  uint64_t blocks = 0;           // files in the index
+  uint64_t capacity_bytes = 0;    // configured
+  uint64_t effective_bytes = 0;   // after a full-disk shrink
+  uint64_t used_bytes = 0;        // local: indexed files; shared: last scan + own writes since
+  uint64_t blocks = 0;            // files in the index
   uint64_t hits = 0, misses = 0;  // reads
   uint64_t writes = 0, write_bytes = 0, read_bytes = 0;
   uint64_t evictions = 0, write_errors = 0, read_errors = 0, quarantined = 0;
@@ -156,7 +156,7 @@ class FileTier {
   const FileTierOptions options_;
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, NamespaceId> ns_ids_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> ns_names_ ABSL_GUARDED_BY(mu_);  // ns_names_[id - 1]
+  std::vector<std::string> ns_names_ ABSL_GUARDED_BY(mu_);                 // ns_names_[id - 1]
   absl::flat_hash_set<std::string> namespace_files_ ABSL_GUARDED_BY(mu_);  // written
   absl::flat_hash_map<BlockKey, FileMeta> index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BlockKey, absl::Time> absent_until_ ABSL_GUARDED_BY(mu_);

@@ -116,7 +116,8 @@ void FileTier::WarmUp() {
       if (key.empty()) return;
       uint64_t bytes = known_bytes;
       struct stat st;
-      if (bytes == 0) bytes = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+      if (bytes == 0)
+        bytes = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
       found.emplace_back(std::move(key), bytes);
     });
     MutexLock lock(&mu_);
@@ -133,8 +134,8 @@ void FileTier::WarmUp() {
     warm_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
-  spdlog::info("{}: index warm: {} block files under {} in {}", options_.name, files,
-               options_.root, absl::FormatDuration(absl::Now() - start));
+  spdlog::info("{}: index warm: {} block files under {} in {}", options_.name, files, options_.root,
+               absl::FormatDuration(absl::Now() - start));
   // Respect the cap at once if the directory holds more than it allows (e.g. a smaller
   // capacity after a restart).
   std::vector<std::string> doomed;
@@ -148,9 +149,9 @@ void FileTier::WarmUp() {
 bool FileTier::WaitWarm(absl::Duration timeout) const {
   if (options_.shared) return true;
   std::unique_lock<std::mutex> lock(wake_mu_);
-  return wake_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                        [this] { return warm_.load() || stopping_.load(); }) &&
-         warm_.load();
+  return wake_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] {
+    return warm_.load() || stopping_.load();
+  }) && warm_.load();
 }
 
 void FileTier::SharedEvictionLoop() {

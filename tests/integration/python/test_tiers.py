@@ -110,7 +110,8 @@ def workdir() -> Iterator[Path]:
 
 def assert_loads(node: Node, keys: List[bytes], data: List[np.ndarray], lease_id: int = 0) -> None:
     got = node.session.load(node.ns, keys, lease_id=lease_id)
-    assert list(got) == [True] * len(keys), f"missing blocks: {list(got)}"
+    assert list(got) == [True] * len(keys), \
+        f"missing blocks: {list(got)}\n{node.client.list_tiers()}\n{node.client.get_stats()}"
     for i, (b, want) in enumerate(zip(got.blocks, data)):
         assert np.array_equal(b, want), f"block {i} differs"
 
@@ -507,8 +508,8 @@ def test_kill9_during_heavy_writes_never_serves_a_torn_block(workdir: Path) -> N
 
     t = threading.Thread(target=writer)
     t.start()
-    assert wait_until(lambda: len(stored) >= 20, 30.0)
-    os.kill(a.daemon.proc.pid, signal.SIGKILL)
+    assert wait_until(lambda: len(stored) >= 20 and len(block_files(l2)) >= 40, 30.0)
+    os.kill(a.daemon.proc.pid, signal.SIGKILL)  # Stores and writes still running.
     stop.set()
     t.join(30)
     a.close(expect_clean=False)
