@@ -10,11 +10,19 @@ namespace kvstrata {
 namespace {
 
 void PrintTiers(const google::protobuf::RepeatedPtrField<v1::TierInfo>& tiers) {
-  Table table({"TIER", "STATE", "CAPACITY", "USED", "BLOCKS", "POLICY", "PATH"});
+  Table table({"TIER", "STATE", "CAPACITY", "USED", "BLOCKS", "HITS", "MISSES", "EVICTED", "QUEUE",
+               "DROPPED", "ERRORS", "POLICY", "PATH"});
   for (const v1::TierInfo& t : tiers) {
-    table.AddRow({t.name(), t.state(), HumanBytes(t.capacity_bytes()), HumanBytes(t.used_bytes()),
-                  absl::StrCat(t.blocks()), t.eviction_policy(),
-                  t.path().empty() ? "-" : t.path()});
+    const bool lower = t.tier() != v1::TIER_L1_DRAM;
+    std::string state = t.state();
+    if (lower && t.enabled() && !t.index_warm() && t.state() != "unavailable")
+      state += " (warming)";
+    table.AddRow({t.name(), state, HumanBytes(t.capacity_bytes()), HumanBytes(t.used_bytes()),
+                  absl::StrCat(t.blocks()), absl::StrCat(t.hits()), absl::StrCat(t.misses()),
+                  absl::StrCat(t.evictions()), lower ? absl::StrCat(t.queue_depth()) : "-",
+                  lower ? absl::StrCat(t.dropped_writes()) : "-",
+                  lower ? absl::StrCat(t.write_errors() + t.read_errors()) : "-",
+                  t.eviction_policy(), t.path().empty() ? "-" : t.path()});
   }
   table.Print(std::cout);
 }

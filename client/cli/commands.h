@@ -24,6 +24,7 @@ struct CommandContext {
   bool json;
   bool toml;                                   // `config --toml`: the effective TOML document.
   std::vector<std::string> args;               // After the command name.
+  std::string tier;                            // --tier: "", "l1", "l2" or "l3".
   absl::Duration interval = absl::Seconds(2);  // `top`: time between frames.
   int64_t iterations = 0;                      // `top`: frames to print, 0 = forever.
 };

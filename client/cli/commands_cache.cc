@@ -1,4 +1,4 @@
-// `kvstrata` commands on cached blocks: stats, lookup, evict, clear, pin, unpin.
+// `kvstrata` commands on cached blocks: stats, lookup, evict, clear, drain, pin, unpin.
 // Keys are given in hex (the engine's block hashes, as `kvstrata lookup` prints them).
 #include <iostream>
 
@@ -27,6 +27,16 @@ absl::Status ParseTarget(const std::vector<std::string>& args, Request& request)
     request.add_keys(absl::HexStringToBytes(hex));
   }
   return absl::OkStatus();
+}
+
+// --tier as the wire enum; `allow_l1` false for drain (its targets are lower tiers).
+absl::StatusOr<v1::Tier> ParseTier(const std::string& name, bool allow_l1) {
+  if (name.empty() || name == "all") return v1::TIER_UNSPECIFIED;
+  if (name == "l1" && allow_l1) return v1::TIER_L1_DRAM;
+  if (name == "l2") return v1::TIER_L2_LOCAL;
+  if (name == "l3") return v1::TIER_L3_SHARED;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--tier='", name, "': expected ", allow_l1 ? "l1, l2, l3 or all" : "l2 or l3"));
 }
 
 int Usage(const absl::Status& status) {
@@ -64,6 +74,9 @@ int Lookup(CommandContext& c) {
 int Evict(CommandContext& c) {
   v1::EvictRequest request;
   if (absl::Status s = ParseTarget(c.args, request); !s.ok()) return Usage(s);
+  absl::StatusOr<v1::Tier> tier = ParseTier(c.tier, /*allow_l1=*/true);
+  if (!tier.ok()) return Usage(tier.status());
+  request.set_tier(*tier);
   auto r = c.client->Call(&v1::Admin::Stub::Evict, c.client->admin(), request);
   if (!r.ok()) return PrintError(r.status());
   if (c.json) return PrintJson(*r);
@@ -92,15 +105,9 @@ void PrintProgressBar(const v1::Progress& p) {
             << (p.done() ? "\n" : "") << std::flush;
 }
 
-int Clear(CommandContext& c) {
-  v1::ClearRequest request;
-  if (c.args.size() == 1 && c.args[0] != "all") request.set_fingerprint(c.args[0]);
-  if (c.args.size() != 1) {
-    return Usage(absl::InvalidArgumentError("expected FINGERPRINT, or `all` for every namespace"));
-  }
-  grpc::ClientContext context;
-  c.client->Prepare(context);
-  auto stream = c.client->admin().Clear(&context, request);
+// Prints a Progress stream (bar, or one JSON object per message) until it ends.
+template <typename Stream>
+int FollowProgress(CommandContext& c, Stream& stream) {
   v1::Progress progress;
   while (stream->Read(&progress)) {
     if (c.json) {
@@ -115,6 +122,33 @@ int Clear(CommandContext& c) {
   return status.ok() ? kExitOk : PrintError(c.client->ToAbsl(status));
 }
 
+int Clear(CommandContext& c) {
+  v1::ClearRequest request;
+  if (c.args.size() == 1 && c.args[0] != "all") request.set_fingerprint(c.args[0]);
+  if (c.args.size() != 1) {
+    return Usage(absl::InvalidArgumentError("expected FINGERPRINT, or `all` for every namespace"));
+  }
+  absl::StatusOr<v1::Tier> tier = ParseTier(c.tier, /*allow_l1=*/true);
+  if (!tier.ok()) return Usage(tier.status());
+  request.set_tier(*tier);
+  grpc::ClientContext context;
+  c.client->Prepare(context);
+  auto stream = c.client->admin().Clear(&context, request);
+  return FollowProgress(c, stream);
+}
+
+int Drain(CommandContext& c) {
+  if (!c.args.empty()) return Usage(absl::InvalidArgumentError("drain takes no arguments"));
+  absl::StatusOr<v1::Tier> tier = ParseTier(c.tier, /*allow_l1=*/false);
+  if (!tier.ok()) return Usage(tier.status());
+  v1::DrainRequest request;
+  request.set_target(*tier);
+  grpc::ClientContext context;
+  c.client->Prepare(context);
+  auto stream = c.client->admin().Drain(&context, request);
+  return FollowProgress(c, stream);
+}
+
 }  // namespace
 
 void AddCacheCommands(std::map<std::string, Command>& commands) {
@@ -122,6 +156,7 @@ void AddCacheCommands(std::map<std::string, Command>& commands) {
   commands["lookup"] = {"FINGERPRINT KEYHEX...: which tier holds each key", Lookup};
   commands["evict"] = {"FINGERPRINT KEYHEX...: evict blocks (not those in use or pinned)", Evict};
   commands["clear"] = {"FINGERPRINT | all: drop every block not in use, with progress", Clear};
+  commands["drain"] = {"write every L1 block down to L2/L3 (--tier=l2|l3), with progress", Drain};
   commands["pin"] = {"FINGERPRINT KEYHEX...: never evict these blocks", PinOrUnpin<true>};
   commands["unpin"] = {"FINGERPRINT KEYHEX...: make pinned blocks evictable again",
                        PinOrUnpin<false>};

@@ -18,7 +18,11 @@ ABSL_FLAG(bool, json, false, "Print JSON instead of tables");
 ABSL_FLAG(bool, toml, false, "config: print the effective configuration as TOML");
 ABSL_FLAG(std::string, token_file, "", "File holding the bearer token (TCP endpoints)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates: use TLS (TCP endpoints)");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each call");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10),
+          "Deadline of each call, e.g. 10s; 0 = none (for a long drain)");
+ABSL_FLAG(std::string, tier, "",
+          "evict/clear: only this tier (l1, l2, l3; default all); drain: the target (l2, l3; "
+          "default every lower tier)");
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "top: time between frames");
 ABSL_FLAG(int64_t, iterations, 0, "top: frames to print, then exit (0 = until interrupted)");
 
@@ -66,6 +70,7 @@ int main(int argc, char** argv) {
                                    absl::GetFlag(FLAGS_json),
                                    absl::GetFlag(FLAGS_toml),
                                    {positional.begin() + 2, positional.end()},
+                                   absl::GetFlag(FLAGS_tier),
                                    absl::GetFlag(FLAGS_interval),
                                    absl::GetFlag(FLAGS_iterations)};
   return command->second.run(context);

@@ -47,7 +47,9 @@ Client::Client(ClientOptions options, std::string endpoint, std::shared_ptr<grpc
       admin_(v1::Admin::NewStub(channel_)) {}
 
 void Client::Prepare(grpc::ClientContext& context) const {
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  if (options_.timeout > absl::ZeroDuration()) {  // 0: no deadline (long drains)
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  }
   if (!options_.token.empty()) context.AddMetadata("authorization", "Bearer " + options_.token);
 }
 

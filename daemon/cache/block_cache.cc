@@ -44,10 +44,8 @@ BlockCache::~BlockCache() {
 
 absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId ns, Keys raw,
                                                 std::optional<absl::Duration> lease_ttl) {
-  if (lease_ttl.has_value() &&
-      (*lease_ttl <= absl::ZeroDuration() || *lease_ttl > options_.max_lease_ttl)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lease TTL must be in (0, ", absl::FormatDuration(options_.max_lease_ttl), "]"));
+  if (lease_ttl.has_value()) {
+    if (absl::Status st = CheckLeaseTtl(*lease_ttl); !st.ok()) return st;
   }
   absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
@@ -66,6 +64,43 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId n
     result.lease = leases_.Create(session, {hit_keys.begin(), hit_keys.end()}, *lease_ttl);
   }
   return result;
+}
+
+absl::Status BlockCache::CheckLeaseTtl(absl::Duration ttl) const {
+  if (ttl > absl::ZeroDuration() && ttl <= options_.max_lease_ttl) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("lease TTL must be in (0, ", absl::FormatDuration(options_.max_lease_ttl), "]"));
+}
+
+absl::StatusOr<LeaseId> BlockCache::CreateEmptyLease(SessionId session, absl::Duration ttl) {
+  if (absl::Status st = CheckLeaseTtl(ttl); !st.ok()) return st;
+  MutexLock lock(&mu_);
+  return leases_.Create(session, {}, ttl);
+}
+
+size_t BlockCache::AddToLease(LeaseRef into, NamespaceId ns, Keys raw) {
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  if (!keys.ok()) return 0;
+  MutexLock lock(&mu_);
+  std::vector<BlockKey> present;
+  for (const BlockKey& key : *keys) {
+    std::optional<BlockEntry> e = index_.Find(key);
+    if (e.has_value() && e->visible() && (e->tiers & TierBit(Tier::kL1))) present.push_back(key);
+  }
+  if (present.empty() || !leases_.Extend(into.session, into.lease, present)) return 0;
+  AddRefsLocked(present, +1);
+  return present.size();
+}
+
+std::vector<BlockKey> BlockCache::VisibleKeys(std::optional<NamespaceId> ns) const {
+  std::vector<BlockKey> keys;
+  MutexLock lock(&mu_);
+  index_.ForEach([&](const BlockKey& key, const BlockEntry& e) {
+    if (e.visible() && (e.tiers & TierBit(Tier::kL1)) && (!ns.has_value() || key.ns() == *ns)) {
+      keys.push_back(key);
+    }
+  });
+  return keys;
 }
 
 absl::StatusOr<std::vector<std::optional<Tier>>> BlockCache::Peek(NamespaceId ns, Keys raw) const {
@@ -123,6 +158,9 @@ bool BlockCache::EvictOneLocked() {
   if (!victim.has_value()) return false;
   BlockKey key = by_id_.at(*victim);
   std::optional<BlockEntry> entry = index_.Find(key);
+  if (options_.listener != nullptr) {
+    options_.listener->OnEvicting(key.ns(), key, entry->offset, BlockBytesLocked(key.ns(), *entry));
+  }
   RemoveBlockLocked(key, *entry, RemovalCause::kEvicted);
   ++evictions_;
   return true;

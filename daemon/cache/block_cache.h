@@ -60,12 +60,25 @@ class BlockCache {
                                       std::optional<absl::Duration> lease_ttl);
 
   // Reserves one slot per new key (see StoreStatus). Never blocks on pressure.
+  // `bypass_admission`: blocks promoted from L2/L3 were admitted when first stored.
   absl::StatusOr<ReserveResult> ReserveStore(SessionId session, NamespaceId ns,
-                                             uint64_t block_bytes, Keys keys);
+                                             uint64_t block_bytes, Keys keys,
+                                             bool bypass_admission = false);
   // Makes the reserved blocks at `written` (indices into the ReserveStore keys; nullopt =
   // all) visible and frees the other reserved slots. Returns the number made visible.
+  // With `into`, the blocks made visible also join that lease (pinned with it) when it is
+  // still live: a promotion hands its blocks to the lookup that asked for them.
   absl::StatusOr<size_t> CommitStore(SessionId session, ReservationId reservation,
-                                     std::optional<absl::Span<const uint32_t>> written);
+                                     std::optional<absl::Span<const uint32_t>> written,
+                                     std::optional<LeaseRef> into = std::nullopt);
+  // Pins the keys that are visible in L1 under a live lease of `into.session` and adds
+  // them to it; returns how many joined (0 when the lease has ended).
+  size_t AddToLease(LeaseRef into, NamespaceId ns, Keys keys);
+  // A lease that holds nothing yet (blocks join it through CommitStore's `into`).
+  // INVALID_ARGUMENT for a TTL outside (0, max_lease_ttl].
+  absl::StatusOr<LeaseId> CreateEmptyLease(SessionId session, absl::Duration ttl);
+  // Every visible L1 block (of one namespace, or all): what a drain writes down.
+  std::vector<BlockKey> VisibleKeys(std::optional<NamespaceId> ns) const;
   // Frees every slot of the reservation; none becomes visible.
   absl::Status AbortStore(SessionId session, ReservationId reservation);
 
@@ -131,8 +144,9 @@ class BlockCache {
   void CountMissesLocked(absl::Span<const BlockKey> missed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Store path (block_cache_store.cc).
-  StoreStatus ReserveOneLocked(const BlockKey& key, SizeClassId cls, size_t* budget, SlotRef* slot)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StoreStatus ReserveOneLocked(const BlockKey& key, SizeClassId cls, bool check_admission,
+                               size_t* budget, SlotRef* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckLeaseTtl(absl::Duration ttl) const;
   std::optional<SlotHandle> AllocateLocked(SizeClassId cls, size_t* budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleasePendingLocked(const PendingBlock& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -7,7 +7,8 @@
 namespace kvstrata {
 
 absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, NamespaceId ns,
-                                                       uint64_t block_bytes, Keys raw) {
+                                                       uint64_t block_bytes, Keys raw,
+                                                       bool bypass_admission) {
   absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   if (block_bytes == 0) return absl::InvalidArgumentError("block size is 0");
@@ -30,7 +31,7 @@ absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, Namesp
   size_t budget = options_.max_evictions_per_store;
   for (size_t i = 0; i < keys->size(); ++i) {
     SlotRef slot;
-    StoreStatus st = ReserveOneLocked((*keys)[i], *cls, &budget, &slot);
+    StoreStatus st = ReserveOneLocked((*keys)[i], *cls, !bypass_admission, &budget, &slot);
     result.slots[i].status = st;
     if (st != StoreStatus::kReserved) continue;
     result.slots[i].offset = slot.offset;
@@ -46,10 +47,10 @@ absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, Namesp
   return result;
 }
 
-StoreStatus BlockCache::ReserveOneLocked(const BlockKey& key, SizeClassId cls, size_t* budget,
-                                         SlotRef* slot) {
+StoreStatus BlockCache::ReserveOneLocked(const BlockKey& key, SizeClassId cls, bool check_admission,
+                                         size_t* budget, SlotRef* slot) {
   if (index_.Find(key).has_value()) return StoreStatus::kAlreadyPresent;
-  if (options_.admission_min_lookups > 0) {
+  if (check_admission && options_.admission_min_lookups > 0) {
     auto it = miss_counts_.find(key);
     if (it == miss_counts_.end() || it->second < options_.admission_min_lookups) {
       ++not_admitted_;
@@ -140,7 +141,8 @@ void BlockCache::CloseReservationLocked(Reservation& r) {
 }
 
 absl::StatusOr<size_t> BlockCache::CommitStore(SessionId session, ReservationId id,
-                                               std::optional<absl::Span<const uint32_t>> written) {
+                                               std::optional<absl::Span<const uint32_t>> written,
+                                               std::optional<LeaseRef> into) {
   MutexLock lock(&mu_);
   absl::StatusOr<Reservation*> r = OpenReservationLocked(session, id);
   if (!r.ok()) return r.status();
@@ -154,17 +156,21 @@ absl::StatusOr<size_t> BlockCache::CommitStore(SessionId session, ReservationId 
       keep[index] = true;
     }
   }
-  size_t committed = 0;
+  std::vector<BlockKey> committed;
   for (const PendingBlock& block : (*r)->blocks) {
     if (keep[block.index]) {
       PublishLocked(block);
-      ++committed;
+      committed.push_back(block.key);
     } else {
       ReleasePendingLocked(block);
     }
   }
   CloseReservationLocked(**r);
-  return committed;
+  if (into.has_value() && !committed.empty() &&
+      leases_.Extend(into->session, into->lease, committed)) {
+    AddRefsLocked(committed, +1);
+  }
+  return committed.size();
 }
 
 absl::Status BlockCache::AbortStore(SessionId session, ReservationId id) {

@@ -36,6 +36,12 @@ struct BlockCacheOptions {
   TierListener* listener = nullptr;  // not owned; may be nullptr
 };
 
+// A lease and its owner.
+struct LeaseRef {
+  SessionId session = 0;
+  LeaseId lease = 0;
+};
+
 struct LookupResult {
   size_t hits = 0;               // leading keys present
   std::vector<Tier> tiers;       // fastest tier of each hit

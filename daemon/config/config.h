@@ -49,6 +49,22 @@ struct L1Config : TierConfig {
   int64_t admission_threshold = 0;
   std::string huge_pages = "auto";
   uint64_t slab_bytes = 64 << 20;
+  int64_t promotion_wait_ms = 5000;
+};
+
+// L2 (local directory) and L3 (shared filesystem): see docs/configuration.md.
+struct FileTierConfig : TierConfig {
+  double high_watermark = 0.95;
+  double low_watermark = 0.85;
+  bool write_back = false;  // write_policy = "write-back"; else write-through
+  int64_t admission_threshold = 0;
+  int64_t io_threads = 4;
+  int64_t write_queue_blocks = 1024;
+  std::string fsync = "none";  // "none", "file", "file-and-dir"
+  int64_t probe_timeout_ms = 5;
+  int64_t negative_cache_ms = 2000;           // L3 only
+  int64_t access_record_interval_ms = 60000;  // L3 only
+  int64_t eviction_interval_ms = 10000;       // L3 only
 };
 
 // KV events for cache-aware routers (daemon/events). Off by default.
@@ -77,8 +93,8 @@ struct Config {
   LogConfig log;
   SessionsConfig sessions;
   L1Config l1;
-  TierConfig l2;
-  TierConfig l3;
+  FileTierConfig l2;
+  FileTierConfig l3;
   EventsConfig events;
   std::string config_path;           // Empty when only the embedded default is used.
   std::vector<ConfigEntry> entries;  // Every key, in file order.

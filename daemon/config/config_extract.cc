@@ -95,29 +95,46 @@ void ReadSessions(SectionReader& r, SessionsConfig& s) {
   s.lease_ttl_ms = r.Int("lease_ttl_ms", 1, s.max_lease_ttl_ms);
 }
 
-void ReadTier(SectionReader& r, const char* name, TierConfig& t) {
+void ReadWatermarks(SectionReader& r, double& high, double& low) {
+  high = r.Double("high_watermark");
+  low = r.Double("low_watermark");
+  if (!(high > 0 && high <= 1)) r.Fail("high_watermark", "not in (0, 1]");
+  if (!(low > 0 && low < high)) r.Fail("low_watermark", "must be above 0 and below high_watermark");
+}
+
+void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
   t.name = name;
   t.enabled = r.Bool("enabled");
   t.path = r.String("path");
   t.capacity_bytes = r.Bytes("capacity", 1 << 20);
-  t.eviction_policy = r.OneOf("eviction_policy", kPolicies);
+  // The shared tier orders by the access times every daemon records: oldest first.
+  t.eviction_policy =
+      r.OneOf("eviction_policy", t.name == "l3" ? std::set<std::string>{"lru"} : kPolicies);
+  ReadWatermarks(r, t.high_watermark, t.low_watermark);
+  t.write_back = r.OneOf("write_policy", {"write-through", "write-back"}) == "write-back";
+  t.admission_threshold = r.Int("admission_threshold", 0, 1'000'000);
+  t.io_threads = r.Int("io_threads", 1, 64);
+  t.write_queue_blocks = r.Int("write_queue_blocks", 1, 1 << 24);
+  t.fsync = r.OneOf("fsync", {"none", "file", "file-and-dir"});
+  t.probe_timeout_ms = r.Int("probe_timeout_ms", 0, 60'000);
+  if (t.name == "l3") {
+    t.negative_cache_ms = r.Int("negative_cache_ms", 0, 3'600'000);
+    t.access_record_interval_ms = r.Int("access_record_interval_ms", 0, 86'400'000);
+    t.eviction_interval_ms = r.Int("eviction_interval_ms", 100, 86'400'000);
+  }
 }
 
 void ReadL1(SectionReader& r, L1Config& l1) {
   l1.name = "l1";
   l1.capacity_bytes = r.Bytes("capacity", 1 << 20);
   l1.eviction_policy = r.OneOf("eviction_policy", kPolicies);
-  l1.high_watermark = r.Double("high_watermark");
-  l1.low_watermark = r.Double("low_watermark");
-  if (!(l1.high_watermark > 0 && l1.high_watermark <= 1)) r.Fail("high_watermark", "not in (0, 1]");
-  if (!(l1.low_watermark > 0 && l1.low_watermark < l1.high_watermark)) {
-    r.Fail("low_watermark", "must be above 0 and below high_watermark");
-  }
+  ReadWatermarks(r, l1.high_watermark, l1.low_watermark);
   l1.admission_threshold = r.Int("admission_threshold", 0, 1'000'000);
   l1.huge_pages = r.OneOf("huge_pages", {"auto", "on", "off"});
   l1.slab_bytes = r.Bytes("slab_size", 1 << 20);
   if (l1.slab_bytes % (1 << 20) != 0) r.Fail("slab_size", "must be a multiple of 1MiB");
   if (l1.slab_bytes > l1.capacity_bytes) r.Fail("slab_size", "must not exceed l1.capacity");
+  l1.promotion_wait_ms = r.Int("promotion_wait_ms", 0, 600'000);
 }
 
 void ReadEvents(SectionReader& r, EventsConfig& e) {

@@ -19,9 +19,10 @@ std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
 
 }  // namespace
 
-JobManager::JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status,
-                       MetricsSink* metrics)
+JobManager::JobManager(BlockCache* cache, TierManager* tiers, TransferEngine* engine,
+                       absl::Status engine_status, MetricsSink* metrics)
     : cache_(cache),
+      tiers_(tiers),
       engine_(engine),
       engine_status_(std::move(engine_status)),
       metrics_(metrics != nullptr ? metrics : &null_metrics_) {}
@@ -171,6 +172,8 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
                                                 uint64_t registration, const JobBlocks& blocks,
                                                 std::optional<uint64_t> lease) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
+  TierManager::LoadGuard promoted;
+  if (tiers_ != nullptr) promoted = tiers_->PrepareLoad(ns, blocks.keys);
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
   if (!acquired.ok()) return acquired.status();
   TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt};

@@ -28,6 +28,7 @@
 #include "daemon/common/mutex.h"
 #include "daemon/jobs/completion_queue.h"
 #include "daemon/metrics/metrics_sink.h"
+#include "daemon/tiering/tier_manager.h"
 #include "daemon/transfer/transfer_engine.h"
 
 namespace kvstrata {
@@ -39,10 +40,12 @@ struct JobBlocks {
 
 class JobManager {
  public:
-  // `engine` may be null (no GPU); `engine_status` then says why. `metrics` (not owned,
-  // may be null) gets each job's GPU<->L1 bytes and latency and failed jobs as errors.
-  JobManager(BlockCache* cache, TransferEngine* engine, absl::Status engine_status,
-             MetricsSink* metrics = nullptr);
+  // `engine` may be null (no GPU); `engine_status` then says why.
+  // `tiers` (may be null) promotes L2/L3 blocks before a load acquires them. `metrics`
+  // (not owned, may be null) gets each job's GPU<->L1 bytes and latency and failed jobs as
+  // errors.
+  JobManager(BlockCache* cache, TierManager* tiers, TransferEngine* engine,
+             absl::Status engine_status, MetricsSink* metrics = nullptr);
 
   absl::StatusOr<uint64_t> RegisterCuda(uint64_t session, uint32_t ns, uint64_t block_bytes,
                                         const CudaMemorySpec& spec);
@@ -87,6 +90,7 @@ class JobManager {
   void Complete(uint64_t session, JobCompletion completion);
 
   BlockCache* const cache_;
+  TierManager* const tiers_;
   TransferEngine* const engine_;
   const absl::Status engine_status_;
   MetricsSink* const metrics_;  // never null (NullMetricsSink when none was given)

@@ -33,6 +33,14 @@ absl::StatusOr<Lease> LeaseTable::Consume(SessionId session, LeaseId id) {
   return lease;
 }
 
+bool LeaseTable::Extend(SessionId session, LeaseId id, absl::Span<const BlockKey> keys) {
+  MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end() || it->second.session != session) return false;
+  it->second.keys.insert(it->second.keys.end(), keys.begin(), keys.end());
+  return true;
+}
+
 std::vector<Lease> LeaseTable::DropSession(SessionId session) {
   std::vector<Lease> out;
   MutexLock lock(&mu_);

@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "daemon/common/mutex.h"
 #include "daemon/index/block_key.h"
 #include "daemon/lease/clock.h"
@@ -52,6 +53,9 @@ class LeaseTable {
   absl::StatusOr<Lease> Consume(SessionId session, LeaseId id);
   // Same as Consume; named for the "client gives it back unused" path.
   absl::StatusOr<Lease> Release(SessionId session, LeaseId id) { return Consume(session, id); }
+  // Adds `keys` to a live lease of `session`; false (nothing added) when it has ended or
+  // belongs to another session. The caller pins the keys when this returns true.
+  bool Extend(SessionId session, LeaseId id, absl::Span<const BlockKey> keys);
   // Removes and returns every lease of `session`.
   std::vector<Lease> DropSession(SessionId session);
   // Removes and returns every lease whose expiry is <= now.

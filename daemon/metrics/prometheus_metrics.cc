@@ -58,7 +58,7 @@ struct PrometheusMetrics::Impl {
   prometheus::Family<Counter>* errors = nullptr;
   Counter* lookups = nullptr;
   Counter* lookup_blocks = nullptr;
-  std::array<Counter*, kMetricTiers> hit_blocks{}, hit_tokens{}, stored{}, evictions{};
+  std::array<Counter*, kMetricTiers> hit_blocks{}, hit_tokens{}, stored{};
   std::array<std::array<Counter*, kRemovalKinds>, kMetricTiers> removed{};
   std::array<Counter*, kMetricDirections> transfer_bytes{};
   std::array<Histogram*, kMetricDirections> transfer_size{}, transfer_seconds{};
@@ -108,10 +108,6 @@ struct PrometheusMetrics::Impl {
                          .Name("kvstrata_blocks_stored_total")
                          .Help("Blocks that became visible in a tier.")
                          .Register(r);
-    auto& evict_f = prometheus::BuildCounter()
-                        .Name("kvstrata_evictions_total")
-                        .Help("Blocks evicted by a tier's eviction policy.")
-                        .Register(r);
     auto& removed_f = prometheus::BuildCounter()
                           .Name("kvstrata_blocks_removed_total")
                           .Help(
@@ -123,7 +119,6 @@ struct PrometheusMetrics::Impl {
       hit_blocks[t] = &hit_b.Add({{"tier", tier}});
       hit_tokens[t] = &hit_t.Add({{"tier", tier}});
       stored[t] = &stored_f.Add({{"tier", tier}});
-      evictions[t] = &evict_f.Add({{"tier", tier}});
       for (int k = 0; k < kRemovalKinds; ++k) {
         removed[t][k] =
             &removed_f.Add({{"tier", tier}, {"cause", Str(RemovalKindName(RemovalKind(k)))}});
@@ -215,7 +210,6 @@ void PrometheusMetrics::RecordStored(MetricTier tier, uint64_t blocks) {
 void PrometheusMetrics::RecordRemoved(MetricTier tier, RemovalKind kind, uint64_t blocks) {
   int t = static_cast<int>(tier);
   impl_->removed[t][static_cast<int>(kind)]->Increment(static_cast<double>(blocks));
-  if (kind == RemovalKind::kEvicted) impl_->evictions[t]->Increment(static_cast<double>(blocks));
 }
 
 void PrometheusMetrics::RecordStoreDropped(MetricTier tier, DropReason reason, uint64_t blocks) {

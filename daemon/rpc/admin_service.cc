@@ -24,8 +24,31 @@ void FillTier(const TierConfig& config, v1::Tier tier, const std::string& policy
   out->set_path(tier == v1::TIER_L1_DRAM ? "" : config.path);
   out->set_capacity_bytes(config.capacity_bytes);
   out->set_eviction_policy(policy);
-  // L2/L3 are not built into this version of the daemon yet.
+  // An enabled lower tier whose directory could not be opened stays "unavailable".
   out->set_state(!config.enabled ? "disabled" : tier == v1::TIER_L1_DRAM ? "ok" : "unavailable");
+}
+
+void FillLowerUsage(const LowerTierStatus& st, v1::TierInfo* out) {
+  const FileTierStats& f = st.files;
+  out->set_state(std::string(TierStateName(f.state)));
+  out->set_capacity_bytes(f.capacity_bytes);
+  out->set_effective_capacity_bytes(f.effective_bytes);
+  out->set_used_bytes(f.used_bytes);
+  out->set_blocks(f.blocks);
+  out->set_hits(f.hits);
+  out->set_misses(f.misses);
+  out->set_evictions(f.evictions);
+  out->set_queue_depth(st.queued_writes);
+  out->set_dropped_writes(st.dropped_writes + f.refused_writes);
+  out->set_write_errors(f.write_errors);
+  out->set_read_errors(f.read_errors);
+  out->set_quarantined_files(f.quarantined);
+  out->set_promoted_blocks(st.promoted_blocks);
+  out->set_written_blocks(f.writes);
+  out->set_written_bytes(f.write_bytes);
+  out->set_read_bytes(f.read_bytes);
+  out->set_index_warm(f.warm);
+  out->set_write_policy(st.write_back ? "write-back" : "write-through");
 }
 
 }  // namespace
@@ -35,8 +58,13 @@ void AdminService::FillTiers(google::protobuf::RepeatedPtrField<v1::TierInfo>* t
   v1::TierInfo* l1 = tiers->Add();
   FillTier(config.l1, v1::TIER_L1_DRAM, config.l1.eviction_policy, l1);
   FillL1Usage(context_.cache->Stats(), l1);
-  FillTier(config.l2, v1::TIER_L2_LOCAL, config.l2.eviction_policy, tiers->Add());
-  FillTier(config.l3, v1::TIER_L3_SHARED, config.l3.eviction_policy, tiers->Add());
+  v1::TierInfo* l2 = tiers->Add();
+  FillTier(config.l2, v1::TIER_L2_LOCAL, config.l2.eviction_policy, l2);
+  v1::TierInfo* l3 = tiers->Add();
+  FillTier(config.l3, v1::TIER_L3_SHARED, config.l3.eviction_policy, l3);
+  for (const LowerTierStatus& st : context_.tiers->Status()) {
+    FillLowerUsage(st, st.tier == Tier::kL2 ? l2 : l3);
+  }
 }
 
 grpc::Status AdminService::GetStatus(grpc::ServerContext* ctx, const v1::GetStatusRequest*,

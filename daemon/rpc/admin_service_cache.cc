@@ -16,9 +16,31 @@ absl::StatusOr<NamespaceInfo> FindByFingerprint(const ServiceContext& context,
   return *info;
 }
 
-absl::Status OnlyL1(v1::Tier tier) {
-  if (tier == v1::TIER_UNSPECIFIED || tier == v1::TIER_L1_DRAM) return absl::OkStatus();
-  return absl::FailedPreconditionError("only the L1 tier is available in this daemon build");
+// Which tiers an admin request names: L1 and/or one lower tier (nullopt = all lower ones).
+struct TierChoice {
+  bool l1 = true;
+  bool lower = true;
+  std::optional<Tier> lower_tier;
+};
+
+absl::StatusOr<TierChoice> ChooseTiers(const ServiceContext& context, v1::Tier tier) {
+  switch (tier) {
+    case v1::TIER_UNSPECIFIED:
+      return TierChoice{};
+    case v1::TIER_L1_DRAM:
+      return TierChoice{true, false, std::nullopt};
+    case v1::TIER_L2_LOCAL:
+    case v1::TIER_L3_SHARED: {
+      Tier lower = tier == v1::TIER_L2_LOCAL ? Tier::kL2 : Tier::kL3;
+      for (const LowerTierStatus& st : context.tiers->Status()) {
+        if (st.tier == lower) return TierChoice{false, true, lower};
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat(v1::Tier_Name(tier), " is not enabled in this daemon"));
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown tier ", static_cast<int>(tier)));
+  }
 }
 
 void AddCounter(v1::GetStatsResponse* response, const char* name, uint64_t value) {
@@ -61,6 +83,7 @@ grpc::Status AdminService::AdminLookup(grpc::ServerContext* ctx,
     std::vector<std::string_view> keys = KeyViews(request->keys());
     absl::StatusOr<std::vector<std::optional<Tier>>> where = context_.cache->Peek(ns->id, keys);
     if (!where.ok()) return where.status();
+    context_.tiers->Peek(ns->id, keys, &*where);
     bool leading = true;
     uint32_t hits = 0;
     for (const std::optional<Tier>& tier : *where) {
@@ -79,11 +102,17 @@ grpc::Status AdminService::Evict(grpc::ServerContext* ctx, const v1::EvictReques
     absl::StatusOr<NamespaceInfo> ns = FindByFingerprint(context_, request->fingerprint());
     if (!ns.ok()) return ns.status();
     if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-    if (absl::Status s = OnlyL1(request->tier()); !s.ok()) return s;
+    absl::StatusOr<TierChoice> tiers = ChooseTiers(context_, request->tier());
+    if (!tiers.ok()) return tiers.status();
     std::vector<std::string_view> keys = KeyViews(request->keys());
-    absl::StatusOr<size_t> evicted = context_.cache->Evict(ns->id, keys);
-    if (!evicted.ok()) return evicted.status();
-    response->set_evicted_blocks(*evicted);
+    size_t evicted = 0;
+    if (tiers->l1) {
+      absl::StatusOr<size_t> l1 = context_.cache->Evict(ns->id, keys);
+      if (!l1.ok()) return l1.status();
+      evicted += *l1;
+    }
+    if (tiers->lower) evicted += context_.tiers->Evict(ns->id, keys, tiers->lower_tier);
+    response->set_evicted_blocks(evicted);
     return absl::OkStatus();
   });
 }
@@ -97,14 +126,17 @@ grpc::Status AdminService::Clear(grpc::ServerContext* ctx, const v1::ClearReques
       if (!info.ok()) return info.status();
       ns = info->id;
     }
-    if (absl::Status s = OnlyL1(request->tier()); !s.ok()) return s;
-    size_t cleared = context_.cache->Clear(ns);
+    absl::StatusOr<TierChoice> tiers = ChooseTiers(context_, request->tier());
+    if (!tiers.ok()) return tiers.status();
+    size_t l1 = tiers->l1 ? context_.cache->Clear(ns) : 0;
+    size_t files = tiers->lower ? context_.tiers->Clear(ns, tiers->lower_tier) : 0;
     v1::Progress progress;
-    progress.set_done_units(cleared);
-    progress.set_total_units(cleared);
+    progress.set_done_units(l1 + files);
+    progress.set_total_units(l1 + files);
     progress.set_unit("blocks");
     progress.set_done(true);
-    progress.set_message(absl::StrCat("cleared ", cleared, " blocks from l1"));
+    progress.set_message(absl::StrCat("cleared ", l1, " blocks from l1 and ", files,
+                                      " block files from the lower tiers"));
     writer->Write(progress);
     return absl::OkStatus();
   });
@@ -136,11 +168,30 @@ grpc::Status AdminService::PinOrUnpin(absl::string_view method, grpc::ServerCont
   });
 }
 
-grpc::Status AdminService::Drain(grpc::ServerContext* ctx, const v1::DrainRequest*,
-                                 grpc::ServerWriter<v1::Progress>*) {
-  return context_.guard->Run("Admin.Drain", ctx, [] {
-    return absl::UnimplementedError(
-        "drain needs a lower tier (L2/L3), which this daemon build does not provide yet");
+grpc::Status AdminService::Drain(grpc::ServerContext* ctx, const v1::DrainRequest* request,
+                                 grpc::ServerWriter<v1::Progress>* writer) {
+  return context_.guard->Run("Admin.Drain", ctx, [&]() -> absl::Status {
+    if (!context_.tiers->has_tiers()) {
+      return absl::FailedPreconditionError("no lower tier (L2/L3) is enabled: nothing to drain to");
+    }
+    absl::StatusOr<TierChoice> tiers = ChooseTiers(context_, request->target());
+    if (!tiers.ok()) return tiers.status();
+    if (!tiers->lower) return absl::InvalidArgumentError("drain targets a lower tier, not L1");
+    auto send = [&](uint64_t done, uint64_t total) {
+      v1::Progress progress;
+      progress.set_done_units(done);
+      progress.set_total_units(total);
+      progress.set_unit("blocks");
+      writer->Write(progress);
+    };
+    absl::StatusOr<size_t> written = context_.tiers->Drain(tiers->lower_tier, send);
+    if (!written.ok()) return written.status();
+    v1::Progress last;
+    last.set_done(true);
+    last.set_unit("blocks");
+    last.set_message(absl::StrCat("wrote ", *written, " blocks down"));
+    writer->Write(last);
+    return absl::OkStatus();
   });
 }
 

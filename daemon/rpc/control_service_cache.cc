@@ -85,6 +85,8 @@ grpc::ServerUnaryReactor* ControlService::AcquireLoad(grpc::CallbackServerContex
     std::optional<LeaseId> lease;
     if (request->lease_id() != 0) lease = request->lease_id();
     std::vector<std::string_view> keys = KeyViews(request->keys());
+    TierManager::LoadGuard promoted;
+    if (context_.tiers != nullptr) promoted = context_.tiers->PrepareLoad(ns->id, keys);
     absl::StatusOr<LoadResult> result =
         context_.cache->AcquireLoad(request->session_id(), ns->id, keys, lease);
     if (!result.ok()) return result.status();

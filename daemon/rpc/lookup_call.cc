@@ -39,6 +39,9 @@ absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const Look
   absl::StatusOr<LookupResult> result =
       context.cache->Lookup(call.session_id, ns->id, call.keys, ttl);
   if (!result.ok()) return result.status();
+  if (context.tiers != nullptr) {
+    context.tiers->ExtendLookup(call.session_id, ns->id, call.keys, ttl, &*result);
+  }
   if (context.metrics != nullptr) RecordLookup(*context.metrics, *ns, call.keys.size(), *result);
   LookupAnswer answer{std::move(*result), 0};
   if (answer.result.lease.has_value()) {

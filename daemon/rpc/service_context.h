@@ -15,6 +15,7 @@
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/call_guard.h"
 #include "daemon/session/session_registry.h"
+#include "daemon/tiering/tier_manager.h"
 
 namespace kvstrata {
 
@@ -46,6 +47,7 @@ struct ServiceContext {
   std::string shm_fd_socket;         // Where host-mode clients receive the region's fd.
   std::string lookup_socket;         // The lookup fast path (LookupServer); "" when absent.
   JobManager* jobs = nullptr;        // GPU store/load jobs and KV memory registrations.
+  TierManager* tiers = nullptr;      // L2/L3 below the cache; may hold no tier.
   EventPublisher* events = nullptr;  // KV events; nullptr when [events] is disabled.
   MetricsSink* metrics = nullptr;    // lookups and hits; nullptr reports nothing.
 };

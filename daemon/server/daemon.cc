@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "daemon/server/listeners.h"
+#include "daemon/server/lower_tiers.h"
 #include "daemon/transfer/gpu_probe.h"
 #include "spdlog/spdlog.h"
 
@@ -59,9 +60,12 @@ absl::Status Daemon::StartServing() {
   tier_listeners_.Add(metrics_listener_.get());
   tier_listeners_.Add(event_listener_.get());
   absl::Time pool_start = absl::Now();
-  absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, &tier_listeners_);
+  tiers_ = MakeTierManager(config_, &namespaces_);
+  tiers_->SetNextListener(&tier_listeners_);  // L1 notices go on to metrics and events.
+  absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, tiers_.get());
   if (!l1.ok()) return l1.status();
   l1_ = std::move(*l1);
+  tiers_->AttachL1(l1_.cache.get(), static_cast<char*>(l1_.region->base()));
   spdlog::info("l1_ready bytes={} huge_pages={} populate_ms={}", l1_.region->size(),
                l1_.region->huge_pages(), absl::ToInt64Milliseconds(absl::Now() - pool_start));
   std::string fd_socket = config_.server.socket + ".shm";
@@ -78,10 +82,11 @@ absl::Status Daemon::StartServing() {
   if (!listeners.ok()) return listeners.status();
   identity_.listeners = listeners->listeners;
   guard_ = std::make_unique<CallGuard>(metrics_.get(), listeners->token);
-  ServiceContext context{&config_,           &identity_,    &sessions_,
-                         &namespaces_,       guard_.get(),  l1_.cache.get(),
-                         l1_.region->size(), fd_socket,     config_.server.socket + ".lookup",
-                         jobs_.get(),        events_.get(), metrics_.get()};
+  ServiceContext context{&config_,           &identity_,   &sessions_,
+                         &namespaces_,       guard_.get(), l1_.cache.get(),
+                         l1_.region->size(), fd_socket,    config_.server.socket + ".lookup",
+                         jobs_.get(),        tiers_.get(), events_.get(),
+                         metrics_.get()};
   absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(
       context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
   if (!lookup_server.ok()) return lookup_server.status();
@@ -134,8 +139,8 @@ void Daemon::StartTransferEngine() {
     }
   }
   identity_.cuda_enabled = engine_ != nullptr;
-  jobs_ =
-      std::make_unique<JobManager>(l1_.cache.get(), engine_.get(), engine_status, metrics_.get());
+  jobs_ = std::make_unique<JobManager>(l1_.cache.get(), tiers_.get(), engine_.get(), engine_status,
+                                       metrics_.get());
 }
 
 absl::Status Daemon::StartEvents() {
@@ -184,6 +189,9 @@ void Daemon::RegisterGauges() {
                {{"tier", "l1"}, {"reason", "no_space"}}, stat(&CacheStats::dropped_stores));
   m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", "l1"}, {"reason", "not_admitted"}},
                stat(&CacheStats::not_admitted));
+  m.AddCounter("kvstrata_evictions_total", "Blocks evicted by each tier's eviction policy.",
+               tier_l1, stat(&CacheStats::evictions));
+  RegisterLowerTierGauges();
   m.AddCounter("kvstrata_slab_moves_total", "L1 slabs moved between block size classes.", {},
                stat(&CacheStats::slab_moves));
   m.AddGauge("kvstrata_leases_active", "Lookup leases held.", {}, stat(&CacheStats::active_leases));
@@ -222,6 +230,48 @@ void Daemon::RegisterGauges() {
   }
 }
 
+void Daemon::RegisterLowerTierGauges() {
+  // L2/L3 series read the TierManager's status at scrape time; a tier that is not
+  // configured reads 0, so every tier's series exists.
+  MetricsSink& m = *metrics_;
+  for (Tier tier : {Tier::kL2, Tier::kL3}) {
+    auto read = [this, tier](std::function<double(const LowerTierStatus&)> field) {
+      return [this, tier, field]() -> double {
+        for (const LowerTierStatus& st : tiers_->Status()) {
+          if (st.tier == tier) return field(st);
+        }
+        return 0;
+      };
+    };
+    std::string name(MetricTierName(ToMetricTier(tier)));
+    const MetricLabelPairs labels = {{"tier", name}};
+    m.AddGauge("kvstrata_tier_capacity_bytes", "", labels,
+               read([](const LowerTierStatus& s) { return double(s.files.effective_bytes); }));
+    m.AddGauge("kvstrata_tier_used_bytes", "", labels,
+               read([](const LowerTierStatus& s) { return double(s.files.used_bytes); }));
+    m.AddGauge("kvstrata_tier_blocks", "", labels,
+               read([](const LowerTierStatus& s) { return double(s.files.blocks); }));
+    m.AddCounter("kvstrata_evictions_total", "", labels,
+                 read([](const LowerTierStatus& s) { return double(s.files.evictions); }));
+    m.AddGauge("kvstrata_tier_write_queue_depth", "Writes queued for each lower tier.", labels,
+               read([](const LowerTierStatus& s) { return double(s.queued_writes); }));
+    m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", name}, {"reason", "queue_full"}},
+                 read([](const LowerTierStatus& s) { return double(s.dropped_writes); }));
+    m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", name}, {"reason", "no_space"}},
+                 read([](const LowerTierStatus& s) { return double(s.files.refused_writes); }));
+    m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", name}, {"reason", "io_error"}},
+                 read([](const LowerTierStatus& s) { return double(s.files.write_errors); }));
+    m.AddCounter("kvstrata_promoted_blocks_total", "Blocks promoted from each lower tier into L1.",
+                 labels, read([](const LowerTierStatus& s) { return double(s.promoted_blocks); }));
+    m.AddCounter("kvstrata_tier_read_errors_total", "Failed reads of each lower tier (misses).",
+                 labels,
+                 read([](const LowerTierStatus& s) { return double(s.files.read_errors); }));
+    m.AddCounter("kvstrata_tier_quarantined_total",
+                 "Bad files (checksum, foreign, truncated) moved aside in each lower tier.", labels,
+                 read([](const LowerTierStatus& s) { return double(s.files.quarantined); }));
+  }
+}
+
 void Daemon::ReapLoop() {
   while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     for (uint64_t id : sessions_.ExpireStale()) {
@@ -256,6 +306,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   if (fd_server_ != nullptr) fd_server_->Stop();
   if (lookup_server_ != nullptr) lookup_server_->Stop();
   sessions_.CloseAll();
+  if (tiers_ != nullptr) tiers_->Stop();    // No file I/O touches the pool after this.
   if (events_ != nullptr) events_->Stop();  // Publishes what is queued.
   socket_lock_.reset();
 }

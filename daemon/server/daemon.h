@@ -29,6 +29,7 @@
 #include "daemon/server/socket_lock.h"
 #include "daemon/server/tier_listener_fanout.h"
 #include "daemon/session/session_registry.h"
+#include "daemon/tiering/tier_manager.h"
 #include "daemon/transfer/transfer_engine.h"
 
 namespace kvstrata {
@@ -52,6 +53,7 @@ class Daemon : private SessionEndListener {
   void OnSessionEnded(uint64_t session_id) override;
   void ReapLoop();
   void RegisterGauges();
+  void RegisterLowerTierGauges();
   void StartTransferEngine();
   absl::Status StartEvents();
 
@@ -68,7 +70,8 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<EventPublisher> events_;
   std::unique_ptr<KvEventListener> event_listener_;
   std::unique_ptr<MetricsTierListener> metrics_listener_;
-  TierListenerFanout tier_listeners_;  // metrics, then events
+  TierListenerFanout tier_listeners_;   // metrics, then events
+  std::unique_ptr<TierManager> tiers_;  // L2/L3; outlives l1_ (its listener), stopped first.
   L1Pool l1_;
   std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.
   std::unique_ptr<JobManager> jobs_;

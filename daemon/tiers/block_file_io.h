@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "daemon/tiers/block_file_format.h"
 
 namespace kvstrata {
@@ -72,6 +73,13 @@ struct BlockReadResult {
 // on a miss its contents are unspecified.
 BlockReadResult ReadBlockFile(const std::string& path, absl::string_view expected_fingerprint,
                               absl::string_view expected_key, std::string* payload);
+
+// Same checks as ReadBlockFile, but the payload goes straight into `dest` (one copy, or
+// none: whole 4 KiB pages are read with O_DIRECT when `dest` is 4 KiB-aligned and the
+// filesystem allows it). A payload whose length is not `dest.size()` is a miss (kBadHeader:
+// the file belongs to another layout). On a miss `dest` holds unspecified bytes.
+BlockReadResult ReadBlockFileInto(const std::string& path, absl::string_view expected_fingerprint,
+                                  absl::string_view expected_key, absl::Span<char> dest);
 
 // Moves `path` (which must lie under `root`) to `<root>/.quarantine/<relative path with
 // '/' as '%'>.<unix ms>.<random>` and returns the new path. Never deletes. NOT_FOUND when

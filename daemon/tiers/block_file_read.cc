@@ -93,43 +93,94 @@ bool ShouldQuarantine(BlockMiss miss) {
   return miss != BlockMiss::kAbsent && miss != BlockMiss::kIoError;
 }
 
-BlockReadResult ReadBlockFile(const std::string& path, absl::string_view expected_fingerprint,
-                              absl::string_view expected_key, std::string* payload) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+namespace {
+
+struct FdCloser {
+  int fd = -1;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens `path` and verifies its header and size. A miss, or nullopt with `closer.fd` open
+// and `*header` filled.
+std::optional<BlockReadResult> OpenVerified(const std::string& path, absl::string_view fingerprint,
+                                            absl::string_view key, FdCloser& closer,
+                                            BlockHeader* header) {
+  closer.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (closer.fd < 0) {
     const int error = errno;
     return Miss(error == ENOENT ? BlockMiss::kAbsent : BlockMiss::kIoError,
                 absl::StrCat("open: ", std::strerror(error)));
   }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) return Miss(BlockMiss::kIoError, "fstat failed");
+  if (::fstat(closer.fd, &st) != 0) return Miss(BlockMiss::kIoError, "fstat failed");
   if (!S_ISREG(st.st_mode)) return Miss(BlockMiss::kBadHeader, "not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kBlockHeaderBytes) return ShortFileMiss(fd, size);
+  if (size < kBlockHeaderBytes) return ShortFileMiss(closer.fd, size);
   std::string header_bytes(kBlockHeaderBytes, '\0');
-  if (ReadFullyAt(fd, header_bytes.data(), kBlockHeaderBytes, 0) != kBlockHeaderBytes) {
+  if (ReadFullyAt(closer.fd, header_bytes.data(), kBlockHeaderBytes, 0) != kBlockHeaderBytes) {
     return Miss(BlockMiss::kIoError, absl::StrCat("header read: ", std::strerror(errno)));
   }
-  BlockHeader header;
-  if (auto miss = CheckHeader(header_bytes, size, expected_fingerprint, expected_key, &header)) {
-    return *std::move(miss);
-  }
-  payload->resize(header.payload_bytes);
-  const ssize_t n = ReadFullyAt(fd, payload->data(), payload->size(), kBlockHeaderBytes);
+  return CheckHeader(header_bytes, size, fingerprint, key, header);
+}
+
+// Reads the payload's whole 4 KiB pages with O_DIRECT straight into `dest` (which must be
+// 4 KiB-aligned). The direct descriptor is opened through /proc/self/fd so that it is the
+// file `fd` already verified, even if a writer renamed a new version over the path since.
+// Returns the bytes read that way; 0 when O_DIRECT is not possible.
+size_t ReadDirectPages(int fd, absl::Span<char> dest) {
+  const size_t pages = dest.size() / kBlockFileAlignment * kBlockFileAlignment;
+  if (pages == 0 || reinterpret_cast<uintptr_t>(dest.data()) % kBlockFileAlignment != 0) return 0;
+  const std::string same_file = absl::StrCat("/proc/self/fd/", fd);
+  FdCloser direct{::open(same_file.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT)};
+  if (direct.fd < 0) return 0;
+  const ssize_t n = ReadFullyAt(direct.fd, dest.data(), pages, kBlockHeaderBytes);
+  return n == static_cast<ssize_t>(pages) ? pages : 0;
+}
+
+BlockReadResult ReadPayload(int fd, const BlockHeader& header, absl::Span<char> dest) {
+  // The direct pages are re-read buffered if O_DIRECT failed part-way (0 returned).
+  const size_t direct = ReadDirectPages(fd, dest);
+  const size_t rest = dest.size() - direct;
+  const ssize_t n = ReadFullyAt(fd, dest.data() + direct, rest, kBlockHeaderBytes + direct);
   if (n < 0) return Miss(BlockMiss::kIoError, absl::StrCat("read: ", std::strerror(errno)));
-  if (static_cast<uint64_t>(n) != header.payload_bytes) {
+  if (static_cast<size_t>(n) != rest) {
     return Miss(BlockMiss::kTruncated, "file shrank while reading");
   }
-  if (!PayloadChecksumOk(header, *payload)) {
+  if (!PayloadChecksumOk(header, absl::string_view(dest.data(), dest.size()))) {
     return Miss(BlockMiss::kBadChecksum, "payload checksum mismatch");
   }
   BlockReadResult result;
   result.payload_bytes = header.payload_bytes;
   return result;
+}
+
+}  // namespace
+
+BlockReadResult ReadBlockFileInto(const std::string& path, absl::string_view expected_fingerprint,
+                                  absl::string_view expected_key, absl::Span<char> dest) {
+  FdCloser closer;
+  BlockHeader header;
+  if (auto miss = OpenVerified(path, expected_fingerprint, expected_key, closer, &header)) {
+    return *std::move(miss);
+  }
+  if (header.payload_bytes != dest.size()) {
+    return Miss(BlockMiss::kBadHeader, absl::StrCat("payload of ", header.payload_bytes,
+                                                    " bytes, expected ", dest.size()));
+  }
+  return ReadPayload(closer.fd, header, dest);
+}
+
+BlockReadResult ReadBlockFile(const std::string& path, absl::string_view expected_fingerprint,
+                              absl::string_view expected_key, std::string* payload) {
+  FdCloser closer;
+  BlockHeader header;
+  if (auto miss = OpenVerified(path, expected_fingerprint, expected_key, closer, &header)) {
+    return *std::move(miss);
+  }
+  payload->resize(header.payload_bytes);
+  return ReadPayload(closer.fd, header, absl::MakeSpan(*payload));
 }
 
 }  // namespace kvstrata

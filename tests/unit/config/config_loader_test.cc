@@ -96,8 +96,30 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"x = [\n", {}, "kvstrata_config_test."},
                       BadCase{"", {"l1.nope=1"}, "l1.nope"}, BadCase{"", {"noequals"}, "noequals"},
                       BadCase{"", {"sessions.max_sessions=many"}, "sessions.max_sessions"},
-                      BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"}),
+                      BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"},
+                      BadCase{"", {"l2.write_policy=write-around"}, "l2.write_policy"},
+                      BadCase{"", {"l2.low_watermark=0.99"}, "l2.low_watermark"},
+                      BadCase{"", {"l3.eviction_policy=arc"}, "l3.eviction_policy"},
+                      BadCase{"", {"l2.io_threads=0"}, "l2.io_threads"},
+                      BadCase{"", {"l3.fsync=always"}, "l3.fsync"},
+                      BadCase{"", {"l3.eviction_interval_ms=5"}, "l3.eviction_interval_ms"},
+                      BadCase{"", {"l1.promotion_wait_ms=-1"}, "l1.promotion_wait_ms"}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
+
+TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
+  absl::StatusOr<Config> config =
+      LoadConfig("", {"l2.write_policy=write-back", "l2.admission_threshold=3",
+                      "l3.enabled=true", "l3.path=/mnt/shared", "l3.negative_cache_ms=500",
+                      "l3.fsync=file-and-dir", "l3.probe_timeout_ms=7"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->l2.write_back);
+  EXPECT_EQ(config->l2.admission_threshold, 3);
+  EXPECT_FALSE(config->l3.write_back);
+  EXPECT_EQ(config->l3.path, "/mnt/shared");
+  EXPECT_EQ(config->l3.negative_cache_ms, 500);
+  EXPECT_EQ(config->l3.fsync, "file-and-dir");
+  EXPECT_EQ(config->l3.probe_timeout_ms, 7);
+}
 
 TEST(ConfigLoaderTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfig("/nonexistent/kvstrata.toml", {}).status().code(),

@@ -1,0 +1,57 @@
+#include "daemon/server/lower_tiers.h"
+
+#include <utility>
+
+#include "spdlog/spdlog.h"
+
+namespace kvstrata {
+namespace {
+
+FsyncPolicy FsyncOf(const std::string& name) {
+  if (name == "file") return FsyncPolicy::kFile;
+  if (name == "file-and-dir") return FsyncPolicy::kFileAndDir;
+  return FsyncPolicy::kNone;
+}
+
+void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manager) {
+  if (!c.enabled) return;
+  FileTierOptions files;
+  files.name = c.name;
+  files.tier = tier;
+  files.root = c.path;
+  files.capacity_bytes = c.capacity_bytes;
+  files.eviction_policy = c.eviction_policy;
+  files.high_watermark = c.high_watermark;
+  files.low_watermark = c.low_watermark;
+  files.shared = shared;
+  files.fsync = FsyncOf(c.fsync);
+  files.negative_cache_ttl = absl::Milliseconds(c.negative_cache_ms);
+  files.access_record_interval = absl::Milliseconds(c.access_record_interval_ms);
+  files.shared_eviction_interval = absl::Milliseconds(c.eviction_interval_ms);
+  absl::StatusOr<std::unique_ptr<FileTier>> opened = FileTier::Open(std::move(files));
+  if (!opened.ok()) {
+    spdlog::error("tier_unavailable tier={} reason=\"{}\"", c.name, opened.status().ToString());
+    return;
+  }
+  LowerTierOptions options;
+  options.write_back = c.write_back;
+  options.admission_threshold = static_cast<uint32_t>(c.admission_threshold);
+  options.io_threads = static_cast<size_t>(c.io_threads);
+  options.write_queue_blocks = static_cast<size_t>(c.write_queue_blocks);
+  options.probe_timeout = absl::Milliseconds(c.probe_timeout_ms);
+  spdlog::info("tier_ready tier={} path={} capacity={} write_policy={}", c.name, c.path,
+               c.capacity_bytes, c.write_back ? "write-back" : "write-through");
+  manager.AddTier(*std::move(opened), options);
+}
+
+}  // namespace
+
+std::unique_ptr<TierManager> MakeTierManager(const Config& config, NamespaceRegistry* namespaces) {
+  auto manager =
+      std::make_unique<TierManager>(namespaces, absl::Milliseconds(config.l1.promotion_wait_ms));
+  AddTier(config.l2, Tier::kL2, /*shared=*/false, *manager);
+  AddTier(config.l3, Tier::kL3, /*shared=*/true, *manager);
+  return manager;
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,189 @@
+// TierManager: moves blocks between L1 (BlockCache over the shared region) and the file
+// tiers below it (L2 local directory, L3 shared filesystem).
+//
+// - Down: with write-through a block committed to L1 is queued for each lower tier (or once
+//   it has had `admission_threshold` L1 hits); with write-back it is copied when L1 evicts
+//   it. Writes run on the tier's IoPool behind reads; a full queue drops the write (counted),
+//   never the engine's store. Drain writes every L1 block that a tier lacks.
+// - Up: a lookup that leaves L1 early continues in the lower tiers (index, then file probes
+//   that may take at most `probe_timeout`), reports each block's tier, and when it asked for
+//   a lease starts promoting those blocks into L1; they join its lease as they land. A load
+//   first waits (at most `promotion_wait`) for the promotions of the blocks it wants.
+//   Blocks that do not make it are simply not loaded: the engine recomputes them.
+// Thread-safe. Listener calls arrive with BlockCache's lock held and only queue work.
+// Lock order: BlockCache, then TierManager's locks, then FileTier's, then IoPool's.
+#ifndef KVSTRATA_DAEMON_TIERING_TIER_MANAGER_H_
+#define KVSTRATA_DAEMON_TIERING_TIER_MANAGER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/cache/block_cache.h"
+#include "daemon/cache/tier_listener.h"
+#include "daemon/common/mutex.h"
+#include "daemon/namespaces/namespace_registry.h"
+#include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/io_pool.h"
+
+namespace kvstrata {
+
+// The daemon's own session: promotions and write-backs reserve and pin L1 under it.
+inline constexpr SessionId kDaemonSession = ~SessionId{0};
+
+struct LowerTierOptions {
+  bool write_back = false;
+  uint32_t admission_threshold = 0;  // L1 hits before a block is written down; 0 = on store
+  size_t io_threads = 4;
+  size_t write_queue_blocks = 1024;
+  absl::Duration probe_timeout = absl::Milliseconds(5);
+};
+
+struct LowerTierStatus {
+  Tier tier = Tier::kL2;
+  FileTierStats files;
+  uint64_t queued_writes = 0, dropped_writes = 0;
+  uint64_t promotions = 0, promoted_blocks = 0;
+  bool write_back = false;
+};
+
+class TierManager : public TierListener {
+ public:
+  TierManager(NamespaceRegistry* namespaces, absl::Duration promotion_wait);
+  TierManager(const TierManager&) = delete;
+  TierManager& operator=(const TierManager&) = delete;
+  ~TierManager() override;
+
+  // Set up before serving, in this order: tiers (fastest first), then L1.
+  void AddTier(std::unique_ptr<FileTier> files, LowerTierOptions options);
+  void AttachL1(BlockCache* cache, char* region_base);
+  // Stops all file I/O (queued writes are dropped). Call before the L1 pool goes.
+  void Stop();
+  // Where L1 events go on to (metrics, KV events); may be nullptr.
+  void SetNextListener(TierListener* next) { next_ = next; }
+  bool has_tiers() const { return !tiers_.empty(); }
+
+  // TierListener (called by BlockCache with its lock held).
+  void OnStored(NamespaceId ns, const BlockKey& key, Tier tier) override;
+  void OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset, uint64_t length) override;
+  void OnRemoved(NamespaceId ns, const BlockKey& key, Tier tier, RemovalCause cause) override;
+
+  // Continues `result` (an L1 lookup of `keys`) into the lower tiers; see above.
+  void ExtendLookup(SessionId session, NamespaceId ns, absl::Span<const std::string_view> keys,
+                    std::optional<absl::Duration> lease_ttl, LookupResult* result);
+  // Keeps the blocks a PrepareLoad promoted pinned in L1 until the load has acquired them.
+  class LoadGuard {
+   public:
+    LoadGuard() = default;
+    LoadGuard(BlockCache* cache, LeaseId lease) : cache_(cache), lease_(lease) {}
+    LoadGuard(LoadGuard&& other) noexcept
+        : cache_(std::exchange(other.cache_, nullptr)), lease_(other.lease_) {}
+    LoadGuard& operator=(LoadGuard&& other) noexcept {
+      std::swap(cache_, other.cache_);
+      std::swap(lease_, other.lease_);
+      return *this;
+    }
+    ~LoadGuard() {
+      if (cache_ != nullptr) (void)cache_->ReleaseLease(kDaemonSession, lease_);
+    }
+
+   private:
+    BlockCache* cache_ = nullptr;
+    LeaseId lease_ = 0;
+  };
+  // Promotes what `keys` has below L1 and waits for it (bounded) before a load. Keep the
+  // guard until AcquireLoad has pinned the blocks.
+  [[nodiscard]] LoadGuard PrepareLoad(NamespaceId ns, absl::Span<const std::string_view> keys);
+  // Admin: the lower tier holding each key not found in L1 (entries already set are kept).
+  void Peek(NamespaceId ns, absl::Span<const std::string_view> keys,
+            std::vector<std::optional<Tier>>* where);
+  // Admin: removes the keys' files from `tier` (nullopt = every lower tier).
+  size_t Evict(NamespaceId ns, absl::Span<const std::string_view> keys, std::optional<Tier> tier);
+  size_t Clear(std::optional<NamespaceId> ns, std::optional<Tier> tier);
+  // Writes every L1 block that `tier` (nullopt = each lower tier) lacks; `progress(done,
+  // total)` is called as blocks finish. Returns the blocks written.
+  absl::StatusOr<size_t> Drain(std::optional<Tier> tier,
+                               const std::function<void(uint64_t, uint64_t)>& progress);
+
+  std::vector<LowerTierStatus> Status() const;
+
+ private:
+  struct Promotion {
+    bool done = false;
+  };
+  // A queued write of an L1 block. If L1 evicts the block before the write runs, its bytes
+  // are copied here on the way out (under the cache lock, so the writer sees one or the
+  // other: the block still in L1, or this copy).
+  struct PendingWrite {
+    std::string copy;
+  };
+
+  struct Lower {
+    std::unique_ptr<FileTier> files;
+    LowerTierOptions options;
+    std::unique_ptr<IoPool> io;
+    std::atomic<uint64_t> queued{0}, dropped{0}, promotions{0}, promoted{0};
+    Mutex pending_mu;
+    absl::flat_hash_map<BlockKey, std::shared_ptr<PendingWrite>> pending
+        ABSL_GUARDED_BY(pending_mu);
+  };
+  std::optional<TierNamespace> NamespaceOf(NamespaceId ns);
+  Lower* TierOf(Tier tier) const;
+  // The lower tier holding `key` per the indexes; nullopt = absent; `unknown` set when a
+  // probe could tell more.
+  std::optional<Tier> CachedTier(const TierNamespace& tn, absl::string_view key, bool* unknown);
+  // Runs probes for keys[from..] (stopping at the first key no tier has) and waits at most
+  // `timeout` for them.
+  void ProbeChain(const TierNamespace& tn, absl::Span<const std::string_view> keys,
+                  absl::Duration timeout);
+  // The leading keys present in some tier (L1 first), with the fastest tier of each.
+  std::vector<Tier> LowerPrefix(NamespaceId ns, const TierNamespace& tn,
+                                absl::Span<const std::string_view> keys);
+
+  // Promotion (tier_manager_promote.cc).
+  void Promote(NamespaceId ns, const TierNamespace& tn, std::vector<std::string> keys,
+               std::vector<Tier> tiers, std::optional<LeaseRef> into);
+  void PromoteChunk(NamespaceId ns, const TierNamespace& tn, const std::vector<std::string>& keys,
+                    const std::vector<Tier>& tiers, std::optional<LeaseRef> into,
+                    const std::vector<std::shared_ptr<Promotion>>& marks);
+  void WaitForPromotions(const std::vector<std::shared_ptr<Promotion>>& marks);
+
+  // Writing down (tier_manager_write.cc).
+  void QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key, std::string copied);
+  bool WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace& tn, absl::string_view key,
+                   const PendingWrite* fallback);
+  void CountHit(NamespaceId ns, const BlockKey& key);
+
+  NamespaceRegistry* const namespaces_;
+  const absl::Duration promotion_wait_;
+  BlockCache* cache_ = nullptr;
+  char* region_ = nullptr;
+  TierListener* next_ = nullptr;
+  std::vector<std::unique_ptr<Lower>> tiers_;  // fastest first
+  bool counts_hits_ = false;                   // some tier has an admission threshold
+
+  Mutex ns_mu_;
+  absl::flat_hash_map<NamespaceId, TierNamespace> ns_cache_ ABSL_GUARDED_BY(ns_mu_);
+
+  Mutex hits_mu_;
+  absl::flat_hash_map<BlockKey, uint32_t> l1_hits_ ABSL_GUARDED_BY(hits_mu_);
+
+  std::mutex promo_mu_;
+  std::condition_variable promo_cv_;
+  absl::flat_hash_map<BlockKey, std::shared_ptr<Promotion>> promoting_;  // by promo_mu_
+
+  std::unique_ptr<IoPool> prober_;  // lookups' file probes; destroyed first
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TIERING_TIER_MANAGER_H_

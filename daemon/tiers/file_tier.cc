@@ -1,0 +1,362 @@
+// FileTier: index, reads, writes, capacity and faults. Background scans are in
+// file_tier_scan.cc.
+#include "daemon/tiers/file_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/tiers/block_path.h"
+#include "daemon/tiers/namespace_file.h"
+#include "spdlog/spdlog.h"
+
+namespace kvstrata {
+namespace {
+
+std::string_view StdView(absl::string_view s) { return {s.data(), s.size()}; }
+
+}  // namespace
+
+absl::string_view TierStateName(TierState state) {
+  switch (state) {
+    case TierState::kOk:
+      return "ok";
+    case TierState::kDegraded:
+      return "degraded";
+    case TierState::kReadOnly:
+      return "read-only";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options) {
+  if (options.root.empty()) return absl::InvalidArgumentError(options.name + ": empty path");
+  if (!(options.low_watermark > 0 && options.low_watermark <= options.high_watermark &&
+        options.high_watermark <= 1)) {
+    return absl::InvalidArgumentError(options.name + ": watermarks must be 0 < low <= high <= 1");
+  }
+  if (absl::Status s = MakeDirectories(options.root); !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(options.name, " at ", options.root, " is not usable: ", s.message()));
+  }
+  absl::StatusOr<std::unique_ptr<EvictionPolicy>> policy =
+      MakeEvictionPolicy(options.eviction_policy, 1024);
+  if (!policy.ok()) return policy.status();
+  std::unique_ptr<FileTier> tier(new FileTier(std::move(options)));
+  {
+    MutexLock lock(&tier->mu_);
+    tier->policy_ = *std::move(policy);
+  }
+  FileTier* self = tier.get();
+  tier->background_ =
+      std::thread([self] { self->options_.shared ? self->SharedEvictionLoop() : self->WarmUp(); });
+  return tier;
+}
+
+FileTier::FileTier(FileTierOptions options) : options_(std::move(options)) {}
+
+FileTier::~FileTier() {
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (background_.joinable()) background_.join();
+}
+
+absl::StatusOr<BlockKey> FileTier::KeyOf(absl::string_view fingerprint,
+                                         absl::string_view key) const {
+  MutexLock lock(&mu_);
+  auto it = ns_ids_.find(fingerprint);
+  if (it == ns_ids_.end()) return absl::NotFoundError("namespace unknown to this tier");
+  return BlockKey::Make(it->second, StdView(key));
+}
+
+absl::StatusOr<BlockKey> FileTier::KeyOfLocked(absl::string_view fingerprint,
+                                               absl::string_view key) {
+  auto [it, inserted] =
+      ns_ids_.try_emplace(std::string(fingerprint), static_cast<NamespaceId>(ns_names_.size() + 1));
+  if (inserted) ns_names_.emplace_back(fingerprint);
+  return BlockKey::Make(it->second, StdView(key));
+}
+
+std::string FileTier::PathOf(absl::string_view fingerprint, absl::string_view key) const {
+  absl::StatusOr<std::string> path = BlockFilePath(options_.root, fingerprint, key);
+  return path.ok() ? *std::move(path) : std::string();
+}
+
+absl::Status FileTier::Fault(absl::string_view op, const std::string& path) const {
+  return options_.fault_hook ? options_.fault_hook(op, path) : absl::OkStatus();
+}
+
+FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_view key) const {
+  const bool complete = !options_.shared && warm_.load(std::memory_order_acquire);
+  MutexLock lock(&mu_);
+  auto ns = ns_ids_.find(fingerprint);
+  if (ns == ns_ids_.end()) return complete ? Presence::kAbsent : Presence::kUnknown;
+  absl::StatusOr<BlockKey> k = BlockKey::Make(ns->second, StdView(key));
+  if (!k.ok()) return Presence::kAbsent;
+  if (index_.contains(*k)) return Presence::kPresent;
+  if (complete) return Presence::kAbsent;
+  auto absent = absent_until_.find(*k);
+  if (absent != absent_until_.end() && absent->second > absl::Now()) return Presence::kAbsent;
+  return Presence::kUnknown;
+}
+
+bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
+  const std::string path = PathOf(fingerprint, key);
+  if (path.empty()) return false;
+  struct stat st;
+  const bool present =
+      Fault("probe", path).ok() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  MutexLock lock(&mu_);
+  absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
+  if (!k.ok()) return false;
+  if (present) {
+    absent_until_.erase(*k);
+    if (!index_.contains(*k)) InsertLocked(*k, static_cast<uint64_t>(st.st_size));
+  } else if (!index_.contains(*k)) {
+    if (absent_until_.size() > (1u << 20)) absent_until_.clear();
+    absent_until_[*k] = absl::Now() + options_.negative_cache_ttl;
+  }
+  return present;
+}
+
+void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes) {
+  FileMeta meta;
+  meta.file_bytes = file_bytes;
+  meta.recorded_access = absl::Now();
+  index_.emplace(key, meta);
+  used_bytes_ += file_bytes;
+  if (!options_.shared) {
+    uint64_t id = key.Fingerprint();
+    if (by_id_.emplace(id, key).second) policy_->OnInsert(id);
+  }
+}
+
+void FileTier::EraseLocked(const BlockKey& key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
+  index_.erase(it);
+  if (!options_.shared) {
+    uint64_t id = key.Fingerprint();
+    auto b = by_id_.find(id);
+    if (b != by_id_.end() && b->second == key) {
+      by_id_.erase(b);
+      policy_->OnErase(id);
+    }
+  }
+}
+
+bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) {
+  const std::string path = PathOf(ns.fingerprint, key);
+  BlockKey k;
+  {
+    MutexLock lock(&mu_);
+    absl::StatusOr<BlockKey> made = KeyOfLocked(ns.fingerprint, key);
+    if (path.empty() || !made.ok()) return false;
+    k = *made;
+    auto it = index_.find(k);
+    if (it != index_.end()) {
+      ++it->second.readers;
+      if (!options_.shared) policy_->OnAccess(k.Fingerprint());
+    }
+  }
+  BlockReadResult result;
+  if (absl::Status fault = Fault("read", path); !fault.ok()) {
+    result.miss = BlockMiss::kIoError;
+    result.detail = std::string(fault.message());
+  } else {
+    result = ReadBlockFileInto(path, ns.fingerprint, key, dest);
+  }
+  {
+    MutexLock lock(&mu_);
+    auto it = index_.find(k);
+    if (it != index_.end() && it->second.readers > 0) --it->second.readers;
+    if (result.hit()) {
+      ++counters_.hits;
+      counters_.read_bytes += dest.size();
+      if (it == index_.end()) InsertLocked(k, BlockFileBytes(dest.size()));
+    } else {
+      ++counters_.misses;
+      if (result.miss == BlockMiss::kIoError) ++counters_.read_errors;
+      if (result.miss == BlockMiss::kAbsent) EraseLocked(k);
+    }
+  }
+  if (result.hit()) {
+    RecordAccess(k, path);
+  } else if (ShouldQuarantine(result.miss)) {
+    OnBadFile(k, path, result);
+  } else if (result.miss == BlockMiss::kIoError) {
+    spdlog::warn("{}: read of {} failed: {}", options_.name, path, result.detail);
+  }
+  return result.hit();
+}
+
+void FileTier::RecordAccess(const BlockKey& key, const std::string& path) {
+  if (!options_.shared) return;
+  {
+    MutexLock lock(&mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return;
+    absl::Time now = absl::Now();
+    if (now - it->second.recorded_access < options_.access_record_interval) return;
+    it->second.recorded_access = now;
+  }
+  // The mtime is the access time every daemon of the shared tier orders eviction by.
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+}
+
+void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
+                         const BlockReadResult& miss) {
+  absl::StatusOr<std::string> moved = Quarantine(path, options_.root);
+  spdlog::warn("{}: {} is bad ({}: {}); {}", options_.name, path,
+               std::string(BlockMissName(miss.miss)), miss.detail,
+               moved.ok() ? "quarantined to " + *moved : "quarantine failed");
+  MutexLock lock(&mu_);
+  if (moved.ok()) ++counters_.quarantined;
+  EraseLocked(key);
+}
+
+bool FileTier::EnsureNamespaceFile(const TierNamespace& ns) {
+  {
+    MutexLock lock(&mu_);
+    if (namespace_files_.contains(ns.fingerprint)) return true;
+  }
+  absl::StatusOr<std::string> written = WriteNamespaceFile(options_.root, ns.spec);
+  if (!written.ok()) {
+    OnWriteError(written.status());
+    return false;
+  }
+  MutexLock lock(&mu_);
+  namespace_files_.insert(ns.fingerprint);
+  return true;
+}
+
+absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
+                             absl::string_view payload) {
+  const std::string path = PathOf(ns.fingerprint, key);
+  if (path.empty()) return absl::InvalidArgumentError("bad fingerprint or key");
+  const uint64_t file_bytes = BlockFileBytes(payload.size());
+  std::vector<std::string> doomed;
+  bool room = false;
+  {
+    MutexLock lock(&mu_);
+    absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);
+    if (!k.ok()) return k.status();
+    if (index_.contains(*k)) return absl::OkStatus();
+    room = StateLocked() != TierState::kReadOnly && MakeRoomLocked(file_bytes, &doomed);
+    if (!room) ++counters_.refused_writes;
+  }
+  for (const std::string& victim : doomed) ::unlink(victim.c_str());
+  if (!room) return absl::UnavailableError(options_.name + " is read-only or has no room");
+  if (!EnsureNamespaceFile(ns)) return absl::UnavailableError(options_.name + " write failed");
+  absl::StatusOr<BlockHeader> header =
+      MakeBlockHeader(ns.fingerprint, key, payload, absl::ToUnixMillis(absl::Now()));
+  if (!header.ok()) return header.status();
+  absl::Status fault = Fault("write", path);
+  absl::StatusOr<BlockWriteInfo> written =
+      fault.ok() ? WriteBlockFile(path, *header, payload, BlockWriteOptions{options_.fsync, true})
+                 : absl::StatusOr<BlockWriteInfo>(fault);
+  if (!written.ok()) {
+    OnWriteError(written.status());
+    return written.status();
+  }
+  MutexLock lock(&mu_);
+  absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);
+  absent_until_.erase(*k);
+  if (!index_.contains(*k)) InsertLocked(*k, file_bytes);
+  ++counters_.writes;
+  counters_.write_bytes += payload.size();
+  written_since_scan_ += file_bytes;
+  if (options_.shared &&
+      shared_scanned_bytes_ + written_since_scan_ >
+          options_.high_watermark * static_cast<double>(EffectiveCapacityLocked())) {
+    wake_.notify_all();  // Trim the shared tier now rather than at the next interval.
+  }
+  return absl::OkStatus();
+}
+
+uint64_t FileTier::EffectiveCapacityLocked() const {
+  return shrunk_capacity_ != 0 ? std::min(shrunk_capacity_, options_.capacity_bytes)
+                               : options_.capacity_bytes;
+}
+
+TierState FileTier::StateLocked() const {
+  if (read_only_until_ > absl::Now()) return TierState::kReadOnly;
+  return shrunk_capacity_ != 0 ? TierState::kDegraded : TierState::kOk;
+}
+
+bool FileTier::MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doomed) {
+  if (options_.shared) return true;  // Trimmed by the eviction loop.
+  const double capacity = static_cast<double>(EffectiveCapacityLocked());
+  if (static_cast<double>(used_bytes_ + incoming) <= options_.high_watermark * capacity) {
+    return true;
+  }
+  auto evictable = [this](EvictionPolicy::Id id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    auto b = by_id_.find(id);
+    if (b == by_id_.end()) return false;
+    auto it = index_.find(b->second);
+    return it != index_.end() && it->second.readers == 0;
+  };
+  while (static_cast<double>(used_bytes_ + incoming) > options_.low_watermark * capacity) {
+    std::optional<EvictionPolicy::Id> victim = policy_->PickVictim(evictable);
+    if (!victim.has_value()) break;
+    BlockKey key = by_id_.at(*victim);
+    by_id_.erase(*victim);  // The policy already forgot it.
+    auto it = index_.find(key);
+    used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
+    index_.erase(it);
+    const std::string_view bytes = key.bytes();
+    doomed->push_back(
+        PathOf(ns_names_[key.ns() - 1], absl::string_view(bytes.data(), bytes.size())));
+    ++counters_.evictions;
+  }
+  return static_cast<double>(used_bytes_ + incoming) <= options_.high_watermark * capacity;
+}
+
+void FileTier::OnWriteError(const absl::Status& error) {
+  MutexLock lock(&mu_);
+  ++counters_.write_errors;
+  if (absl::IsResourceExhausted(error)) {
+    // The disk is fuller than the configured capacity: shrink to what we hold now.
+    const uint64_t floor = 1 << 20;
+    shrunk_capacity_ = std::max<uint64_t>(floor, used_bytes_);
+    spdlog::warn("{}: disk full ({}); capacity shrunk to {} bytes", options_.name,
+                 std::string(error.message()), shrunk_capacity_);
+  } else {
+    read_only_until_ = absl::Now() + options_.read_only_cooldown;
+    spdlog::warn("{}: write failed ({}); read-only for {}", options_.name,
+                 std::string(error.message()), absl::FormatDuration(options_.read_only_cooldown));
+  }
+}
+
+bool FileTier::Remove(absl::string_view fingerprint, absl::string_view key) {
+  const std::string path = PathOf(fingerprint, key);
+  if (path.empty()) return false;
+  {
+    MutexLock lock(&mu_);
+    absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
+    if (k.ok()) EraseLocked(*k);
+  }
+  return ::unlink(path.c_str()) == 0;
+}
+
+FileTierStats FileTier::Stats() const {
+  MutexLock lock(&mu_);
+  FileTierStats st = counters_;
+  st.capacity_bytes = options_.capacity_bytes;
+  st.effective_bytes = EffectiveCapacityLocked();
+  st.used_bytes = options_.shared ? shared_scanned_bytes_ + written_since_scan_ : used_bytes_;
+  st.blocks = index_.size();
+  st.warm = warm_.load();
+  st.state = StateLocked();
+  return st;
+}
+
+}  // namespace kvstrata

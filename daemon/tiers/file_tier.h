@@ -1,0 +1,181 @@
+// FileTier: one L2 (local directory) or L3 (shared filesystem) tier of block files
+// (block_path.h layout, block_file_format.h files, docs/on-disk-format.md).
+//
+// What is where: an in-memory index of the files this tier knows, filled by its own
+// writes, by a background warm-up scan of the tree after start (local tier), and by probes
+// (a stat of the block's path) for keys it does not know. A local tier is the only writer
+// of its directory, so once warm its index is complete; a shared tier's directory is
+// written and evicted by every node's daemon, so its index only caches positive answers,
+// absent files are remembered for `negative_cache_ttl`, and a read may still miss.
+//
+// Capacity: a local tier evicts with the configured policy (lru/arc/s3fifo) before a write
+// would pass the high watermark, down to the low one. A shared tier is trimmed by whichever
+// daemon holds `<root>/.kvstrata-evict.lock` (flock): it scans the tree and deletes the
+// files with the oldest recorded access (mtime, which every daemon sets on a hit at most
+// once per `access_record_interval`), so two daemons never evict at once.
+//
+// Faults: ENOSPC/EDQUOT/EFBIG shrink the tier to what it holds (kDegraded); other write
+// errors make it read-only for `read_only_cooldown`; a file that fails verification is
+// quarantined; every fault is a miss or a dropped write, never an error to the engine.
+// Thread-safe; file I/O runs on the caller's thread, never under the index lock.
+#ifndef KVSTRATA_DAEMON_TIERS_FILE_TIER_H_
+#define KVSTRATA_DAEMON_TIERS_FILE_TIER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/common/mutex.h"
+#include "daemon/eviction/eviction_policy.h"
+#include "daemon/index/block_entry.h"
+#include "daemon/index/block_key.h"
+#include "daemon/namespaces/namespace_spec.h"
+#include "daemon/tiers/block_file_io.h"
+
+namespace kvstrata {
+
+// A namespace as the files name it.
+struct TierNamespace {
+  std::string fingerprint;  // 32 lowercase hex
+  NamespaceSpec spec;       // written to namespace.json on the first store
+  uint64_t payload_bytes = 0;
+};
+
+struct FileTierOptions {
+  std::string name;  // "l2" or "l3": logs and stats
+  Tier tier = Tier::kL2;
+  std::string root;
+  uint64_t capacity_bytes = 0;
+  std::string eviction_policy = "lru";  // local tier only
+  double high_watermark = 0.95;
+  double low_watermark = 0.85;
+  bool shared = false;  // L3 semantics (see above)
+  FsyncPolicy fsync = FsyncPolicy::kNone;
+  absl::Duration negative_cache_ttl = absl::Seconds(2);
+  absl::Duration access_record_interval = absl::Seconds(60);
+  absl::Duration shared_eviction_interval = absl::Seconds(10);
+  absl::Duration read_only_cooldown = absl::Seconds(30);
+  // Tests only: called before each file operation ("read", "write", "probe") with the
+  // block's path; a non-OK status is taken as that operation failing with it. May sleep.
+  std::function<absl::Status(absl::string_view op, const std::string& path)> fault_hook;
+};
+
+enum class TierState { kOk, kDegraded, kReadOnly };
+absl::string_view TierStateName(TierState state);
+
+struct FileTierStats {
+  uint64_t capacity_bytes = 0;    // configured
+  uint64_t effective_bytes = 0;   // after a full-disk shrink
+  uint64_t used_bytes = 0;        // local: indexed files; shared: last scan + own writes since
+  uint64_t blocks = 0;            // files in the index
+  uint64_t hits = 0, misses = 0;  // reads
+  uint64_t writes = 0, write_bytes = 0, read_bytes = 0;
+  uint64_t evictions = 0, write_errors = 0, read_errors = 0, quarantined = 0;
+  uint64_t refused_writes = 0;  // read-only, or no room
+  bool warm = false;            // warm-up scan finished
+  uint64_t scanned_files = 0;
+  TierState state = TierState::kOk;
+};
+
+class FileTier {
+ public:
+  // Creates the root if needed and starts the background threads (warm-up scan for a
+  // local tier, the eviction loop for a shared one). FAILED_PRECONDITION when the root
+  // cannot be created or is not a directory.
+  static absl::StatusOr<std::unique_ptr<FileTier>> Open(FileTierOptions options);
+  FileTier(const FileTier&) = delete;
+  FileTier& operator=(const FileTier&) = delete;
+  ~FileTier();
+
+  enum class Presence { kPresent, kAbsent, kUnknown };
+  // What the index says, without I/O. kUnknown: only a Probe can tell.
+  Presence Cached(absl::string_view fingerprint, absl::string_view key) const;
+  // stat(2)s the block's file and records the answer.
+  bool Probe(absl::string_view fingerprint, absl::string_view key);
+  // Reads and verifies the block into `dest` (exactly ns.payload_bytes). False on any miss.
+  bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest);
+  // Writes the block (atomically; see block_file_io.h), making room first. A refusal or
+  // failure is counted and returned (the caller drops the write).
+  absl::Status Write(const TierNamespace& ns, absl::string_view key, absl::string_view payload);
+  // Deletes the block's file. True when this call removed it.
+  bool Remove(absl::string_view fingerprint, absl::string_view key);
+  // Deletes every block file of one namespace (or all); returns how many.
+  size_t Clear(std::optional<absl::string_view> fingerprint);
+  // Runs one shared-tier eviction pass now if this daemon gets the lock (tests, drain).
+  // Returns the files deleted. No-op for a local tier.
+  size_t EnforceSharedCapacity();
+  // Blocks until the warm-up scan is done or `timeout` passes; true when done.
+  bool WaitWarm(absl::Duration timeout) const;
+
+  FileTierStats Stats() const;
+  const FileTierOptions& options() const { return options_; }
+
+ private:
+  struct FileMeta {
+    uint64_t file_bytes = 0;
+    absl::Time recorded_access;  // shared tier: when mtime was last set by us
+    uint32_t readers = 0;        // local tier: not evicted while > 0
+  };
+
+  explicit FileTier(FileTierOptions options);
+  absl::StatusOr<BlockKey> KeyOf(absl::string_view fingerprint, absl::string_view key) const;
+  absl::StatusOr<BlockKey> KeyOfLocked(absl::string_view fingerprint, absl::string_view key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string PathOf(absl::string_view fingerprint, absl::string_view key) const;
+  absl::Status Fault(absl::string_view op, const std::string& path) const;
+  void InsertLocked(const BlockKey& key, uint64_t file_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(const BlockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Local tier: evicts until `incoming` more bytes fit under the high watermark. Returns
+  // the paths to delete (outside the lock); false when there is no room.
+  bool MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doomed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWriteError(const absl::Status& error);
+  void OnBadFile(const BlockKey& key, const std::string& path, const BlockReadResult& miss);
+  void RecordAccess(const BlockKey& key, const std::string& path);
+  bool EnsureNamespaceFile(const TierNamespace& ns);
+  uint64_t EffectiveCapacityLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TierState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Background work (file_tier_scan.cc).
+  void WarmUp();
+  void SharedEvictionLoop();
+  uint64_t NamespaceFileBytes(const std::string& fingerprint) const;
+
+  const FileTierOptions options_;
+  mutable Mutex mu_;
+  absl::flat_hash_map<std::string, NamespaceId> ns_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> ns_names_ ABSL_GUARDED_BY(mu_);                 // ns_names_[id - 1]
+  absl::flat_hash_set<std::string> namespace_files_ ABSL_GUARDED_BY(mu_);  // written
+  absl::flat_hash_map<BlockKey, FileMeta> index_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<BlockKey, absl::Time> absent_until_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<EvictionPolicy> policy_ ABSL_GUARDED_BY(mu_);  // local tier
+  absl::flat_hash_map<uint64_t, BlockKey> by_id_ ABSL_GUARDED_BY(mu_);
+  uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t shrunk_capacity_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not shrunk
+  absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t shared_scanned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t written_since_scan_ ABSL_GUARDED_BY(mu_) = 0;
+  FileTierStats counters_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<bool> warm_{false};
+  std::atomic<bool> stopping_{false};
+  mutable std::mutex wake_mu_;
+  mutable std::condition_variable wake_;
+  std::thread background_;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TIERS_FILE_TIER_H_

@@ -1,0 +1,247 @@
+// FileTier background work: the warm-up scan of a local tier, the shared tier's eviction
+// loop, and the tree walks they share with Clear.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "daemon/tiers/block_path.h"
+#include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/namespace_file.h"
+#include "spdlog/spdlog.h"
+
+namespace kvstrata {
+namespace {
+
+constexpr absl::string_view kEvictLockName = ".kvstrata-evict.lock";
+constexpr absl::Duration kStaleTempAge = absl::Hours(1);
+
+// Calls fn(name, is_dir) for each entry of `dir` but "." and "..". False when unreadable.
+template <typename Fn>
+bool ForEachEntry(const std::string& dir, Fn fn) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  while (const dirent* e = ::readdir(d)) {
+    absl::string_view name(e->d_name);
+    if (name == "." || name == "..") continue;
+    bool is_dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN) {
+      struct stat st;
+      is_dir = ::stat(absl::StrCat(dir, "/", name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    fn(name, is_dir);
+  }
+  ::closedir(d);
+  return true;
+}
+
+// The key bytes of a "<hex key>.kv" file name; empty when the name is not one.
+std::string KeyOfFileName(absl::string_view name) {
+  if (!absl::ConsumeSuffix(&name, ".kv") || name.empty() || name.size() > 64 ||
+      name.size() % 2 != 0) {
+    return "";
+  }
+  for (char c : name) {
+    if (!absl::ascii_isxdigit(c) || absl::ascii_isupper(c)) return "";
+  }
+  return absl::HexStringToBytes(name);
+}
+
+// "<name>.kv.tmp.<pid>.<random>": the pid of the writer; 0 when not a temp file.
+uint32_t TempWriterPid(absl::string_view name) {
+  size_t at = name.find(".kv.tmp.");
+  if (at == absl::string_view::npos) return 0;
+  std::vector<absl::string_view> parts = absl::StrSplit(name.substr(at + 8), '.');
+  uint32_t pid = 0;
+  return !parts.empty() && absl::SimpleAtoi(parts[0], &pid) ? pid : 0;
+}
+
+struct FoundFile {
+  std::string fingerprint, key, path;
+  uint64_t bytes = 0;
+  int64_t mtime_ns = 0;
+};
+
+// Walks every `<root>/<fingerprint>/<xx>/<yy>/` directory (or one fingerprint's).
+template <typename Fn>
+void ForEachBlockDir(const std::string& root, std::optional<absl::string_view> only, Fn fn) {
+  ForEachEntry(root, [&](absl::string_view fp, bool is_dir) {
+    if (!is_dir || !ValidateFingerprint(fp).ok()) return;
+    if (only.has_value() && *only != fp) return;
+    const std::string fp_dir = absl::StrCat(root, "/", fp);
+    ForEachEntry(fp_dir, [&](absl::string_view a, bool a_dir) {
+      if (!a_dir || a.size() != 2) return;
+      const std::string a_path = absl::StrCat(fp_dir, "/", a);
+      ForEachEntry(a_path, [&](absl::string_view b, bool b_dir) {
+        if (b_dir && b.size() == 2) fn(fp, absl::StrCat(a_path, "/", b));
+      });
+    });
+  });
+}
+
+}  // namespace
+
+uint64_t FileTier::NamespaceFileBytes(const std::string& fingerprint) const {
+  absl::StatusOr<NamespaceSpec> spec = ReadNamespaceFile(options_.root, fingerprint);
+  return spec.ok() ? BlockFileBytes(BytesPerBlock(*spec)) : 0;
+}
+
+void FileTier::WarmUp() {
+  const absl::Time start = absl::Now();
+  const uint32_t my_pid = static_cast<uint32_t>(::getpid());
+  uint64_t files = 0;
+  ForEachBlockDir(options_.root, std::nullopt, [&](absl::string_view fp, const std::string& dir) {
+    if (stopping_) return;
+    const std::string fingerprint(fp);
+    const uint64_t known_bytes = NamespaceFileBytes(fingerprint);
+    std::vector<std::pair<std::string, uint64_t>> found;
+    ForEachEntry(dir, [&](absl::string_view name, bool is_dir) {
+      if (is_dir) return;
+      const std::string path = absl::StrCat(dir, "/", name);
+      uint32_t pid = TempWriterPid(name);
+      if (pid != 0) {
+        if (pid != my_pid) ::unlink(path.c_str());  // Left by a daemon that died mid-write.
+        return;
+      }
+      std::string key = KeyOfFileName(name);
+      if (key.empty()) return;
+      uint64_t bytes = known_bytes;
+      struct stat st;
+      if (bytes == 0)
+        bytes = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+      found.emplace_back(std::move(key), bytes);
+    });
+    MutexLock lock(&mu_);
+    if (known_bytes != 0) namespace_files_.insert(fingerprint);
+    for (auto& [key, bytes] : found) {
+      absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
+      if (k.ok() && !index_.contains(*k)) InsertLocked(*k, bytes);
+    }
+    files += found.size();
+    counters_.scanned_files = files;
+  });
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    warm_.store(true, std::memory_order_release);
+  }
+  wake_.notify_all();
+  spdlog::info("{}: index warm: {} block files under {} in {}", options_.name, files, options_.root,
+               absl::FormatDuration(absl::Now() - start));
+  // Respect the cap at once if the directory holds more than it allows (e.g. a smaller
+  // capacity after a restart).
+  std::vector<std::string> doomed;
+  {
+    MutexLock lock(&mu_);
+    MakeRoomLocked(0, &doomed);
+  }
+  for (const std::string& path : doomed) ::unlink(path.c_str());
+}
+
+bool FileTier::WaitWarm(absl::Duration timeout) const {
+  if (options_.shared) return true;
+  std::unique_lock<std::mutex> lock(wake_mu_);
+  return wake_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] {
+    return warm_.load() || stopping_.load();
+  }) && warm_.load();
+}
+
+void FileTier::SharedEvictionLoop() {
+  warm_ = true;  // A shared tier has no warm-up: its directory is the index.
+  while (!stopping_) {
+    EnforceSharedCapacity();
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.shared_eviction_interval),
+                   [this] { return stopping_.load(); });
+  }
+}
+
+size_t FileTier::EnforceSharedCapacity() {
+  if (!options_.shared) return 0;
+  const std::string lock_path = absl::StrCat(options_.root, "/", kEvictLockName);
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return 0;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }  // Also releases the flock.
+  } closer{fd};
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return 0;  // Another daemon is trimming.
+
+  std::vector<FoundFile> files;
+  uint64_t total = 0;
+  const absl::Time now = absl::Now();
+  ForEachBlockDir(options_.root, std::nullopt, [&](absl::string_view fp, const std::string& dir) {
+    ForEachEntry(dir, [&](absl::string_view name, bool is_dir) {
+      if (is_dir) return;
+      std::string path = absl::StrCat(dir, "/", name);
+      struct stat st;
+      if (::stat(path.c_str(), &st) != 0) return;
+      const absl::Time mtime = absl::TimeFromTimespec(st.st_mtim);
+      if (TempWriterPid(name) != 0) {
+        if (now - mtime > kStaleTempAge) ::unlink(path.c_str());  // An abandoned write.
+        return;
+      }
+      std::string key = KeyOfFileName(name);
+      if (key.empty()) return;
+      total += static_cast<uint64_t>(st.st_size);
+      files.push_back(FoundFile{std::string(fp), std::move(key), std::move(path),
+                                static_cast<uint64_t>(st.st_size), absl::ToUnixNanos(mtime)});
+    });
+  });
+  uint64_t capacity;
+  {
+    MutexLock lock(&mu_);
+    capacity = EffectiveCapacityLocked();
+  }
+  size_t deleted = 0;
+  if (static_cast<double>(total) > options_.high_watermark * static_cast<double>(capacity)) {
+    std::sort(files.begin(), files.end(),
+              [](const FoundFile& a, const FoundFile& b) { return a.mtime_ns < b.mtime_ns; });
+    const double low = options_.low_watermark * static_cast<double>(capacity);
+    for (const FoundFile& f : files) {
+      if (static_cast<double>(total) <= low) break;
+      if (::unlink(f.path.c_str()) != 0) continue;
+      total -= f.bytes;
+      ++deleted;
+      MutexLock lock(&mu_);
+      ++counters_.evictions;
+      absl::StatusOr<BlockKey> k = KeyOfLocked(f.fingerprint, f.key);
+      if (k.ok()) EraseLocked(*k);
+    }
+  }
+  MutexLock lock(&mu_);
+  shared_scanned_bytes_ = total;
+  written_since_scan_ = 0;
+  counters_.scanned_files = files.size() - deleted;
+  return deleted;
+}
+
+size_t FileTier::Clear(std::optional<absl::string_view> fingerprint) {
+  size_t removed = 0;
+  ForEachBlockDir(options_.root, fingerprint, [&](absl::string_view, const std::string& dir) {
+    ForEachEntry(dir, [&](absl::string_view name, bool is_dir) {
+      if (!is_dir && !KeyOfFileName(name).empty() &&
+          ::unlink(absl::StrCat(dir, "/", name).c_str()) == 0) {
+        ++removed;
+      }
+    });
+  });
+  MutexLock lock(&mu_);
+  std::vector<BlockKey> doomed;
+  for (const auto& [key, meta] : index_) {
+    if (!fingerprint.has_value() || ns_names_[key.ns() - 1] == *fingerprint) doomed.push_back(key);
+  }
+  for (const BlockKey& key : doomed) EraseLocked(key);
+  absent_until_.clear();
+  return removed;
+}
+
+}  // namespace kvstrata

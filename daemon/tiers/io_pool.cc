@@ -1,0 +1,53 @@
+#include "daemon/tiers/io_pool.h"
+
+#include <utility>
+
+namespace kvstrata {
+
+IoPool::IoPool(size_t threads) {
+  if (threads == 0) threads = 1;
+  threads_.reserve(threads);
+  for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+}
+
+IoPool::~IoPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    urgent_.clear();
+    background_.clear();
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void IoPool::Submit(Priority priority, std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    (priority == Priority::kUrgent ? urgent_ : background_).push_back(std::move(task));
+  }
+  wake_.notify_one();
+}
+
+size_t IoPool::Queued(Priority priority) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return priority == Priority::kUrgent ? urgent_.size() : background_.size();
+}
+
+void IoPool::Run() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [this] { return stopping_ || !urgent_.empty() || !background_.empty(); });
+      if (stopping_) return;
+      std::deque<std::function<void()>>& queue = !urgent_.empty() ? urgent_ : background_;
+      task = std::move(queue.front());
+      queue.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,44 @@
+// IoPool: the threads that do one tier's file I/O. Two queues: urgent work (reads that a
+// load waits for, lookups' file probes) always runs before background work (writes,
+// drains), so a write backlog never delays a load. Tasks must not throw.
+// Thread-safe. The destructor drops queued tasks (destroyed unrun) and joins the threads
+// once the running ones finish.
+#ifndef KVSTRATA_DAEMON_TIERS_IO_POOL_H_
+#define KVSTRATA_DAEMON_TIERS_IO_POOL_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kvstrata {
+
+class IoPool {
+ public:
+  enum class Priority { kUrgent, kBackground };
+
+  explicit IoPool(size_t threads);
+  IoPool(const IoPool&) = delete;
+  IoPool& operator=(const IoPool&) = delete;
+  ~IoPool();
+
+  void Submit(Priority priority, std::function<void()> task);
+  // Tasks queued (not running) at each priority.
+  size_t Queued(Priority priority) const;
+
+ private:
+  void Run();
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> urgent_, background_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TIERS_IO_POOL_H_

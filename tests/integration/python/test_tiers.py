@@ -1,0 +1,548 @@
+"""L2 (local directory) and L3 (shared directory) tiers on real kvstratad processes and real
+files: persistence across restarts, two daemons sharing one L3 root, concurrent writers of
+one key, capacity caps (the shared one with two daemons), promotion, write-back, drain,
+and the faults: bad files, a full disk, kill -9 during heavy writes.
+
+Every test has its own work directory, daemons and namespace salt.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+import numpy as np
+import pytest
+
+import kvstrata
+from kvstrata import pb
+from host_child import block_bytes, chain_keys
+from kvs_testing import Daemon, mha_spec, short_tmpdir, wait_until
+
+KIB, MIB = 1 << 10, 1 << 20
+BLOCK = 64 * KIB
+FILE_BYTES = 4 * KIB + BLOCK  # 4 KiB header + payload (already 4 KiB-aligned)
+_salts = itertools.count()
+
+
+def spec(salt: str) -> dict:
+    return mha_spec(kv_layout="opaque", dtype="uint8", opaque_block_bytes=BLOCK, salt=salt)
+
+
+def fresh_salt(name: str) -> str:
+    return f"tiers-{name}-{os.getpid()}-{next(_salts)}"
+
+
+def blocks(seed: int, count: int) -> List[np.ndarray]:
+    return [block_bytes(seed, i, BLOCK) for i in range(count)]
+
+
+def l2_settings(root: Path, **extra: str) -> Dict[str, str]:
+    return {"l2.enabled": "true", "l2.path": str(root), "l2.capacity": "256MiB", **extra}
+
+
+def l3_settings(root: Path, **extra: str) -> Dict[str, str]:
+    return {"l3.enabled": "true", "l3.path": str(root), "l3.capacity": "256MiB",
+            "l3.eviction_interval_ms": "200", **extra}
+
+
+def tier(client: kvstrata.Client, which: int):
+    return next(t for t in client.list_tiers().tiers if t.tier == which)
+
+
+def block_files(root: Path) -> List[Path]:
+    return [p for p in root.rglob("*.kv") if ".quarantine" not in p.parts]
+
+
+def wait_written(client: kvstrata.Client, which: int, count: int, timeout_s: float = 20.0) -> None:
+    ok = wait_until(lambda: (t := tier(client, which)).queue_depth == 0 and
+                    t.written_blocks >= count, timeout_s)
+    assert ok, f"tier {which} did not write {count} blocks: {tier(client, which)}"
+
+
+class Node:
+    """One daemon with a session and a registered namespace."""
+
+    def __init__(self, workdir: Path, settings: Dict[str, str], salt: str, name: str = "a"):
+        self.daemon = Daemon(workdir, settings, socket=workdir / f"{name}.sock").start()
+        self.client = self.daemon.client(timeout=30.0)
+        self.session = kvstrata.Session(self.client, client_name=f"pytest-tiers-{name}")
+        self.ns = self.session.register_namespace(**spec(salt))
+
+    def close(self, expect_clean: bool = True) -> None:
+        try:
+            self.session.close()
+        except kvstrata.KVStrataError:
+            pass
+        self.client.close()
+        if expect_clean:
+            assert self.daemon.running(), self.daemon.log_tail()
+            assert self.daemon.stop() == 0, self.daemon.log_tail()
+        else:
+            self.daemon.kill()
+
+
+@pytest.fixture
+def cli():
+    """Runs the real `kvstrata` CLI against a daemon: cli(daemon, *args)."""
+    binary = os.environ.get("KVSTRATA_CLI") or str(
+        Path(__file__).resolve().parents[3] / "build" / "client" / "cli" / "kvstrata")
+
+    def run(daemon: Daemon, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([binary, f"--endpoint={daemon.endpoint}", *args],
+                              capture_output=True, text=True, timeout=60)
+    return run
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    d = short_tmpdir()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def assert_loads(node: Node, keys: List[bytes], data: List[np.ndarray], lease_id: int = 0) -> None:
+    got = node.session.load(node.ns, keys, lease_id=lease_id)
+    assert list(got) == [True] * len(keys), \
+        f"missing blocks: {list(got)}\n{node.client.list_tiers()}\n{node.client.get_stats()}"
+    for i, (b, want) in enumerate(zip(got.blocks, data)):
+        assert np.array_equal(b, want), f"block {i} differs"
+
+
+# ---------------------------------------------------------------------- persistence
+
+
+def test_store_restart_load_from_l2_byte_exact(workdir: Path) -> None:
+    salt, l2 = fresh_salt("restart"), workdir / "l2"
+    keys, data = chain_keys("restart", 24), blocks(1, 24)
+    a = Node(workdir, l2_settings(l2), salt)
+    assert a.session.store(a.ns, keys, data).stored == 24
+    wait_written(a.client, pb.TIER_L2_LOCAL, 24)
+    assert len(block_files(l2)) == 24
+    a.close()
+
+    b = Node(workdir, l2_settings(l2), salt)
+    try:
+        hit = b.session.lookup(b.ns, keys, lease=True)
+        assert hit.hit_blocks == 24 and hit.tiers == [pb.TIER_L2_LOCAL] * 24
+        assert hit.lease_id != 0, "a lookup that finds L2 blocks leases them as they land"
+        assert_loads(b, keys, data, lease_id=hit.lease_id)
+        again = b.session.lookup(b.ns, keys)
+        assert again.tiers == [pb.TIER_L1_DRAM] * 24, "promoted into L1"
+        t = tier(b.client, pb.TIER_L2_LOCAL)
+        assert t.promoted_blocks == 24 and t.index_warm and t.blocks == 24
+    finally:
+        b.close()
+
+
+def test_load_without_lookup_promotes_and_waits(workdir: Path) -> None:
+    salt, l2 = fresh_salt("direct-load"), workdir / "l2"
+    keys, data = chain_keys("direct", 8), blocks(2, 8)
+    a = Node(workdir, l2_settings(l2), salt)
+    a.session.store(a.ns, keys, data)
+    wait_written(a.client, pb.TIER_L2_LOCAL, 8)
+    a.close()
+    b = Node(workdir, l2_settings(l2), salt)
+    try:
+        assert_loads(b, keys, data)
+    finally:
+        b.close()
+
+
+def test_chain_continues_from_l1_into_l2(workdir: Path) -> None:
+    """Blocks evicted from a small L1 are still found (in L2) after the L1 prefix."""
+    salt, l2 = fresh_salt("mixed"), workdir / "l2"
+    settings = l2_settings(l2, **{"l1.capacity": "8MiB", "l1.slab_size": "1MiB"})
+    a = Node(workdir, settings, salt)
+    try:
+        keys, data = chain_keys("mixed", 200), blocks(3, 200)  # 12.5 MiB > L1
+        for i in range(0, 200, 20):
+            a.session.store(a.ns, keys[i:i + 20], data[i:i + 20])
+        wait_written(a.client, pb.TIER_L2_LOCAL, 200)
+        hit = a.session.lookup(a.ns, keys)
+        assert hit.hit_blocks == 200, hit
+        # Mostly the oldest blocks left L1 (a few were pinned by the writer at the time).
+        assert hit.tiers.count(pb.TIER_L2_LOCAL) >= 50 and hit.tiers[-1] == pb.TIER_L1_DRAM
+        assert_loads(a, keys[:40], data[:40])
+    finally:
+        a.close()
+
+
+# ---------------------------------------------------------------------- the shared tier
+
+
+def test_two_daemons_share_l3(workdir: Path) -> None:
+    salt, shared = fresh_salt("share"), workdir / "l3"
+    keys, data = chain_keys("share", 16), blocks(4, 16)
+    a = Node(workdir, l3_settings(shared), salt, "a")
+    b = Node(workdir, l3_settings(shared), salt, "b")
+    try:
+        assert b.session.lookup(b.ns, keys).hit_blocks == 0
+        a.session.store(a.ns, keys, data)
+        wait_written(a.client, pb.TIER_L3_SHARED, 16)
+        assert (shared / a.ns.fingerprint / "namespace.json").is_file()
+        # b's negative cache forgets the earlier misses within l3.negative_cache_ms (2 s).
+        assert wait_until(lambda: b.session.lookup(b.ns, keys).hit_blocks == 16, 10.0)
+        hit = b.session.lookup(b.ns, keys, lease=True)
+        assert hit.tiers == [pb.TIER_L3_SHARED] * 16
+        assert_loads(b, keys, data, lease_id=hit.lease_id)
+    finally:
+        b.close()
+        a.close()
+
+
+def test_concurrent_writers_of_one_key(workdir: Path) -> None:
+    """Two daemons write the same keys at once, with different bytes: every file a reader
+    finds is one writer's complete block, never a mix, and no temp file is left."""
+    salt, shared = fresh_salt("race"), workdir / "l3"
+    keys = chain_keys("race", 32)
+    versions = [blocks(10, 32), blocks(11, 32)]
+    nodes = [Node(workdir, l3_settings(shared), salt, n) for n in ("a", "b")]
+    try:
+        for round_ in range(3):
+            threads = [threading.Thread(target=n.session.store, args=(n.ns, keys, v))
+                       for n, v in zip(nodes, versions)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for n in nodes:
+                wait_written(n.client, pb.TIER_L3_SHARED, 1 + round_)
+                # Forget L1 and the files so the next round writes every key again.
+                list(n.client.clear(fingerprint=n.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+            if round_ < 2:
+                list(nodes[0].client.clear(fingerprint=nodes[0].ns.fingerprint,
+                                           tier=pb.TIER_L3_SHARED))
+        reader = Node(workdir, l3_settings(shared), salt, "r")
+        try:
+            hit = reader.session.lookup(reader.ns, keys, lease=True)
+            assert hit.hit_blocks == 32
+            got = reader.session.load(reader.ns, keys, lease_id=hit.lease_id)
+            assert list(got) == [True] * 32
+            for i, b in enumerate(got.blocks):
+                assert any(np.array_equal(b, v[i]) for v in versions), f"block {i} is torn"
+        finally:
+            reader.close()
+        assert not [p for p in shared.rglob("*.tmp.*")], "temp files left behind"
+    finally:
+        for n in nodes:
+            n.close()
+
+
+# ---------------------------------------------------------------------- capacity
+
+
+def disk_bytes(root: Path) -> int:
+    total = 0
+    for p in block_files(root):
+        try:
+            total += p.stat().st_size
+        except FileNotFoundError:  # evicted while we walk
+            pass
+    return total
+
+
+def json_docs(text: str) -> List[dict]:
+    """The JSON objects `kvstrata --json` printed one after another."""
+    decoder, docs, pos = json.JSONDecoder(), [], 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        doc, pos = decoder.raw_decode(text, pos)
+        docs.append(doc)
+    return docs
+
+
+def test_l2_capacity_is_enforced(workdir: Path) -> None:
+    salt, l2 = fresh_salt("l2cap"), workdir / "l2"
+    a = Node(workdir, l2_settings(l2, **{"l2.capacity": "2MiB"}), salt)
+    try:
+        keys, data = chain_keys("l2cap", 100), blocks(5, 100)  # 6.8 MiB of files
+        for i in range(0, 100, 10):
+            a.session.store(a.ns, keys[i:i + 10], data[i:i + 10])
+        assert wait_until(lambda: tier(a.client, pb.TIER_L2_LOCAL).queue_depth == 0, 20.0)
+        t = tier(a.client, pb.TIER_L2_LOCAL)
+        assert t.used_bytes <= 2 * MIB and t.evictions > 0
+        assert disk_bytes(l2) <= 2 * MIB
+        assert len(block_files(l2)) == t.blocks
+    finally:
+        a.close()
+
+
+def test_l3_capacity_is_enforced_across_two_daemons(workdir: Path) -> None:
+    salt, shared = fresh_salt("l3cap"), workdir / "l3"
+    settings = l3_settings(shared, **{"l3.capacity": "2MiB"})
+    a = Node(workdir, settings, salt, "a")
+    b = Node(workdir, settings, salt, "b")
+    try:
+        for n, name in ((a, "l3cap-a"), (b, "l3cap-b")):
+            keys, data = chain_keys(name, 60), blocks(6, 60)
+            for i in range(0, 60, 10):
+                n.session.store(n.ns, keys[i:i + 10], data[i:i + 10])
+        for n in (a, b):
+            assert wait_until(lambda: tier(n.client, pb.TIER_L3_SHARED).queue_depth == 0, 20.0)
+        # Whichever daemon holds the eviction lock trims the shared tree to the low mark.
+        assert wait_until(lambda: disk_bytes(shared) <= 2 * MIB, 10.0), disk_bytes(shared)
+        infos = [tier(n.client, pb.TIER_L3_SHARED) for n in (a, b)]
+        assert sum(t.written_blocks for t in infos) == 120, infos
+        assert sum(t.evictions for t in infos) >= (120 * FILE_BYTES - 2 * MIB) // FILE_BYTES, infos
+        # Oldest-written first: b's last blocks are the newest and survive.
+        last = chain_keys("l3cap-b", 60)[-1].hex()
+        assert any(p.name == f"{last}.kv" for p in block_files(shared)), "newest evicted"
+    finally:
+        b.close()
+        a.close()
+
+
+# ---------------------------------------------------------------------- write-back and drain
+
+
+def test_write_back_writes_on_eviction_and_drain_flushes(workdir: Path, cli) -> None:
+    salt, l2 = fresh_salt("wb"), workdir / "l2"
+    settings = l2_settings(l2, **{"l2.write_policy": "write-back", "l1.capacity": "8MiB",
+                                  "l1.slab_size": "1MiB"})
+    a = Node(workdir, settings, salt)
+    try:
+        keys, data = chain_keys("wb", 10), blocks(7, 10)
+        a.session.store(a.ns, keys, data)
+        time.sleep(0.3)
+        assert tier(a.client, pb.TIER_L2_LOCAL).written_blocks == 0, "write-back: nothing yet"
+        # Eviction pressure pushes the first blocks out of L1: they are written down.
+        more = chain_keys("wb-more", 150)
+        for i in range(0, 150, 15):
+            a.session.store(a.ns, more[i:i + 15], blocks(8, 15))
+        assert wait_until(lambda: tier(a.client, pb.TIER_L2_LOCAL).written_blocks > 0, 10.0)
+        assert_loads(a, keys, data)
+        # Drain writes what L1 still holds and L2 lacks, with progress.
+        out = cli(a.daemon, "--json", "drain")
+        assert out.returncode == 0, out.stderr
+        last = json_docs(out.stdout)[-1]
+        assert last["done"] is True and "wrote" in last["message"]
+        l1_blocks = tier(a.client, pb.TIER_L1_DRAM).blocks
+        assert tier(a.client, pb.TIER_L2_LOCAL).blocks >= l1_blocks
+        human = cli(a.daemon, "drain", "--tier=l2")
+        assert human.returncode == 0 and "100%" in human.stdout, human.stdout
+    finally:
+        a.close()
+
+
+def test_drain_without_lower_tiers_is_a_clear_error(workdir: Path, cli) -> None:
+    a = Node(workdir, {}, fresh_salt("nodrain"))
+    try:
+        out = cli(a.daemon, "drain")
+        assert out.returncode == 3 and "no lower tier" in out.stderr, out.stderr
+    finally:
+        a.close()
+
+
+def test_cli_tiers_lookup_evict_and_clear_on_l2(workdir: Path, cli) -> None:
+    salt, l2 = fresh_salt("cli"), workdir / "l2"
+    a = Node(workdir, l2_settings(l2), salt)
+    try:
+        keys, data = chain_keys("cli", 4), blocks(9, 4)
+        a.session.store(a.ns, keys, data)
+        wait_written(a.client, pb.TIER_L2_LOCAL, 4)
+        table = cli(a.daemon, "tiers")
+        assert table.returncode == 0 and "QUEUE" in table.stdout and "l2" in table.stdout
+        listed = json.loads(cli(a.daemon, "--json", "tiers").stdout)
+        l2_info = next(t for t in listed["tiers"] if t["name"] == "l2")
+        assert l2_info["state"] == "ok" and int(l2_info["blocks"]) == 4
+        fp = a.ns.fingerprint
+        assert cli(a.daemon, "evict", "--tier=l1", fp, *[k.hex() for k in keys]).returncode == 0
+        where = cli(a.daemon, "lookup", fp, keys[0].hex())
+        assert "l2" in where.stdout, where.stdout
+        out = cli(a.daemon, "evict", "--tier=l2", fp, keys[0].hex())
+        assert out.returncode == 0 and "evicted 1" in out.stdout, out.stdout
+        assert len(block_files(l2)) == 3
+        out = cli(a.daemon, "clear", "--tier=l2", fp)
+        assert out.returncode == 0 and len(block_files(l2)) == 0, out.stdout
+        bad = cli(a.daemon, "clear", "--tier=l3", fp)
+        assert bad.returncode == 3 and "not enabled" in bad.stderr, bad.stderr
+        usage = cli(a.daemon, "clear", "--tier=l9", fp)
+        assert usage.returncode == 1
+    finally:
+        a.close()
+
+
+# ---------------------------------------------------------------------- faults
+
+
+def _store_and_restart(workdir: Path, l2: Path, salt: str, count: int):
+    keys, data = chain_keys(salt, count), blocks(12, count)
+    a = Node(workdir, l2_settings(l2), salt)
+    a.session.store(a.ns, keys, data)
+    wait_written(a.client, pb.TIER_L2_LOCAL, count)
+    fp = a.ns.fingerprint
+    a.close()
+    return keys, data, fp
+
+
+def _path_of(l2: Path, fp: str, key: bytes) -> Path:
+    return next(p for p in (l2 / fp).rglob(f"{key.hex()}.kv"))
+
+
+def _flip_payload_byte(path: Path, l2: Path, fp: str, key: bytes) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[4096 + 1000] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def _truncate(path: Path, l2: Path, fp: str, key: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(4096 + BLOCK // 2)
+
+
+def _foreign(path: Path, l2: Path, fp: str, key: bytes) -> None:
+    path.write_bytes(os.urandom(4096 + BLOCK))
+
+
+def _other_namespace(path: Path, l2: Path, fp: str, key: bytes) -> None:
+    """A valid block file of another namespace (same key) copied over this one."""
+    other = Node(path.parents[4], l2_settings(l2.parent / "other-l2"), fresh_salt("other"), "o")
+    try:
+        other.session.store(other.ns, [key], [block_bytes(99, 0, BLOCK)])
+        wait_written(other.client, pb.TIER_L2_LOCAL, 1)
+        src = _path_of(l2.parent / "other-l2", other.ns.fingerprint, key)
+    finally:
+        other.close()
+    shutil.copyfile(src, path)
+
+
+@pytest.mark.parametrize("damage", [_flip_payload_byte, _truncate, _foreign, _other_namespace],
+                         ids=["corrupted", "truncated", "foreign", "other-namespace"])
+def test_bad_file_is_a_miss_and_quarantined(workdir: Path, damage) -> None:
+    salt, l2 = fresh_salt("bad"), workdir / "l2"
+    keys, data, fp = _store_and_restart(workdir, l2, salt, 6)
+    victim = _path_of(l2, fp, keys[2])
+    damage(victim, l2, fp, keys[2])
+    b = Node(workdir, l2_settings(l2), salt)
+    try:
+        got = b.session.load(b.ns, keys)
+        assert list(got) == [True, True, False, True, True, True]
+        for i in (0, 1, 3, 4, 5):
+            assert np.array_equal(got.blocks[i], data[i])
+        assert not victim.exists()
+        assert list((l2 / ".quarantine").iterdir()), "the bad file is kept for inspection"
+        assert tier(b.client, pb.TIER_L2_LOCAL).quarantined_files == 1
+        assert b.session.lookup(b.ns, keys).hit_blocks == 2, "now a miss from the bad block on"
+    finally:
+        b.close()
+
+
+def test_stray_files_in_the_tree_are_ignored(workdir: Path) -> None:
+    salt, l2 = fresh_salt("stray"), workdir / "l2"
+    keys, data, fp = _store_and_restart(workdir, l2, salt, 3)
+    (l2 / fp / "README").write_text("not a block")
+    (l2 / "lost+found").mkdir()
+    (l2 / fp / "zz").mkdir()
+    b = Node(workdir, l2_settings(l2), salt)
+    try:
+        assert tier(b.client, pb.TIER_L2_LOCAL).blocks == 3 or wait_until(
+            lambda: tier(b.client, pb.TIER_L2_LOCAL).blocks == 3, 5.0)
+        assert_loads(b, keys, data)
+    finally:
+        b.close()
+
+
+@pytest.fixture
+def tiny_tmpfs(workdir: Path) -> Iterator[Path]:
+    mount = workdir / "full"
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a 1 MiB tmpfs to fill (needs root): {r.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_full_disk_degrades_the_tier_not_the_engine(workdir: Path, tiny_tmpfs: Path) -> None:
+    salt = fresh_salt("full")
+    a = Node(workdir, l2_settings(tiny_tmpfs, **{"l2.capacity": "64MiB"}), salt)
+    try:
+        keys, data = chain_keys("full", 40), blocks(13, 40)  # 2.7 MiB of files > 1 MiB disk
+        for i in range(0, 40, 5):
+            assert a.session.store(a.ns, keys[i:i + 5], data[i:i + 5]).stored == 5
+        assert wait_until(lambda: tier(a.client, pb.TIER_L2_LOCAL).queue_depth == 0, 20.0)
+        t = tier(a.client, pb.TIER_L2_LOCAL)
+        assert t.state == "degraded" and t.write_errors > 0
+        assert t.effective_capacity_bytes < 64 * MIB
+        assert_loads(a, keys, data)  # L1 still serves everything
+        assert not [p for p in tiny_tmpfs.rglob("*.tmp.*")], "failed writes leave no temp file"
+        # Later writes fit in the shrunk tier (it evicts to make room) instead of failing.
+        before = t.write_errors
+        more = chain_keys("full-more", 10)
+        a.session.store(a.ns, more, blocks(14, 10))
+        assert wait_until(lambda: tier(a.client, pb.TIER_L2_LOCAL).queue_depth == 0, 20.0)
+        assert tier(a.client, pb.TIER_L2_LOCAL).write_errors - before <= 2
+    finally:
+        a.close()
+
+
+def test_kill9_during_heavy_writes_never_serves_a_torn_block(workdir: Path) -> None:
+    salt, l2 = fresh_salt("kill9"), workdir / "l2"
+    a = Node(workdir, l2_settings(l2), salt)
+    stored: List[int] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        for batch in range(1000):
+            if stop.is_set():
+                return
+            keys = chain_keys(f"kill9-{batch}", 8)
+            try:
+                a.session.store(a.ns, keys, blocks(batch, 8))
+                stored.append(batch)
+            except kvstrata.KVStrataError:
+                return
+
+    t = threading.Thread(target=writer)
+    t.start()
+    assert wait_until(lambda: len(stored) >= 20 and len(block_files(l2)) >= 40, 30.0)
+    os.kill(a.daemon.proc.pid, signal.SIGKILL)  # Stores and writes still running.
+    stop.set()
+    t.join(30)
+    a.close(expect_clean=False)
+    # A torn write can only be a temp file; plant one the way a dying writer leaves it.
+    some = next(iter(block_files(l2)))
+    shutil.copyfile(some, str(some) + ".tmp.999999.0123456789abcdef")
+
+    b = Node(workdir, l2_settings(l2), salt)
+    try:
+        assert b.daemon.running()
+        found = 0
+        for batch in stored:
+            keys, want = chain_keys(f"kill9-{batch}", 8), blocks(batch, 8)
+            got = b.session.load(b.ns, keys)
+            for ok, block, w in zip(got, got.blocks, want):
+                if ok:
+                    found += 1
+                    assert np.array_equal(block, w), f"batch {batch}: wrong bytes served"
+        assert found > 0, "nothing survived the crash"
+        assert wait_until(lambda: not list(l2.rglob("*.tmp.*")), 10.0), "stale temp files kept"
+    finally:
+        b.close()
+
+
+def test_bad_tier_directory_leaves_the_daemon_serving(workdir: Path) -> None:
+    blocker = workdir / "not-a-dir"
+    blocker.write_text("a file where the L2 directory should be")
+    a = Node(workdir, l2_settings(blocker), fresh_salt("baddir"))
+    try:
+        t = tier(a.client, pb.TIER_L2_LOCAL)
+        assert t.state == "unavailable"
+        keys, data = chain_keys("baddir", 2), blocks(15, 2)
+        a.session.store(a.ns, keys, data)
+        assert_loads(a, keys, data)
+    finally:
+        a.close()

@@ -1,0 +1,330 @@
+// TierManager over a real BlockCache (heap "region") and real FileTiers in temp dirs:
+// write-through and write-back, lookups that continue below L1 and lease what they find,
+// loads that wait for promotion, drain, and a slow disk that must not hold a lookup up.
+#include "daemon/tiering/tier_manager.h"
+
+#include <stdlib.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/pool/slab_allocator.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tiers/tier_test_data.h"
+
+namespace kvstrata {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr uint64_t kBlock = 16 << 10;
+constexpr uint64_t kSlab = 64 << 10;
+constexpr SessionId kClient = 7;
+
+NamespaceSpec Spec() {
+  NamespaceSpec spec;
+  spec.engine_kind = EngineKind::kOther;
+  spec.model = "tiering-test";
+  spec.kv_layout = KvLayout::kOpaque;
+  spec.dtype = DType::kUint8;
+  spec.opaque_block_bytes = kBlock;
+  spec.tokens_per_block = 16;
+  return spec;
+}
+
+class TierManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvs-tiering-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    ns_ = namespaces_.Register(kClient, Spec())->id;
+  }
+  void TearDown() override {
+    if (manager_ != nullptr) manager_->Stop();
+    cache_.reset();
+    manager_.reset();
+    fs::remove_all(root_);
+  }
+
+  // L1 of `slabs` 64 KiB slabs; one lower tier (L2, or L3 when shared) with `options`.
+  void Build(uint64_t slabs, bool shared, LowerTierOptions options,
+             std::function<void(FileTierOptions&)> tweak = nullptr) {
+    region_.assign(slabs * kSlab, '\0');
+    allocator_ = *SlabAllocator::Create(
+        {.region_bytes = slabs * kSlab, .slab_bytes = kSlab, .slot_alignment = 4096});
+    manager_ = std::make_unique<TierManager>(&namespaces_, absl::Seconds(5));
+    FileTierOptions files;
+    files.name = shared ? "l3" : "l2";
+    files.tier = shared ? Tier::kL3 : Tier::kL2;
+    files.root = root_;
+    files.capacity_bytes = 64 << 20;
+    files.shared = shared;
+    files.shared_eviction_interval = absl::Hours(1);
+    if (tweak) tweak(files);
+    auto tier = FileTier::Open(files);
+    ASSERT_TRUE(tier.ok()) << tier.status();
+    ASSERT_TRUE((*tier)->WaitWarm(absl::Seconds(5)));
+    manager_->AddTier(*std::move(tier), options);
+    BlockCacheOptions cache_options;
+    cache_options.high_watermark = 1.0;
+    cache_options.low_watermark = 1.0;
+    cache_options.listener = manager_.get();
+    cache_ = *BlockCache::Create(allocator_.get(), cache_options);
+    manager_->AttachL1(cache_.get(), region_.data());
+  }
+
+  std::vector<std::string> Keys(int count, const std::string& prefix = "k") {
+    std::vector<std::string> out;
+    for (int i = 0; i < count; ++i) out.push_back(absl::StrCat(prefix, i));
+    return out;
+  }
+  static std::vector<std::string_view> Views(const std::vector<std::string>& keys) {
+    return {keys.begin(), keys.end()};
+  }
+  // Host-mode store: reserve, write the payloads into the region, commit.
+  void Store(const std::vector<std::string>& keys, int seed) {
+    auto views = Views(keys);
+    auto reserved = cache_->ReserveStore(kClient, ns_, kBlock, views);
+    ASSERT_TRUE(reserved.ok()) << reserved.status();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const StoreSlot& slot = reserved->slots[i];
+      if (slot.status != StoreStatus::kReserved) continue;
+      std::string data = Payload(kBlock, seed + static_cast<int>(i));
+      std::memcpy(region_.data() + slot.offset, data.data(), kBlock);
+    }
+    if (reserved->reservation != 0) {
+      ASSERT_TRUE(cache_->CommitStore(kClient, reserved->reservation, std::nullopt).ok());
+    }
+  }
+  // Loads and checks every key; returns how many were byte-exact.
+  size_t LoadExact(const std::vector<std::string>& keys, int seed,
+                   std::optional<LeaseId> lease = std::nullopt) {
+    auto views = Views(keys);
+    TierManager::LoadGuard promoted = manager_->PrepareLoad(ns_, views);
+    auto loaded = cache_->AcquireLoad(kClient, ns_, views, lease);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    size_t exact = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const LoadSlot& slot = loaded->slots[i];
+      if (slot.status != LoadStatus::kReady) continue;
+      std::string want = Payload(kBlock, seed + static_cast<int>(i));
+      exact += std::memcmp(region_.data() + slot.offset, want.data(), kBlock) == 0;
+    }
+    if (loaded->load != 0) {
+      EXPECT_TRUE(cache_->ReleaseLoad(kClient, loaded->load).ok());
+    }
+    return exact;
+  }
+  void WaitQueueEmpty() {
+    for (int i = 0; i < 500 && manager_->Status()[0].queued_writes > 0; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_EQ(manager_->Status()[0].queued_writes, 0u);
+  }
+  LookupResult Lookup(const std::vector<std::string>& keys,
+                      std::optional<absl::Duration> lease = std::nullopt) {
+    auto views = Views(keys);
+    auto result = cache_->Lookup(kClient, ns_, views, lease);
+    EXPECT_TRUE(result.ok());
+    manager_->ExtendLookup(kClient, ns_, views, lease, &*result);
+    return *result;
+  }
+  size_t FilesOnDisk() {
+    size_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(root_)) {
+      n += e.path().extension() == ".kv";
+    }
+    return n;
+  }
+
+  std::string root_;
+  NamespaceRegistry namespaces_;
+  NamespaceId ns_ = 0;
+  std::vector<char> region_;
+  std::unique_ptr<SlabAllocator> allocator_;
+  std::unique_ptr<TierManager> manager_;
+  std::unique_ptr<BlockCache> cache_;
+};
+
+TEST_F(TierManagerTest, WriteThroughWritesEveryCommittedBlock) {
+  Build(4, /*shared=*/false, {});
+  Store(Keys(8), 100);
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 8u);
+  EXPECT_EQ(manager_->Status()[0].files.writes, 8u);
+}
+
+TEST_F(TierManagerTest, LookupContinuesBelowL1AndLeasesPromotedBlocks) {
+  Build(4, /*shared=*/false, {});
+  auto keys = Keys(8);
+  Store(keys, 200);
+  WaitQueueEmpty();
+  ASSERT_EQ(cache_->Clear(ns_), 8u);  // L1 forgets; L2 keeps.
+  LookupResult hit = Lookup(keys, absl::Seconds(30));
+  EXPECT_EQ(hit.hits, 8u);
+  EXPECT_EQ(hit.tiers, std::vector<Tier>(8, Tier::kL2));
+  ASSERT_TRUE(hit.lease.has_value());
+  EXPECT_EQ(LoadExact(keys, 200, hit.lease), 8u);
+  EXPECT_EQ(manager_->Status()[0].promoted_blocks, 8u);
+  LookupResult again = Lookup(keys);
+  EXPECT_EQ(again.tiers, std::vector<Tier>(8, Tier::kL1));
+}
+
+TEST_F(TierManagerTest, PromotedBlocksInALeaseAreNotEvicted) {
+  Build(2, /*shared=*/false, {});  // 8 slots of L1
+  auto keys = Keys(8);
+  Store(keys, 300);
+  WaitQueueEmpty();
+  ASSERT_EQ(cache_->Clear(ns_), 8u);
+  LookupResult hit = Lookup(keys, absl::Seconds(30));
+  ASSERT_EQ(hit.hits, 8u);
+  (void)manager_->PrepareLoad(ns_, Views(keys));  // Promotions done, blocks in the lease.
+  Store(Keys(8, "other"), 400);              // Pressure: nothing of the lease may go.
+  EXPECT_EQ(LoadExact(keys, 300, hit.lease), 8u);
+}
+
+TEST_F(TierManagerTest, LoadWithoutLookupPromotesAndWaits) {
+  Build(4, /*shared=*/false, {});
+  auto keys = Keys(4);
+  Store(keys, 500);
+  WaitQueueEmpty();
+  ASSERT_EQ(cache_->Clear(ns_), 4u);
+  EXPECT_EQ(LoadExact(keys, 500), 4u);
+}
+
+TEST_F(TierManagerTest, WriteBackWritesOnlyWhatL1Evicts) {
+  LowerTierOptions options;
+  options.write_back = true;
+  Build(2, /*shared=*/false, options);  // 8 slots
+  auto first = Keys(8, "a");
+  Store(first, 600);
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 0u);
+  Store(Keys(4, "b"), 700);  // Evicts 4 of the first blocks.
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 4u);
+  LookupResult hit = Lookup(first, absl::Seconds(30));
+  EXPECT_EQ(hit.hits, 8u);
+  EXPECT_EQ(LoadExact(first, 600, hit.lease), 8u);
+}
+
+TEST_F(TierManagerTest, WriteThroughSurvivesEvictionBeforeTheWriteRuns) {
+  LowerTierOptions options;
+  options.io_threads = 1;
+  Build(2, /*shared=*/false, options, [](FileTierOptions& f) {
+    f.fault_hook = [](absl::string_view op, const std::string&) {
+      if (op == "write") absl::SleepFor(absl::Milliseconds(20));  // A slow disk.
+      return absl::OkStatus();
+    };
+  });
+  auto keys = Keys(24);  // 3x L1: most blocks leave L1 before their write runs.
+  for (int i = 0; i < 24; i += 4) {
+    Store({keys.begin() + i, keys.begin() + i + 4}, 800 + i);
+  }
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 24u);
+  ASSERT_EQ(cache_->Clear(ns_), cache_->Stats().blocks);
+  for (int i = 0; i < 24; i += 4) {
+    std::vector<std::string> four(keys.begin() + i, keys.begin() + i + 4);
+    EXPECT_EQ(LoadExact(four, 800 + i), 4u) << i;
+  }
+}
+
+TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
+  LowerTierOptions options;
+  options.io_threads = 1;
+  options.write_queue_blocks = 2;
+  Build(8, /*shared=*/false, options, [](FileTierOptions& f) {
+    f.fault_hook = [](absl::string_view op, const std::string&) {
+      if (op == "write") absl::SleepFor(absl::Milliseconds(50));
+      return absl::OkStatus();
+    };
+  });
+  absl::Time start = absl::Now();
+  Store(Keys(16), 900);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(40)) << "a store must not wait for disk";
+  WaitQueueEmpty();
+  LowerTierStatus st = manager_->Status()[0];
+  EXPECT_EQ(st.dropped_writes + st.files.writes, 16u);
+  EXPECT_GE(st.dropped_writes, 13u);
+}
+
+TEST_F(TierManagerTest, AdmissionThresholdWritesAfterEnoughHits) {
+  LowerTierOptions options;
+  options.admission_threshold = 2;
+  Build(4, /*shared=*/false, options);
+  auto keys = Keys(2);
+  Store(keys, 1000);
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 0u);
+  Lookup(keys);
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 0u);
+  Lookup(keys);
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 2u);
+}
+
+TEST_F(TierManagerTest, SlowDiskDoesNotHoldUpALookup) {
+  LowerTierOptions options;
+  options.probe_timeout = absl::Milliseconds(5);
+  Build(4, /*shared=*/true, options, [](FileTierOptions& f) {
+    f.fault_hook = [](absl::string_view op, const std::string&) {
+      if (op == "probe") absl::SleepFor(absl::Seconds(1));
+      return absl::OkStatus();
+    };
+  });
+  auto keys = Keys(4);
+  absl::Time start = absl::Now();
+  LookupResult miss = Lookup(keys, absl::Seconds(10));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(200));
+  EXPECT_EQ(miss.hits, 0u);
+  // L1 hits never wait for the disk either.
+  Store(keys, 1100);
+  start = absl::Now();
+  EXPECT_EQ(LoadExact(keys, 1100), 4u);
+  EXPECT_EQ(Lookup(keys).hits, 4u);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(200));
+}
+
+TEST_F(TierManagerTest, DrainWritesWhatTheTierLacks) {
+  LowerTierOptions options;
+  options.write_back = true;
+  Build(4, /*shared=*/false, options);
+  Store(Keys(10), 1200);
+  uint64_t last_done = 0, last_total = 0;
+  auto written = manager_->Drain(std::nullopt, [&](uint64_t done, uint64_t total) {
+    EXPECT_GE(done, last_done);
+    last_done = done;
+    last_total = total;
+  });
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(*written, 10u);
+  EXPECT_EQ(last_done, 10u);
+  EXPECT_EQ(last_total, 10u);
+  EXPECT_EQ(FilesOnDisk(), 10u);
+  EXPECT_EQ(*manager_->Drain(std::nullopt, [](uint64_t, uint64_t) {}), 0u);
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      manager_->Drain(Tier::kL3, [](uint64_t, uint64_t) {}).status()));
+}
+
+TEST_F(TierManagerTest, AdminPeekEvictAndClear) {
+  Build(4, /*shared=*/false, {});
+  auto keys = Keys(3);
+  Store(keys, 1300);
+  WaitQueueEmpty();
+  cache_->Clear(ns_);
+  auto views = Views(keys);
+  std::vector<std::optional<Tier>> where(3);
+  manager_->Peek(ns_, views, &where);
+  EXPECT_EQ(where[0], Tier::kL2);
+  EXPECT_EQ(manager_->Evict(ns_, absl::MakeConstSpan(views).first(1), std::nullopt), 1u);
+  EXPECT_EQ(manager_->Clear(ns_, Tier::kL2), 2u);
+  EXPECT_EQ(FilesOnDisk(), 0u);
+}
+
+}  // namespace
+}  // namespace kvstrata

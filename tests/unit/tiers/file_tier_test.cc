@@ -1,0 +1,359 @@
+// FileTier on real directories: index and probes, warm-up after a restart, capacity (local
+// policy eviction, shared-tier trimming under the lock), faults (full disk, I/O errors, bad
+// files, slow disks through the fault hook) and concurrent writers of one key.
+#include "daemon/tiers/file_tier.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/tiers/block_path.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tiers/tier_test_data.h"
+
+namespace kvstrata {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr uint64_t kPayload = 8192;
+constexpr uint64_t kFileBytes = 4096 + kPayload;
+
+TierNamespace TestNamespace() {
+  NamespaceSpec spec;
+  spec.engine_kind = EngineKind::kOther;
+  spec.model = "tiny";
+  spec.kv_layout = KvLayout::kOpaque;
+  spec.dtype = DType::kUint8;
+  spec.opaque_block_bytes = kPayload;
+  spec.tokens_per_block = 16;
+  EXPECT_TRUE(ValidateAndNormalize(spec).ok());
+  EXPECT_EQ(BytesPerBlock(spec), kPayload);
+  return TierNamespace{Fingerprint(spec), spec, kPayload};
+}
+
+class FileTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvs-filetier-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    ns_ = TestNamespace();
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  FileTierOptions Options(bool shared = false) {
+    FileTierOptions o;
+    o.name = shared ? "l3" : "l2";
+    o.tier = shared ? Tier::kL3 : Tier::kL2;
+    o.root = root_;
+    o.capacity_bytes = 64 << 20;
+    o.shared = shared;
+    o.negative_cache_ttl = absl::Milliseconds(200);
+    o.access_record_interval = absl::ZeroDuration();
+    o.shared_eviction_interval = absl::Hours(1);  // Tests call EnforceSharedCapacity.
+    return o;
+  }
+  std::unique_ptr<FileTier> Open(FileTierOptions o) {
+    auto tier = FileTier::Open(std::move(o));
+    EXPECT_TRUE(tier.ok()) << tier.status();
+    if (!(*tier)->options().shared) {
+      EXPECT_TRUE((*tier)->WaitWarm(absl::Seconds(10)));
+    }
+    return *std::move(tier);
+  }
+  std::string Key(int i) { return absl::StrCat("key-", i); }
+  std::string PathOf(const std::string& key) {
+    return *BlockFilePath(root_, ns_.fingerprint, key);
+  }
+  bool ReadBack(FileTier& tier, const std::string& key, const std::string& want) {
+    std::string got(kPayload, '\0');
+    return tier.Read(ns_, key, absl::MakeSpan(got)) && got == want;
+  }
+
+  std::string root_;
+  TierNamespace ns_;
+};
+
+TEST_F(FileTierTest, WriteThenReadByteExact) {
+  auto tier = Open(Options());
+  std::string data = Payload(kPayload, 1);
+  ASSERT_TRUE(tier->Write(ns_, Key(1), data).ok());
+  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  EXPECT_TRUE(ReadBack(*tier, Key(1), data));
+  EXPECT_TRUE(fs::exists(fs::path(root_) / ns_.fingerprint / "namespace.json"));
+  FileTierStats st = tier->Stats();
+  EXPECT_EQ(st.blocks, 1u);
+  EXPECT_EQ(st.used_bytes, kFileBytes);
+  EXPECT_EQ(st.hits, 1u);
+}
+
+TEST_F(FileTierTest, LocalTierKnowsItsAbsentKeysOnceWarm) {
+  auto tier = Open(Options());
+  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(9)), FileTier::Presence::kAbsent);
+  std::string buf(kPayload, '\0');
+  EXPECT_FALSE(tier->Read(ns_, Key(9), absl::MakeSpan(buf)));
+  EXPECT_EQ(tier->Stats().misses, 1u);
+}
+
+TEST_F(FileTierTest, RestartFindsEveryFileAndRemovesStaleTempFiles) {
+  std::string data = Payload(kPayload, 2);
+  {
+    auto tier = Open(Options());
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
+  }
+  std::string stale = PathOf(Key(0)) + ".tmp.999999.00000000deadbeef";
+  std::ofstream(stale) << "half a block";
+  auto tier = Open(Options());
+  FileTierStats st = tier->Stats();
+  EXPECT_TRUE(st.warm);
+  EXPECT_EQ(st.blocks, 50u);
+  EXPECT_EQ(st.used_bytes, 50 * kFileBytes);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(ReadBack(*tier, Key(49), data));
+}
+
+TEST_F(FileTierTest, LocalCapacityEvictsLeastRecentlyUsed) {
+  FileTierOptions o = Options();
+  o.capacity_bytes = 10 * kFileBytes;
+  o.high_watermark = 1.0;
+  o.low_watermark = 0.8;
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 3);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
+  ASSERT_TRUE(ReadBack(*tier, Key(0), data));  // Key 0 becomes the most recent.
+  ASSERT_TRUE(tier->Write(ns_, Key(10), data).ok());
+  FileTierStats st = tier->Stats();
+  EXPECT_LE(st.used_bytes, o.capacity_bytes);
+  EXPECT_GE(st.evictions, 2u);
+  EXPECT_TRUE(fs::exists(PathOf(Key(0))));
+  EXPECT_FALSE(fs::exists(PathOf(Key(1))));
+  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+}
+
+TEST_F(FileTierTest, FullDiskShrinksTheTier) {
+  FileTierOptions o = Options();
+  std::atomic<bool> full{false};
+  o.fault_hook = [&](absl::string_view op, const std::string&) {
+    return op == "write" && full ? absl::ResourceExhaustedError("No space left on device")
+                                 : absl::OkStatus();
+  };
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 4);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
+  full = true;
+  EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(4), data)));
+  FileTierStats st = tier->Stats();
+  EXPECT_EQ(st.state, TierState::kDegraded);
+  EXPECT_LT(st.effective_bytes, st.capacity_bytes);
+  EXPECT_EQ(st.write_errors, 1u);
+  full = false;
+  // The shrunk tier makes room by evicting instead of hitting the full disk again.
+  ASSERT_TRUE(tier->Write(ns_, Key(5), data).ok());
+  EXPECT_LE(tier->Stats().used_bytes, st.effective_bytes);
+  EXPECT_TRUE(ReadBack(*tier, Key(5), data));
+}
+
+TEST_F(FileTierTest, IoErrorMakesTheTierReadOnlyForACooldown) {
+  FileTierOptions o = Options();
+  o.read_only_cooldown = absl::Milliseconds(300);
+  std::atomic<int> failures{1};
+  o.fault_hook = [&](absl::string_view op, const std::string&) {
+    return op == "write" && failures.fetch_sub(1) > 0 ? absl::UnavailableError("EIO")
+                                                        : absl::OkStatus();
+  };
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 5);
+  EXPECT_FALSE(tier->Write(ns_, Key(1), data).ok());
+  EXPECT_EQ(tier->Stats().state, TierState::kReadOnly);
+  EXPECT_FALSE(tier->Write(ns_, Key(2), data).ok());  // Refused without touching the disk.
+  EXPECT_EQ(tier->Stats().refused_writes, 1u);
+  absl::SleepFor(absl::Milliseconds(350));
+  EXPECT_TRUE(tier->Write(ns_, Key(3), data).ok());
+  EXPECT_EQ(tier->Stats().state, TierState::kOk);
+}
+
+TEST_F(FileTierTest, ReadIoErrorIsAMissWithoutQuarantine) {
+  FileTierOptions o = Options();
+  std::atomic<bool> failing{false};
+  o.fault_hook = [&](absl::string_view op, const std::string&) {
+    return op == "read" && failing ? absl::UnavailableError("EIO") : absl::OkStatus();
+  };
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 6);
+  ASSERT_TRUE(tier->Write(ns_, Key(1), data).ok());
+  failing = true;
+  std::string buf(kPayload, '\0');
+  EXPECT_FALSE(tier->Read(ns_, Key(1), absl::MakeSpan(buf)));
+  EXPECT_EQ(tier->Stats().read_errors, 1u);
+  EXPECT_TRUE(fs::exists(PathOf(Key(1))));  // The file may be fine: kept.
+  failing = false;
+  EXPECT_TRUE(ReadBack(*tier, Key(1), data));
+}
+
+TEST_F(FileTierTest, CorruptFileIsQuarantinedAndForgotten) {
+  auto tier = Open(Options());
+  std::string data = Payload(kPayload, 7);
+  ASSERT_TRUE(tier->Write(ns_, Key(1), data).ok());
+  {
+    std::fstream f(PathOf(Key(1)), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096 + 17);
+    f.put('\x5a' ^ data[17]);
+  }
+  std::string buf(kPayload, '\0');
+  EXPECT_FALSE(tier->Read(ns_, Key(1), absl::MakeSpan(buf)));
+  EXPECT_FALSE(fs::exists(PathOf(Key(1))));
+  EXPECT_EQ(tier->Stats().quarantined, 1u);
+  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  EXPECT_FALSE(fs::is_empty(fs::path(root_) / ".quarantine"));
+}
+
+TEST_F(FileTierTest, PayloadOfAnotherSizeIsAMiss) {
+  auto tier = Open(Options());
+  ASSERT_TRUE(tier->Write(ns_, Key(1), Payload(kPayload, 8)).ok());
+  std::string small(kPayload / 2, '\0');
+  EXPECT_FALSE(tier->Read(ns_, Key(1), absl::MakeSpan(small)));
+}
+
+TEST_F(FileTierTest, SharedTierProbesAndCachesAbsence) {
+  auto writer = Open(Options(/*shared=*/true));
+  auto reader = Open(Options(/*shared=*/true));
+  std::string data = Payload(kPayload, 9);
+  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kUnknown);
+  EXPECT_FALSE(reader->Probe(ns_.fingerprint, Key(1)));
+  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  ASSERT_TRUE(writer->Write(ns_, Key(1), data).ok());
+  // Still remembered as absent until the negative cache expires.
+  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  absl::SleepFor(absl::Milliseconds(250));
+  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kUnknown);
+  EXPECT_TRUE(reader->Probe(ns_.fingerprint, Key(1)));
+  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  EXPECT_TRUE(ReadBack(*reader, Key(1), data));
+  // Another daemon evicts it: the stale positive entry turns into a miss on read.
+  ASSERT_TRUE(writer->Remove(ns_.fingerprint, Key(1)));
+  std::string buf(kPayload, '\0');
+  EXPECT_FALSE(reader->Read(ns_, Key(1), absl::MakeSpan(buf)));
+  EXPECT_NE(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+}
+
+TEST_F(FileTierTest, SharedTrimDeletesOldestAccessedFirst) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 10 * kFileBytes;
+  o.high_watermark = 0.9;
+  o.low_watermark = 0.5;
+  auto a = Open(o);
+  auto b = Open(o);
+  std::string data = Payload(kPayload, 10);
+  for (int i = 0; i < 12; ++i) {
+    FileTier& writer = i % 2 == 0 ? *a : *b;
+    ASSERT_TRUE(writer.Write(ns_, Key(i), data).ok());
+    // mtime is the recorded access time; space the writes out so their order is clear.
+    struct timespec times[2] = {{0, UTIME_OMIT}, {1'000'000 + i, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, PathOf(Key(i)).c_str(), times, 0), 0);
+  }
+  // A hit recorded by b makes key 0 the newest.
+  ASSERT_TRUE(b->Probe(ns_.fingerprint, Key(0)));
+  ASSERT_TRUE(ReadBack(*b, Key(0), data));
+  size_t deleted = a->EnforceSharedCapacity();
+  EXPECT_EQ(deleted, 7u);  // 12 files -> 5 = 0.5 * 10
+  EXPECT_TRUE(fs::exists(PathOf(Key(0))));
+  for (int i = 1; i <= 7; ++i) EXPECT_FALSE(fs::exists(PathOf(Key(i)))) << i;
+  for (int i = 8; i < 12; ++i) EXPECT_TRUE(fs::exists(PathOf(Key(i)))) << i;
+  EXPECT_EQ(a->Stats().used_bytes, 5 * kFileBytes);
+  EXPECT_EQ(b->EnforceSharedCapacity(), 0u);  // Under the cap: nothing more.
+}
+
+TEST_F(FileTierTest, OnlyOneDaemonTrimsAtATime) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 2 * kFileBytes;
+  auto a = Open(o);
+  auto b = Open(o);
+  std::string data = Payload(kPayload, 11);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
+  // Hold the eviction lock the way another node's daemon would.
+  std::string lock_path = root_ + "/.kvstrata-evict.lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  EXPECT_EQ(b->EnforceSharedCapacity(), 0u);
+  ::close(fd);
+  EXPECT_GT(b->EnforceSharedCapacity(), 0u);
+}
+
+TEST_F(FileTierTest, ConcurrentWritersOfOneKeyNeverTearIt) {
+  auto first = Open(Options(/*shared=*/true));
+  const std::string one = Payload(kPayload, 12), two = Payload(kPayload, 13);
+  ASSERT_TRUE(first->Write(ns_, Key(1), one).ok());
+  // Two writers (as two nodes' daemons would) rewrite the same key over and over.
+  std::atomic<bool> stop{false};
+  auto hammer = [&](const std::string& data) {
+    auto header = MakeBlockHeader(ns_.fingerprint, Key(1), data, 0);
+    while (!stop) ASSERT_TRUE(WriteBlockFile(PathOf(Key(1)), *header, data).ok());
+  };
+  std::thread ta(hammer, std::cref(one));
+  std::thread tb(hammer, std::cref(two));
+  auto reader = Open(Options(/*shared=*/true));
+  int hits = 0;
+  for (absl::Time end = absl::Now() + absl::Milliseconds(500); absl::Now() < end;) {
+    std::string got(kPayload, '\0');
+    bool hit = reader->Read(ns_, Key(1), absl::MakeSpan(got));
+    EXPECT_TRUE(hit) << "a reader saw no file, or a good file failed verification";
+    EXPECT_TRUE(!hit || got == one || got == two) << "a torn block was served";
+    if (!hit) break;
+    ++hits;
+  }
+  stop = true;
+  ta.join();
+  tb.join();
+  EXPECT_GT(hits, 10);
+  EXPECT_EQ(reader->Stats().quarantined, 0u);
+  size_t temps = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root_)) {
+    temps += e.path().string().find(".tmp.") != std::string::npos;
+  }
+  EXPECT_EQ(temps, 0u);
+}
+
+TEST_F(FileTierTest, SlowDiskProbeDoesNotHoldTheIndex) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.fault_hook = [](absl::string_view op, const std::string&) {
+    if (op == "probe") absl::SleepFor(absl::Milliseconds(500));
+    return absl::OkStatus();
+  };
+  auto tier = Open(o);
+  std::thread slow([&] { tier->Probe(ns_.fingerprint, Key(1)); });
+  absl::SleepFor(absl::Milliseconds(50));
+  absl::Time start = absl::Now();
+  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(2)), FileTier::Presence::kUnknown);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+  slow.join();
+}
+
+TEST_F(FileTierTest, ClearRemovesOneNamespaceOrAll) {
+  auto tier = Open(Options());
+  std::string data = Payload(kPayload, 14);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
+  EXPECT_EQ(tier->Clear(std::string("ffffffffffffffffffffffffffffffff")), 0u);
+  EXPECT_EQ(tier->Clear(ns_.fingerprint), 3u);
+  EXPECT_EQ(tier->Stats().blocks, 0u);
+  EXPECT_FALSE(fs::exists(PathOf(Key(0))));
+}
+
+TEST_F(FileTierTest, RootThatIsAFileIsRefused) {
+  std::string file = root_ + "/plain-file";
+  std::ofstream(file) << "x";
+  FileTierOptions o = Options();
+  o.root = file;
+  EXPECT_TRUE(absl::IsFailedPrecondition(FileTier::Open(o).status()));
+}
+
+}  // namespace
+}  // namespace kvstrata
