@@ -37,8 +37,9 @@ std::vector<std::string> Chain(uint64_t n) {
 void BM_StoreThenLoadWithListeners(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   auto allocator = *SlabAllocator::Create({.region_bytes = 4ull << 30});
-  std::unique_ptr<EventPublisher> publisher =
-      *EventPublisher::Start({}, [](NamespaceId) { return NamespaceFacts{"bench-model", 16}; });
+  std::unique_ptr<EventPublisher> publisher = *EventPublisher::Start({}, [](NamespaceId) {
+    return NamespaceFacts{"bench-model", 16};
+  });
   KvEventListener events(publisher.get());
   std::unique_ptr<PrometheusMetrics> metrics = *PrometheusMetrics::Create("");
   MetricsTierListener counted(metrics.get());
@@ -46,8 +47,9 @@ void BM_StoreThenLoadWithListeners(benchmark::State& state) {
   fanout.Add(&counted);
   fanout.Add(&events);
   BlockCacheOptions options;
-  options.listener = mode == 0 ? nullptr : mode == 1 ? static_cast<TierListener*>(&events)
-                                                     : static_cast<TierListener*>(&fanout);
+  options.listener = mode == 0   ? nullptr
+                     : mode == 1 ? static_cast<TierListener*>(&events)
+                                 : static_cast<TierListener*>(&fanout);
   auto cache = *BlockCache::Create(allocator.get(), options);
   uint64_t n = 0;
   for (auto _ : state) {
