@@ -96,8 +96,8 @@ class DaemonLink:
     def failed(self, err: BaseException) -> None:
         """A call failed: when the daemon looks gone, let the session notice now (its
         heartbeat would, a little later) so that the next calls fail fast."""
-        if not is_unreachable(err):
-            return
+        if not isinstance(err, kvstrata.KVStrataError) or err.code != grpc.StatusCode.UNAVAILABLE:
+            return  # A deadline: the heartbeat thread decides (a hung daemon costs one timeout).
         s = self._session
         if s is not None and s.connected:
             try:

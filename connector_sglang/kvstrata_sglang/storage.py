@@ -105,7 +105,12 @@ class KVStrataStorage(HiCacheStorage):
             self.counters[name] += n
 
     def _usable(self) -> Any:
-        got = self._link.get()
+        """(session, namespace), or None (counted) while the daemon cannot be used."""
+        try:
+            got = self._link.get()
+        except kvstrata.KVStrataError as err:  # e.g. the namespace refused on a reconnect
+            log.warning("kvstrata: the daemon refused the session or namespace: %s", err)
+            got = None
         if got is None:
             self._count("unavailable")
         return got

@@ -142,3 +142,36 @@ def test_other_dtypes_round_trip(daemon, backends, salt, dtype):
     dst = alloc_pages(pool, 2)
     assert b.batch_get_v1(keys, dst) == [True, True]
     assert page_bytes(pool, dst) == page_bytes(pool, idx)
+
+
+def test_concurrent_prefetch_and_backup_threads(daemon, backends, salt):
+    """SGLang calls the backend from its prefetch and backup threads at once."""
+    import threading
+
+    pool = make_pool("mha", "layer_first", pages=64)
+    b = backends(make_config({"salt": salt}, endpoint=daemon.endpoint), pool)
+    errors, per_thread, rounds = [], 4, 5
+    work = []
+    for t in range(4):
+        src, dst = alloc_pages(pool, per_thread), alloc_pages(pool, per_thread)
+        fill_pages(pool, src, 90 + t)
+        work.append((t, src, dst))
+
+    def run(t, src, dst):
+        try:
+            for r in range(rounds):
+                keys = keys_for(f"threads-{t}-{r}", per_thread)
+                assert b.batch_set_v1(keys, src) == [True] * per_thread
+                assert b.batch_exists(keys) == per_thread
+                assert b.batch_get_v1(keys, dst) == [True] * per_thread
+                assert page_bytes(pool, dst) == page_bytes(pool, src)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=w) for w in work]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors, errors
+    assert b.counters["set_stored"] == 4 * per_thread * rounds
