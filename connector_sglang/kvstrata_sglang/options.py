@@ -34,6 +34,7 @@ class BackendOptions:
     tls_root_cert_file: Optional[str] = None  # PEM root certificate: TLS (TCP endpoints).
     client_name: str = "sglang-hicache"     # Session name shown by `kvstrata sessions`.
     heartbeat_timeout_ms: int = 0           # 0: the daemon's default deadline.
+    fast_lookup: bool = True                # batch_exists over the lookup fast path socket.
 
 
 def _string(key: str, value: Any, *, allow_empty: bool, max_bytes: int = 4096) -> str:
@@ -93,6 +94,11 @@ def parse_options(extra_config: Optional[Mapping[str, Any]]) -> BackendOptions:
             raise ValueError("kvstrata extra-config: 'heartbeat_timeout_ms' must be an integer "
                              f"in [0, 3600000], got {v!r}")
         kw["heartbeat_timeout_ms"] = v
+    if "fast_lookup" in c:
+        if not isinstance(c["fast_lookup"], bool):
+            raise ValueError("kvstrata extra-config: 'fast_lookup' must be true or false, got "
+                             f"{c['fast_lookup']!r}")
+        kw["fast_lookup"] = c["fast_lookup"]
     return BackendOptions(**kw)
 
 

@@ -5,7 +5,8 @@ SGLang constructs it through its `dynamic` backend factory as
 With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_v1` /
 `batch_set_v1` (host pool indices): the bytes go once, with memmove, between the host
 pool's page pieces (`get_page_buffer_meta`) and the daemon's L1 slots in the shared-memory
-region this process maps. `batch_exists` answers the number of leading pages present.
+region this process maps. `batch_exists` answers the number of leading pages present (through the daemon's lookup
+fast path, a binary frame on a persistent Unix socket, falling back to gRPC).
 The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
 (`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
 
@@ -26,7 +27,8 @@ import kvstrata
 from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
                                                   HiCacheStorageExtraInfo)
 
-from .keys import page_key, page_keys
+from .fast_lookup import FastLookup
+from .keys import page_keys
 from .layout import PageLayout, checked_host_indices, describe_pool, legacy_block_view
 from .link import DaemonLink
 from .options import BackendOptions, parse_options
@@ -67,13 +69,14 @@ class KVStrataStorage(HiCacheStorage):
         self.layout: Optional[PageLayout] = None
         self.mem_pool_host: Any = None
         self._link = DaemonLink(self.options)
+        self._fast = FastLookup(self.options.timeout_s) if self.options.fast_lookup else None
         self._metrics_lock = threading.Lock()
         self._prefetch_pgs: List[int] = []
         self._backup_pgs: List[int] = []
         self._prefetch_bw: List[float] = []
         self._backup_bw: List[float] = []
         self.counters: Dict[str, int] = dict(
-            exists_calls=0, exists_hits=0, get_pages=0, get_hits=0, set_pages=0, set_stored=0,
+            exists_calls=0, exists_fast=0, exists_hits=0, get_pages=0, get_hits=0, set_pages=0, set_stored=0,
             set_already_present=0, set_dropped=0, set_skipped_not_writer=0, unavailable=0)
 
     # ------------------------------------------------------------------ setup
@@ -129,10 +132,17 @@ class KVStrataStorage(HiCacheStorage):
         if got is None:
             return 0
         session, ns = got
-        try:
-            hit = session.lookup(ns, kb).hit_blocks
-        except kvstrata.KVStrataError as err:
-            return self._degrade(err, "lookup", 0)
+        hit = None
+        if self._fast is not None:
+            hit = self._fast.hit_blocks(session.open_response.lookup_socket, session.session_id,
+                                        ns.namespace_id, kb)
+        if hit is None:  # No fast path, or it could not answer: gRPC (notices a lost daemon).
+            try:
+                hit = session.lookup(ns, kb).hit_blocks
+            except kvstrata.KVStrataError as err:
+                return self._degrade(err, "lookup", 0)
+        else:
+            self._count("exists_fast")
         self._count("exists_hits", hit)
         return int(hit)
 
@@ -402,4 +412,6 @@ class KVStrataStorage(HiCacheStorage):
 
     def close(self) -> None:
         """Close the daemon session (SGLang calls this when it detaches the backend)."""
+        if self._fast is not None:
+            self._fast.close()
         self._link.close()

@@ -34,6 +34,7 @@ def stored(daemon, backends, salt):
     ({"heartbeat_timeout_ms": 1.5}, "'heartbeat_timeout_ms' must be an integer"),
     ({"model": ""}, "'model' must not be empty"),
     ({"token_file": "/nonexistent/token"}, "cannot read token_file"),
+    ({"fast_lookup": 1}, "'fast_lookup' must be true or false"),
 ])
 def test_bad_options(daemon, extra, message):
     with pytest.raises(ValueError, match=message):

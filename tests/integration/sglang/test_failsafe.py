@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,12 @@ def all_calls_answer_not_found(b, pool, keys, idx) -> None:
         took = time.monotonic() - start
         assert got == expected, f"{name} answered {got!r}, expected {expected!r}"
         assert took < PROMPT_S, f"{name} took {took:.2f}s with the daemon down"
+
+
+def all_threads_stopped(pid: int) -> bool:
+    tasks = Path(f"/proc/{pid}/task")
+    states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
+    return bool(states) and all(s in "Tt" for s in states)
 
 
 def round_trip(b, pool, prefix: str, seed: int) -> None:
@@ -88,6 +95,7 @@ def test_hung_daemon_costs_at_most_the_timeout(daemon_factory, backends):
     round_trip(b, pool, "before-stop", 63)
     keys = keys_for("before-stop", 3)
     os.kill(d.proc.pid, signal.SIGSTOP)
+    assert wait_until(lambda: all_threads_stopped(d.proc.pid), 5.0)  # SIGSTOP is asynchronous
     try:
         start = time.monotonic()
         assert b.batch_exists(keys) == 0

@@ -175,3 +175,22 @@ def test_concurrent_prefetch_and_backup_threads(daemon, backends, salt):
         th.join(60)
     assert not errors, errors
     assert b.counters["set_stored"] == 4 * per_thread * rounds
+
+
+def test_batch_exists_fast_path_and_grpc_agree(daemon, backends, salt):
+    pool = make_pool("mha", "page_first")
+    fast = backends(make_config({"salt": salt}, endpoint=daemon.endpoint), pool)
+    grpc_only = backends(make_config({"salt": salt, "fast_lookup": False},
+                                     endpoint=daemon.endpoint), pool)
+    assert fast.session.open_response.lookup_socket, "the daemon offers the fast path"
+    idx = alloc_pages(pool, 5)
+    fill_pages(pool, idx, 95)
+    keys = keys_for("fast", 5)
+    ps = pool.page_size
+    assert fast.batch_set_v1(keys[:2] + keys[3:4], torch.cat([idx[:2 * ps],
+                                                            idx[3 * ps:4 * ps]])) == [True] * 3
+    for probe in (keys, keys[:2], keys[2:], keys[3:], keys[:1], ["not-a-hash"] + keys):
+        assert fast.batch_exists(probe) == grpc_only.batch_exists(probe)
+    assert fast.counters["exists_fast"] == fast.counters["exists_calls"] == 6
+    assert grpc_only.counters["exists_fast"] == 0
+    assert fast.batch_exists(keys) == 2
