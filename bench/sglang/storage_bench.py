@@ -150,8 +150,8 @@ def main() -> int:
     try:
         print(f"kvstrata_sglang storage bench: {PAGES} pages x {PAGE_TOKENS} tokens; MHA "
               f"{args.layers} layers x {args.heads} KV heads x {args.head_dim}, MLA "
-              f"{args.mla_layers} layers x 576; bf16; median of {args.reps}; "
-              f"torch {torch.__version__}")
+              f"{args.mla_layers} layers x 576; bf16; {args.reps} repetitions: median GB/s, "
+              f"% = median of per-repetition ratios; torch {torch.__version__}")
         print("| pool | layout | pieces/page | MiB | memcpy GB/s | batch_set_v1 GB/s | set % "
               "| batch_get_v1 GB/s | get % |")
         print("|---|---|---|---|---|---|---|---|---|")

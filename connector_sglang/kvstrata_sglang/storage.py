@@ -5,8 +5,9 @@ SGLang constructs it through its `dynamic` backend factory as
 With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_v1` /
 `batch_set_v1` (host pool indices): the bytes go once, with memmove, between the host
 pool's page pieces (`get_page_buffer_meta`) and the daemon's L1 slots in the shared-memory
-region this process maps. `batch_exists` answers the number of leading pages present (through the daemon's lookup
-fast path, a binary frame on a persistent Unix socket, falling back to gRPC).
+region this process maps. `batch_exists` answers the number of leading pages present
+(through the daemon's lookup fast path, a binary frame on a persistent Unix socket, falling
+back to gRPC).
 The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
 (`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
 
@@ -76,8 +77,9 @@ class KVStrataStorage(HiCacheStorage):
         self._prefetch_bw: List[float] = []
         self._backup_bw: List[float] = []
         self.counters: Dict[str, int] = dict(
-            exists_calls=0, exists_fast=0, exists_hits=0, get_pages=0, get_hits=0, set_pages=0, set_stored=0,
-            set_already_present=0, set_dropped=0, set_skipped_not_writer=0, unavailable=0)
+            exists_calls=0, exists_fast=0, exists_hits=0, get_pages=0, get_hits=0, set_pages=0,
+            set_stored=0, set_already_present=0, set_dropped=0, set_skipped_not_writer=0,
+            unavailable=0)
 
     # ------------------------------------------------------------------ setup
 

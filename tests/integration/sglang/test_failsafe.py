@@ -7,9 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
-from kvs_testing import Daemon, short_tmpdir, wait_until
+from kvs_testing import short_tmpdir, wait_until
 from sglang_pools import alloc_pages, fill_pages, keys_for, make_config, make_pool, page_bytes
 
 PROMPT_S = 1.0  # A call while the daemon is down answers well within this.
