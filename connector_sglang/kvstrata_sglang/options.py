@@ -35,6 +35,7 @@ class BackendOptions:
     client_name: str = "sglang-hicache"     # Session name shown by `kvstrata sessions`.
     heartbeat_timeout_ms: int = 0           # 0: the daemon's default deadline.
     fast_lookup: bool = True                # batch_exists over the lookup fast path socket.
+    copy_threads: int = 1                   # Threads copying one batch's pages (1..64).
 
 
 def _string(key: str, value: Any, *, allow_empty: bool, max_bytes: int = 4096) -> str:
@@ -94,6 +95,12 @@ def parse_options(extra_config: Optional[Mapping[str, Any]]) -> BackendOptions:
             raise ValueError("kvstrata extra-config: 'heartbeat_timeout_ms' must be an integer "
                              f"in [0, 3600000], got {v!r}")
         kw["heartbeat_timeout_ms"] = v
+    if "copy_threads" in c:
+        v = c["copy_threads"]
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 64:
+            raise ValueError("kvstrata extra-config: 'copy_threads' must be an integer in "
+                             f"[1, 64], got {v!r}")
+        kw["copy_threads"] = v
     if "fast_lookup" in c:
         if not isinstance(c["fast_lookup"], bool):
             raise ValueError("kvstrata extra-config: 'fast_lookup' must be true or false, got "

@@ -28,6 +28,7 @@ import kvstrata
 from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
                                                   HiCacheStorageExtraInfo)
 
+from .copier import PieceCopier
 from .fast_lookup import FastLookup
 from .keys import page_keys
 from .layout import PageLayout, checked_host_indices, describe_pool, legacy_block_view
@@ -40,7 +41,6 @@ _RESERVED = kvstrata.pb.SlotRef.STATE_RESERVED
 _PRESENT = kvstrata.pb.SlotRef.STATE_ALREADY_PRESENT
 _READY = kvstrata.pb.SlotRef.STATE_READY
 _INTERNAL = grpc.StatusCode.INTERNAL
-_memmove = ctypes.memmove  # A ctypes foreign call: runs without the GIL.
 
 
 class _Mapped:
@@ -71,6 +71,7 @@ class KVStrataStorage(HiCacheStorage):
         self.mem_pool_host: Any = None
         self._link = DaemonLink(self.options)
         self._fast = FastLookup(self.options.timeout_s) if self.options.fast_lookup else None
+        self._copier = PieceCopier(self.options.copy_threads)
         self._metrics_lock = threading.Lock()
         self._prefetch_pgs: List[int] = []
         self._backup_pgs: List[int] = []
@@ -217,12 +218,13 @@ class KVStrataStorage(HiCacheStorage):
         try:
             mapped = _Mapped(region)
             try:
+                pieces = []
                 for i in reserved:
                     s = r.slots[i]
                     self._check_slot(region, s.offset, s.length)
                     dst = mapped.base + s.offset
-                    for j in range(n):
-                        _memmove(dst + offsets[j], ptrs[i * n + j], sizes[j])
+                    pieces += [(dst + offsets[j], ptrs[i * n + j], sizes[j]) for j in range(n)]
+                self._copier.run(pieces)
             finally:
                 mapped.release()
         except BaseException:
@@ -253,14 +255,15 @@ class KVStrataStorage(HiCacheStorage):
                                              f"slots for {len(keys)} keys")
             mapped = _Mapped(region)
             try:
+                pieces = []
                 for i, s in enumerate(r.slots):
                     if s.state != _READY:
                         continue
                     self._check_slot(region, s.offset, s.length)
                     src = mapped.base + s.offset
-                    for j in range(n):
-                        _memmove(ptrs[i * n + j], src + offsets[j], sizes[j])
+                    pieces += [(ptrs[i * n + j], src + offsets[j], sizes[j]) for j in range(n)]
                     ok[i] = True
+                self._copier.run(pieces)
             finally:
                 mapped.release()
         finally:
@@ -416,4 +419,5 @@ class KVStrataStorage(HiCacheStorage):
         """Close the daemon session (SGLang calls this when it detaches the backend)."""
         if self._fast is not None:
             self._fast.close()
+        self._copier.close()
         self._link.close()

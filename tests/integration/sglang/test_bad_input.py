@@ -35,6 +35,8 @@ def stored(daemon, backends, salt):
     ({"model": ""}, "'model' must not be empty"),
     ({"token_file": "/nonexistent/token"}, "cannot read token_file"),
     ({"fast_lookup": 1}, "'fast_lookup' must be true or false"),
+    ({"copy_threads": 0}, "'copy_threads' must be an integer"),
+    ({"copy_threads": 2.0}, "'copy_threads' must be an integer"),
 ])
 def test_bad_options(daemon, extra, message):
     with pytest.raises(ValueError, match=message):

@@ -194,3 +194,18 @@ def test_batch_exists_fast_path_and_grpc_agree(daemon, backends, salt):
     assert fast.counters["exists_fast"] == fast.counters["exists_calls"] == 6
     assert grpc_only.counters["exists_fast"] == 0
     assert fast.batch_exists(keys) == 2
+
+
+@pytest.mark.parametrize("layout", sp.LAYOUTS)
+def test_parallel_copy_threads_byte_exact(daemon, backends, salt, layout):
+    """copy_threads > 1 splits a batch of >= 8 MiB over threads; bytes stay exact."""
+    pool = make_pool("mha", layout, pages=96, layers=8, heads=4, head_dim=128)
+    b = backends(make_config({"salt": salt, "copy_threads": 3}, endpoint=daemon.endpoint), pool)
+    assert b.layout.bytes_per_page * 40 >= 8 << 20  # large enough to go parallel
+    src = alloc_pages(pool, 40)
+    fill_pages(pool, src, 97)
+    keys = keys_for(f"threads-{layout}", 40)
+    assert b.batch_set_v1(keys, src) == [True] * 40
+    dst = alloc_pages(pool, 40)
+    assert b.batch_get_v1(keys, dst) == [True] * 40
+    assert page_bytes(pool, dst) == page_bytes(pool, src)
