@@ -1,6 +1,7 @@
 """Copies of page pieces between SGLang's host pool and the daemon's shared-memory slots.
 
-Each piece is one `ctypes.memmove` (a foreign call that runs without the GIL). With
+Each piece is one `ctypes.memmove` (a foreign call that runs without the GIL); pieces that
+continue each other in source and destination are merged first. With
 copy_threads > 1 a batch of at least PARALLEL_MIN_BYTES is split by bytes into that many
 parts, copied at once by a small thread pool and the calling thread.
 """
@@ -20,6 +21,20 @@ def _copy(pieces: List[Piece]) -> None:
         _memmove(dst, src, n)
 
 
+def coalesce(pieces: List[Piece]) -> List[Piece]:
+    """Merge neighbours that continue each other on both sides (e.g. MLA pages in
+    consecutive host pages and consecutive slots) into one larger memmove."""
+    out: List[Piece] = []
+    for dst, src, n in pieces:
+        if out:
+            d0, s0, n0 = out[-1]
+            if d0 + n0 == dst and s0 + n0 == src:
+                out[-1] = (d0, s0, n0 + n)
+                continue
+        out.append((dst, src, n))
+    return out
+
+
 class PieceCopier:
     def __init__(self, threads: int) -> None:
         self.threads = max(1, int(threads))
@@ -29,6 +44,7 @@ class PieceCopier:
                                             thread_name_prefix="kvstrata-copy")
 
     def run(self, pieces: List[Piece]) -> None:
+        pieces = coalesce(pieces)
         total = sum(p[2] for p in pieces)
         if self._pool is None or total < PARALLEL_MIN_BYTES or len(pieces) < 2:
             _copy(pieces)
