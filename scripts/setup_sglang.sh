@@ -44,6 +44,7 @@ step "installing SGLang's CPU-side imports (torch, transformers, ...) and test t
 step "installing sglang==$sglang_version (--no-deps)"
 "${pip[@]}" install --no-deps "sglang==$sglang_version"
 step "installing the kvstrata client and kvstrata_sglang (non-editable)"
+rm -rf "$repo/connector_sglang/build"  # setuptools would reuse stale copies from it
 "${pip[@]}" install --no-build-isolation --no-deps --force-reinstall "$repo/client/python" \
   "$repo/connector_sglang"
 "$venv/bin/python" - <<'PY'
