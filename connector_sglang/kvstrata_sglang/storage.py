@@ -165,7 +165,7 @@ class KVStrataStorage(HiCacheStorage):
         got = self._usable()
         if got is None:
             return [False] * len(kb)
-        ptrs, _ = self.mem_pool_host.get_page_buffer_meta(indices)
+        ptrs = self._page_pointers(indices, len(kb))
         start = time.perf_counter()
         try:
             ok = self._store(got[0], got[1], kb, ptrs)
@@ -187,7 +187,7 @@ class KVStrataStorage(HiCacheStorage):
         got = self._usable()
         if got is None:
             return [False] * len(kb)
-        ptrs, _ = self.mem_pool_host.get_page_buffer_meta(indices)
+        ptrs = self._page_pointers(indices, len(kb))
         start = time.perf_counter()
         try:
             ok = self._load(got[0], got[1], kb, ptrs)
@@ -270,6 +270,17 @@ class KVStrataStorage(HiCacheStorage):
             if r.load_id:
                 client.release_load(session_id=sid, load_id=r.load_id)
         return ok
+
+    def _page_pointers(self, indices: Any, num_pages: int) -> Sequence[int]:
+        """The host pool's piece addresses for the pages (get_page_buffer_meta), checked
+        against the layout learnt at registration."""
+        ptrs, sizes = self.mem_pool_host.get_page_buffer_meta(indices)
+        want = num_pages * self.layout.segments_per_page
+        if len(ptrs) != want or tuple(sizes[:self.layout.segments_per_page]) != \
+                self.layout.segment_sizes:
+            raise RuntimeError(f"kvstrata: the host pool now describes {num_pages} pages as "
+                               f"{len(ptrs)} pieces, not {want} of {self.layout.segment_sizes}")
+        return ptrs
 
     def _check_block_bytes(self, ns: kvstrata.RegisteredNamespace) -> None:
         if ns.bytes_per_block != self.layout.bytes_per_page:
