@@ -30,14 +30,20 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 if "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm') != '${vllm_pin#vllm==}')" 2>/dev/null; then
   step "$vllm_pin already installed"
 else
-  # uv, not pip: vLLM 0.33.0 asks for certifi>=2026.10.19, newer than any certifi the
-  # package index serves here, and only uv can override one requirement (--override).
-  # The override only relaxes that CA-bundle pin; everything else resolves as vLLM pins it.
+  # uv, not pip, because two requirements need overriding (uv --override):
+  # - vLLM 0.33.0 asks for certifi>=2026.10.19, newer than any certifi the package index
+  #   serves here: relaxed (it is only the CA bundle).
+  # - flashinfer asks for cuda-python>=12.0; next to torch's cuda-bindings 13.5 the resolver
+  #   falls back to cuda-python 12.6.2.post1, which ships its own cuda/bindings files and
+  #   overwrites cuda-bindings 13.5's (then vLLM's CPU worker fails to import with
+  #   "module 'cuda.bindings.runtime' has no attribute 'cudaLibrary_t'"). cuda-python 13 is
+  #   only a meta-package over cuda-bindings, so the requirement is dropped.
+  # Everything else resolves as vLLM pins it.
   step "installing $vllm_pin from PyPI with uv (with torch: ~9 GB, the long step)"
   "${pip[@]}" install "uv>=0.5"
   overrides="$(mktemp)"
   trap 'rm -f "$overrides"' EXIT
-  printf 'certifi>=2024\n' >"$overrides"
+  printf '%s\n' 'certifi>=2024' 'cuda-python ; python_version < "0"' >"$overrides"
   UV_NATIVE_TLS=1 "$venv/bin/uv" pip install --python "$venv/bin/python" --override "$overrides" \
     "$vllm_pin" "pytest>=7" "setuptools>=61" "wheel" "grpcio-tools>=1.51"
 fi

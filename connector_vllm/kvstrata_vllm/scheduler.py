@@ -33,6 +33,7 @@ class _Req:
     stored_units: Optional[int] = None            # leading units handed to the workers to store
     had_stores: bool = False
     store_cap: Optional[int] = None               # tokens; None = no cap
+    present_units: int = 0                        # leading units KVStrata held at the lookup
 
 
 class SchedulerSide:
@@ -105,14 +106,16 @@ class SchedulerSide:
         end_u = min((request.num_tokens - 1) // self.unit_tokens,
                     len(hashes) * self.hash_tokens // self.unit_tokens)
         start_u = num_computed_tokens // self.unit_tokens
-        if end_u <= start_u:
+        if end_u <= 0:
             return 0, False
         namespaces = self._namespaces()
         if namespaces is None:
             self.stats.add("lookup_unavailable", 1)
             return 0, False
         s = self.link.session()
-        keys = self._keys(hashes, start_u, end_u)
+        # From unit 0, not start_u: the answer also tells which of vLLM's local hits KVStrata
+        # holds already, so they are not stored again.
+        keys = self._keys(hashes, 0, end_u)
         hit = len(keys)
         for ns in namespaces:   # Every rank must have a unit for it to count.
             r = self.link.guard("lookup", lambda ns=ns: s.lookup(
@@ -125,13 +128,14 @@ class SchedulerSide:
             hit = min(hit, r.hit_blocks)
             if hit == 0:
                 break
-        matched = (start_u + hit) * self.unit_tokens - num_computed_tokens
-        self.stats.add("lookup_tokens", (end_u - start_u) * self.unit_tokens)
-        if hit == 0 or matched <= 0:
+        st.present_units = hit
+        matched = hit * self.unit_tokens - num_computed_tokens
+        self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
+        if hit <= start_u or matched <= 0:
             self._release(st)
             return 0, False
         self.stats.add("hit_tokens", matched)
-        st.plan = (num_computed_tokens, start_u, start_u + hit)
+        st.plan = (num_computed_tokens, start_u, hit)
         return matched, True
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
@@ -180,9 +184,9 @@ class SchedulerSide:
             return
         req = st.request
         if st.stored_units is None:
-            # Units held before the first computed token (local or KVStrata hits) are not
-            # stored again; the cap is read once.
-            st.stored_units = computed_before // self.unit_tokens
+            # Units KVStrata held at the lookup are not stored again; vLLM's other local
+            # hits are (they may never have been stored). The cap is read once.
+            st.stored_units = min(st.present_units, computed_before // self.unit_tokens)
             st.store_cap = self._store_cap(st)
         limit = req.num_prompt_tokens if self.cfg.offload == "prompt" else req.num_tokens
         limit = min(limit, computed_after, len(req.block_hashes) * self.hash_tokens)

@@ -272,8 +272,8 @@ def test_daemon_unreachable_at_start_then_back(model_dir, workdir, engines, capl
     assert len(down) == 2, [r.getMessage() for r in caplog.records]   # scheduler + worker
     d.start()
     try:
-        import time
-        time.sleep(0.3)
+        assert wait_until(lambda: e.connector.scheduler.link.session() is not None and
+                          e.workers[0].connector.worker.link.session() is not None, 10)
         r = e.add(PROMPT)
         e.run()
         drain_stores(e)
@@ -319,10 +319,38 @@ def test_daemon_killed_mid_run_and_restarted(model_dir, workdir, engines):
         s = e2.connector.scheduler.link.session
         assert wait_until(lambda: s() is not None, 15), "scheduler did not reconnect"
         assert wait_until(lambda: e2.workers[0].connector.worker.link.session() is not None, 15)
-        hits_before = e2.stats.get("hit_tokens", 0)
-        r3 = e2.add(PROMPT)
+        # The old engine keeps serving (stores resume on the re-registered namespace) ...
+        r3 = e2.add(PROMPT[::-1])
         run_and_verify(e2, r3.request_id)
-        assert e2.stats.get("hit_tokens", 0) - hits_before == 6 * BLOCK, e2.stats
-        assert e2.outputs[r3.request_id] == first
+        e2.drain_stores()
+        assert e2.stats.get("stored_units", 0) == 6, e2.stats
+        # ... and a new engine gets those units from the restarted daemon.
+        e3 = engines(model_dir, extra)
+        r4 = e3.add(PROMPT[::-1])
+        run_and_verify(e3, r4.request_id)
+        assert e3.stats.get("hit_tokens", 0) == 6 * BLOCK, e3.stats
+    finally:
+        d.stop() if d.running() else d.kill()
+
+
+@pytest.mark.xfail(strict=True, reason="kvstratad's L2 tier is not in main yet (README: "
+                   "'L2/L3 tiers ... planned'): a restarted daemon holds nothing")
+def test_hits_from_l2_after_daemon_restart(model_dir, workdir, engines):
+    from kvs_testing import Daemon
+
+    settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
+    d = Daemon(workdir, settings).start()
+    extra = {"endpoint": d.endpoint}
+    try:
+        e = engines(model_dir, extra)
+        e.add(PROMPT)
+        e.run()
+        e.drain_stores()
+        d.stop()
+        d = Daemon(workdir, settings).start()
+        e2 = engines(model_dir, extra)
+        r = e2.add(PROMPT)
+        run_and_verify(e2, r.request_id)
+        assert e2.stats.get("hit_tokens", 0) == 6 * BLOCK, e2.stats
     finally:
         d.stop() if d.running() else d.kill()
