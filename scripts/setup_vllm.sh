@@ -40,11 +40,11 @@ else
   #   only a meta-package over cuda-bindings, so the requirement is dropped.
   # Everything else resolves as vLLM pins it.
   step "installing $vllm_pin from PyPI with uv (with torch: ~9 GB, the long step)"
-  "${pip[@]}" install "uv>=0.5"
+  "${pip[@]}" install "uv>=0.13"
   overrides="$(mktemp)"
   trap 'rm -f "$overrides"' EXIT
   printf '%s\n' 'certifi>=2024' 'cuda-python ; python_version < "0"' >"$overrides"
-  UV_NATIVE_TLS=1 "$venv/bin/uv" pip install --python "$venv/bin/python" --override "$overrides" \
+  UV_SYSTEM_CERTS=1 "$venv/bin/uv" pip install --python "$venv/bin/python" --override "$overrides" \
     "$vllm_pin" "pytest>=7" "setuptools>=61" "wheel" "grpcio-tools>=1.51"
 fi
 step "installing kvstrata client and kvstrata_vllm connector (non-editable)"

@@ -14,4 +14,12 @@ echo "test: C++ tests (ctest)"
 echo "test: Python tests (pytest)"
 KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/integration/python" || status=1
+echo "test: vLLM connector tests (pytest in .venv-vllm: vLLM 0.33's real Scheduler, CPU)"
+if bash "$repo/scripts/setup_vllm.sh"; then
+  KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
+    "$repo/.venv-vllm/bin/python" -m pytest -q "$repo/tests/e2e/vllm" || status=1
+else
+  echo "test: scripts/setup_vllm.sh failed" >&2
+  status=1
+fi
 exit $status

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from vllm import SamplingParams
-from vllm.config import (CacheConfig, DeviceConfig, KVTransferConfig, ModelConfig,
+from vllm.config import (CacheConfig, DeviceConfig, KVEventsConfig, KVTransferConfig, ModelConfig,
                          ParallelConfig, SchedulerConfig, VllmConfig)
 from vllm.distributed.kv_transfer.kv_connector.utils import KVOutputAggregator
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
@@ -39,7 +39,7 @@ init_none_hash(sha256)
 
 
 def vllm_config(model_dir: str, extra: Dict[str, Any], tp: int = 1, batch_tokens: int = 64,
-                max_seqs: int = 16) -> VllmConfig:
+                max_seqs: int = 16, kv_events: bool = False) -> VllmConfig:
     model = ModelConfig(model=model_dir, dtype="float32", seed=0, max_model_len=2048)
     sched = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=batch_tokens,
                             max_model_len=2048, enable_chunked_prefill=True,
@@ -49,9 +49,11 @@ def vllm_config(model_dir: str, extra: Dict[str, Any], tp: int = 1, batch_tokens
     kvt = KVTransferConfig(kv_connector="KVStrataConnector",
                            kv_connector_module_path="kvstrata_vllm", kv_role="kv_both",
                            kv_load_failure_policy="recompute", kv_connector_extra_config=extra)
+    events = KVEventsConfig(enable_kv_cache_events=True, publisher="null") if kv_events else None
     return VllmConfig(model_config=model, scheduler_config=sched, cache_config=cache,
                       kv_transfer_config=kvt, device_config=DeviceConfig("cpu"),
-                      parallel_config=ParallelConfig(tensor_parallel_size=tp))
+                      parallel_config=ParallelConfig(tensor_parallel_size=tp),
+                      kv_events_config=events)
 
 
 def kv_cache_config(num_blocks: int) -> KVCacheConfig:
@@ -101,8 +103,9 @@ class Worker:
 
 class Engine:
     def __init__(self, model_dir: str, extra: Dict[str, Any], tp: int = 1,
-                 num_blocks: int = 512, batch_tokens: int = 64) -> None:
-        self.config = vllm_config(model_dir, extra, tp=tp, batch_tokens=batch_tokens)
+                 num_blocks: int = 512, batch_tokens: int = 64, kv_events: bool = False) -> None:
+        self.config = vllm_config(model_dir, extra, tp=tp, batch_tokens=batch_tokens,
+                                  kv_events=kv_events)
         self.config.cache_config.num_gpu_blocks = num_blocks
         kvc = kv_cache_config(num_blocks)
         self.scheduler = Scheduler(vllm_config=self.config, kv_cache_config=kvc, log_stats=True,
@@ -117,6 +120,10 @@ class Engine:
         self.stats: Dict[str, int] = {}
         self.invalid_reported: set = set()
         self._ids = 0
+        self.published: List[Any] = []   # KV events batches vLLM published
+        publisher = self.scheduler.kv_event_publisher
+        real_publish = publisher.publish
+        publisher.publish = lambda batch: (self.published.append(batch), real_publish(batch))
 
     def add(self, prompt: List[int], max_tokens: int = 4, salt: Optional[str] = None,
             params: Optional[Dict[str, Any]] = None) -> Request:
