@@ -16,8 +16,10 @@ WORDS = [f"w{i}" for i in range(VOCAB_WORDS)]
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
 
 
-def make_tiny_model(out: Path, num_layers: int = 2, hidden: int = 64, heads: int = 4,
-                    kv_heads: int = 2, max_len: int = 2048, seed: int = 0) -> Path:
+def make_tiny_model(out: Path, num_layers: int = 2, hidden: int = 128, heads: int = 2,
+                    kv_heads: int = 1, max_len: int = 2048, seed: int = 0) -> Path:
+    # head_dim 64: vLLM's CPU attention kernels refuse head_dim 16 ("Unsupported CPU
+    # attention configuration").
     """Write the model to `out` (idempotent: an existing complete model is kept)."""
     out = Path(out)
     if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
