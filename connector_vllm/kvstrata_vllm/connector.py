@@ -109,6 +109,13 @@ class KVStrataConnector(KVConnectorBase_V1):
         assert self.scheduler is not None
         return self.scheduler.get_num_new_matched_tokens(request, num_computed_tokens)
 
+    def get_external_cache_hit_sources(self, request: Any,
+                                       num_external_tokens: int) -> Dict[Any, int]:
+        """The external hit split by tier: L1 is HOST, L2/L3 are DISK."""
+        assert self.scheduler is not None
+        split = self.scheduler.hit_sources(request, num_external_tokens)
+        return {CacheHitSource(name): n for name, n in split.items() if n}
+
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         assert self.scheduler is not None
         self.scheduler.update_state_after_alloc(request, blocks, num_external_tokens)

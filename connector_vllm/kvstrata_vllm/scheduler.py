@@ -34,6 +34,8 @@ class _Req:
     had_stores: bool = False
     store_cap: Optional[int] = None               # tokens; None = no cap
     present_units: int = 0                        # leading units KVStrata held at the lookup
+    tiers: List[int] = field(default_factory=list)  # kvstrata.pb.Tier of each present unit
+    local_tokens: int = 0                         # vLLM's local hit at the lookup
 
 
 class SchedulerSide:
@@ -117,6 +119,7 @@ class SchedulerSide:
         # holds already, so they are not stored again.
         keys = self._keys(hashes, 0, end_u)
         hit = len(keys)
+        tiers = [0] * hit       # per unit, the slowest tier any rank holds it in
         for ns in namespaces:   # Every rank must have a unit for it to count.
             r = self.link.guard("lookup", lambda ns=ns: s.lookup(
                 ns, keys[:hit], lease=True, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
@@ -126,8 +129,11 @@ class SchedulerSide:
             if r.lease_id:
                 st.leases.append((ns, r.lease_id))
             hit = min(hit, r.hit_blocks)
+            for i, tier in enumerate(r.tiers[:hit]):
+                tiers[i] = max(tiers[i], int(tier))
             if hit == 0:
                 break
+        st.tiers = tiers[:hit]
         st.present_units = hit
         matched = hit * self.unit_tokens - num_computed_tokens
         self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
@@ -136,7 +142,29 @@ class SchedulerSide:
             return 0, False
         self.stats.add("hit_tokens", matched)
         st.plan = (num_computed_tokens, start_u, hit)
+        st.local_tokens = num_computed_tokens
         return matched, True
+
+    def hit_sources(self, request: Any, num_external_tokens: int) -> Dict[str, int]:
+        """Tokens of the external hit by tier: "host" (L1, DRAM) or "disk" (L2/L3)."""
+        st = self._reqs.get(request.request_id)
+        if st is None or num_external_tokens <= 0:
+            return {}
+        out: Dict[str, int] = {}
+        left = num_external_tokens
+        pos = st.local_tokens
+        for u, tier in enumerate(st.tiers):
+            end = (u + 1) * self.unit_tokens
+            if end <= pos or left <= 0:
+                continue
+            n = min(end - pos, left)
+            name = "host" if tier <= 1 else "disk"
+            out[name] = out.get(name, 0) + n
+            left -= n
+            pos += n
+        if left > 0:
+            out["host"] = out.get("host", 0) + left
+        return out
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         st = self._reqs.get(request.request_id)

@@ -63,6 +63,9 @@ def test_second_engine_gets_external_hits_and_exact_kv(model_dir, daemon, engine
     r = e.add(PROMPT)
     so = e.step()   # The lookup: an async load of the 6 stored blocks, nothing scheduled.
     assert r.status.name == "WAITING_FOR_REMOTE_KVS" or e.stats.get("loaded_units")
+    from vllm.v1.metrics.cache_hit_source import CacheHitSource
+    assert e.connector.get_external_cache_hit_sources(r, 6 * BLOCK) == {
+        CacheHitSource.HOST: 6 * BLOCK}             # all from L1
     run_and_verify(e, r.request_id)
     assert e.outputs[r.request_id] == first
     assert e.stats["hit_tokens"] == 6 * BLOCK          # all full blocks but none of the tail
@@ -333,9 +336,10 @@ def test_daemon_killed_mid_run_and_restarted(model_dir, workdir, engines):
         d.stop() if d.running() else d.kill()
 
 
-@pytest.mark.xfail(strict=True, reason="kvstratad's L2 tier is not in main yet (README: "
-                   "'L2/L3 tiers ... planned'): a restarted daemon holds nothing")
 def test_hits_from_l2_after_daemon_restart(model_dir, workdir, engines):
+    """A daemon restarted on the same L2 directory serves the units from L2 (reported to
+    vLLM as DISK hits), byte-exact."""
+    from vllm.v1.metrics.cache_hit_source import CacheHitSource
     from kvs_testing import Daemon
 
     settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
@@ -350,7 +354,11 @@ def test_hits_from_l2_after_daemon_restart(model_dir, workdir, engines):
         d = Daemon(workdir, settings).start()
         e2 = engines(model_dir, extra)
         r = e2.add(PROMPT)
+        e2.step()
+        assert e2.connector.get_external_cache_hit_sources(r, 6 * BLOCK) == {
+            CacheHitSource.DISK: 6 * BLOCK}
         run_and_verify(e2, r.request_id)
         assert e2.stats.get("hit_tokens", 0) == 6 * BLOCK, e2.stats
+        assert e2.stats.get("loaded_units", 0) == 6 and not e2.invalid_reported, e2.stats
     finally:
         d.stop() if d.running() else d.kill()
