@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import pytest
 
-from kvs_testing import REPO, Daemon
+from kvs_testing import REPO, Daemon, wait_until
 from tiny_model import prompt_text
 
 RUNNER = Path(__file__).resolve().parent / "engine_run.py"
@@ -88,6 +88,21 @@ def test_greedy_outputs_identical_and_second_engine_hits(model_dir, prompts_file
     assert [r["tokens"] for r in second] == baseline
     # A new process has an empty prefix cache: the first prompt's hits are KVStrata's.
     assert second[0]["cached"] >= 256, second
+
+    # Restart the daemon on the same L2 directory: a third engine's hits come from L2.
+    def l2_blocks() -> int:
+        with daemon.client() as c:
+            return sum(t.blocks for t in c.list_tiers().tiers if t.name == "l2")
+
+    assert wait_until(lambda: l2_blocks() >= stored, 30), "write-through to L2 did not finish"
+    daemon.stop()
+    daemon.start()
+    third = run(model_dir, prompts_file, daemon.endpoint, daemon.workdir / "engine3.log")
+    assert [r["tokens"] for r in third] == baseline
+    assert third[0]["cached"] >= 256, third
+    with daemon.client() as c:
+        l2 = [t for t in c.list_tiers().tiers if t.name == "l2"][0]
+    assert l2.hits >= 2, l2
 
 
 def test_daemon_killed_mid_run(model_dir, prompts_file, baseline, workdir):
