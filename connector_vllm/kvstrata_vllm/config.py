@@ -18,7 +18,7 @@ _OVERRIDABLE_FIELDS = {"model", "salt", "engine", "engine_kind"}
 
 _KNOWN = {"endpoint", "tokens_per_unit", "offload", "store_threshold_tokens",
           "namespace", "lease_ttl_ms", "reconnect_interval_s", "timeout_s",
-          "max_pending_store_units", "store_timeout_s"}
+          "max_pending_store_bytes", "store_timeout_s"}
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class ConnectorConfig:
     lease_ttl_ms: int = 30000
     reconnect_interval_s: float = 5.0
     timeout_s: float = 5.0
-    max_pending_store_units: int = 4096
+    max_pending_store_bytes: int = 1 << 30   # host mode: gathered units awaiting the store
     store_timeout_s: float = 30.0
 
     def unit_tokens(self, block_size: int) -> int:
@@ -98,7 +98,7 @@ def parse_config(extra: Optional[Mapping[str, Any]]) -> ConnectorConfig:
         lease_ttl_ms=_int(extra, "lease_ttl_ms", 30000, 1000),
         reconnect_interval_s=_float(extra, "reconnect_interval_s", 5.0, 0.0),
         timeout_s=_float(extra, "timeout_s", 5.0, 0.1),
-        max_pending_store_units=_int(extra, "max_pending_store_units", 4096, 1),
+        max_pending_store_bytes=_int(extra, "max_pending_store_bytes", 1 << 30, 0),
         store_timeout_s=_float(extra, "store_timeout_s", 30.0, 0.1))
 
 

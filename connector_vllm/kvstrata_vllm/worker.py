@@ -107,16 +107,24 @@ class StoreThread:
         self.worker = worker
         self.queue: "queue.Queue[Optional[Tuple[List[bytes], Any]]]" = queue.Queue()
         self.pending_units = 0
+        self.pending_bytes = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self.thread = threading.Thread(target=self._run, daemon=True, name="kvstrata-store")
         self.thread.start()
 
-    def submit(self, keys: List[bytes], rows: Any) -> bool:
+    def fits(self, nbytes: int) -> bool:
+        """Whether nbytes more gathered bytes stay within max_pending_store_bytes."""
         with self._lock:
-            if self.pending_units + len(keys) > self.worker.cfg.max_pending_store_units:
+            return self.pending_bytes + nbytes <= self.worker.cfg.max_pending_store_bytes
+
+    def submit(self, keys: List[bytes], rows: Any) -> bool:
+        nbytes = int(rows.numel())
+        with self._lock:
+            if self.pending_bytes + nbytes > self.worker.cfg.max_pending_store_bytes:
                 return False
             self.pending_units += len(keys)
+            self.pending_bytes += nbytes
         self.queue.put((keys, rows))
         return True
 
@@ -145,6 +153,7 @@ class StoreThread:
             finally:
                 with self._lock:
                     self.pending_units -= len(keys)
+                    self.pending_bytes -= int(rows.numel())
                     self._idle.notify_all()
 
     def drain(self, timeout: float) -> bool:
@@ -234,7 +243,10 @@ class WorkerSide:
                           f"cache holds {self.host.block_bytes * self.blocks_per_unit}")
         if self.mode == "cuda" and self.reg is None:
             layout = "vllm_cross_layer" if self.layout == "vllm_cross_layer" else "vllm"
-            self.reg = s.register_cuda_kv_caches(ns, self.kv_caches, layout)
+            try:
+                self.reg = s.register_cuda_kv_caches(ns, self.kv_caches, layout)
+            except (ValueError, TypeError) as err:  # The tensors do not fit: not transient.
+                self._disable(f"registering the CUDA KV caches: {err}")
 
     def _disable(self, reason: str) -> None:
         self._disabled_reason = reason
@@ -347,7 +359,9 @@ class WorkerSide:
             for u in req.units:
                 keys.append(u.key)
                 ids.extend(u.block_ids)
-        if self.link.session() is None:   # Unreachable: no copy, a miss later.
+        # Unreachable daemon or a full queue: no copy, a miss later (counted).
+        if self.link.session() is None or \
+                not self.store_thread.fits(len(ids) * self.host.block_bytes):
             self.stats.add("store_dropped_units", len(keys))
             return
         rows = self.host.gather(ids).view(len(keys), -1)

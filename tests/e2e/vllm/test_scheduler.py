@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from typing import List
 
-import pytest
 
 from harness import BLOCK, Engine
 from kvs_testing import wait_until
@@ -144,6 +143,23 @@ def test_store_threshold_tokens(model_dir, daemon, engines):
     e.run()
     drain_stores(e)
     assert e.stats["stored_units"] == 6
+
+
+def test_store_backpressure_drops_never_blocks(model_dir, daemon, engines):
+    """A store queue of 3 units' bytes: a 6-unit step is dropped whole (counted), the
+    request completes, and later steps store again."""
+    unit_bytes = 2 * 2 * BLOCK * 2 * 4 * 4        # layers * K/V * tokens * heads * dim * f32
+    e = engines(model_dir, ext(daemon, max_pending_store_bytes=3 * unit_bytes),
+                batch_tokens=256)
+    e.add(PROMPT)                                  # one step computes all 6 units
+    e.run()
+    e.drain_stores()
+    assert e.stats.get("store_dropped_units") == 6 and not e.stats.get("stored_units")
+    e.add(PROMPT[::-1][:40])                       # 2 units: fit
+    e.run()
+    e.drain_stores()
+    assert e.stats.get("stored_units") == 2
+    assert len(e.finished) == 2
 
 
 def test_cache_salt_isolates(model_dir, daemon, engines):
