@@ -6,6 +6,7 @@ Run in the vLLM venv (bash scripts/setup_vllm.sh):
 """
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -13,6 +14,9 @@ from typing import Callable, Iterator, List
 
 import pytest
 
+# Nothing is downloaded: the model is made locally (tiny_model.py).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "integration" / "python"))
