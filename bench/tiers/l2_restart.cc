@@ -96,8 +96,8 @@ absl::StatusOr<Connection> Connect(const std::string& socket, const Flags& flags
   if (!session.ok()) return session.status();
   c.session = session->session_id();
   c.fd_socket = session->shm_fd_socket();
-  absl::StatusOr<uint32_t> ns = RegisterOpaqueNamespace(*c.stub, c.session, flags.payload,
-                                                        flags.salt);
+  absl::StatusOr<uint32_t> ns =
+      RegisterOpaqueNamespace(*c.stub, c.session, flags.payload, flags.salt);
   if (!ns.ok()) return ns.status();
   c.ns = *ns;
   return c;
@@ -132,7 +132,8 @@ std::string RssMiB(pid_t pid) {
   while (std::getline(in, line)) {
     if (line.rfind("VmRSS:", 0) == 0) {
       unsigned long kib = 0;
-      if (std::sscanf(line.c_str(), "VmRSS: %lu", &kib) == 1) return absl::StrCat(kib / 1024, " MiB");
+      if (std::sscanf(line.c_str(), "VmRSS: %lu", &kib) == 1)
+        return absl::StrCat(kib / 1024, " MiB");
     }
   }
   return "?";
@@ -173,12 +174,11 @@ int Main(int argc, char** argv) {
   if (!Parse(argc, argv, &flags)) return 2;
   absl::StatusOr<TierNamespace> tn = BenchNamespace(flags.payload, flags.salt);
   if (!tn.ok()) return 2;
-  const uint64_t tree_gib =
-      flags.files * BlockFileBytes(flags.payload) / (uint64_t{1} << 30) + 1;
+  const uint64_t tree_gib = flags.files * BlockFileBytes(flags.payload) / (uint64_t{1} << 30) + 1;
   const uint64_t capacity_gib = tree_gib * 2 + 1;  // well above the high watermark
   std::printf("l2_restart: %lu files of %lu bytes under %s/%s, l2.capacity=%luGiB, daemon %s\n",
-              flags.files, flags.payload, flags.root.c_str(), tn->fingerprint.c_str(),
-              capacity_gib, testing::DaemonProcess::BinaryPath().c_str());
+              flags.files, flags.payload, flags.root.c_str(), tn->fingerprint.c_str(), capacity_gib,
+              testing::DaemonProcess::BinaryPath().c_str());
 
   // Baseline: an empty L2 directory.
   char empty_pattern[] = "/tmp/kvstrata-l2empty-XXXXXX";
@@ -268,9 +268,9 @@ int Main(int argc, char** argv) {
   std::printf("\n%-46s %12s %12s\n", "", "empty L2", absl::StrCat(flags.files, " files").c_str());
   std::printf("%-46s %10.3f s %10.3f s\n", "spawn -> serving (GetStatus answers)", base_serve,
               serve);
-  std::printf("%-46s %10.3f s %10.3f s  (%s, tier %s%s)\n",
-              "spawn -> first 1-key Lookup answered", base_lookup, first_hit,
-              first.ok() && *first == 1 ? "hit" : "MISS", v1::Tier_Name(first_tier).c_str(),
+  std::printf("%-46s %10.3f s %10.3f s  (%s, tier %s%s)\n", "spawn -> first 1-key Lookup answered",
+              base_lookup, first_hit, first.ok() && *first == 1 ? "hit" : "MISS",
+              v1::Tier_Name(first_tier).c_str(),
               warm_at_first_hit ? ", index already warm" : ", index still cold");
   std::printf("%-46s %12s %10.3f s  (bytes %s)\n", "spawn -> that block loaded (L2 -> L1)", "",
               first_load, bytes_ok ? "match" : "DIFFER");

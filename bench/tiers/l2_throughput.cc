@@ -36,8 +36,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "bench/tiers/tier_bench_util.h"
 #include "daemon/tiers/block_file_format.h"
 #include "daemon/tiers/block_path.h"
@@ -150,6 +150,7 @@ struct Row {
   int threads = 0;
   size_t blocks = 0;
   Phase raw_write, tier_write, raw_read, tier_read;
+  Phase raw_read_tier_files, tier_read_interleaved;  // diagnostic: the tier's files again
   double fio_write = -1, fio_read = -1, dd_write = -1, dd_read = -1;
 };
 
@@ -204,43 +205,78 @@ void Round(const Flags& flags, const std::string& root, int round, Row& row) {
 
   auto raw_write = [&] {
     std::atomic<size_t> failures{0};
-    double s = RunParallel(threads, blocks, [&](int t, size_t i) {
-      return RawWrite(raw_paths[i], src[t].get(), file_bytes);
-    }, &failures);
+    double s = RunParallel(
+        threads, blocks,
+        [&](int t, size_t i) { return RawWrite(raw_paths[i], src[t].get(), file_bytes); },
+        &failures);
     row.raw_write.gbps.push_back(Gbps(raw_total, s));
     row.raw_write.failures += failures;
   };
   auto tier_write = [&] {
     std::atomic<size_t> failures{0};
-    double s = RunParallel(threads, blocks, [&](int t, size_t i) {
-      return (*tier)->Write(*ns, keys[i], absl::string_view(src[t].get(), payload)).ok();
-    }, &failures);
+    double s = RunParallel(
+        threads, blocks,
+        [&](int t, size_t i) {
+          return (*tier)->Write(*ns, keys[i], absl::string_view(src[t].get(), payload)).ok();
+        },
+        &failures);
     row.tier_write.gbps.push_back(Gbps(total, s));
     row.tier_write.failures += failures;
   };
   auto raw_read = [&] {
     row.raw_read.resident = std::max(row.raw_read.resident, Resident(raw_paths));
     std::atomic<size_t> failures{0};
-    double s = RunParallel(threads, blocks, [&](int t, size_t i) {
-      return RawRead(raw_paths[i], dst[t].get(), file_bytes);
-    }, &failures);
+    double s = RunParallel(
+        threads, blocks,
+        [&](int t, size_t i) { return RawRead(raw_paths[i], dst[t].get(), file_bytes); },
+        &failures);
     row.raw_read.gbps.push_back(Gbps(raw_total, s));
     row.raw_read.failures += failures;
+  };
+  // Diagnostic: the tier's own files read again, file by file alternating between a raw
+  // O_DIRECT pread and FileTier::Read (same files, same conditions), timed per call.
+  auto raw_read_tier_files = [&] {
+    std::vector<std::vector<double>> raw_s(threads), tier_s(threads);
+    std::atomic<size_t> failures{0};
+    RunParallel(
+        threads, blocks,
+        [&](int t, size_t i) {
+          const bool raw = (i / threads + round) % 2 == 0;
+          const double t0 = MonotonicSeconds();
+          const bool ok = raw ? RawRead(tier_paths[i], dst[t].get(), file_bytes)
+                              : (*tier)->Read(*ns, keys[i], absl::MakeSpan(dst[t].get(), payload));
+          (raw ? raw_s : tier_s)[t].push_back(MonotonicSeconds() - t0);
+          return ok;
+        },
+        &failures);
+    double raw_sum = 0, tier_sum = 0;
+    size_t raw_n = 0, tier_n = 0;
+    for (int t = 0; t < threads; ++t) {
+      for (double x : raw_s[t]) raw_sum += x, ++raw_n;
+      for (double x : tier_s[t]) tier_sum += x, ++tier_n;
+    }
+    // Per-thread throughput times the threads: comparable between the two methods.
+    row.raw_read_tier_files.gbps.push_back(Gbps(raw_n * file_bytes, raw_sum / threads));
+    row.tier_read_interleaved.gbps.push_back(Gbps(tier_n * payload, tier_sum / threads));
+    row.raw_read_tier_files.failures += failures;
   };
   auto tier_read = [&] {
     row.tier_read.resident = std::max(row.tier_read.resident, Resident(tier_paths));
     std::atomic<size_t> failures{0};
-    double s = RunParallel(threads, blocks, [&](int t, size_t i) {
-      return (*tier)->Read(*ns, keys[i], absl::MakeSpan(dst[t].get(), payload));
-    }, &failures);
+    double s = RunParallel(
+        threads, blocks,
+        [&](int t, size_t i) {
+          return (*tier)->Read(*ns, keys[i], absl::MakeSpan(dst[t].get(), payload));
+        },
+        &failures);
     row.tier_read.gbps.push_back(Gbps(total, s));
     row.tier_read.failures += failures;
   };
   ::sync();
   if (round % 2 == 0) {
-    raw_write(), tier_write(), raw_read(), tier_read();
+    raw_write(), tier_write(), raw_read(), tier_read(), raw_read_tier_files();
   } else {
-    tier_write(), raw_write(), tier_read(), raw_read();
+    tier_write(), raw_write(), raw_read_tier_files(), tier_read(), raw_read();
   }
   (*tier)->Clear(std::nullopt);
   tier->reset();
@@ -312,8 +348,7 @@ void PrintCpuCosts() {
     a.get()[i] = b.get()[bytes - 1 - i];
   }
   const double copy = Gbps(uint64_t{bytes} * reps, MonotonicSeconds() - t0);
-  std::printf("CPU, 1 thread, 32 MiB buffers: XXH3-64 %.1f GB/s, memcpy %.1f GB/s\n\n", xxh,
-              copy);
+  std::printf("CPU, 1 thread, 32 MiB buffers: XXH3-64 %.1f GB/s, memcpy %.1f GB/s\n\n", xxh, copy);
 }
 
 void PrintTable(const std::vector<Row>& rows, const Flags& flags) {
@@ -322,25 +357,35 @@ void PrintTable(const std::vector<Row>& rows, const Flags& flags) {
   for (const Row& r : rows) {
     const double w = r.tier_write.Median() / r.raw_write.Median();
     const double rd = r.tier_read.Median() / r.raw_read.Median();
-    std::printf("%4llu MiB %3d %6zu |            %5.2f %5.2f |            %5.2f %5.2f | %5.1f%% %s, "
-                "%5.1f%% %s\n",
-                static_cast<unsigned long long>(r.payload >> 20), r.threads, r.blocks,
-                r.raw_write.Median(), r.tier_write.Median(), r.raw_read.Median(),
-                r.tier_read.Median(), 100 * w, w >= kTarget ? "PASS" : "FAIL", 100 * rd,
-                rd >= kTarget ? "PASS" : "FAIL");
+    std::printf(
+        "%4llu MiB %3d %6zu |            %5.2f %5.2f |            %5.2f %5.2f | %5.1f%% %s, "
+        "%5.1f%% %s\n",
+        static_cast<unsigned long long>(r.payload >> 20), r.threads, r.blocks, r.raw_write.Median(),
+        r.tier_write.Median(), r.raw_read.Median(), r.tier_read.Median(), 100 * w,
+        w >= kTarget ? "PASS" : "FAIL", 100 * rd, rd >= kTarget ? "PASS" : "FAIL");
   }
-  std::printf("\nper round (GB/s; raw write, tier write, raw read, tier read); page cache "
-              "resident before reads (raw, tier); failures\n");
+  std::printf(
+      "\nthe tier's own files read again, alternating per file between raw O_DIRECT "
+      "and FileTier::Read (GB/s from per-call times):\n");
+  for (const Row& r : rows) {
+    std::printf("  %4llu MiB %dT: raw %.2f  tier %.2f  (%.1f%%)\n",
+                static_cast<unsigned long long>(r.payload >> 20), r.threads,
+                r.raw_read_tier_files.Median(), r.tier_read_interleaved.Median(),
+                100 * r.tier_read_interleaved.Median() / r.raw_read_tier_files.Median());
+  }
+  std::printf(
+      "\n\nper round (GB/s; raw write, tier write, raw read, tier read); page cache "
+      "resident before reads (raw, tier); failures\n");
   for (const Row& r : rows) {
     std::printf("%4llu MiB %dT:", static_cast<unsigned long long>(r.payload >> 20), r.threads);
     for (size_t i = 0; i < r.raw_write.gbps.size(); ++i) {
       std::printf("  [%.2f %.2f %.2f %.2f]", r.raw_write.gbps[i], r.tier_write.gbps[i],
                   r.raw_read.gbps[i], r.tier_read.gbps[i]);
     }
-    std::printf("  cached %.1f%% %.1f%%  failures %zu\n", 100 * r.raw_read.resident,
-                100 * r.tier_read.resident,
-                r.raw_write.failures + r.tier_write.failures + r.raw_read.failures +
-                    r.tier_read.failures);
+    std::printf(
+        "  cached %.1f%% %.1f%%  failures %zu\n", 100 * r.raw_read.resident,
+        100 * r.tier_read.resident,
+        r.raw_write.failures + r.tier_write.failures + r.raw_read.failures + r.tier_read.failures);
   }
   if (flags.fio || flags.dd) {
     std::printf("\nexternal tools, same files sizes, same directory, one run (GB/s)\n");
@@ -362,6 +407,8 @@ std::string Json(const std::vector<Row>& rows) {
                     ", \"tier_write_gbps\": ", r.tier_write.Median(),
                     ", \"raw_read_gbps\": ", r.raw_read.Median(),
                     ", \"tier_read_gbps\": ", r.tier_read.Median(),
+                    ", \"interleaved_raw_read_gbps\": ", r.raw_read_tier_files.Median(),
+                    ", \"interleaved_tier_read_gbps\": ", r.tier_read_interleaved.Median(),
                     ", \"fio_write_gbps\": ", r.fio_write, ", \"fio_read_gbps\": ", r.fio_read,
                     ", \"dd_write_gbps\": ", r.dd_write, ", \"dd_read_gbps\": ", r.dd_read, "}",
                     i + 1 < rows.size() ? ",\n" : "\n");
@@ -429,9 +476,10 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string root = pattern;
-  std::printf("l2_throughput: %s (%s), %.2f GiB per phase, %d rounds, %u CPUs\n", root.c_str(),
-              Shell("df --output=source,fstype " + root + " | tail -1 | tr -s ' ' | tr -d '\n'").c_str(),
-              flags.gib, flags.rounds, std::thread::hardware_concurrency());
+  std::printf(
+      "l2_throughput: %s (%s), %.2f GiB per phase, %d rounds, %u CPUs\n", root.c_str(),
+      Shell("df --output=source,fstype " + root + " | tail -1 | tr -s ' ' | tr -d '\n'").c_str(),
+      flags.gib, flags.rounds, std::thread::hardware_concurrency());
   PrintCpuCosts();
   std::vector<Row> rows;
   for (uint64_t mib : flags.sizes_mib) {

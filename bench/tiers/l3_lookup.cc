@@ -179,8 +179,9 @@ int Main(int argc, char** argv) {
       "--set=l1.capacity=256MiB,l1.slab_size=4MiB,l2.enabled=false,l3.enabled=true,l3.path=", l3,
       ",l3.capacity=16GiB,log.level=warn");
   testing::DaemonProcess a({l3_flags}), b({l3_flags});
-  testing::DaemonProcess base({"--set=l1.capacity=256MiB,l1.slab_size=4MiB,l2.enabled=false,"
-                               "l3.enabled=false,log.level=warn"});
+  testing::DaemonProcess base(
+      {"--set=l1.capacity=256MiB,l1.slab_size=4MiB,l2.enabled=false,"
+       "l3.enabled=false,log.level=warn"});
   for (testing::DaemonProcess* d : {&a, &b, &base}) {
     if (absl::Status s = d->Start(); !s.ok()) {
       std::fprintf(stderr, "daemon: %s\n%s\n", s.ToString().c_str(), d->log().c_str());
@@ -198,10 +199,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "store on A: %s\n%s\n", s.ToString().c_str(), a.log().c_str());
     return 1;
   }
-  std::printf("l3_lookup: L3 root %s, daemon A stored %zu blocks of %lu bytes there in %.2f s; "
-              "daemon %s\n\n",
-              l3.c_str(), stored.size(), flags.block, NowSeconds() - t0,
-              testing::DaemonProcess::BinaryPath().c_str());
+  std::printf(
+      "l3_lookup: L3 root %s, daemon A stored %zu blocks of %lu bytes there in %.2f s; "
+      "daemon %s\n\n",
+      l3.c_str(), stored.size(), flags.block, NowSeconds() - t0,
+      testing::DaemonProcess::BinaryPath().c_str());
 
   absl::StatusOr<Conn> cb = Connect(b.socket(), flags.block);
   absl::StatusOr<Conn> cbase = Connect(base.socket(), flags.block);
@@ -225,8 +227,8 @@ int Main(int argc, char** argv) {
   rows.push_back(Measure(*cb, "L3 miss, cold (probe)", miss_chains, false));
   rows.push_back(Measure(*cb, "L3 miss, warm (negative cache)", miss_chains, false));
 
-  std::printf("  %-34s %5s %7s %9s %10s %10s\n", "Lookup on daemon B", "keys", "lookups",
-              "all hit", "p50 (us)", "p99 (us)");
+  std::printf("  %-34s %5s %7s %9s %10s %10s\n", "Lookup on daemon B", "keys", "lookups", "all hit",
+              "p50 (us)", "p99 (us)");
   std::string json = "{\"bench\": \"l3_lookup\", \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!rows[i].ok()) {
@@ -234,11 +236,11 @@ int Main(int argc, char** argv) {
       return 1;
     }
     Print(*rows[i]);
-    absl::StrAppend(&json, i ? ", " : "", "{\"row\": \"", rows[i]->name,
-                    "\", \"keys\": ", rows[i]->keys_per_lookup, ", \"p50_us\": ",
-                    rows[i]->latency.p50_us, ", \"p99_us\": ", rows[i]->latency.p99_us,
-                    ", \"all_hit\": ", rows[i]->full_hits, ", \"lookups\": ", rows[i]->lookups,
-                    "}");
+    absl::StrAppend(
+        &json, i ? ", " : "", "{\"row\": \"", rows[i]->name,
+        "\", \"keys\": ", rows[i]->keys_per_lookup, ", \"p50_us\": ", rows[i]->latency.p50_us,
+        ", \"p99_us\": ", rows[i]->latency.p99_us, ", \"all_hit\": ", rows[i]->full_hits,
+        ", \"lookups\": ", rows[i]->lookups, "}");
   }
   std::printf("\n%s]}\n", json.c_str());
   a.Stop();

@@ -106,12 +106,12 @@ int Main(int argc, char** argv) {
   }
   for (std::thread& t : threads) t.join();
   const double seconds = MonotonicSeconds() - t0;
-  std::printf("make_l2_tree: %lu files of %lu payload bytes (%.2f GiB on disk) under %s/%s in "
-              "%.1f s (%.0f files/s), %lu failed\n",
-              flags.files, flags.payload,
-              flags.files * static_cast<double>(BlockFileBytes(flags.payload)) / (1 << 30),
-              flags.root.c_str(), ns->fingerprint.c_str(), seconds, flags.files / seconds,
-              failed.load());
+  std::printf(
+      "make_l2_tree: %lu files of %lu payload bytes (%.2f GiB on disk) under %s/%s in "
+      "%.1f s (%.0f files/s), %lu failed\n",
+      flags.files, flags.payload,
+      flags.files * static_cast<double>(BlockFileBytes(flags.payload)) / (1 << 30),
+      flags.root.c_str(), ns->fingerprint.c_str(), seconds, flags.files / seconds, failed.load());
   return failed == 0 ? 0 : 1;
 }
 

@@ -62,8 +62,7 @@ void FillPayload(const std::string& key, char* out, size_t bytes) {
 }
 
 double MonotonicSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace kvstrata::bench
