@@ -3,8 +3,9 @@
 //   - serving: from spawn until the daemon answers GetStatus (DaemonProcess polls every
 //     20 ms);
 //   - first hit: then OpenSession, RegisterNamespace and a Lookup of one known key, which
-//     finds it through the lazy path (the index is still cold: a file probe), and a host
-//     load of it (promotion L2 -> L1) whose bytes are checked;
+//     finds it through the lazy path (the index is still cold: a file probe) -- or misses
+//     when the probe outlasts l2.probe_timeout_ms, so it is asked again every 1 ms until it
+//     hits -- and a host load of it (promotion L2 -> L1) whose bytes are checked;
 //   - lazy lookups while the warm-up scan runs, then index lookups once it is done
 //     (1-key Lookups of distinct random known keys; p50/p99 and how many hit);
 //   - index warm: until ListTiers says index_warm (polled every 50 ms), plus the daemon's
@@ -225,6 +226,16 @@ int Main(int argc, char** argv) {
   const std::string first_key = BenchKey(flags.stream, flags.files - 1);
   v1::Tier first_tier = v1::TIER_UNSPECIFIED;
   absl::StatusOr<uint32_t> first = LookupOne(*c, first_key, &first_tier);
+  const double first_answer = NowSeconds() - t0;
+  const bool first_was_hit = first.ok() && *first == 1;
+  // A probe that outlasts l2.probe_timeout_ms makes that lookup a miss while the probe
+  // finishes in the background; ask again (every 1 ms) until the key hits.
+  int attempts = 1;
+  while (!(first.ok() && *first == 1) && NowSeconds() - t0 < 60) {
+    ::usleep(1000);
+    first = LookupOne(*c, first_key, &first_tier);
+    ++attempts;
+  }
   const double first_hit = NowSeconds() - t0;
   const bool warm_at_first_hit = L2Info(daemon).ok() && L2Info(daemon)->index_warm();
 
@@ -268,8 +279,11 @@ int Main(int argc, char** argv) {
   std::printf("\n%-46s %12s %12s\n", "", "empty L2", absl::StrCat(flags.files, " files").c_str());
   std::printf("%-46s %10.3f s %10.3f s\n", "spawn -> serving (GetStatus answers)", base_serve,
               serve);
-  std::printf("%-46s %10.3f s %10.3f s  (%s, tier %s%s)\n", "spawn -> first 1-key Lookup answered",
-              base_lookup, first_hit, first.ok() && *first == 1 ? "hit" : "MISS",
+  std::printf("%-46s %10.3f s %10.3f s  (%s)\n", "spawn -> first 1-key Lookup answered",
+              base_lookup, first_answer, first_was_hit ? "hit" : "miss: probe timed out");
+  std::printf("%-46s %12s %10.3f s  (%s after %d lookups, tier %s%s)\n",
+              "spawn -> a Lookup of that key hits", "", first_hit,
+              first.ok() && *first == 1 ? "hit" : "NO HIT", attempts,
               v1::Tier_Name(first_tier).c_str(),
               warm_at_first_hit ? ", index already warm" : ", index still cold");
   std::printf("%-46s %12s %10.3f s  (bytes %s)\n", "spawn -> that block loaded (L2 -> L1)", "",
@@ -286,14 +300,16 @@ int Main(int argc, char** argv) {
   std::printf(
       "\n{\"bench\": \"l2_restart\", \"files\": %lu, \"payload_bytes\": %lu, "
       "\"baseline_serve_s\": %.4f, \"baseline_first_lookup_s\": %.4f, \"serve_s\": %.4f, "
-      "\"first_hit_s\": %.4f, \"first_hit\": %s, \"first_load_s\": %.4f, \"bytes_ok\": %s, "
+      "\"first_answer_s\": %.4f, \"first_answer_hit\": %s, \"first_hit_s\": %.4f, "
+      "\"first_hit\": %s, \"lookups_to_first_hit\": %d, \"first_load_s\": %.4f, \"bytes_ok\": %s, "
       "\"index_warm_s\": %.3f, \"indexed_blocks\": %lu, \"lazy_p50_us\": %.1f, "
       "\"lazy_p99_us\": %.1f, \"lazy_hits\": %d, \"lazy_tries\": %d, \"index_p50_us\": %.1f, "
       "\"index_p99_us\": %.1f, \"drop_caches\": %s}\n",
-      flags.files, flags.payload, base_serve, base_lookup, serve, first_hit,
-      first.ok() && *first == 1 ? "true" : "false", first_load, bytes_ok ? "true" : "false", warm,
-      warm_blocks, lazy.latency.p50_us, lazy.latency.p99_us, lazy.hits, lazy.tries,
-      indexed.latency.p50_us, indexed.latency.p99_us, flags.drop_caches ? "true" : "false");
+      flags.files, flags.payload, base_serve, base_lookup, serve, first_answer,
+      first_was_hit ? "true" : "false", first_hit, first.ok() && *first == 1 ? "true" : "false",
+      attempts, first_load, bytes_ok ? "true" : "false", warm, warm_blocks, lazy.latency.p50_us,
+      lazy.latency.p99_us, lazy.hits, lazy.tries, indexed.latency.p50_us, indexed.latency.p99_us,
+      flags.drop_caches ? "true" : "false");
   const bool ok = first.ok() && *first == 1 && bytes_ok && warm >= 0 && warm_blocks >= flags.files;
   return ok ? 0 : 1;
 }

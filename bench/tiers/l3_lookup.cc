@@ -226,6 +226,9 @@ int Main(int argc, char** argv) {
   rows.push_back(Measure(*cb, "L3 hit, again (index)", chains, true));
   rows.push_back(Measure(*cb, "L3 miss, cold (probe)", miss_chains, false));
   rows.push_back(Measure(*cb, "L3 miss, warm (negative cache)", miss_chains, false));
+  // The baseline again, bracketing the L3 rows (the machine may be noisy).
+  rows.push_back(
+      Measure(*cbase, "baseline: empty lookup (again)", Groups(6, flags.keys, 1), false));
 
   std::printf("  %-34s %5s %7s %9s %10s %10s\n", "Lookup on daemon B", "keys", "lookups", "all hit",
               "p50 (us)", "p99 (us)");
