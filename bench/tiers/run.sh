@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds and runs the L2/L3 tier benchmarks (issue 5) and prints everything:
+#   l2_throughput  FileTier write/read GB/s beside raw O_DIRECT (and fio, dd) on one disk
+#   make_l2_tree + l2_restart  a kvstratad restarted on 1M block files: first hit, warm index
+#   l3_lookup      two kvstratad on one L3 directory: hit / miss Lookup latency
+# Not part of CI (minutes of disk I/O and ~10 GiB of files).
+#
+#   bash bench/tiers/run.sh            # full sizes (the figures in bench/RESULTS.md)
+#   bash bench/tiers/run.sh --quick    # small sizes: a smoke run, not for RESULTS.md
+# Environment:
+#   KVSTRATA_BUILD_DIR   build directory (default build/, configured with tests and benches)
+#   KVSTRATA_BENCH_DIR   where the files go, on the disk under test (default /var/tmp)
+#   KVSTRATA_BENCH_DROP_CACHES=1  also restart once after dropping the page/dentry/inode
+#                        caches (needs root; slows every other process on the machine)
+#   KVSTRATA_DAEMON      the kvstratad to run (default: the one built here)
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${KVSTRATA_BUILD_DIR:-$repo/build}"
+dir="${KVSTRATA_BENCH_DIR:-/var/tmp}"
+jobs="${KVSTRATA_BENCH_JOBS:-$(nproc)}"
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$repo" -B "$build" -G Ninja -DKVSTRATA_BUILD_BENCH=ON -DKVSTRATA_BUILD_TESTS=ON || exit 1
+fi
+ninja -C "$build" -j "$jobs" l2_throughput make_l2_tree l2_restart l3_lookup kvstratad || exit 1
+bin="$build/bench/tiers"
+
+echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)," \
+     "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r)"
+echo "commit: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null)$(git -C "$repo" diff --quiet 2>/dev/null || echo ' (+ local changes)')"
+echo "disk: $(df -h --output=source,fstype,avail "$dir" | tail -1)"
+status=0
+run() {
+  echo
+  echo "=== $* ==="
+  "$@" || { echo "(exit $?)"; status=1; }
+}
+
+if [ $quick -eq 1 ]; then
+  files=20000
+  run "$bin/l2_throughput" --dir="$dir" --gib=0.25 --rounds=1
+else
+  files=1000000
+  run "$bin/l2_throughput" --dir="$dir" --gib=2 --rounds=5
+fi
+
+tree="$dir/kvstrata-l2-restart-tree"
+rm -rf "$tree"
+run "$bin/make_l2_tree" --root="$tree" --files=$files --payload=4096 --threads=4
+run "$bin/l2_restart" --root="$tree" --files=$files --payload=4096
+if [ "${KVSTRATA_BENCH_DROP_CACHES:-0}" = "1" ]; then
+  run "$bin/l2_restart" --root="$tree" --files=$files --payload=4096 --drop-caches
+fi
+rm -rf "$tree"
+
+run "$bin/l3_lookup" --dir="$dir"
+exit $status

@@ -1,0 +1,434 @@
+"""KVStrataStorage: SGLang's HiCache L3 storage backend on kvstratad.
+
+SGLang constructs it through its `dynamic` backend factory as
+`KVStrataStorage(storage_config, kwargs)` and then calls `register_mem_pool_host(pool)`.
+With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_v1` /
+`batch_set_v1` (host pool indices): the bytes go once, with memmove, between the host
+pool's page pieces (`get_page_buffer_meta`) and the daemon's L1 slots in the shared-memory
+region this process maps. `batch_exists` answers the number of leading pages present
+(through the daemon's lookup fast path, a binary frame on a persistent Unix socket, falling
+back to gRPC).
+The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
+(`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
+
+Fail-safe: while kvstratad cannot be reached every call answers "not found" / False at once
+(never None: SGLang would stop its prefetch thread), and the backend reconnects when the
+daemon is back. Malformed arguments raise TypeError/ValueError before any byte moves.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import grpc
+import kvstrata
+from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
+                                                  HiCacheStorageExtraInfo)
+
+from .copier import PieceCopier
+from .fast_lookup import FastLookup
+from .keys import page_keys
+from .layout import PageLayout, checked_host_indices, describe_pool, legacy_block_view
+from .link import DaemonLink
+from .options import BackendOptions, parse_options
+
+log = logging.getLogger("kvstrata_sglang")
+
+_RESERVED = kvstrata.pb.SlotRef.STATE_RESERVED
+_PRESENT = kvstrata.pb.SlotRef.STATE_ALREADY_PRESENT
+_READY = kvstrata.pb.SlotRef.STATE_READY
+_INTERNAL = grpc.StatusCode.INTERNAL
+
+
+class _Mapped:
+    """The address of a mapped region, valid while this object lives (it holds a buffer
+    export, so the region cannot be unmapped under a copy, e.g. by a reconnect)."""
+
+    def __init__(self, region: kvstrata.SharedRegion) -> None:
+        self.region = region
+        self._anchor = (ctypes.c_ubyte * region.size).from_buffer(region.mmap)
+        self.base = ctypes.addressof(self._anchor)
+
+    def release(self) -> None:
+        self._anchor = None
+
+
+class KVStrataStorage(HiCacheStorage):
+    """HiCache L3 on kvstratad (see the module docstring and docs/sglang-connector.md)."""
+
+    def __init__(self, storage_config: HiCacheStorageConfig, kwargs: Optional[dict] = None,
+                 ) -> None:
+        if not isinstance(storage_config, HiCacheStorageConfig):
+            raise TypeError("KVStrataStorage needs SGLang's HiCacheStorageConfig, got "
+                            f"{type(storage_config).__name__}")
+        self.storage_config = storage_config
+        self.options: BackendOptions = parse_options(storage_config.extra_config)
+        self.is_writer = bool(storage_config.is_storage_writer)
+        self.layout: Optional[PageLayout] = None
+        self.mem_pool_host: Any = None
+        self._link = DaemonLink(self.options)
+        self._fast = FastLookup(self.options.timeout_s) if self.options.fast_lookup else None
+        self._copier = PieceCopier(self.options.copy_threads)
+        self._metrics_lock = threading.Lock()
+        self._prefetch_pgs: List[int] = []
+        self._backup_pgs: List[int] = []
+        self._prefetch_bw: List[float] = []
+        self._backup_bw: List[float] = []
+        self.counters: Dict[str, int] = dict(
+            exists_calls=0, exists_fast=0, exists_hits=0, get_pages=0, get_hits=0, set_pages=0,
+            set_stored=0, set_already_present=0, set_dropped=0, set_skipped_not_writer=0,
+            unavailable=0)
+
+    # ------------------------------------------------------------------ setup
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        """Learn the host pool's page layout and register its namespace with the daemon."""
+        layout = describe_pool(mem_pool_host, self.storage_config, self.options)
+        super().register_mem_pool_host(mem_pool_host)
+        self.layout = layout
+        self._link.set_namespace(layout.spec)
+
+    @property
+    def namespace(self) -> Optional[kvstrata.RegisteredNamespace]:
+        """The registered namespace (None until the daemon was reached once)."""
+        got = self._link.get()
+        return got[1] if got else None
+
+    @property
+    def session(self) -> Optional[kvstrata.Session]:
+        return self._link.session
+
+    def _need_layout(self) -> PageLayout:
+        if self.layout is None:
+            raise RuntimeError("kvstrata: register_mem_pool_host() must be called first")
+        return self.layout
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._metrics_lock:
+            self.counters[name] += n
+
+    def _usable(self) -> Any:
+        """(session, namespace), or None (counted) while the daemon cannot be used."""
+        try:
+            got = self._link.get()
+        except kvstrata.KVStrataError as err:  # e.g. the namespace refused on a reconnect
+            log.warning("kvstrata: the daemon refused the session or namespace: %s", err)
+            got = None
+        if got is None:
+            self._count("unavailable")
+        return got
+
+    # ------------------------------------------------------------------ v1 (zero copy)
+
+    def batch_exists(self, keys: List[str],
+                     extra_info: Optional[HiCacheStorageExtraInfo] = None) -> int:
+        """Number of leading pages of `keys` stored (0 while the daemon is unreachable)."""
+        self._need_layout()
+        kb = page_keys(keys)
+        if not kb:
+            return 0
+        self._count("exists_calls")
+        got = self._usable()
+        if got is None:
+            return 0
+        session, ns = got
+        hit = None
+        if self._fast is not None:
+            hit = self._fast.hit_blocks(session.open_response.lookup_socket, session.session_id,
+                                        ns.namespace_id, kb)
+        if hit is None:  # No fast path, or it could not answer: gRPC (notices a lost daemon).
+            try:
+                hit = session.lookup(ns, kb).hit_blocks
+            except kvstrata.KVStrataError as err:
+                return self._degrade(err, "lookup", 0)
+        else:
+            self._count("exists_fast")
+        self._count("exists_hits", hit)
+        return int(hit)
+
+    def batch_set_v1(self, keys: List[str], host_indices: Any,
+                     extra_info: Optional[HiCacheStorageExtraInfo] = None) -> List[bool]:
+        """Store each page host_indices[i*page:(i+1)*page] under keys[i]; one bool per key
+        (True = stored or already present, False = not stored: dropped, or no daemon)."""
+        layout = self._need_layout()
+        kb = page_keys(keys)
+        indices = checked_host_indices(host_indices, layout, len(kb))
+        if not kb:
+            return []
+        if not self.is_writer:  # MLA: another rank writes these same bytes.
+            self._count("set_skipped_not_writer", len(kb))
+            return [True] * len(kb)
+        self._count("set_pages", len(kb))
+        got = self._usable()
+        if got is None:
+            return [False] * len(kb)
+        ptrs = self._page_pointers(indices, len(kb))
+        start = time.perf_counter()
+        try:
+            ok = self._store(got[0], got[1], kb, ptrs)
+        except kvstrata.KVStrataError as err:
+            return self._degrade(err, "store", [False] * len(kb))
+        self._record(self._backup_pgs, self._backup_bw, sum(ok), start)
+        return ok
+
+    def batch_get_v1(self, keys: List[str], host_indices: Any,
+                     extra_info: Optional[HiCacheStorageExtraInfo] = None) -> List[bool]:
+        """Copy each stored page of keys[i] into host_indices[i*page:(i+1)*page]; one bool
+        per key (False = not stored or no daemon: SGLang recomputes from there)."""
+        layout = self._need_layout()
+        kb = page_keys(keys)
+        indices = checked_host_indices(host_indices, layout, len(kb))
+        if not kb:
+            return []
+        self._count("get_pages", len(kb))
+        got = self._usable()
+        if got is None:
+            return [False] * len(kb)
+        ptrs = self._page_pointers(indices, len(kb))
+        start = time.perf_counter()
+        try:
+            ok = self._load(got[0], got[1], kb, ptrs)
+        except kvstrata.KVStrataError as err:
+            return self._degrade(err, "load", [False] * len(kb))
+        self._count("get_hits", sum(ok))
+        self._record(self._prefetch_pgs, self._prefetch_bw, sum(ok), start)
+        return ok
+
+    def _store(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
+               keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:
+        layout = self.layout
+        sizes, offsets, n = layout.segment_sizes, layout.segment_offsets, layout.segments_per_page
+        self._check_block_bytes(ns)
+        client, sid = session.client, session.session_id
+        region = session.shared_region()
+        r = client.reserve_store(session_id=sid, namespace_id=ns.namespace_id, keys=keys)
+        if len(r.slots) != len(keys):
+            self._abort(client, sid, r.reservation_id)
+            raise kvstrata.KVStrataError(_INTERNAL, f"ReserveStore answered {len(r.slots)} "
+                                         f"slots for {len(keys)} keys")
+        ok = [s.state == _PRESENT for s in r.slots]
+        reserved = [i for i, s in enumerate(r.slots) if s.state == _RESERVED]
+        self._count("set_already_present", sum(ok))
+        self._count("set_dropped", len(keys) - sum(ok) - len(reserved))
+        if not reserved or not r.reservation_id:
+            return ok
+        try:
+            mapped = _Mapped(region)
+            try:
+                pieces = []
+                for i in reserved:
+                    s = r.slots[i]
+                    self._check_slot(region, s.offset, s.length)
+                    dst = mapped.base + s.offset
+                    pieces += [(dst + offsets[j], ptrs[i * n + j], sizes[j]) for j in range(n)]
+                self._copier.run(pieces)
+            finally:
+                mapped.release()
+        except BaseException:
+            self._abort(client, sid, r.reservation_id)
+            raise
+        committed = client.commit_store(session_id=sid,
+                                        reservation_id=r.reservation_id).committed_blocks
+        if committed == len(reserved):
+            for i in reserved:
+                ok[i] = True
+            self._count("set_stored", committed)
+        else:  # The reservation was cut short (session lost meanwhile): claim nothing.
+            log.warning("kvstrata: %d of %d reserved pages committed", committed, len(reserved))
+        return ok
+
+    def _load(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
+              keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:
+        layout = self.layout
+        sizes, offsets, n = layout.segment_sizes, layout.segment_offsets, layout.segments_per_page
+        self._check_block_bytes(ns)
+        client, sid = session.client, session.session_id
+        region = session.shared_region()
+        r = client.acquire_load(session_id=sid, namespace_id=ns.namespace_id, keys=keys)
+        ok = [False] * len(keys)
+        try:
+            if len(r.slots) != len(keys):
+                raise kvstrata.KVStrataError(_INTERNAL, f"AcquireLoad answered {len(r.slots)} "
+                                             f"slots for {len(keys)} keys")
+            mapped = _Mapped(region)
+            try:
+                pieces = []
+                for i, s in enumerate(r.slots):
+                    if s.state != _READY:
+                        continue
+                    self._check_slot(region, s.offset, s.length)
+                    src = mapped.base + s.offset
+                    pieces += [(ptrs[i * n + j], src + offsets[j], sizes[j]) for j in range(n)]
+                    ok[i] = True
+                self._copier.run(pieces)
+            finally:
+                mapped.release()
+        finally:
+            if r.load_id:
+                client.release_load(session_id=sid, load_id=r.load_id)
+        return ok
+
+    def _page_pointers(self, indices: Any, num_pages: int) -> Sequence[int]:
+        """The host pool's piece addresses for the pages (get_page_buffer_meta), checked
+        against the layout learnt at registration."""
+        ptrs, sizes = self.mem_pool_host.get_page_buffer_meta(indices)
+        want = num_pages * self.layout.segments_per_page
+        if len(ptrs) != want or tuple(sizes[:self.layout.segments_per_page]) != \
+                self.layout.segment_sizes:
+            raise RuntimeError(f"kvstrata: the host pool now describes {num_pages} pages as "
+                               f"{len(ptrs)} pieces, not {want} of {self.layout.segment_sizes}")
+        return ptrs
+
+    def _check_block_bytes(self, ns: kvstrata.RegisteredNamespace) -> None:
+        if ns.bytes_per_block != self.layout.bytes_per_page:
+            raise kvstrata.KVStrataError(_INTERNAL, f"the daemon's blocks have "
+                                         f"{ns.bytes_per_block} bytes, pages have "
+                                         f"{self.layout.bytes_per_page}")
+
+    def _check_slot(self, region: kvstrata.SharedRegion, offset: int, length: int) -> None:
+        if length != self.layout.bytes_per_page:
+            raise kvstrata.KVStrataError(_INTERNAL, f"a slot of {length} bytes for a page of "
+                                         f"{self.layout.bytes_per_page}")
+        region.check_range(offset, length)
+
+    @staticmethod
+    def _abort(client: kvstrata.Client, sid: int, reservation_id: int) -> None:
+        if not reservation_id:
+            return
+        try:
+            client.commit_store(session_id=sid, reservation_id=reservation_id, abort=True)
+        except kvstrata.KVStrataError as err:  # The session's end reclaims the slots.
+            log.warning("kvstrata: aborting reservation %d failed: %s", reservation_id, err)
+
+    def _degrade(self, err: kvstrata.KVStrataError, what: str, answer: Any) -> Any:
+        """A failed daemon call: log, let the link notice a lost daemon, answer `answer`."""
+        self._link.failed(err)
+        self._count("unavailable")
+        log.warning("kvstrata: %s failed, answering not found: %s", what, err)
+        return answer
+
+    # ------------------------------------------------------------------ legacy (whole pages)
+
+    def exists(self, key: str) -> bool:
+        return self.batch_exists([key]) == 1
+
+    def get(self, key: str, target_location: Optional[Any] = None,
+            target_sizes: Optional[Any] = None) -> Any:
+        """The page of `key` copied into target_location (a flat page tensor; a new one when
+        None), or None when it is not stored."""
+        out = self.batch_get([key], None if target_location is None else [target_location])
+        return out[0]
+
+    def batch_get(self, keys: List[str], target_locations: Optional[Any] = None,
+                  target_sizes: Optional[Any] = None) -> List[Any]:
+        """One flat page tensor per key (target_locations[i] filled, or new), None if missing."""
+        layout = self._need_layout()
+        kb = page_keys(keys)
+        if target_locations is None:
+            targets = [self.mem_pool_host.get_dummy_flat_data_page() for _ in kb]
+        else:
+            targets = list(target_locations)
+            if len(targets) != len(kb):
+                raise ValueError(f"kvstrata: {len(kb)} keys but {len(targets)} target locations")
+        views = [legacy_block_view(t, layout) for t in targets]
+        if not kb:
+            return []
+        self._count("get_pages", len(kb))
+        got = self._usable()
+        if got is None:
+            return [None] * len(kb)
+        session, ns = got
+        try:
+            found = session.load(ns, kb, out=views)
+        except kvstrata.KVStrataError as err:
+            return self._degrade(err, "load", [None] * len(kb))
+        self._count("get_hits", sum(found))
+        return [t if f else None for t, f in zip(targets, found)]
+
+    def set(self, key: str, value: Optional[Any] = None, target_location: Optional[Any] = None,
+            target_sizes: Optional[Any] = None) -> bool:
+        if value is None:
+            raise ValueError("kvstrata: set() needs the page tensor as value")
+        return self.batch_set([key], [value])
+
+    def batch_set(self, keys: List[str], values: Optional[Any] = None,
+                  target_locations: Optional[Any] = None, target_sizes: Optional[Any] = None,
+                  ) -> bool:
+        """Store one flat page tensor per key; True when every page is stored (or present)."""
+        layout = self._need_layout()
+        kb = page_keys(keys)
+        if values is None:
+            raise ValueError("kvstrata: batch_set() needs one page tensor per key")
+        values = list(values)
+        if len(values) != len(kb):
+            raise ValueError(f"kvstrata: {len(kb)} keys but {len(values)} values")
+        views = [legacy_block_view(v, layout) for v in values]
+        if not kb:
+            return True
+        if not self.is_writer:
+            self._count("set_skipped_not_writer", len(kb))
+            return True
+        self._count("set_pages", len(kb))
+        got = self._usable()
+        if got is None:
+            return False
+        session, ns = got
+        try:
+            r = session.store(ns, kb, views)
+        except kvstrata.KVStrataError as err:
+            return self._degrade(err, "store", False)
+        self._count("set_stored", r.stored)
+        self._count("set_already_present", r.already_present)
+        self._count("set_dropped", r.dropped)
+        return r.dropped == 0
+
+    # ------------------------------------------------------------------ admin, stats
+
+    def clear(self) -> None:
+        """Drop every page of this backend's namespace that is not in use (all tiers)."""
+        got = self._usable()
+        if got is None:
+            log.warning("kvstrata: clear() skipped: the daemon is unreachable")
+            return
+        session, ns = got
+        try:
+            for progress in session.client.clear(fingerprint=ns.fingerprint):
+                if progress.done:
+                    break
+        except kvstrata.KVStrataError as err:
+            self._degrade(err, "clear", None)
+
+    def get_stats(self) -> Any:
+        """SGLang's StorageMetrics (pages and GB/s of each prefetch and backup since the last
+        call), or None when storage metrics are off."""
+        if not self.storage_config.enable_storage_metrics:
+            return None
+        from sglang.srt.observability.metrics_collector import StorageMetrics
+
+        m = StorageMetrics()
+        with self._metrics_lock:
+            m.prefetch_pgs.extend(self._prefetch_pgs)
+            m.backup_pgs.extend(self._backup_pgs)
+            m.prefetch_bandwidth.extend(self._prefetch_bw)
+            m.backup_bandwidth.extend(self._backup_bw)
+            for lst in (self._prefetch_pgs, self._backup_pgs, self._prefetch_bw, self._backup_bw):
+                lst.clear()
+        return m
+
+    def _record(self, pages: List[int], bandwidth: List[float], n: int, start: float) -> None:
+        if not self.storage_config.enable_storage_metrics or n == 0:
+            return
+        seconds = max(time.perf_counter() - start, 1e-9)
+        with self._metrics_lock:
+            pages.append(n)
+            bandwidth.append(n * self.layout.bytes_per_page / seconds / 1e9)
+
+    def close(self) -> None:
+        """Close the daemon session (SGLang calls this when it detaches the backend)."""
+        if self._fast is not None:
+            self._fast.close()
+        self._copier.close()
+        self._link.close()

@@ -1,0 +1,136 @@
+"""KVStrataConnector: vLLM's KVConnectorBase_V1 on top of the kvstrata client.
+
+    --kv-transfer-config '{"kv_connector":"KVStrataConnector",
+                           "kv_connector_module_path":"kvstrata_vllm","kv_role":"kv_both",
+                           "kv_load_failure_policy":"recompute",
+                           "kv_connector_extra_config":{"endpoint":"/run/kvstrata/kvstrata.sock"}}'
+
+The scheduler-side half is kvstrata_vllm.scheduler.SchedulerSide, the worker-side half
+kvstrata_vllm.worker.WorkerSide; this class only routes vLLM's calls to them.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Optional, Set, Tuple
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
+                                                               KVConnectorRole)
+from vllm.v1.metrics.cache_hit_source import CacheHitSource
+
+from .config import parse_config
+from .metadata import KVStrataMetadata
+from .scheduler import SchedulerSide
+from .stats import KVStrataPromMetrics, KVStrataStats
+from .worker import WorkerSide
+
+
+class KVStrataConnector(KVConnectorBase_V1):
+    _cache_hit_source = CacheHitSource.HOST
+
+    def __init__(self, vllm_config: Any, role: KVConnectorRole, kv_cache_config: Any) -> None:
+        super().__init__(vllm_config, role, kv_cache_config)
+        cfg = parse_config(self._kv_transfer_config.kv_connector_extra_config)
+        self.scheduler: Optional[SchedulerSide] = None
+        self.worker: Optional[WorkerSide] = None
+        if role == KVConnectorRole.SCHEDULER:
+            self.scheduler = SchedulerSide(vllm_config, kv_cache_config, cfg, self)
+        else:
+            self.worker = WorkerSide(vllm_config, kv_cache_config, cfg)
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        return False  # A best-effort cache: a dropped store is a later miss.
+
+    # ------------------------------------------------------------------ worker side
+
+    def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
+        assert self.worker is not None
+        self.worker.register(kv_caches)
+
+    def register_cross_layers_kv_cache(self, kv_cache: Any, attn_backend: Any = None) -> None:
+        """One tensor holding every layer, blocks outermost (older vLLM calls this)."""
+        assert self.worker is not None
+        self.worker.register(kv_cache, layout="vllm_cross_layer")
+
+    def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+        assert self.worker is not None
+        meta = self._connector_metadata
+        if isinstance(meta, KVStrataMetadata):
+            self.worker.start_load(meta)
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        return  # Loads are asynchronous to the scheduler: done before the request runs.
+
+    def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
+                      **kwargs: Any) -> None:
+        return  # Stores are taken in wait_for_save, after the whole forward pass.
+
+    def wait_for_save(self) -> None:
+        assert self.worker is not None
+        meta = self._connector_metadata
+        if isinstance(meta, KVStrataMetadata):
+            self.worker.save(meta)
+
+    def handle_preemptions(self, kv_connector_metadata: Any) -> None:
+        if self.worker is not None and isinstance(kv_connector_metadata, KVStrataMetadata):
+            self.worker.handle_preemptions(kv_connector_metadata)
+
+    def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        assert self.worker is not None
+        return self.worker.get_finished(finished_req_ids)
+
+    def get_block_ids_with_load_errors(self) -> Set[int]:
+        return self.worker.take_invalid() if self.worker is not None else set()
+
+    def build_connector_worker_meta(self) -> Any:
+        return self.worker.worker_meta() if self.worker is not None else None
+
+    def get_kv_connector_stats(self) -> Optional[KVStrataStats]:
+        side = self.worker if self.worker is not None else self.scheduler
+        return side.stats.take() if side is not None else None
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: Optional[Dict[str, Any]] = None) -> KVStrataStats:
+        return KVStrataStats(data=dict(data or {}))
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: Any, metric_types: Any, labelnames: Any,
+                           per_engine_labelvalues: Any) -> KVStrataPromMetrics:
+        return KVStrataPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+
+    def shutdown(self) -> None:
+        if self.worker is not None:
+            self.worker.shutdown()
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
+
+    # ------------------------------------------------------------------ scheduler side
+
+    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[int, bool]:
+        assert self.scheduler is not None
+        return self.scheduler.get_num_new_matched_tokens(request, num_computed_tokens)
+
+    def get_external_cache_hit_sources(self, request: Any,
+                                       num_external_tokens: int) -> Dict[Any, int]:
+        """The external hit split by tier: L1 is HOST, L2/L3 are DISK."""
+        assert self.scheduler is not None
+        split = self.scheduler.hit_sources(request, num_external_tokens)
+        return {CacheHitSource(name): n for name, n in split.items() if n}
+
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        assert self.scheduler is not None
+        self.scheduler.update_state_after_alloc(request, blocks, num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output: Any) -> KVStrataMetadata:
+        assert self.scheduler is not None
+        return self.scheduler.build_connector_meta(scheduler_output)
+
+    def update_connector_output(self, connector_output: Any) -> None:
+        assert self.scheduler is not None
+        self.scheduler.update_connector_output(connector_output)
+
+    def request_finished(self, request: Any, block_ids: Any) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        assert self.scheduler is not None
+        return self.scheduler.request_finished(request, block_ids)
+
+    def take_events(self) -> Iterable[Any]:
+        return self.scheduler.take_events() if self.scheduler is not None else ()

@@ -1,0 +1,52 @@
+"""What the scheduler-side connector sends its workers each step, and what they send back.
+
+Block ids are vLLM's (one KV cache group). A unit is `blocks_per_unit` consecutive blocks of
+a request; its `block_ids` list has one entry per block, -1 for a block the worker must not
+write (it already holds valid KV from vLLM's local prefix cache).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Set
+
+try:
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorMetadata,
+                                                                   KVConnectorWorkerMetadata)
+except ImportError:  # pragma: no cover - the package imports without vLLM (docs, linters)
+    KVConnectorMetadata = object  # type: ignore[assignment,misc]
+    KVConnectorWorkerMetadata = object  # type: ignore[assignment,misc]
+
+
+@dataclass
+class UnitTransfer:
+    key: bytes
+    block_ids: List[int]
+
+
+@dataclass
+class RequestTransfer:
+    req_id: str
+    units: List[UnitTransfer]
+
+
+@dataclass
+class KVStrataMetadata(KVConnectorMetadata):  # type: ignore[misc]
+    loads: List[RequestTransfer] = field(default_factory=list)
+    # Written by this step's forward pass: stored by wait_for_save, after it.
+    stores: List[RequestTransfer] = field(default_factory=list)
+    # request_finished answered True for these (their blocks wait for get_finished).
+    delayed_frees: Set[str] = field(default_factory=set)
+    preempted: Set[str] = field(default_factory=set)
+
+
+@dataclass
+class KVStrataWorkerMetadata(KVConnectorWorkerMetadata):  # type: ignore[misc]
+    """Keys each worker stored this step, counted over the ranks (aggregate adds)."""
+
+    stored: Dict[bytes, int] = field(default_factory=dict)
+
+    def aggregate(self, other: "KVStrataWorkerMetadata") -> "KVStrataWorkerMetadata":
+        merged = dict(self.stored)
+        for key, n in other.stored.items():
+            merged[key] = merged.get(key, 0) + n
+        return KVStrataWorkerMetadata(merged)

@@ -1,0 +1,310 @@
+"""Scheduler side: lookups with leases, load plans, store plans, events and lookup stats.
+
+One Link (session) for the scheduler process; it registers the namespace of every
+tensor-parallel rank, looks each up, and counts a unit as a hit only when every rank has
+it. The leases it takes pin the hits until the workers report the load finished
+(finished_recving), the request ends, or the lease expires (lease_ttl_ms).
+"""
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import kvstrata
+
+from .config import ConnectorConfig, max_offload_tokens
+from .link import Link
+from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
+from .namespace import cache_geometry, hash_tokens, namespace_fields, unit_keys
+from .stats import StatsCounter
+
+log = logging.getLogger("kvstrata_vllm")
+MAX_EVENT_INFO = 65536  # Stored units whose KV event waits for the workers' report.
+
+
+@dataclass
+class _Req:
+    request: Any
+    plan: Optional[Tuple[int, int, int]] = None   # (local computed tokens, first unit, end unit)
+    leases: List[Tuple[kvstrata.RegisteredNamespace, int]] = field(default_factory=list)
+    loading: bool = False
+    stored_units: Optional[int] = None            # leading units handed to the workers to store
+    had_stores: bool = False
+    store_cap: Optional[int] = None               # tokens; None = no cap
+    present_units: int = 0                        # leading units KVStrata held at the lookup
+    tiers: List[int] = field(default_factory=list)  # kvstrata.pb.Tier of each present unit
+    local_tokens: int = 0                         # vLLM's local hit at the lookup
+
+
+class SchedulerSide:
+    def __init__(self, vllm_config: Any, kv_cache_config: Any, cfg: ConnectorConfig,
+                 connector: Any) -> None:
+        self.cfg = cfg
+        self.connector = connector                # for its bound KV cache manager
+        geometry = cache_geometry(kv_cache_config)
+        self.block_size = geometry.block_size
+        self.unit_tokens = cfg.unit_tokens(self.block_size)
+        self.blocks_per_unit = self.unit_tokens // self.block_size
+        self.hash_tokens = hash_tokens(vllm_config, self.block_size)
+        parallel = vllm_config.parallel_config
+        if getattr(parallel, "pipeline_parallel_size", 1) > 1:
+            raise ValueError("KVStrataConnector does not support pipeline parallelism yet "
+                             "(pipeline_parallel_size > 1)")
+        self.tp_size = int(getattr(parallel, "tensor_parallel_size", 1))
+        from .worker import kv_layout_name  # noqa: PLC0415 - shared with the workers
+        layout = kv_layout_name(vllm_config)
+        model = str(vllm_config.model_config.model)
+        self.fields = [namespace_fields(geometry, cfg, model, self.unit_tokens, self.tp_size,
+                                        r, layout) for r in range(self.tp_size)]
+        self.host_mode = str(getattr(vllm_config.device_config, "device_type", "")) == "cpu"
+        events = getattr(vllm_config, "kv_events_config", None)
+        self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
+                                                                   False))
+        self.link = Link(cfg, "vllm-scheduler", on_session=self._register)
+        self._reqs: Dict[str, _Req] = {}
+        self._loads: List[RequestTransfer] = []
+        self._delayed: Set[str] = set()
+        self._event_info: "OrderedDict[bytes, Tuple[List[int], Optional[bytes], int]]" = OrderedDict()
+        self._events: List[Any] = []
+        self.stats = StatsCounter()
+        self.link.session()  # Connect now when possible (logged once otherwise).
+
+    def _keys(self, hashes: Any, first: int, end: int) -> List[bytes]:
+        return unit_keys(hashes, self.unit_tokens, self.hash_tokens, first, end)
+
+    # ------------------------------------------------------------------ session
+
+    def _register(self, s: kvstrata.Session) -> None:
+        for rank, f in enumerate(self.fields):
+            self.link.register_namespace(s, rank, f)
+
+    def _namespaces(self) -> Optional[List[kvstrata.RegisteredNamespace]]:
+        s = self.link.session()
+        if s is None:
+            return None
+        return [self.link.namespaces[r] for r in range(self.tp_size)]
+
+    def _release(self, st: _Req) -> None:
+        leases, st.leases = st.leases, []
+        s = self.link.session() if leases else None
+        for ns, lease_id in leases:
+            if s is None:
+                return  # The daemon's session end (or the lease TTL) releases them.
+            self.link.guard("release_lease", lambda: s.release_lease(lease_id), None)
+
+    # ------------------------------------------------------------------ lookups
+
+    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[int, bool]:
+        st = self._reqs.get(request.request_id)
+        if st is None:
+            st = self._reqs[request.request_id] = _Req(request)
+        if st.loading:
+            return 0, False
+        self._release(st)   # Called again for the same request: answer afresh.
+        st.plan = None
+        hashes = request.block_hashes
+        end_u = min((request.num_tokens - 1) // self.unit_tokens,
+                    len(hashes) * self.hash_tokens // self.unit_tokens)
+        start_u = num_computed_tokens // self.unit_tokens
+        if end_u <= 0:
+            return 0, False
+        namespaces = self._namespaces()
+        if namespaces is None:
+            self.stats.add("lookup_unavailable", 1)
+            return 0, False
+        s = self.link.session()
+        # From unit 0, not start_u: the answer also tells which of vLLM's local hits KVStrata
+        # holds already, so they are not stored again.
+        keys = self._keys(hashes, 0, end_u)
+        hit = len(keys)
+        tiers = [0] * hit       # per unit, the slowest tier any rank holds it in
+        for ns in namespaces:   # Every rank must have a unit for it to count.
+            r = self.link.guard("lookup", lambda ns=ns: s.lookup(
+                ns, keys[:hit], lease=True, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
+            if r is None:
+                hit = 0
+                break
+            if r.lease_id:
+                st.leases.append((ns, r.lease_id))
+            hit = min(hit, r.hit_blocks)
+            for i, tier in enumerate(r.tiers[:hit]):
+                tiers[i] = max(tiers[i], int(tier))
+            if hit == 0:
+                break
+        st.tiers = tiers[:hit]
+        st.present_units = hit
+        matched = hit * self.unit_tokens - num_computed_tokens
+        self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
+        if hit <= start_u or matched <= 0:
+            self._release(st)
+            return 0, False
+        self.stats.add("hit_tokens", matched)
+        st.plan = (num_computed_tokens, start_u, hit)
+        st.local_tokens = num_computed_tokens
+        return matched, True
+
+    def hit_sources(self, request: Any, num_external_tokens: int) -> Dict[str, int]:
+        """Tokens of the external hit by tier: "host" (L1, DRAM) or "disk" (L2/L3)."""
+        st = self._reqs.get(request.request_id)
+        if st is None or num_external_tokens <= 0:
+            return {}
+        out: Dict[str, int] = {}
+        left = num_external_tokens
+        pos = st.local_tokens
+        for u, tier in enumerate(st.tiers):
+            end = (u + 1) * self.unit_tokens
+            if end <= pos or left <= 0:
+                continue
+            n = min(end - pos, left)
+            name = "host" if tier <= 1 else "disk"
+            out[name] = out.get(name, 0) + n
+            left -= n
+            pos += n
+        if left > 0:
+            out["host"] = out.get("host", 0) + left
+        return out
+
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        st = self._reqs.get(request.request_id)
+        if st is None:
+            return
+        if num_external_tokens <= 0 or st.plan is None:
+            if not st.loading:
+                self._release(st)
+            st.plan = None
+            return
+        local, u0, u1 = st.plan
+        st.plan = None
+        block_ids = blocks.get_block_ids()[0]
+        first_block = local // self.block_size
+        end_block = min((local + num_external_tokens) // self.block_size, len(block_ids))
+        keys = self._keys(request.block_hashes, u0, u1)
+        units = []
+        for i, u in enumerate(range(u0, u1)):
+            ids = [block_ids[b] if first_block <= b < end_block else -1
+                   for b in range(u * self.blocks_per_unit, (u + 1) * self.blocks_per_unit)]
+            if any(b >= 0 for b in ids):
+                units.append(UnitTransfer(keys[i], ids))
+        if units:
+            self._loads.append(RequestTransfer(request.request_id, units))
+            st.loading = True
+        else:
+            self._release(st)
+
+    # ------------------------------------------------------------------ stores
+
+    def _store_cap(self, st: _Req) -> Optional[int]:
+        req = st.request
+        if req.num_prompt_tokens < self.cfg.store_threshold_tokens:
+            return 0
+        try:
+            return max_offload_tokens(getattr(req, "kv_transfer_params", None))
+        except ValueError as err:
+            log.warning("kvstrata_vllm: request %s: %s; not storing it", req.request_id, err)
+            return 0
+
+    def _plan_store(self, req_id: str, computed_before: int, computed_after: int,
+                    meta: KVStrataMetadata) -> None:
+        st = self._reqs.get(req_id)
+        if st is None:
+            return
+        req = st.request
+        if st.stored_units is None:
+            # Units KVStrata held at the lookup are not stored again; vLLM's other local
+            # hits are (they may never have been stored). The cap is read once.
+            st.stored_units = min(st.present_units, computed_before // self.unit_tokens)
+            st.store_cap = self._store_cap(st)
+        limit = req.num_prompt_tokens if self.cfg.offload == "prompt" else req.num_tokens
+        limit = min(limit, computed_after, len(req.block_hashes) * self.hash_tokens)
+        if st.store_cap is not None:
+            limit = min(limit, st.store_cap)
+        n_units = limit // self.unit_tokens
+        if n_units <= st.stored_units:
+            return
+        manager = self.connector._kv_cache_manager
+        block_ids = manager.get_block_ids(req_id)[0]
+        if len(block_ids) < n_units * self.blocks_per_unit:
+            return
+        first = st.stored_units
+        keys = self._keys(req.block_hashes, first, n_units)
+        bpu = self.blocks_per_unit
+        units = [UnitTransfer(keys[i], list(block_ids[u * bpu:(u + 1) * bpu]))
+                 for i, u in enumerate(range(first, n_units))]
+        meta.stores.append(RequestTransfer(req_id, units))
+        st.stored_units = n_units
+        st.had_stores = True
+        if self.events_enabled:
+            tokens = req.all_token_ids
+            for i, u in enumerate(range(first, n_units)):
+                parent = keys[i - 1] if i > 0 else (
+                    self._keys(req.block_hashes, u - 1, u)[0] if u > 0 else None)
+                self._event_info[keys[i]] = (
+                    list(tokens[u * self.unit_tokens:(u + 1) * self.unit_tokens]), parent,
+                    getattr(req, "lora_request", None) and req.lora_request.lora_name)
+                while len(self._event_info) > MAX_EVENT_INFO:
+                    self._event_info.popitem(last=False)
+
+    def build_connector_meta(self, so: Any) -> KVStrataMetadata:
+        meta = KVStrataMetadata(loads=self._loads, delayed_frees=self._delayed,
+                                preempted=set(getattr(so, "preempted_req_ids", None) or ()))
+        self._loads, self._delayed = [], set()
+        for new in so.scheduled_new_reqs:
+            n = so.num_scheduled_tokens.get(new.req_id, 0)
+            self._plan_store(new.req_id, new.num_computed_tokens, new.num_computed_tokens + n,
+                             meta)
+        cached = so.scheduled_cached_reqs
+        for i, req_id in enumerate(cached.req_ids):
+            before = cached.num_computed_tokens[i]
+            self._plan_store(req_id, before, before + so.num_scheduled_tokens.get(req_id, 0),
+                             meta)
+        if meta.stores:
+            self.stats.add("store_units_planned", sum(len(r.units) for r in meta.stores))
+        return meta
+
+    # ------------------------------------------------------------------ results
+
+    def update_connector_output(self, output: Any) -> None:
+        for req_id in output.finished_recving or ():
+            st = self._reqs.get(req_id)
+            if st is not None:
+                st.loading = False
+                self._release(st)
+        wm = getattr(output, "kv_connector_worker_meta", None)
+        if isinstance(wm, KVStrataWorkerMetadata) and self.events_enabled:
+            for key, n in wm.stored.items():
+                info = self._event_info.get(key)
+                if info is not None and n >= self.tp_size:
+                    del self._event_info[key]
+                    self._events.append(_block_stored(key, info, self.unit_tokens))
+
+    def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, None]:
+        st = self._reqs.pop(request.request_id, None)
+        if st is None:
+            return False, None
+        self._release(st)
+        # Host mode copies a block out during wait_for_save: nothing to wait for. The daemon
+        # copies GPU blocks itself, so they stay allocated until its stores completed.
+        delay = not self.host_mode and st.had_stores
+        if delay:
+            self._delayed.add(request.request_id)
+        return delay, None
+
+    def take_events(self) -> List[Any]:
+        events, self._events = self._events, []
+        return events
+
+    def shutdown(self) -> None:
+        for st in list(self._reqs.values()):
+            self._release(st)
+        self.link.close()
+
+
+def _block_stored(key: bytes, info: Tuple[List[int], Optional[bytes], Any], unit: int) -> Any:
+    from vllm.distributed.kv_events import MEDIUM_CPU, BlockStored  # noqa: PLC0415
+
+    tokens, parent, lora_name = info
+    return BlockStored(block_hashes=[key], parent_block_hash=parent, token_ids=tokens,
+                       block_size=unit, lora_id=None, medium=MEDIUM_CPU,
+                       lora_name=lora_name or None)

@@ -1,0 +1,468 @@
+"""Worker side: registration, loads, stores and their completions, per tensor-parallel rank.
+
+Two data paths, chosen by where vLLM's KV cache lives:
+- host mode (CPU tensors, vLLM's CPU engine): units are gathered from the KV cache into
+  rows during wait_for_save (after the forward pass wrote them) and stored by a background
+  thread through the daemon's shared memory; loads copy slots into rows and scatter them
+  into the allocated blocks in start_load_kv.
+- CUDA mode: the KV cache tensors are registered with the daemon through CUDA IPC; stores
+  are jobs that wait for an IPC event recorded after the forward pass; loads are jobs; the
+  completions arrive on the session's completion stream. One unit = one vLLM block here
+  (the daemon copies engine blocks one to one).
+
+Any block that could not be loaded is reported by get_block_ids_with_load_errors (vLLM then
+recomputes it); the request is still reported finished receiving in the same step.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import kvstrata
+
+from .config import ConnectorConfig
+from .link import Link
+from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer
+from .namespace import cache_geometry, namespace_fields
+from .stats import StatsCounter
+
+log = logging.getLogger("kvstrata_vllm")
+
+
+def tp_rank() -> int:
+    """This worker's tensor-parallel rank (0 when vLLM's groups are not initialised)."""
+    try:
+        from vllm.distributed.parallel_state import (  # noqa: PLC0415
+            get_tensor_model_parallel_rank, model_parallel_is_initialized)
+        if model_parallel_is_initialized():
+            return int(get_tensor_model_parallel_rank())
+    except (ImportError, AssertionError, RuntimeError):
+        pass
+    return 0
+
+
+def kv_layout_name(vllm_config: Any) -> str:
+    """The namespace's kv_layout from vLLM's resolved KV cache layout name.
+
+    Names list dims outermost first (e.g. LBNHC: layers, blocks, tokens, heads, channels);
+    blocks outermost means one cross-layer tensor; heads before tokens means HND."""
+    name = str(getattr(vllm_config.cache_config, "kv_cache_layout", None) or "NHD").upper()
+    name = {"NHD": "LBNHC", "HND": "LBHNC"}.get(name, name)
+    if name.startswith("B"):
+        return "vllm_cross_layer"
+    if "H" in name and "N" in name and name.index("H") < name.index("N"):
+        return "vllm_hnd"
+    return "vllm_nhd"
+
+
+class HostCache:
+    """Byte views of a CPU KV cache: one [num_blocks, piece_bytes] uint8 view per piece,
+    in the daemon's piece order (layer by layer, K then V), so a block's bytes match what
+    the GPU path would store."""
+
+    def __init__(self, kv_caches: Any, layout: str) -> None:
+        import torch  # noqa: PLC0415
+        from kvstrata.cuda import _cross_layer_pieces, _vllm_pieces  # noqa: PLC0415
+
+        self.torch = torch
+        raw = (_cross_layer_pieces(kv_caches, None) if layout == "vllm_cross_layer"
+               else _vllm_pieces(kv_caches, None))
+        self.views = []
+        for t, p in raw:
+            if t.device.type != "cpu":
+                raise ValueError(f"{p.what} is on {t.device}: host mode needs CPU tensors")
+            storage = t.untyped_storage()
+            flat = torch.empty(0, dtype=torch.uint8).set_(storage)
+            offset = p.ptr - storage.data_ptr()
+            self.views.append(flat.as_strided((p.num_blocks, p.piece_bytes),
+                                              (p.block_stride, 1), offset))
+        counts = {v.shape[0] for v in self.views}
+        if len(counts) != 1:
+            raise ValueError(f"the KV cache tensors disagree on the number of blocks: {counts}")
+        self.num_blocks = counts.pop()
+        self.block_bytes = sum(v.shape[1] for v in self.views)
+
+    def gather(self, block_ids: List[int]) -> Any:
+        """[len(block_ids), block_bytes] uint8: a copy of those blocks."""
+        idx = self.torch.tensor(block_ids, dtype=self.torch.long)
+        return self.torch.cat([v.index_select(0, idx) for v in self.views], dim=1)
+
+    def scatter(self, block_ids: List[int], rows: Any) -> None:
+        """Write rows[i] (block_bytes each) into block block_ids[i]."""
+        idx = self.torch.tensor(block_ids, dtype=self.torch.long)
+        offset = 0
+        for v in self.views:
+            width = v.shape[1]
+            v.index_copy_(0, idx, rows[:, offset:offset + width])
+            offset += width
+
+
+class StoreThread:
+    """Stores gathered rows in the background; drops (counted) when the queue is full."""
+
+    def __init__(self, worker: "WorkerSide") -> None:
+        self.worker = worker
+        self.queue: "queue.Queue[Optional[Tuple[List[bytes], Any]]]" = queue.Queue()
+        self.pending_units = 0
+        self.pending_bytes = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self.thread = threading.Thread(target=self._run, daemon=True, name="kvstrata-store")
+        self.thread.start()
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether nbytes more gathered bytes stay within max_pending_store_bytes."""
+        with self._lock:
+            return self.pending_bytes + nbytes <= self.worker.cfg.max_pending_store_bytes
+
+    def submit(self, keys: List[bytes], rows: Any) -> bool:
+        nbytes = int(rows.numel())
+        with self._lock:
+            if self.pending_bytes + nbytes > self.worker.cfg.max_pending_store_bytes:
+                return False
+            self.pending_units += len(keys)
+            self.pending_bytes += nbytes
+        self.queue.put((keys, rows))
+        return True
+
+    def _run(self) -> None:
+        w = self.worker
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            keys, rows = item
+            try:
+                s, ns = w.session_and_ns()
+                result = None
+                if s is not None and ns is not None:
+                    result = w.link.guard("store", lambda: s.store(ns, keys, list(rows)), None)
+                if result is None:
+                    w.stats.add("store_dropped_units", len(keys))
+                else:
+                    w.stats.add("stored_units", result.stored)
+                    w.stats.add("stored_bytes", result.stored * rows.shape[1])
+                    w.stats.add("store_dropped_units", result.dropped)
+                    w.note_stored(keys[:result.stored + result.already_present])
+            except Exception:  # noqa: BLE001 - never let the thread die
+                log.exception("kvstrata_vllm: store failed")
+                w.stats.add("store_failed_units", len(keys))
+            finally:
+                with self._lock:
+                    self.pending_units -= len(keys)
+                    self.pending_bytes -= int(rows.numel())
+                    self._idle.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self.pending_units:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def stop(self, timeout: float) -> None:
+        self.drain(timeout)
+        self.queue.put(None)
+        self.thread.join(timeout=1.0)
+
+
+class WorkerSide:
+    def __init__(self, vllm_config: Any, kv_cache_config: Any, cfg: ConnectorConfig) -> None:
+        self.cfg = cfg
+        geometry = cache_geometry(kv_cache_config)
+        self.block_size = geometry.block_size
+        self.unit_tokens = cfg.unit_tokens(self.block_size)
+        self.blocks_per_unit = self.unit_tokens // self.block_size
+        self.tp_size = int(getattr(vllm_config.parallel_config, "tensor_parallel_size", 1))
+        self.tp_rank = tp_rank()
+        self.layout = kv_layout_name(vllm_config)
+        self.fields = namespace_fields(geometry, cfg, str(vllm_config.model_config.model),
+                                       self.unit_tokens, self.tp_size, self.tp_rank, self.layout)
+        events = getattr(vllm_config, "kv_events_config", None)
+        self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
+                                                                   False))
+        self.link = Link(cfg, f"vllm-worker-tp{self.tp_rank}", on_session=self._on_session)
+        self.stats = StatsCounter()
+        self.mode: Optional[str] = None        # "host" or "cuda" once registered
+        self.host: Optional[HostCache] = None
+        self.kv_caches: Any = None
+        self.reg: Optional[kvstrata.CudaRegistration] = None
+        self.store_thread: Optional[StoreThread] = None
+        self._lock = threading.Lock()
+        self._stored: Dict[bytes, int] = {}
+        self._invalid: Set[int] = set()
+        self._recved: Set[str] = set()
+        self._sent: Set[str] = set()
+        self._delayed: Set[str] = set()
+        # CUDA mode: job id -> (kind, request id, block ids, keys)
+        self._jobs: Dict[int, Tuple[str, str, List[int], List[bytes]]] = {}
+        self._req_jobs: Dict[Tuple[str, str], Set[int]] = {}
+        self._disabled_reason: Optional[str] = None
+
+    # ------------------------------------------------------------------ registration
+
+    def register(self, kv_caches: Any, layout: Optional[str] = None) -> None:
+        tensors = list(kv_caches.values()) if isinstance(kv_caches, dict) else (
+            [kv_caches] if hasattr(kv_caches, "device") else list(kv_caches))
+        devices = {t.device.type for t in tensors}
+        self.layout = layout or self.layout
+        if layout:
+            self.fields["kv_layout"] = layout
+        self.kv_caches = kv_caches
+        try:
+            if devices == {"cpu"}:
+                self.mode = "host"
+                self.host = HostCache(kv_caches, self.layout)
+                self.store_thread = StoreThread(self)
+            elif devices == {"cuda"}:
+                if self.blocks_per_unit != 1:
+                    raise ValueError(f"tokens_per_unit={self.unit_tokens} is not vLLM's block "
+                                     f"size {self.block_size}: with CUDA KV caches the daemon "
+                                     "copies one engine block per unit")
+                self.mode = "cuda"
+            else:
+                raise ValueError(f"KV cache tensors on {sorted(devices)}: need all CPU or all CUDA")
+        except ValueError as err:
+            self._disabled_reason = str(err)
+            log.error("kvstrata_vllm: KVStrata disabled on this worker: %s", err)
+            self.mode = None
+            return
+        self.link.session()  # Register now when the daemon is there (else on first use).
+
+    def _on_session(self, s: kvstrata.Session) -> None:
+        ns = self.link.register_namespace(s, "ns", self.fields)
+        if self.mode == "host" and self.host is not None and ns.bytes_per_block != \
+                self.host.block_bytes * self.blocks_per_unit:
+            self._disable(f"the namespace has {ns.bytes_per_block} bytes per unit but the KV "
+                          f"cache holds {self.host.block_bytes * self.blocks_per_unit}")
+        if self.mode == "cuda" and self.reg is None:
+            layout = "vllm_cross_layer" if self.layout == "vllm_cross_layer" else "vllm"
+            try:
+                self.reg = s.register_cuda_kv_caches(ns, self.kv_caches, layout)
+            except (ValueError, TypeError) as err:  # The tensors do not fit: not transient.
+                self._disable(f"registering the CUDA KV caches: {err}")
+
+    def _disable(self, reason: str) -> None:
+        self._disabled_reason = reason
+        self.mode = None
+        log.error("kvstrata_vllm: KVStrata disabled on this worker: %s", reason)
+
+    def session_and_ns(self) -> Tuple[Optional[kvstrata.Session], Optional[kvstrata.RegisteredNamespace]]:
+        if self.mode is None:
+            return None, None
+        s = self.link.session()
+        if s is None or self.mode is None:
+            return None, None
+        return s, self.link.namespaces.get("ns")
+
+    def note_stored(self, keys: List[bytes]) -> None:
+        if self.events_enabled and keys:
+            with self._lock:
+                for k in keys:
+                    self._stored[k] = 1
+
+    # ------------------------------------------------------------------ loads
+
+    def start_load(self, meta: KVStrataMetadata) -> None:
+        for req in meta.loads:
+            try:
+                if self.mode == "host":
+                    self._load_host(req)
+                elif self.mode == "cuda":
+                    self._load_cuda(req)
+                else:
+                    self._fail_load(req, list(range(len(req.units))))
+            except Exception as err:  # noqa: BLE001 - a failed load is a recompute
+                log.warning("kvstrata_vllm: load for %s failed: %s (recomputing)", req.req_id, err)
+                self._fail_load(req, list(range(len(req.units))))
+
+    def _fail_load(self, req: RequestTransfer, unit_indices: List[int]) -> None:
+        with self._lock:
+            for i in unit_indices:
+                self._invalid.update(b for b in req.units[i].block_ids if b >= 0)
+            self._recved.add(req.req_id)
+        self.stats.add("load_failed_units", len(unit_indices))
+
+    def _load_host(self, req: RequestTransfer) -> None:
+        assert self.host is not None
+        torch = self.host.torch
+        s, ns = self.session_and_ns()
+        n = len(req.units)
+        if s is None or ns is None:
+            self._fail_load(req, list(range(n)))
+            return
+        rows = torch.empty((n, ns.bytes_per_block), dtype=torch.uint8)
+        keys = [u.key for u in req.units]
+        found = self.link.guard("load", lambda: s.load(ns, keys, out=list(rows)), None)
+        if found is None:
+            self._fail_load(req, list(range(n)))
+            return
+        ok = [i for i in range(n) if found[i]]
+        block_rows = rows.view(n * self.blocks_per_unit, self.host.block_bytes)
+        ids, picks = [], []
+        for i in ok:
+            for j, b in enumerate(req.units[i].block_ids):
+                if b >= 0:
+                    ids.append(b)
+                    picks.append(i * self.blocks_per_unit + j)
+        if ids:
+            self.host.scatter(ids, block_rows[torch.tensor(picks, dtype=torch.long)])
+        self.stats.add("loaded_units", len(ok))
+        self.stats.add("loaded_bytes", len(ok) * ns.bytes_per_block)
+        missing = [i for i in range(n) if not found[i]]
+        if missing:
+            self._fail_load(req, missing)
+        with self._lock:
+            self._recved.add(req.req_id)
+
+    def _load_cuda(self, req: RequestTransfer) -> None:
+        s, ns = self.session_and_ns()
+        if s is None or ns is None or self.reg is None:
+            self._fail_load(req, list(range(len(req.units))))
+            return
+        keys = [u.key for u in req.units]
+        ids = [u.block_ids[0] for u in req.units]
+        job = self.link.guard("submit_load", lambda: s.submit_load(ns, self.reg, keys, ids), None)
+        if job is None:
+            self._fail_load(req, list(range(len(req.units))))
+            return
+        with self._lock:
+            self._jobs[job] = ("load", req.req_id, ids, keys)
+            self._req_jobs.setdefault(("load", req.req_id), set()).add(job)
+
+    # ------------------------------------------------------------------ stores
+
+    def save(self, meta: KVStrataMetadata) -> None:
+        """Called from wait_for_save: this step's forward pass has written meta.stores."""
+        with self._lock:
+            self._delayed |= meta.delayed_frees
+        if not meta.stores:
+            return
+        if self.mode == "host":
+            self._save_host(meta.stores)
+        elif self.mode == "cuda":
+            self._save_cuda(meta.stores)
+        else:
+            self.stats.add("store_dropped_units", sum(len(r.units) for r in meta.stores))
+
+    def _save_host(self, stores: List[RequestTransfer]) -> None:
+        assert self.host is not None and self.store_thread is not None
+        keys: List[bytes] = []
+        ids: List[int] = []
+        for req in stores:
+            for u in req.units:
+                keys.append(u.key)
+                ids.extend(u.block_ids)
+        # Unreachable daemon or a full queue: no copy, a miss later (counted).
+        if self.link.session() is None or \
+                not self.store_thread.fits(len(ids) * self.host.block_bytes):
+            self.stats.add("store_dropped_units", len(keys))
+            return
+        rows = self.host.gather(ids).view(len(keys), -1)
+        if not self.store_thread.submit(keys, rows):
+            self.stats.add("store_dropped_units", len(keys))
+
+    def _save_cuda(self, stores: List[RequestTransfer]) -> None:
+        s, ns = self.session_and_ns()
+        reg = self.reg
+        if s is None or ns is None or reg is None:
+            self.stats.add("store_dropped_units", sum(len(r.units) for r in stores))
+            return
+        event = self.link.guard("record_event", reg.record_event, None)
+        for req in stores:
+            keys = [u.key for u in req.units]
+            ids = [u.block_ids[0] for u in req.units]
+            job = self.link.guard("submit_store", lambda: s.submit_store(
+                ns, reg, keys, ids, event=event if event is not None else True), None)
+            if job is None:
+                self.stats.add("store_dropped_units", len(keys))
+                continue
+            with self._lock:
+                self._jobs[job] = ("store", req.req_id, ids, keys)
+                self._req_jobs.setdefault(("store", req.req_id), set()).add(job)
+
+    def handle_preemptions(self, meta: KVStrataMetadata) -> None:
+        """Preempted requests' blocks are about to be reused: their stores must be done."""
+        if self.mode != "cuda" or not meta.preempted:
+            return
+        with self._lock:
+            jobs = [j for r in meta.preempted for j in self._req_jobs.get(("store", r), ())]
+        s = self.link.session()
+        if jobs and s is not None:
+            try:
+                done = s.wait_jobs(jobs, timeout=self.cfg.store_timeout_s)
+            except (TimeoutError, kvstrata.KVStrataError) as err:
+                log.warning("kvstrata_vllm: stores of preempted requests: %s; cancelling", err)
+                for j in jobs:
+                    self.link.guard("cancel_job", lambda j=j: s.cancel_job(j), None)
+                done = {}
+            self._complete(done)
+
+    # ------------------------------------------------------------------ completions
+
+    def _complete(self, completions: Dict[int, Any]) -> None:
+        with self._lock:
+            for job_id, c in completions.items():
+                info = self._jobs.pop(job_id, None)
+                if info is None:
+                    continue
+                kind, req_id, ids, keys = info
+                failed = set(c.failed_blocks)
+                if not c.ok and not failed:
+                    failed = set(range(len(ids)))
+                if kind == "load":
+                    self._invalid.update(ids[i] for i in failed)
+                    self.stats.add("loaded_units", len(ids) - len(failed))
+                    self.stats.add("load_failed_units", len(failed))
+                else:
+                    self.stats.add("stored_units", len(ids) - len(failed))
+                    self.stats.add("store_failed_units", len(failed))
+                    if self.events_enabled:
+                        for i, k in enumerate(keys):
+                            if i not in failed:
+                                self._stored[k] = 1
+                jobs = self._req_jobs.get((kind, req_id))
+                if jobs is not None:
+                    jobs.discard(job_id)
+                    if not jobs:
+                        del self._req_jobs[(kind, req_id)]
+                        if kind == "load":
+                            self._recved.add(req_id)
+
+    def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        if self.mode == "cuda" and self._jobs:
+            s = self.link._session
+            if s is not None:
+                self._complete(self.link.guard("take_completions", s.take_completions, {}))
+        with self._lock:
+            recved, self._recved = self._recved, set()
+            sent = {r for r in self._delayed if ("store", r) not in self._req_jobs}
+            self._delayed -= sent
+        return (sent or None), (recved or None)
+
+    def take_invalid(self) -> Set[int]:
+        with self._lock:
+            invalid, self._invalid = self._invalid, set()
+        return invalid
+
+    def worker_meta(self) -> Optional[KVStrataWorkerMetadata]:
+        with self._lock:
+            stored, self._stored = self._stored, {}
+        return KVStrataWorkerMetadata(stored) if stored else None
+
+    def shutdown(self) -> None:
+        if self.store_thread is not None:
+            self.store_thread.stop(self.cfg.store_timeout_s)
+        s = self.link._session
+        if self.mode == "cuda" and self._jobs and s is not None:
+            try:
+                s.wait_jobs(list(self._jobs), timeout=self.cfg.store_timeout_s)
+            except (TimeoutError, kvstrata.KVStrataError) as err:
+                log.warning("kvstrata_vllm: shutdown with unfinished jobs: %s", err)
+        self.link.close()

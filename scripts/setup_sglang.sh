@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Creates (or refreshes) the SGLang test environment at <repo>/.venv-sglang: the pinned
+# sglang (installed --no-deps) with what its HiCache storage interface and host KV pools
+# import on a CPU-only machine (connector_sglang/requirements-sglang-cpu.txt: torch from
+# PyPI and a few small packages), the kvstrata client and the kvstrata_sglang connector
+# (both non-editable), and pytest. Idempotent; about 6 GiB (torch and its CUDA libraries).
+#
+#   bash scripts/setup_sglang.sh    # then: .venv-sglang/bin/python -m pytest tests/integration/sglang
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${KVSTRATA_SGLANG_VENV:-$repo/.venv-sglang}"
+python="${PYTHON:-python3}"
+sglang_version="0.5.23"
+step() { echo "setup_sglang: $*"; }
+
+command -v "$python" >/dev/null || { echo "setup_sglang: $python not found" >&2; exit 1; }
+if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  step "venv/ensurepip missing: apt-get install -y python3-venv"
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    echo "setup_sglang: install the python3-venv package (needs root and apt-get)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq python3-venv >/dev/null
+fi
+
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+  step "reusing $venv ($("$venv/bin/python" --version 2>&1))"
+else
+  step "creating $venv with $("$python" --version 2>&1)"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+fi
+
+pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+step "upgrading pip"
+"${pip[@]}" install --upgrade "pip>=23"
+step "installing SGLang's CPU-side imports (torch, transformers, ...) and test tools"
+"${pip[@]}" install --upgrade-strategy only-if-needed \
+  -r "$repo/connector_sglang/requirements-sglang-cpu.txt" \
+  "setuptools>=61" "wheel" "grpcio>=1.51" "grpcio-tools>=1.51" "protobuf>=4.21" "pytest>=7"
+step "installing sglang==$sglang_version (--no-deps)"
+"${pip[@]}" install --no-deps "sglang==$sglang_version"
+step "installing the kvstrata client and kvstrata_sglang (non-editable)"
+rm -rf "$repo/connector_sglang/build"  # setuptools would reuse stale copies from it
+"${pip[@]}" install --no-build-isolation --no-deps --force-reinstall "$repo/client/python" \
+  "$repo/connector_sglang"
+"$venv/bin/python" - <<'PY'
+import warnings
+warnings.filterwarnings("ignore")
+import kvstrata, kvstrata_sglang, sglang, torch
+from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost  # noqa: F401
+print(f"setup_sglang: sglang {sglang.__version__}, torch {torch.__version__}, "
+      f"kvstrata {kvstrata.__version__}, kvstrata_sglang {kvstrata_sglang.__version__}")
+PY

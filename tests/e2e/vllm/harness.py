@@ -1,0 +1,230 @@
+"""Drives vLLM's real Scheduler with KVStrataConnector on both sides, without a GPU.
+
+`Engine` holds one scheduler (vLLM's Scheduler, with the connector in the SCHEDULER role)
+and `tp` workers (the connector in the WORKER role, each with its own CPU KV cache tensors).
+A step runs what vLLM's model runner does around a forward pass: bind the metadata,
+handle preemptions, "forward" (write each scheduled token's KV, a value derived from the
+token and its position, so loaded bytes can be checked), start_load_kv, wait_for_save,
+get_transfer_results, get_block_ids_with_load_errors; the workers' outputs are merged by
+vLLM's own KVOutputAggregator and fed to Scheduler.update_from_output.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from vllm import SamplingParams
+from vllm.config import (CacheConfig, DeviceConfig, KVEventsConfig, KVTransferConfig, ModelConfig,
+                         ParallelConfig, SchedulerConfig, VllmConfig)
+from vllm.distributed.kv_transfer.kv_connector.utils import KVOutputAggregator
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+from vllm.utils.hashing import sha256
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
+from vllm.v1.request import Request
+from vllm.v1.structured_output import StructuredOutputManager
+
+import kvstrata_vllm.worker as kv_worker
+from kvstrata_vllm import KVStrataConnector
+
+BLOCK = 16
+LAYERS = 2
+KV_HEADS = 2
+HEAD = 4
+EOS = 2
+init_none_hash(sha256)
+
+
+def vllm_config(model_dir: str, extra: Dict[str, Any], tp: int = 1, batch_tokens: int = 64,
+                max_seqs: int = 16, kv_events: bool = False) -> VllmConfig:
+    model = ModelConfig(model=model_dir, dtype="float32", seed=0, max_model_len=2048)
+    sched = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=batch_tokens,
+                            max_model_len=2048, enable_chunked_prefill=True,
+                            is_encoder_decoder=False)
+    cache = CacheConfig(block_size=BLOCK, enable_prefix_caching=True)
+    cache.kv_cache_layout = "LBNHC"
+    kvt = KVTransferConfig(kv_connector="KVStrataConnector",
+                           kv_connector_module_path="kvstrata_vllm", kv_role="kv_both",
+                           kv_load_failure_policy="recompute", kv_connector_extra_config=extra)
+    events = KVEventsConfig(enable_kv_cache_events=True, publisher="null") if kv_events else None
+    return VllmConfig(model_config=model, scheduler_config=sched, cache_config=cache,
+                      kv_transfer_config=kvt, device_config=DeviceConfig("cpu"),
+                      parallel_config=ParallelConfig(tensor_parallel_size=tp),
+                      kv_events_config=events)
+
+
+def kv_cache_config(num_blocks: int) -> KVCacheConfig:
+    spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=KV_HEADS, head_size=HEAD,
+                             dtype=torch.float32)
+    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
+                         kv_cache_groups=[KVCacheGroupSpec([f"layers.{i}.attn" for i in
+                                                            range(LAYERS)], spec)])
+
+
+def kv_value(token: int, pos: int, layer: int, kv: int, rank: int) -> float:
+    """The KV 'computed' for a token at a position (what the fake forward pass writes)."""
+    return float(token * 4096 + pos) + layer * 0.5 + kv * 0.25 + rank * 0.125
+
+
+class Worker:
+    def __init__(self, config: VllmConfig, kvc: KVCacheConfig, rank: int) -> None:
+        self.rank = rank
+        saved = kv_worker.tp_rank
+        kv_worker.tp_rank = lambda: rank  # vLLM's TP groups are not initialised here.
+        try:
+            self.connector = KVStrataConnector(config, KVConnectorRole.WORKER, kvc)
+        finally:
+            kv_worker.tp_rank = saved
+        self.kv = {name: torch.zeros(2, kvc.num_blocks, BLOCK, KV_HEADS, HEAD)
+                   for name in kvc.kv_cache_groups[0].layer_names}
+        self.connector.register_kv_caches(self.kv)
+
+    def write(self, block_ids: List[int], tokens: List[int], start: int, end: int) -> None:
+        for pos in range(start, end):
+            b, off = block_ids[pos // BLOCK], pos % BLOCK
+            for li, t in enumerate(self.kv.values()):
+                for kv in (0, 1):
+                    t[kv, b, off] = kv_value(tokens[pos], pos, li, kv, self.rank)
+
+    def check(self, block_ids: List[int], tokens: List[int], end: int) -> List[int]:
+        """Positions < end whose KV differs from what the forward pass computes."""
+        bad = []
+        for pos in range(end):
+            b, off = block_ids[pos // BLOCK], pos % BLOCK
+            for li, t in enumerate(self.kv.values()):
+                if not bool((t[0, b, off] == kv_value(tokens[pos], pos, li, 0, self.rank)).all()):
+                    bad.append(pos)
+                    break
+        return bad
+
+
+class Engine:
+    def __init__(self, model_dir: str, extra: Dict[str, Any], tp: int = 1,
+                 num_blocks: int = 512, batch_tokens: int = 64, kv_events: bool = False) -> None:
+        self.config = vllm_config(model_dir, extra, tp=tp, batch_tokens=batch_tokens,
+                                  kv_events=kv_events)
+        self.config.cache_config.num_gpu_blocks = num_blocks
+        kvc = kv_cache_config(num_blocks)
+        self.scheduler = Scheduler(vllm_config=self.config, kv_cache_config=kvc, log_stats=True,
+                                   structured_output_manager=StructuredOutputManager(self.config),
+                                   block_size=BLOCK)
+        self.connector: KVStrataConnector = self.scheduler.get_kv_connector()
+        self.workers = [Worker(self.config, kvc, r) for r in range(tp)]
+        self.aggregator = KVOutputAggregator(tp)
+        self.computed_by_forward: Dict[str, int] = {}   # tokens written by the fake forward
+        self.outputs: Dict[str, List[int]] = {}
+        self.finished: List[str] = []
+        self.stats: Dict[str, int] = {}
+        self.invalid_reported: set = set()
+        self._ids = 0
+        self.published: List[Any] = []   # KV events batches vLLM published
+        publisher = self.scheduler.kv_event_publisher
+        real_publish = publisher.publish
+        publisher.publish = lambda batch: (self.published.append(batch), real_publish(batch))
+
+    def add(self, prompt: List[int], max_tokens: int = 4, salt: Optional[str] = None,
+            params: Optional[Dict[str, Any]] = None) -> Request:
+        self._ids += 1
+        sp = SamplingParams(max_tokens=max_tokens, temperature=0.0)
+        sp.update_from_generation_config({}, EOS)
+        req = Request(request_id=f"r{self._ids}", prompt_token_ids=list(prompt),
+                      sampling_params=sp, pooling_params=None, cache_salt=salt,
+                      block_hasher=get_request_block_hasher(BLOCK, sha256))
+        req.kv_transfer_params = params
+        self.scheduler.add_request(req)
+        self.outputs[req.request_id] = []
+        return req
+
+    def block_ids(self, req_id: str) -> List[int]:
+        return self.scheduler.kv_cache_manager.get_block_ids(req_id)[0]
+
+    def step(self, before_update=None) -> Any:
+        so = self.scheduler.schedule()
+        outputs = []
+        for w in self.workers:
+            c = w.connector
+            c.bind_connector_metadata(so.kv_connector_metadata)
+            if so.preempted_req_ids:
+                c.handle_preemptions(so.kv_connector_metadata)
+            # Forward pass: write KV for every scheduled token.
+            for new in so.scheduled_new_reqs:
+                req = self.scheduler.requests[new.req_id]
+                n = so.num_scheduled_tokens[new.req_id]
+                w.write(self.block_ids(new.req_id), req.all_token_ids, new.num_computed_tokens,
+                        new.num_computed_tokens + n)
+            cached = so.scheduled_cached_reqs
+            for i, req_id in enumerate(cached.req_ids):
+                req = self.scheduler.requests[req_id]
+                start = cached.num_computed_tokens[i]
+                w.write(self.block_ids(req_id), req.all_token_ids, start,
+                        start + so.num_scheduled_tokens[req_id])
+            c.start_load_kv(None)
+            c.wait_for_save()
+            results = c.get_transfer_results(so.finished_req_ids)
+            kvo = KVConnectorOutput(finished_sending=results.finished_sending or None,
+                                    finished_recving=results.finished_recving or None,
+                                    invalid_block_ids=c.get_block_ids_with_load_errors(),
+                                    kv_connector_stats=c.get_kv_connector_stats(),
+                                    kv_connector_worker_meta=c.build_connector_worker_meta())
+            c.clear_connector_metadata()
+            outputs.append(self._runner_output(so, kvo))
+        merged = self.aggregator.aggregate(outputs)
+        kvo = merged.kv_connector_output
+        if kvo is not None:
+            self.invalid_reported |= set(kvo.invalid_block_ids or ())
+        if before_update is not None:
+            before_update(so)
+        eco = self.scheduler.update_from_output(so, merged)
+        for out in eco.values():
+            # vLLM merges the workers' and the scheduler's connector stats here.
+            stats = out.scheduler_stats.kv_connector_stats if out.scheduler_stats else None
+            for k, v in (stats or {}).items():
+                self.stats[k] = self.stats.get(k, 0) + v
+            for o in out.outputs:
+                self.outputs[o.request_id].extend(o.new_token_ids)
+                if o.finish_reason is not None:
+                    self.finished.append(o.request_id)
+        return so
+
+    def _runner_output(self, so: Any, kvo: KVConnectorOutput) -> ModelRunnerOutput:
+        req_ids = list(so.num_scheduled_tokens)
+        sampled = []
+        for rid in req_ids:
+            req = self.scheduler.requests[rid]
+            done = req.num_computed_tokens  # already advanced by schedule()
+            # A token is sampled once the whole known sequence has been computed.
+            sampled.append([self._next_token(req)] if done >= req.num_tokens else [])
+        return ModelRunnerOutput(req_ids=req_ids,
+                                 req_id_to_index={r: i for i, r in enumerate(req_ids)},
+                                 sampled_token_ids=sampled, logprobs=None,
+                                 prompt_logprobs_dict={}, pooler_output=None,
+                                 kv_connector_output=None if kvo.is_empty() else kvo)
+
+    @staticmethod
+    def _next_token(req: Request) -> int:
+        # Deterministic "greedy" token from the sequence so far (never EOS).
+        return 10 + (sum(req.all_token_ids) * 31 + len(req.all_token_ids)) % 400
+
+    def run(self, max_steps: int = 200) -> None:
+        for _ in range(max_steps):
+            if not self.scheduler.has_requests():
+                return
+            self.step()
+        raise AssertionError("requests did not finish")
+
+    def drain_stores(self, timeout: float = 30.0) -> None:
+        """Wait for the workers' background stores; count their stats."""
+        for w in self.workers:
+            thread = w.connector.worker.store_thread
+            assert thread is None or thread.drain(timeout), "stores did not finish"
+            stats = w.connector.get_kv_connector_stats()
+            for k, v in (stats.data if stats else {}).items():
+                self.stats[k] = self.stats.get(k, 0) + v
+
+    def shutdown(self) -> None:
+        for w in self.workers:
+            w.connector.shutdown()
+        self.connector.shutdown()

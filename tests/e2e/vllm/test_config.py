@@ -1,0 +1,81 @@
+"""Bad kv_connector_extra_config / kv_transfer_params: a clear error (or a logged skip for
+per-request input), never a crash in the serving loop. Plus KV events and Prometheus."""
+from __future__ import annotations
+
+import pytest
+
+from harness import Engine
+from kvstrata_vllm.config import max_offload_tokens, parse_config
+from test_scheduler import PROMPT, ext
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"endpoitn": "/x"}, "unknown option(s) endpoitn"),
+    ({"endpoint": ""}, "endpoint must be a non-empty string"),
+    ({"endpoint": 5}, "endpoint must be a non-empty string"),
+    ({"tokens_per_unit": 0}, "tokens_per_unit must be an integer >= 1"),
+    ({"tokens_per_unit": "32"}, "tokens_per_unit must be an integer"),
+    ({"offload": "decode"}, "offload must be \"prompt\""),
+    ({"store_threshold_tokens": -1}, "store_threshold_tokens must be an integer >= 0"),
+    ({"namespace": ["model"]}, "namespace must be an object"),
+    ({"namespace": {"num_layers": 3}}, "derived from vLLM's KV cache"),
+    ({"namespace": {"colour": "red"}}, "not namespace fields"),
+    ({"namespace": {"model": 7}}, "namespace.model must be a string"),
+    ({"lease_ttl_ms": 10}, "lease_ttl_ms must be an integer >= 1000"),
+    ({"timeout_s": True}, "timeout_s must be a number"),
+])
+def test_bad_options_name_the_option(extra, words):
+    with pytest.raises(ValueError) as info:
+        parse_config(extra)
+    assert words in str(info.value)
+
+
+def test_unit_not_a_multiple_of_the_block_size_fails_at_start(model_dir):
+    with pytest.raises(ValueError, match="multiple of vLLM's block size 16"):
+        Engine(model_dir, {"tokens_per_unit": 24})
+
+
+@pytest.mark.parametrize("params, cap", [
+    (None, None), ({}, None), ({"max_offload_tokens": None}, None),
+    ({"max_offload_tokens": 0}, 0), ({"max_offload_tokens": 64}, 64)])
+def test_max_offload_tokens(params, cap):
+    assert max_offload_tokens(params) == cap
+
+
+@pytest.mark.parametrize("bad", [-1, "64", 1.5, True])
+def test_bad_max_offload_tokens(bad):
+    with pytest.raises(ValueError, match="max_offload_tokens must be an integer >= 0"):
+        max_offload_tokens({"max_offload_tokens": bad})
+
+
+def test_kv_events_for_stored_units(model_dir, daemon, engines):
+    """BlockStored events (medium CPU, one per unit) reach vLLM's KV event publisher once
+    the workers stored the units."""
+    e = engines(model_dir, ext(daemon, tokens_per_unit=32), kv_events=True)
+    r = e.add(PROMPT)
+    e.run()
+    e.drain_stores()
+    e.step()   # the stores' report rides on the next step's worker output
+    stored = [ev for batch in e.published for ev in batch.events
+              if type(ev).__name__ == "BlockStored" and ev.medium == "CPU"]
+    assert len(stored) == 3
+    assert [len(ev.token_ids) for ev in stored] == [32, 32, 32]
+    assert stored[0].token_ids == PROMPT[:32] and stored[0].parent_block_hash is None
+    assert stored[1].parent_block_hash == stored[0].block_hashes[0]
+    assert stored[2].block_hashes[0] == bytes(r.block_hashes[5])
+    assert all(ev.block_size == 32 for ev in stored)
+
+
+def test_prometheus_counters(model_dir):
+    from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+    from kvstrata_vllm import KVStrataConnector
+    from harness import vllm_config
+
+    prom = KVStrataConnector.build_prom_metrics(
+        vllm_config(model_dir, {}), {Gauge: Gauge, Counter: Counter, Histogram: Histogram},
+        ["model_name", "engine"], {0: ["tiny", "0"]})
+    prom.observe({"hit_tokens": 96, "loaded_units": 6, "lookup_tokens": 100, "unknown": 1})
+    assert REGISTRY.get_sample_value("vllm:kvstrata_hit_tokens_total",
+                                     {"model_name": "tiny", "engine": "0"}) == 96
+    stats = KVStrataConnector.build_kv_connector_stats({"hit_tokens": 96, "lookup_tokens": 128})
+    assert stats.reduce()["hit_rate"] == 0.75 and not stats.is_empty()

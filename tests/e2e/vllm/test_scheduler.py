@@ -1,0 +1,380 @@
+"""KVStrataConnector inside vLLM's real Scheduler (CPU, no GPU) against a real kvstratad.
+
+Each test runs harness.Engine: vLLM 0.33's Scheduler with the connector in the scheduler
+role and 1-2 worker-role connectors holding real CPU KV cache tensors (host mode, shared
+memory). "A restarted vLLM" is a new Engine with zeroed KV tensors: whatever KV it holds
+for a cached prefix came through KVStrata, and is checked byte for byte.
+"""
+from __future__ import annotations
+
+import logging
+from typing import List
+
+
+from harness import BLOCK, Engine
+from kvs_testing import wait_until
+
+PROMPT = [100 + (i * 7) % 300 for i in range(100)]    # 6 full blocks + 4 tokens
+
+
+def ext(daemon, **extra) -> dict:
+    return {"endpoint": daemon.endpoint, **extra}
+
+
+def verify(engine: Engine, req_id: str) -> None:
+    """Every computed position of a running request holds the KV its tokens produce."""
+    req = engine.scheduler.requests[req_id]
+    for w in engine.workers:
+        bad = w.check(engine.block_ids(req_id), req.all_token_ids, req.num_computed_tokens)
+        assert not bad, f"rank {w.rank}: wrong KV at positions {bad[:8]}..."
+
+
+def run_and_verify(engine: Engine, req_id: str) -> None:
+    """Step until the request finishes, checking its KV whenever it is running."""
+    for _ in range(200):
+        if req_id in engine.finished:
+            return
+        engine.step()
+        if req_id in engine.scheduler.requests and \
+                engine.scheduler.requests[req_id].num_computed_tokens > 0 and \
+                engine.scheduler.requests[req_id] in engine.scheduler.running:
+            verify(engine, req_id)
+    raise AssertionError(f"{req_id} did not finish")
+
+
+def drain_stores(engine: Engine) -> None:
+    engine.drain_stores()
+
+
+def warm(make, model_dir, daemon, prompt=PROMPT, tp=1, **extra) -> List[int]:
+    """Run `prompt` once on a fresh engine so KVStrata holds its units; its output."""
+    e = make(model_dir, ext(daemon, **extra), tp=tp)
+    r = e.add(prompt)
+    e.run()
+    drain_stores(e)
+    assert e.stats.get("stored_units", 0) > 0, e.stats
+    return e.outputs[r.request_id]
+
+
+def test_second_engine_gets_external_hits_and_exact_kv(model_dir, daemon, engines):
+    first = warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon))
+    r = e.add(PROMPT)
+    so = e.step()   # The lookup: an async load of the 6 stored blocks, nothing scheduled.
+    assert r.status.name == "WAITING_FOR_REMOTE_KVS" or e.stats.get("loaded_units")
+    from vllm.v1.metrics.cache_hit_source import CacheHitSource
+    assert e.connector.get_external_cache_hit_sources(r, 6 * BLOCK) == {
+        CacheHitSource.HOST: 6 * BLOCK}             # all from L1
+    run_and_verify(e, r.request_id)
+    assert e.outputs[r.request_id] == first
+    assert e.stats["hit_tokens"] == 6 * BLOCK          # all full blocks but none of the tail
+    assert e.stats["loaded_units"] == 6
+    assert not e.invalid_reported
+    assert e.scheduler.kv_cache_manager.block_pool.get_num_free_blocks() > 0
+    del so
+
+
+def test_local_hit_then_external_hit_beyond_it(model_dir, daemon, engines):
+    """vLLM's own prefix cache covers 2 blocks; KVStrata supplies the next 4."""
+    warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon))
+    short = e.add(PROMPT[:40])       # computes (and caches locally) blocks 0-1
+    e.run()
+    loaded_before = e.stats.get("loaded_units", 0)
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)
+    assert e.stats.get("loaded_units", 0) - loaded_before == 4
+    del short
+
+
+def test_tokens_per_unit_multiple_of_block(model_dir, daemon, engines):
+    """Units of 32 tokens (2 blocks): 3 full units of the 100-token prompt."""
+    first = warm(engines, model_dir, daemon, tokens_per_unit=32)
+    e = engines(model_dir, ext(daemon, tokens_per_unit=32))
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)
+    assert e.stats["hit_tokens"] == 96 and e.stats["loaded_units"] == 3
+    assert e.outputs[r.request_id] == first
+
+
+def test_chunked_prefill_stores_only_after_the_forward_pass(model_dir, daemon, engines):
+    """64-token steps: a unit is handed to the workers only in the step that computes it,
+    and the workers gather it in wait_for_save, after the (fake) forward wrote it."""
+    e = engines(model_dir, ext(daemon))
+    r = e.add(PROMPT)
+    so = e.step()
+    stores = so.kv_connector_metadata.stores
+    assert [len(t.units) for t in stores] == [4]         # tokens 0..63 computed this step
+    so = e.step()
+    assert [len(t.units) for t in so.kv_connector_metadata.stores] == [2]
+    e.run()
+    drain_stores(e)
+    assert e.stats["stored_units"] == 6
+    del r
+
+
+def test_offload_all_stores_decode_blocks(model_dir, daemon, engines):
+    e = engines(model_dir, ext(daemon, offload="all"))
+    r = e.add(PROMPT[:30], max_tokens=40)     # 70 tokens in all: 4 full blocks
+    e.run()
+    drain_stores(e)
+    assert e.stats["stored_units"] == 4
+    e2 = engines(model_dir, ext(daemon))
+    r2 = e2.add(PROMPT[:30] + e.outputs[r.request_id][:35])
+    run_and_verify(e2, r2.request_id)
+    assert e2.stats["loaded_units"] == 4
+
+
+def test_prompt_only_default_and_max_offload_tokens(model_dir, daemon, engines):
+    e = engines(model_dir, ext(daemon))
+    e.add(PROMPT[:30], max_tokens=40)                      # 1 prompt block
+    e.add(PROMPT[50:] + PROMPT, params={"max_offload_tokens": 40})   # capped: 2 blocks
+    e.add(PROMPT[60:] + PROMPT, params={"max_offload_tokens": "lots"})   # bad: not stored
+    e.run()
+    drain_stores(e)
+    assert e.stats["stored_units"] == 3
+    assert len(e.finished) == 3
+
+
+def test_store_threshold_tokens(model_dir, daemon, engines):
+    e = engines(model_dir, ext(daemon, store_threshold_tokens=64))
+    e.add(PROMPT[:40])       # below the threshold: not stored
+    e.add(PROMPT)            # stored
+    e.run()
+    drain_stores(e)
+    assert e.stats["stored_units"] == 6
+
+
+def test_store_backpressure_drops_never_blocks(model_dir, daemon, engines):
+    """A store queue of 3 units' bytes: a 6-unit step is dropped whole (counted), the
+    request completes, and later steps store again."""
+    unit_bytes = 2 * 2 * BLOCK * 2 * 4 * 4        # layers * K/V * tokens * heads * dim * f32
+    e = engines(model_dir, ext(daemon, max_pending_store_bytes=3 * unit_bytes),
+                batch_tokens=256)
+    e.add(PROMPT)                                  # one step computes all 6 units
+    e.run()
+    e.drain_stores()
+    assert e.stats.get("store_dropped_units") == 6 and not e.stats.get("stored_units")
+    e.add(PROMPT[::-1][:40])                       # 2 units: fit
+    e.run()
+    e.drain_stores()
+    assert e.stats.get("stored_units") == 2
+    assert len(e.finished) == 2
+
+
+def test_cache_salt_isolates(model_dir, daemon, engines):
+    e = engines(model_dir, ext(daemon))
+    e.add(PROMPT, salt="tenant-a")
+    e.run()
+    drain_stores(e)
+    e2 = engines(model_dir, ext(daemon))
+    other = e2.add(PROMPT, salt="tenant-b")
+    none = e2.add(PROMPT)
+    e2.run()
+    assert e2.stats.get("hit_tokens", 0) == 0
+    same = e2.add(PROMPT, salt="tenant-a")
+    run_and_verify(e2, same.request_id)
+    assert e2.stats["hit_tokens"] == 6 * BLOCK
+    del other, none
+
+
+def test_namespace_model_override_isolates(model_dir, daemon, engines):
+    warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon, namespace={"model": "another-name"}))
+    e.add(PROMPT)
+    e.run()
+    assert e.stats.get("hit_tokens", 0) == 0
+
+
+def test_load_errors_are_recomputed(model_dir, daemon, engines):
+    """Units evicted between the lookup and the load: their blocks are reported invalid and
+    vLLM recomputes them (kv_load_failure_policy=recompute); the request completes with
+    correct KV and output."""
+    first = warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon))
+    r = e.add(PROMPT)
+    w = e.workers[0].connector.worker
+    real = w._load_host
+
+    def lose_units(req):   # The daemon answers a miss for units 3..5 (as after an eviction).
+        req.units = req.units[:3] + [type(u)(b"\x00" * 32, u.block_ids) for u in req.units[3:]]
+        real(req)
+
+    w._load_host = lose_units
+    run_and_verify(e, r.request_id)
+    assert len(e.invalid_reported) == 3
+    assert e.stats["load_failed_units"] == 3 and e.stats["loaded_units"] == 3
+    assert e.outputs[r.request_id] == first
+
+
+def test_abort_mid_load(model_dir, daemon, engines):
+    """A request aborted while waiting for its load: blocks freed, leases released, the
+    engine keeps serving the next request."""
+    from vllm.v1.request import RequestStatus
+
+    warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon))
+    r = e.add(PROMPT)
+    free_before = e.scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+
+    def abort(so):
+        assert r.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+        e.scheduler.finish_requests(r.request_id, RequestStatus.FINISHED_ABORTED)
+
+    e.step(before_update=abort)
+    e.run()
+    assert r.request_id not in e.scheduler.requests
+    assert e.scheduler.kv_cache_manager.block_pool.get_num_free_blocks() == free_before
+    assert not e.connector.scheduler._reqs
+    r2 = e.add(PROMPT)
+    run_and_verify(e, r2.request_id)
+
+
+def test_preemption_and_resume(model_dir, daemon, engines):
+    """Too few blocks for two growing requests: vLLM preempts one; it resumes through
+    KVStrata (its stored prompt units) and both complete with correct KV."""
+    warm(engines, model_dir, daemon)
+    warm(engines, model_dir, daemon, prompt=PROMPT[::-1])
+    e = engines(model_dir, ext(daemon), num_blocks=16)
+    a = e.add(PROMPT, max_tokens=60)
+    b = e.add(PROMPT[::-1], max_tokens=60)
+    preempted = 0
+    for _ in range(400):
+        if not e.scheduler.has_requests():
+            break
+        so = e.step()
+        preempted += len(so.preempted_req_ids or ())
+        for req in list(e.scheduler.running):
+            verify(e, req.request_id)
+    assert preempted >= 1
+    assert set(e.finished) == {a.request_id, b.request_id}
+    assert e.stats["loaded_units"] > 6   # the resumed request loaded again
+
+
+def test_tp2_hit_only_when_every_rank_has_it(model_dir, daemon, engines):
+    first = warm(engines, model_dir, daemon, tp=2)
+    e = engines(model_dir, ext(daemon), tp=2)
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)      # checks each rank's own KV (values differ by rank)
+    assert e.stats["loaded_units"] == 12 and e.stats["hit_tokens"] == 6 * BLOCK
+    assert e.outputs[r.request_id] == first
+
+
+def test_tp2_unit_on_one_rank_only_is_a_miss(model_dir, daemon, engines):
+    e = engines(model_dir, ext(daemon), tp=2)
+    e.workers[1].connector.worker.mode = None     # rank 1 stores nothing
+    e.add(PROMPT)
+    e.run()
+    drain_stores(e)
+    assert e.stats["stored_units"] == 6            # rank 0 only
+    e2 = engines(model_dir, ext(daemon), tp=2)
+    r = e2.add(PROMPT)
+    run_and_verify(e2, r.request_id)
+    assert e2.stats.get("hit_tokens", 0) == 0 and e2.stats.get("loaded_units", 0) == 0
+
+
+def test_daemon_unreachable_at_start_then_back(model_dir, workdir, engines, caplog):
+    """No daemon: every lookup is a miss, nothing fails, one warning. The daemon starts:
+    the connector connects (reconnect_interval_s) and stores/hits resume."""
+    from kvs_testing import Daemon
+
+    d = Daemon(workdir)
+    extra = {"endpoint": d.endpoint, "reconnect_interval_s": 0.2}
+    caplog.set_level(logging.WARNING, logger="kvstrata_vllm")
+    e = engines(model_dir, extra)
+    for i in range(3):
+        e.add(PROMPT[i:])
+    e.run()
+    assert len(e.finished) == 3
+    assert e.stats.get("hit_tokens", 0) == 0 and e.stats.get("stored_units", 0) == 0
+    down = [r for r in caplog.records if "unreachable" in r.getMessage()]
+    assert len(down) == 2, [r.getMessage() for r in caplog.records]   # scheduler + worker
+    d.start()
+    try:
+        assert wait_until(lambda: e.connector.scheduler.link.session() is not None and
+                          e.workers[0].connector.worker.link.session() is not None, 10)
+        r = e.add(PROMPT)
+        e.run()
+        drain_stores(e)
+        assert e.stats["stored_units"] == 6
+        e2 = engines(model_dir, extra)
+        r2 = e2.add(PROMPT)
+        run_and_verify(e2, r2.request_id)
+        assert e2.stats["loaded_units"] == 6
+        del r
+    finally:
+        d.stop()
+
+
+def test_daemon_killed_mid_run_and_restarted(model_dir, workdir, engines):
+    """SIGKILL the daemon between steps: requests complete (misses / failed loads are
+    recomputed); after a restart on the same socket and L2 directory the sessions
+    reconnect, re-register, and hits come back from L2."""
+    from kvs_testing import Daemon
+
+    settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
+    d = Daemon(workdir, settings).start()
+    try:
+        extra = {"endpoint": d.endpoint, "reconnect_interval_s": 0.2}
+        first = None
+        e = engines(model_dir, extra)
+        r = e.add(PROMPT)
+        e.run()
+        drain_stores(e)
+        first = e.outputs[r.request_id]
+        # Let write-through to L2 finish before the kill.
+        import time
+        time.sleep(1.0)
+        e2 = engines(model_dir, extra)
+        r2 = e2.add(PROMPT)
+        e2.step()                        # lookup done, load planned
+        d.kill()                         # the daemon dies before the load runs
+        run_and_verify(e2, r2.request_id)
+        assert e2.outputs[r2.request_id] == first
+        for i in range(3):               # keeps serving while the daemon is gone
+            e2.add(PROMPT[i + 1:])
+        e2.run()
+        d = Daemon(workdir, settings).start()
+        s = e2.connector.scheduler.link.session
+        assert wait_until(lambda: s() is not None, 15), "scheduler did not reconnect"
+        assert wait_until(lambda: e2.workers[0].connector.worker.link.session() is not None, 15)
+        # The old engine keeps serving (stores resume on the re-registered namespace) ...
+        r3 = e2.add(PROMPT[::-1])
+        run_and_verify(e2, r3.request_id)
+        e2.drain_stores()
+        assert e2.stats.get("stored_units", 0) == 6, e2.stats
+        # ... and a new engine gets those units from the restarted daemon.
+        e3 = engines(model_dir, extra)
+        r4 = e3.add(PROMPT[::-1])
+        run_and_verify(e3, r4.request_id)
+        assert e3.stats.get("hit_tokens", 0) == 6 * BLOCK, e3.stats
+    finally:
+        d.stop() if d.running() else d.kill()
+
+
+def test_hits_from_l2_after_daemon_restart(model_dir, workdir, engines):
+    """A daemon restarted on the same L2 directory serves the units from L2 (reported to
+    vLLM as DISK hits), byte-exact."""
+    from vllm.v1.metrics.cache_hit_source import CacheHitSource
+    from kvs_testing import Daemon
+
+    settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
+    d = Daemon(workdir, settings).start()
+    extra = {"endpoint": d.endpoint}
+    try:
+        e = engines(model_dir, extra)
+        e.add(PROMPT)
+        e.run()
+        e.drain_stores()
+        d.stop()
+        d = Daemon(workdir, settings).start()
+        e2 = engines(model_dir, extra)
+        r = e2.add(PROMPT)
+        e2.step()
+        assert e2.connector.get_external_cache_hit_sources(r, 6 * BLOCK) == {
+            CacheHitSource.DISK: 6 * BLOCK}
+        run_and_verify(e2, r.request_id)
+        assert e2.stats.get("hit_tokens", 0) == 6 * BLOCK, e2.stats
+        assert e2.stats.get("loaded_units", 0) == 6 and not e2.invalid_reported, e2.stats
+    finally:
+        d.stop() if d.running() else d.kill()

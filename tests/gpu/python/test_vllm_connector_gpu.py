@@ -1,0 +1,125 @@
+"""kvstrata_vllm's CUDA path on a real GPU: the connector's worker side (WorkerSide, what
+KVStrataConnector runs in each vLLM worker) registers vLLM-layout CUDA KV caches through
+CUDA IPC, stores blocks with an IPC event recorded after the "forward pass", reports the
+finished request for a delayed free, and a second worker (a restarted vLLM) loads them into
+other blocks, byte-exact; a missing unit is reported as a load error.
+
+vLLM is not needed (the GPU machine has no network): the connector package is imported from
+connector_vllm/ and the vLLM config objects it reads are stand-ins with the same fields.
+The scheduler side and the host path run against real vLLM in tests/e2e/vllm.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gpu_support import require_gpu
+
+require_gpu()
+
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "connector_vllm"))
+from kvstrata_vllm.config import parse_config  # noqa: E402
+from kvstrata_vllm.metadata import KVStrataMetadata, RequestTransfer, UnitTransfer  # noqa: E402
+from kvstrata_vllm.worker import WorkerSide  # noqa: E402
+
+LAYERS, HEADS, HEAD, BLOCK, NUM_BLOCKS = 4, 8, 128, 16, 64
+
+
+def configs(salt: str):
+    spec = SimpleNamespace(block_size=BLOCK, num_kv_heads=HEADS, head_size=HEAD,
+                           dtype=torch.bfloat16, page_size_bytes=2 * BLOCK * HEADS * HEAD * 2)
+    kvc = SimpleNamespace(kv_cache_groups=[SimpleNamespace(
+        kv_cache_spec=spec, layer_names=[f"model.layers.{i}.attn" for i in range(LAYERS)])])
+    vc = SimpleNamespace(parallel_config=SimpleNamespace(tensor_parallel_size=1),
+                         model_config=SimpleNamespace(model=f"gpu-test-{salt}"),
+                         cache_config=SimpleNamespace(kv_cache_layout="LBNHC",
+                                                      prefix_match_unit=None),
+                         kv_events_config=None)
+    return vc, kvc
+
+
+def kv_caches(fill: bool):
+    make = torch.randn if fill else torch.zeros
+    return {f"model.layers.{i}.attn": make(2, NUM_BLOCKS, BLOCK, HEADS, HEAD, device="cuda",
+                                           dtype=torch.bfloat16) for i in range(LAYERS)}
+
+
+def worker(gpu_daemon, salt, fill):
+    vc, kvc = configs(salt)
+    w = WorkerSide(vc, kvc, parse_config({"endpoint": gpu_daemon.endpoint}))
+    caches = kv_caches(fill)
+    w.register(caches)
+    assert w.mode == "cuda" and w.reg is not None, w._disabled_reason
+    return w, caches
+
+
+def wait_finished(w, kind: str, req_id: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sent, recved = w.get_finished(set())
+        if req_id in ((sent if kind == "sent" else recved) or ()):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{req_id} not reported {kind} within {timeout}s")
+
+
+def test_store_then_load_in_another_worker(gpu_daemon, salt):
+    src, src_kv = worker(gpu_daemon, salt, fill=True)
+    keys = [f"{salt}-unit-{i}".encode()[:32] for i in range(6)]
+    src_blocks = [3, 9, 10, 11, 40, 63]
+    store = KVStrataMetadata(
+        stores=[RequestTransfer("r1", [UnitTransfer(k, [b]) for k, b in zip(keys, src_blocks)])],
+        delayed_frees={"r1"})
+    src.save(store)   # records the IPC event on the current stream: after this "forward"
+    wait_finished(src, "sent", "r1")
+    stats = src.stats.take()
+    assert stats is not None and stats.data.get("stored_units") == 6, stats
+
+    dst, dst_kv = worker(gpu_daemon, salt, fill=False)
+    dst_blocks = [1, 2, 5, 7, 8, 30]
+    missing_block = 31
+    load = KVStrataMetadata(loads=[RequestTransfer("r2", [
+        UnitTransfer(k, [b]) for k, b in zip(keys, dst_blocks)] + [
+        UnitTransfer(f"{salt}-never".encode(), [missing_block])])])
+    dst.start_load(load)
+    wait_finished(dst, "recved", "r2")
+    assert dst.take_invalid() == {missing_block}
+    torch.cuda.synchronize()
+    for name in src_kv:
+        for s, d in zip(src_blocks, dst_blocks):
+            assert torch.equal(src_kv[name][:, s], dst_kv[name][:, d]), (name, s, d)
+        assert not dst_kv[name][:, missing_block].any()
+    src.shutdown()
+    dst.shutdown()
+
+
+def test_preempted_request_stores_finish_before_reuse(gpu_daemon, salt):
+    w, _ = worker(gpu_daemon, salt, fill=True)
+    keys = [f"{salt}-p-{i}".encode()[:32] for i in range(8)]
+    w.save(KVStrataMetadata(stores=[RequestTransfer("r1", [UnitTransfer(k, [i])
+                                                          for i, k in enumerate(keys)])]))
+    w.handle_preemptions(KVStrataMetadata(preempted={"r1"}))
+    assert ("store", "r1") not in w._req_jobs        # waited for: the blocks may be reused
+    w.shutdown()
+
+
+def test_units_of_several_blocks_are_refused_on_cuda(gpu_daemon, salt):
+    vc, kvc = configs(salt)
+    w = WorkerSide(vc, kvc, parse_config({"endpoint": gpu_daemon.endpoint,
+                                          "tokens_per_unit": 32}))
+    w.register(kv_caches(False))
+    assert w.mode is None and "tokens_per_unit=32" in w._disabled_reason
+    w.start_load(KVStrataMetadata(loads=[RequestTransfer("r", [UnitTransfer(b"k", [1, 2])])]))
+    assert w.take_invalid() == {1, 2}                 # a disabled worker recomputes
+    w.shutdown()
+
+
+@pytest.fixture
+def salt(salt):  # noqa: F811 - the conftest's salt, as a short key prefix
+    return salt[-12:]

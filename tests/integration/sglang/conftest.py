@@ -1,0 +1,76 @@
+"""Fixtures for the SGLang connector tests: a real kvstratad (tests/integration/python's
+kvs_testing launcher) and SGLang's real host KV pools, in the .venv-sglang environment
+(scripts/setup_sglang.sh)."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Optional
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))  # kvs_testing: the one daemon launcher
+
+from kvs_testing import Daemon, run_daemon, short_tmpdir  # noqa: E402
+
+import kvstrata_sglang  # noqa: E402
+import sglang_pools  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def daemon() -> Iterator[Daemon]:
+    """The shared kvstratad of the run (64 MiB L1); must exit 0 on SIGTERM at the end."""
+    yield from run_daemon(Daemon(short_tmpdir()))
+
+
+@pytest.fixture
+def daemon_factory() -> Iterator[Callable[..., Daemon]]:
+    """Extra daemons for one test (own socket); each is stopped and removed afterwards."""
+    started: List[Daemon] = []
+    dirs: List[Path] = []
+
+    def start(settings: Optional[Dict[str, str]] = None, socket: Optional[Path] = None,
+              wait: bool = True) -> Daemon:
+        dirs.append(short_tmpdir())
+        started.append(Daemon(dirs[-1], settings, socket=socket))
+        if wait:
+            started[-1].start()
+        return started[-1]
+
+    yield start
+    for d in started:
+        if d.running():
+            d.stop()
+        d.kill()
+    for path in dirs:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def backends() -> Iterator[Callable[..., kvstrata_sglang.KVStrataStorage]]:
+    """make(config, pool) -> a registered KVStrataStorage; all are closed after the test."""
+    made: List[kvstrata_sglang.KVStrataStorage] = []
+
+    def make(config, pool=None) -> kvstrata_sglang.KVStrataStorage:
+        b = kvstrata_sglang.KVStrataStorage(config, {})
+        made.append(b)
+        if pool is not None:
+            b.register_mem_pool_host(pool)
+        return b
+
+    yield make
+    for b in made:
+        b.close()
+
+
+@pytest.fixture
+def salt(request) -> str:
+    """A salt unique to the test, so tests sharing the daemon never see each other's pages."""
+    return request.node.nodeid
+
+
+@pytest.fixture
+def pools():
+    return sglang_pools
