@@ -129,6 +129,13 @@ TierManager::LoadGuard TierManager::PrepareLoad(NamespaceId ns,
     if (lease.ok()) {
       into = LeaseRef{kDaemonSession, *lease};
       guard = LoadGuard(cache_, *lease);
+      // The blocks already in L1 are pinned too: the promotions below make room by
+      // evicting, and must not evict what this load is about to read.
+      std::vector<std::string_view> present;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if ((*in_l1)[i].has_value()) present.push_back(keys[i]);
+      }
+      if (!present.empty()) cache_->AddToLease(*into, ns, present);
     }
     Promote(ns, *tn, std::move(promote), std::move(tiers), into);
     std::lock_guard<std::mutex> lock(promo_mu_);

@@ -251,10 +251,21 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
     if (!k.ok()) return k.status();
     if (index_.contains(*k)) return absl::OkStatus();
     room = StateLocked() != TierState::kReadOnly && MakeRoomLocked(file_bytes, &doomed);
+    if (room) writing_bytes_ += file_bytes;
     if (!room) ++counters_.refused_writes;
   }
   for (const std::string& victim : doomed) ::unlink(victim.c_str());
   if (!room) return absl::UnavailableError(options_.name + " is read-only or has no room");
+  // The room granted above stays counted (writing_bytes_) until this write ends, so that
+  // concurrent writers cannot all take the same room.
+  struct Release {
+    FileTier* tier;
+    uint64_t bytes;
+    ~Release() {
+      MutexLock lock(&tier->mu_);
+      tier->writing_bytes_ -= bytes;
+    }
+  } release{this, file_bytes};
   if (!EnsureNamespaceFile(ns)) return absl::UnavailableError(options_.name + " write failed");
   absl::StatusOr<BlockHeader> header =
       MakeBlockHeader(ns.fingerprint, key, payload, absl::ToUnixMillis(absl::Now()));
@@ -294,6 +305,7 @@ TierState FileTier::StateLocked() const {
 
 bool FileTier::MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doomed) {
   if (options_.shared) return true;  // Trimmed by the eviction loop.
+  incoming += writing_bytes_;
   const double capacity = static_cast<double>(EffectiveCapacityLocked());
   if (static_cast<double>(used_bytes_ + incoming) <= options_.high_watermark * capacity) {
     return true;

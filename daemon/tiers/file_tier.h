@@ -163,6 +163,7 @@ class FileTier {
   std::unique_ptr<EvictionPolicy> policy_ ABSL_GUARDED_BY(mu_);  // local tier
   absl::flat_hash_map<uint64_t, BlockKey> by_id_ ABSL_GUARDED_BY(mu_);
   uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room granted to writes in progress
   uint64_t shrunk_capacity_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not shrunk
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t shared_scanned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
