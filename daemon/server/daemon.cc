@@ -62,6 +62,7 @@ absl::Status Daemon::StartServing() {
   absl::Time pool_start = absl::Now();
   tiers_ = MakeTierManager(config_, &namespaces_);
   tiers_->SetNextListener(&tier_listeners_);  // L1 notices go on to metrics and events.
+  tiers_->SetMetrics(metrics_.get());
   absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, tiers_.get());
   if (!l1.ok()) return l1.status();
   l1_ = std::move(*l1);

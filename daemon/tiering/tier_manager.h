@@ -31,6 +31,7 @@
 #include "daemon/cache/block_cache.h"
 #include "daemon/cache/tier_listener.h"
 #include "daemon/common/mutex.h"
+#include "daemon/metrics/metrics_sink.h"
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/tiers/file_tier.h"
 #include "daemon/tiers/io_pool.h"
@@ -70,6 +71,8 @@ class TierManager : public TierListener {
   void Stop();
   // Where L1 events go on to (metrics, KV events); may be nullptr.
   void SetNextListener(TierListener* next) { next_ = next; }
+  // Receives the bytes and latency of every L1<->L2/L3 copy and the dropped writes.
+  void SetMetrics(MetricsSink* metrics) { metrics_ = metrics; }
   bool has_tiers() const { return !tiers_.empty(); }
 
   // TierListener (called by BlockCache with its lock held).
@@ -162,12 +165,16 @@ class TierManager : public TierListener {
   bool WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace& tn, absl::string_view key,
                    const PendingWrite* fallback);
   void CountHit(NamespaceId ns, const BlockKey& key);
+  // Metrics: one copy between L1 and `tier` (down = L1 -> tier), and a dropped write.
+  void RecordCopy(Tier tier, bool down, uint64_t bytes, absl::Duration took);
+  void RecordDroppedWrite(Tier tier);
 
   NamespaceRegistry* const namespaces_;
   const absl::Duration promotion_wait_;
   BlockCache* cache_ = nullptr;
   char* region_ = nullptr;
   TierListener* next_ = nullptr;
+  MetricsSink* metrics_ = nullptr;
   std::vector<std::unique_ptr<Lower>> tiers_;  // fastest first
   bool counts_hits_ = false;                   // some tier has an admission threshold
 

@@ -24,11 +24,26 @@ void TierManager::CountHit(NamespaceId ns, const BlockKey& key) {
   }
 }
 
+void TierManager::RecordCopy(Tier tier, bool down, uint64_t bytes, absl::Duration took) {
+  if (metrics_ == nullptr) return;
+  MetricDirection direction = tier == Tier::kL2
+                                  ? (down ? MetricDirection::kL1ToL2 : MetricDirection::kL2ToL1)
+                                  : (down ? MetricDirection::kL1ToL3 : MetricDirection::kL3ToL1);
+  metrics_->RecordTransfer(direction, bytes, took);
+}
+
+void TierManager::RecordDroppedWrite(Tier tier) {
+  if (metrics_ == nullptr) return;
+  metrics_->RecordStoreDropped(tier == Tier::kL2 ? MetricTier::kL2 : MetricTier::kL3,
+                               DropReason::kQueueFull, 1);
+}
+
 void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,
                              std::string copied) {
   if (lower.io == nullptr) return;
   if (lower.queued.load() >= lower.options.write_queue_blocks) {
     lower.dropped.fetch_add(1);
+    RecordDroppedWrite(lower.files->options().tier);
     return;
   }
   lower.queued.fetch_add(1);
@@ -44,7 +59,10 @@ void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,
     const absl::string_view raw(bytes.data(), bytes.size());
     std::optional<TierNamespace> tn = NamespaceOf(ns);
     if (tn.has_value() && !from_l1) {
-      (void)lower.files->Write(*tn, raw, pending->copy);
+      const absl::Time start = absl::Now();
+      if (lower.files->Write(*tn, raw, pending->copy).ok()) {
+        RecordCopy(lower.files->options().tier, true, pending->copy.size(), absl::Now() - start);
+      }
     } else if (tn.has_value()) {
       WriteFromL1(lower, ns, *tn, raw, pending.get());
     }
@@ -72,12 +90,17 @@ bool TierManager::WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace&
       MutexLock lock(&lower.pending_mu);
       copy = fallback->copy;
     }
-    return !copy.empty() && lower.files->Write(tn, key, copy).ok();
+    const absl::Time start = absl::Now();
+    if (copy.empty() || !lower.files->Write(tn, key, copy).ok()) return false;
+    RecordCopy(lower.files->options().tier, true, copy.size(), absl::Now() - start);
+    return true;
   }
   const LoadSlot& slot = pinned->slots[0];
+  const absl::Time start = absl::Now();
   absl::Status written =
       lower.files->Write(tn, key, absl::string_view(region_ + slot.offset, slot.length));
   (void)cache_->ReleaseLoad(kDaemonSession, pinned->load);
+  if (written.ok()) RecordCopy(lower.files->options().tier, true, slot.length, absl::Now() - start);
   return written.ok();
 }
 

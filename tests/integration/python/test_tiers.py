@@ -546,3 +546,28 @@ def test_bad_tier_directory_leaves_the_daemon_serving(workdir: Path) -> None:
         assert_loads(a, keys, data)
     finally:
         a.close()
+
+
+def test_tier_copies_are_in_the_metrics(workdir: Path) -> None:
+    import re
+    import urllib.request
+
+    salt, l2 = fresh_salt("metrics"), workdir / "l2"
+    keys, data = chain_keys("metrics", 6), blocks(16, 6)
+    a = Node(workdir, l2_settings(l2), salt)
+    try:
+        a.session.store(a.ns, keys, data)
+        wait_written(a.client, pb.TIER_L2_LOCAL, 6)
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+        assert_loads(a, keys, data)  # promoted back from L2
+        address = a.client.get_status().metrics_address
+        page = urllib.request.urlopen(f"http://{address}/metrics", timeout=10).read().decode()
+
+        def moved(direction: str) -> float:
+            m = re.search(r'^kvstrata_transfer_bytes_total\{[^}]*direction="%s"[^}]*\} (\S+)$'
+                          % direction, page, re.M)
+            return float(m.group(1)) if m else 0.0
+        assert moved("l1_to_l2") == 6 * BLOCK
+        assert moved("l2_to_l1") == 6 * BLOCK
+    finally:
+        a.close()
