@@ -14,8 +14,8 @@
 // (serving, and a 1-key Lookup that misses).
 //
 // Usage: l2_restart --root=DIR [--files=1000000] [--payload=4096] [--salt=l2-restart]
-//                   [--stream=42] [--probes=200] [--drop-caches]
-// --drop-caches writes 3 to /proc/sys/vm/drop_caches before the restart (root only): a
+//                   [--stream=42] [--probes=200] [--drop_caches]
+// --drop_caches writes 3 to /proc/sys/vm/drop_caches before the restart (root only): a
 // restart after a reboot, with no dentries or inodes cached.
 #include <fcntl.h>
 #include <unistd.h>
@@ -28,56 +28,21 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "bench/rpc/rpc_bench_util.h"
 #include "bench/tiers/tier_bench_util.h"
+#include "bench/tiers/tree_flags.h"
 #include "daemon/tiers/block_file_format.h"
 #include "tests/integration/daemon_process.h"
 
+ABSL_FLAG(int, probes, 200, "Lookups of random known keys after the restart");
+ABSL_FLAG(bool, drop_caches, false, "Drop the page, dentry and inode caches first (needs root)");
+
 namespace kvstrata::bench {
 namespace {
-
-struct Flags {
-  std::string root;
-  uint64_t files = 1000000;
-  uint64_t payload = 4096;
-  std::string salt = "l2-restart";
-  uint64_t stream = 42;
-  int probes = 200;
-  bool drop_caches = false;
-};
-
-bool Parse(int argc, char** argv, Flags* flags) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg(argv[i]);
-    bool ok = false;
-    if (absl::ConsumePrefix(&arg, "--root=")) {
-      flags->root = std::string(arg);
-      ok = !flags->root.empty();
-    } else if (absl::ConsumePrefix(&arg, "--files=")) {
-      ok = absl::SimpleAtoi(arg, &flags->files) && flags->files > 0;
-    } else if (absl::ConsumePrefix(&arg, "--payload=")) {
-      ok = absl::SimpleAtoi(arg, &flags->payload) && flags->payload > 0;
-    } else if (absl::ConsumePrefix(&arg, "--salt=")) {
-      flags->salt = std::string(arg);
-      ok = true;
-    } else if (absl::ConsumePrefix(&arg, "--stream=")) {
-      ok = absl::SimpleAtoi(arg, &flags->stream);
-    } else if (absl::ConsumePrefix(&arg, "--probes=")) {
-      ok = absl::SimpleAtoi(arg, &flags->probes) && flags->probes > 0;
-    } else if (arg == "--drop-caches") {
-      ok = flags->drop_caches = true;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "l2_restart: bad argument %s (see l2_restart.cc)\n", argv[i]);
-      return false;
-    }
-  }
-  if (flags->root.empty()) std::fprintf(stderr, "l2_restart: --root=DIR is required\n");
-  return !flags->root.empty();
-}
 
 std::vector<std::string> DaemonFlags(const std::string& l2_path, uint64_t capacity_gib) {
   return {absl::StrCat("--set=l1.capacity=64MiB,l1.slab_size=4MiB,l2.enabled=true,l2.path=",
@@ -91,7 +56,7 @@ struct Connection {
   std::string fd_socket;
 };
 
-absl::StatusOr<Connection> Connect(const std::string& socket, const Flags& flags) {
+absl::StatusOr<Connection> Connect(const std::string& socket, const TreeFlags& flags) {
   Connection c{NewControlStub(socket)};
   absl::StatusOr<v1::OpenSessionResponse> session = OpenSession(*c.stub, "l2-restart");
   if (!session.ok()) return session.status();
@@ -153,7 +118,7 @@ struct Probe {
 };
 
 // 1-key Lookups of `count` keys drawn at random from the tree.
-Probe LookupRandom(Connection& c, const Flags& flags, std::mt19937_64& rng, int count,
+Probe LookupRandom(Connection& c, const TreeFlags& flags, std::mt19937_64& rng, int count,
                    const std::function<bool()>& keep_going) {
   Probe probe;
   std::vector<double> micros;
@@ -171,8 +136,15 @@ Probe LookupRandom(Connection& c, const Flags& flags, std::mt19937_64& rng, int 
 }
 
 int Main(int argc, char** argv) {
-  Flags flags;
-  if (!Parse(argc, argv, &flags)) return 2;
+  std::optional<TreeFlags> tree = ParseTreeFlags(argc, argv, "l2_restart");
+  if (!tree.has_value()) return 2;
+  const TreeFlags& flags = *tree;
+  const int probes = absl::GetFlag(FLAGS_probes);
+  const bool drop_caches = absl::GetFlag(FLAGS_drop_caches);
+  if (probes < 1) {
+    std::fprintf(stderr, "l2_restart: --probes must be > 0\n");
+    return 2;
+  }
   absl::StatusOr<TierNamespace> tn = BenchNamespace(flags.payload, flags.salt);
   if (!tn.ok()) return 2;
   const uint64_t tree_gib = flags.files * BlockFileBytes(flags.payload) / (uint64_t{1} << 30) + 1;
@@ -205,7 +177,7 @@ int Main(int argc, char** argv) {
   }
   testing::RunCommand("rm -rf " + empty);
 
-  if (flags.drop_caches) {
+  if (drop_caches) {
     ::sync();
     std::ofstream("/proc/sys/vm/drop_caches") << "3\n";
     std::printf("dropped the page, dentry and inode caches\n");
@@ -258,7 +230,7 @@ int Main(int argc, char** argv) {
     absl::StatusOr<v1::TierInfo> info = L2Info(daemon);
     return info.ok() && !info->index_warm();
   };
-  Probe lazy = LookupRandom(*c, flags, rng, flags.probes, not_warm);
+  Probe lazy = LookupRandom(*c, flags, rng, probes, not_warm);
 
   double warm = -1;
   uint64_t warm_blocks = 0;
@@ -272,7 +244,7 @@ int Main(int argc, char** argv) {
     ::usleep(50000);
   }
   const std::string rss = RssMiB(daemon.pid());
-  Probe indexed = LookupRandom(*c, flags, rng, flags.probes, [] { return true; });
+  Probe indexed = LookupRandom(*c, flags, rng, probes, [] { return true; });
   const std::string log = daemon.log();
   daemon.Stop();
 
@@ -309,7 +281,7 @@ int Main(int argc, char** argv) {
       first_was_hit ? "true" : "false", first_hit, first.ok() && *first == 1 ? "true" : "false",
       attempts, first_load, bytes_ok ? "true" : "false", warm, warm_blocks, lazy.latency.p50_us,
       lazy.latency.p99_us, lazy.hits, lazy.tries, indexed.latency.p50_us, indexed.latency.p99_us,
-      flags.drop_caches ? "true" : "false");
+      drop_caches ? "true" : "false");
   const bool ok = first.ok() && *first == 1 && bytes_ok && warm >= 0 && warm_blocks >= flags.files;
   return ok ? 0 : 1;
 }

@@ -15,61 +15,31 @@
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "bench/tiers/tier_bench_util.h"
+#include "bench/tiers/tree_flags.h"
 #include "daemon/tiers/block_file_format.h"
 #include "daemon/tiers/block_path.h"
 #include "daemon/tiers/namespace_file.h"
 
+ABSL_FLAG(int, threads, 2, "Writer threads");
+ABSL_FLAG(bool, buffered, false, "Write without O_DIRECT");
+
 namespace kvstrata::bench {
 namespace {
 
-struct Flags {
-  std::string root;
-  uint64_t files = 1000000;
-  uint64_t payload = 4096;
-  std::string salt = "l2-restart";
-  uint64_t stream = 42;
-  int threads = 2;
-  bool buffered = false;
-};
-
-bool Parse(int argc, char** argv, Flags* flags) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg(argv[i]);
-    bool ok = false;
-    if (absl::ConsumePrefix(&arg, "--root=")) {
-      flags->root = std::string(arg);
-      ok = !flags->root.empty();
-    } else if (absl::ConsumePrefix(&arg, "--files=")) {
-      ok = absl::SimpleAtoi(arg, &flags->files) && flags->files > 0;
-    } else if (absl::ConsumePrefix(&arg, "--payload=")) {
-      ok = absl::SimpleAtoi(arg, &flags->payload) && flags->payload > 0 &&
-           flags->payload <= (1u << 30);
-    } else if (absl::ConsumePrefix(&arg, "--salt=")) {
-      flags->salt = std::string(arg);
-      ok = true;
-    } else if (absl::ConsumePrefix(&arg, "--stream=")) {
-      ok = absl::SimpleAtoi(arg, &flags->stream);
-    } else if (absl::ConsumePrefix(&arg, "--threads=")) {
-      ok = absl::SimpleAtoi(arg, &flags->threads) && flags->threads > 0 && flags->threads <= 64;
-    } else if (arg == "--buffered") {
-      ok = flags->buffered = true;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "make_l2_tree: bad argument %s (see make_l2_tree.cc)\n", argv[i]);
-      return false;
-    }
-  }
-  if (flags->root.empty()) std::fprintf(stderr, "make_l2_tree: --root=DIR is required\n");
-  return !flags->root.empty();
-}
-
 int Main(int argc, char** argv) {
-  Flags flags;
-  if (!Parse(argc, argv, &flags)) return 2;
+  std::optional<TreeFlags> tree = ParseTreeFlags(argc, argv, "make_l2_tree");
+  if (!tree.has_value()) return 2;
+  const TreeFlags& flags = *tree;
+  const int writers = absl::GetFlag(FLAGS_threads);
+  if (writers < 1 || writers > 64) {
+    std::fprintf(stderr, "make_l2_tree: --threads must be in 1..64\n");
+    return 2;
+  }
   absl::StatusOr<TierNamespace> ns = BenchNamespace(flags.payload, flags.salt);
   if (!ns.ok()) {
     std::fprintf(stderr, "namespace: %s\n", ns.status().ToString().c_str());
@@ -83,10 +53,10 @@ int Main(int argc, char** argv) {
   const double t0 = MonotonicSeconds();
   std::atomic<uint64_t> next{0}, failed{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < flags.threads; ++t) {
+  for (int t = 0; t < writers; ++t) {
     threads.emplace_back([&] {
       AlignedBuffer payload = AllocateAligned(flags.payload);
-      BlockWriteOptions options{FsyncPolicy::kNone, !flags.buffered};
+      BlockWriteOptions options{FsyncPolicy::kNone, !absl::GetFlag(FLAGS_buffered)};
       for (uint64_t i = next++; i < flags.files; i = next++) {
         const std::string key = BenchKey(flags.stream, i);
         FillPayload(key, payload.get(), flags.payload);

@@ -51,7 +51,7 @@ rm -rf "$tree"
 run "$bin/make_l2_tree" --root="$tree" --files=$files --payload=4096 --threads=4
 run "$bin/l2_restart" --root="$tree" --files=$files --payload=4096
 if [ "${KVSTRATA_BENCH_DROP_CACHES:-0}" = "1" ]; then
-  run "$bin/l2_restart" --root="$tree" --files=$files --payload=4096 --drop-caches
+  run "$bin/l2_restart" --root="$tree" --files=$files --payload=4096 --drop_caches
 fi
 rm -rf "$tree"
 

@@ -219,6 +219,21 @@ absl::Status MakeDirectories(const std::string& dir) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The filesystem refused an O_DIRECT write (EINVAL): clear O_DIRECT on `fd` and go on
+// buffered.
+absl::Status FallBackToBuffered(int fd, bool* direct) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) {
+    return ErrnoToStatus(errno, "fcntl clear O_DIRECT");
+  }
+  *direct = false;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 namespace internal {
 
 absl::Status WriteFullyAt(int fd, const char* data, size_t size, uint64_t offset, bool* direct) {
@@ -231,11 +246,7 @@ absl::Status WriteFullyAt(int fd, const char* data, size_t size, uint64_t offset
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EINVAL && *direct) {
-      const int flags = ::fcntl(fd, F_GETFL);
-      if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) {
-        return ErrnoToStatus(errno, "fcntl clear O_DIRECT");
-      }
-      *direct = false;
+      if (absl::Status s = FallBackToBuffered(fd, direct); !s.ok()) return s;
       continue;
     }
     return ErrnoToStatus(n == 0 ? EIO : errno, "pwrite");
@@ -248,11 +259,7 @@ absl::Status WriteVecFullyAt(int fd, iovec* iov, int count, uint64_t offset, boo
     const ssize_t n = ::pwritev(fd, iov, count, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EINVAL && *direct) {
-      const int flags = ::fcntl(fd, F_GETFL);
-      if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) {
-        return ErrnoToStatus(errno, "fcntl clear O_DIRECT");
-      }
-      *direct = false;
+      if (absl::Status s = FallBackToBuffered(fd, direct); !s.ok()) return s;
       continue;
     }
     if (n <= 0) return ErrnoToStatus(n == 0 ? EIO : errno, "pwritev");

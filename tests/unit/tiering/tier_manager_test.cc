@@ -24,16 +24,7 @@ constexpr uint64_t kBlock = 16 << 10;
 constexpr uint64_t kSlab = 64 << 10;
 constexpr SessionId kClient = 7;
 
-NamespaceSpec Spec() {
-  NamespaceSpec spec;
-  spec.engine_kind = EngineKind::kOther;
-  spec.model = "tiering-test";
-  spec.kv_layout = KvLayout::kOpaque;
-  spec.dtype = DType::kUint8;
-  spec.opaque_block_bytes = kBlock;
-  spec.tokens_per_block = 16;
-  return spec;
-}
+NamespaceSpec Spec() { return OpaqueTestSpec(kBlock, "tiering-test"); }
 
 class TierManagerTest : public ::testing::Test {
  protected:

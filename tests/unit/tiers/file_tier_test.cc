@@ -28,14 +28,7 @@ constexpr uint64_t kPayload = 8192;
 constexpr uint64_t kFileBytes = 4096 + kPayload;
 
 TierNamespace TestNamespace() {
-  NamespaceSpec spec;
-  spec.engine_kind = EngineKind::kOther;
-  spec.model = "tiny";
-  spec.kv_layout = KvLayout::kOpaque;
-  spec.dtype = DType::kUint8;
-  spec.opaque_block_bytes = kPayload;
-  spec.tokens_per_block = 16;
-  EXPECT_TRUE(ValidateAndNormalize(spec).ok());
+  NamespaceSpec spec = OpaqueTestSpec(kPayload, "tiny");
   EXPECT_EQ(BytesPerBlock(spec), kPayload);
   return TierNamespace{Fingerprint(spec), spec, kPayload};
 }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "daemon/namespaces/namespace_spec.h"
+
 namespace kvstrata {
 
 inline constexpr char kFp[] = "0123456789abcdef0123456789abcdef";
@@ -19,6 +21,19 @@ inline std::string Payload(size_t size, int seed) {
     c = static_cast<char>(x);
   }
   return out;
+}
+
+// A valid opaque namespace of `block_bytes` per block (normalized, ready to fingerprint).
+inline NamespaceSpec OpaqueTestSpec(uint64_t block_bytes, std::string model) {
+  NamespaceSpec spec;
+  spec.engine_kind = EngineKind::kOther;
+  spec.model = std::move(model);
+  spec.kv_layout = KvLayout::kOpaque;
+  spec.dtype = DType::kUint8;
+  spec.opaque_block_bytes = block_bytes;
+  spec.tokens_per_block = 16;
+  (void)ValidateAndNormalize(spec);
+  return spec;
 }
 
 }  // namespace kvstrata
