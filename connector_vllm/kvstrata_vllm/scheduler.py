@@ -12,7 +12,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+import grpc
+
 import kvstrata
+from kvstrata import pb
 
 from .config import ConnectorConfig, max_offload_tokens
 from .link import Link
@@ -21,6 +24,7 @@ from .namespace import cache_geometry, hash_tokens, namespace_fields, unit_keys
 from .stats import StatsCounter
 
 log = logging.getLogger("kvstrata_vllm")
+_MAX_ANNOUNCED = 1 << 20  # units remembered for their BlockRemoved
 MAX_EVENT_INFO = 65536  # Stored units whose KV event waits for the workers' report.
 
 
@@ -68,6 +72,10 @@ class SchedulerSide:
         self._delayed: Set[str] = set()
         self._event_info: "OrderedDict[bytes, Tuple[List[int], Optional[bytes], int]]" = OrderedDict()
         self._events: List[Any] = []
+        # Units announced with BlockStored, by the 64-bit hash the daemon's events carry
+        # (the key's last 8 bytes, big-endian), until the daemon reports them removed.
+        self._announced: "OrderedDict[int, bytes]" = OrderedDict()
+        self._removals_off = False  # the daemon publishes no events: said once
         self.stats = StatsCounter()
         self.link.session()  # Connect now when possible (logged once otherwise).
 
@@ -278,6 +286,7 @@ class SchedulerSide:
                 if info is not None and n >= self.tp_size:
                     del self._event_info[key]
                     self._events.append(_block_stored(key, info, self.unit_tokens))
+                    self._announce(key)
 
     def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, None]:
         st = self._reqs.pop(request.request_id, None)
@@ -292,13 +301,59 @@ class SchedulerSide:
         return delay, None
 
     def take_events(self) -> List[Any]:
+        if self.events_enabled:
+            self._events.extend(self._removals())
         events, self._events = self._events, []
         return events
+
+    def _announce(self, key: bytes) -> None:
+        self._announced[int.from_bytes(key[-8:], "big")] = key
+        while len(self._announced) > _MAX_ANNOUNCED:
+            self._announced.popitem(last=False)
+
+    def _removals(self) -> List[Any]:
+        """BlockRemoved (medium CPU) for announced units that left the daemon's L1, from its
+        KV events (PollEvents on rank 0's namespace; needs events.enabled on the daemon).
+        Every rank's unit leaves with the same key, so rank 0 speaks for all."""
+        if not self._announced or self._removals_off:
+            return []
+        namespaces = self._namespaces()
+        s = self.link.session()
+        if namespaces is None or s is None:
+            return []
+        try:
+            batches = s.poll_events(namespaces[0])
+        except kvstrata.KVStrataError as err:
+            if err.code == grpc.StatusCode.FAILED_PRECONDITION:
+                self._removals_off = True
+                log.warning("kvstrata_vllm: kvstratad publishes no KV events (%s): take_events "
+                            "reports stores only", err)
+            # Any other error (daemon down, ...) is a lookup's or a store's to report: the
+            # next step asks again from the same cursor.
+            return []
+        removed: List[Any] = []
+        for batch in batches:
+            for ev in batch.events:
+                if ev.kind == pb.KvEvent.KIND_ALL_BLOCKS_CLEARED:
+                    keys, self._announced = list(self._announced.values()), OrderedDict()
+                    removed.extend(_block_removed(k) for k in keys)
+                elif ev.kind == pb.KvEvent.KIND_BLOCK_REMOVED and ev.medium == "CPU":
+                    for h in ev.block_hashes:
+                        key = self._announced.pop(h, None)
+                        if key is not None:
+                            removed.append(_block_removed(key))
+        return removed
 
     def shutdown(self) -> None:
         for st in list(self._reqs.values()):
             self._release(st)
         self.link.close()
+
+
+def _block_removed(key: bytes) -> Any:
+    from vllm.distributed.kv_events import MEDIUM_CPU, BlockRemoved  # noqa: PLC0415
+
+    return BlockRemoved(block_hashes=[key], medium=MEDIUM_CPU)
 
 
 def _block_stored(key: bytes, info: Tuple[List[int], Optional[bytes], Any], unit: int) -> Any:

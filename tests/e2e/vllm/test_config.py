@@ -2,6 +2,8 @@
 per-request input), never a crash in the serving loop. Plus KV events and Prometheus."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from harness import Engine
@@ -64,6 +66,45 @@ def test_kv_events_for_stored_units(model_dir, daemon, engines):
     assert stored[1].parent_block_hash == stored[0].block_hashes[0]
     assert stored[2].block_hashes[0] == bytes(r.block_hashes[5])
     assert all(ev.block_size == 32 for ev in stored)
+
+
+def test_kv_events_report_units_the_daemon_evicts(model_dir, workdir):
+    """With the daemon's KV events on, a unit evicted from its L1 is reported once with
+    BlockRemoved (medium CPU, the key BlockStored announced); a daemon without events
+    leaves take_events to stores only (tested above)."""
+    import kvstrata
+    from kvs_testing import Daemon, run_daemon
+
+    for d in run_daemon(Daemon(workdir, {"events.enabled": "true", "events.endpoint": ""})):
+        e = Engine(model_dir, ext(d, tokens_per_unit=32), kv_events=True)
+        try:
+            e.add(PROMPT)
+            e.run()
+            e.drain_stores()
+            e.step()
+            stored = [ev for b in e.published for ev in b.events
+                      if type(ev).__name__ == "BlockStored" and ev.medium == "CPU"]
+            assert len(stored) == 3
+            with kvstrata.Client(d.endpoint, timeout=10.0) as c:
+                (ns,) = c.list_namespaces().namespaces
+                evicted = c.evict(fingerprint=ns.fingerprint,
+                                  keys=[stored[0].block_hashes[0], stored[1].block_hashes[0]])
+                assert evicted.evicted_blocks == 2
+            for _ in range(50):  # the daemon publishes its notices every 10 ms
+                e.step()
+                removed = [ev for b in e.published for ev in b.events
+                           if type(ev).__name__ == "BlockRemoved" and ev.medium == "CPU"]
+                if len(removed) >= 2:
+                    break
+                time.sleep(0.02)
+            assert sorted(ev.block_hashes[0] for ev in removed) == sorted(
+                ev.block_hashes[0] for ev in stored[:2])
+            e.step()
+            again = [ev for b in e.published for ev in b.events
+                     if type(ev).__name__ == "BlockRemoved" and ev.medium == "CPU"]
+            assert len(again) == 2, "one BlockRemoved per BlockStored"
+        finally:
+            e.shutdown()
 
 
 def test_prometheus_counters(model_dir):
