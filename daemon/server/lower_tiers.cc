@@ -28,6 +28,10 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   files.negative_cache_ttl = absl::Milliseconds(c.negative_cache_ms);
   files.access_record_interval = absl::Milliseconds(c.access_record_interval_ms);
   files.shared_eviction_interval = absl::Milliseconds(c.eviction_interval_ms);
+  files.observer = [m = &manager, tier](absl::string_view fingerprint, absl::string_view key,
+                                        bool stored, RemovalCause cause) {
+    m->OnFileTierChange(tier, fingerprint, key, stored, cause);
+  };
   absl::StatusOr<std::unique_ptr<FileTier>> opened = FileTier::Open(std::move(files));
   if (!opened.ok()) {
     spdlog::error("tier_unavailable tier={} reason=\"{}\"", c.name, opened.status().ToString());

@@ -58,6 +58,31 @@ std::optional<TierNamespace> TierManager::NamespaceOf(NamespaceId ns) {
   return tn;
 }
 
+void TierManager::OnFileTierChange(Tier tier, absl::string_view fingerprint, absl::string_view key,
+                                   bool stored, RemovalCause cause) {
+  if (next_ == nullptr) return;
+  NamespaceId ns = 0;
+  {
+    MutexLock lock(&ns_mu_);
+    auto it = ns_by_fingerprint_.find(fingerprint);
+    if (it != ns_by_fingerprint_.end()) ns = it->second;
+  }
+  if (ns == 0) {
+    std::optional<NamespaceInfo> info = namespaces_->FindByFingerprint(std::string(fingerprint));
+    if (!info.has_value()) return;  // Only blocks of registered namespaces are announced.
+    ns = info->id;
+    MutexLock lock(&ns_mu_);
+    ns_by_fingerprint_.emplace(std::string(fingerprint), ns);
+  }
+  absl::StatusOr<BlockKey> block = BlockKey::Make(ns, std::string_view(key.data(), key.size()));
+  if (!block.ok()) return;
+  if (stored) {
+    next_->OnStored(ns, *block, tier);
+  } else {
+    next_->OnRemoved(ns, *block, tier, cause);
+  }
+}
+
 void TierManager::OnStored(NamespaceId ns, const BlockKey& key, Tier tier) {
   if (tier == Tier::kL1) {
     for (auto& lower : tiers_) {

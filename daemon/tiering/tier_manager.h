@@ -75,6 +75,11 @@ class TierManager : public TierListener {
   void SetMetrics(MetricsSink* metrics) { metrics_ = metrics; }
   bool has_tiers() const { return !tiers_.empty(); }
 
+  // A FileTier's observer (FileTierOptions::observer): passes the L2/L3 block notices on
+  // to the next listener (KV events with medium DISK / SHARED_FS, metrics).
+  void OnFileTierChange(Tier tier, absl::string_view fingerprint, absl::string_view key,
+                        bool stored, RemovalCause cause);
+
   // TierListener (called by BlockCache with its lock held).
   void OnStored(NamespaceId ns, const BlockKey& key, Tier tier) override;
   void OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset, uint64_t length) override;
@@ -180,6 +185,7 @@ class TierManager : public TierListener {
 
   Mutex ns_mu_;
   absl::flat_hash_map<NamespaceId, TierNamespace> ns_cache_ ABSL_GUARDED_BY(ns_mu_);
+  absl::flat_hash_map<std::string, NamespaceId> ns_by_fingerprint_ ABSL_GUARDED_BY(ns_mu_);
 
   Mutex hits_mu_;
   absl::flat_hash_map<BlockKey, uint32_t> l1_hits_ ABSL_GUARDED_BY(hits_mu_);

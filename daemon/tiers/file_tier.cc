@@ -126,11 +126,20 @@ bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
   return present;
 }
 
-void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes) {
+void FileTier::AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cause) {
+  if (!options_.observer) return;
+  const std::string_view bytes = key.bytes();
+  options_.observer(ns_names_[key.ns() - 1], absl::string_view(bytes.data(), bytes.size()), stored,
+                    cause);
+}
+
+void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce) {
   FileMeta meta;
   meta.file_bytes = file_bytes;
   meta.recorded_access = absl::Now();
+  meta.announced = announce;
   index_.emplace(key, meta);
+  if (announce) AnnounceLocked(key, /*stored=*/true, RemovalCause::kEvicted);
   used_bytes_ += file_bytes;
   if (!options_.shared) {
     uint64_t id = key.Fingerprint();
@@ -138,9 +147,10 @@ void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes) {
   }
 }
 
-void FileTier::EraseLocked(const BlockKey& key) {
+void FileTier::EraseLocked(const BlockKey& key, RemovalCause cause) {
   auto it = index_.find(key);
   if (it == index_.end()) return;
+  if (it->second.announced) AnnounceLocked(key, /*stored=*/false, cause);
   used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
   index_.erase(it);
   if (!options_.shared) {
@@ -185,7 +195,7 @@ bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<c
     } else {
       ++counters_.misses;
       if (result.miss == BlockMiss::kIoError) ++counters_.read_errors;
-      if (result.miss == BlockMiss::kAbsent) EraseLocked(k);
+      if (result.miss == BlockMiss::kAbsent) EraseLocked(k, RemovalCause::kEvicted);
     }
   }
   if (result.hit()) {
@@ -220,7 +230,7 @@ void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
                moved.ok() ? "quarantined to " + *moved : "quarantine failed");
   MutexLock lock(&mu_);
   if (moved.ok()) ++counters_.quarantined;
-  EraseLocked(key);
+  EraseLocked(key, RemovalCause::kEvicted);
 }
 
 bool FileTier::EnsureNamespaceFile(const TierNamespace& ns) {
@@ -281,7 +291,7 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
   MutexLock lock(&mu_);
   absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);
   absent_until_.erase(*k);
-  if (!index_.contains(*k)) InsertLocked(*k, file_bytes);
+  if (!index_.contains(*k)) InsertLocked(*k, file_bytes, /*announce=*/true);
   ++counters_.writes;
   counters_.write_bytes += payload.size();
   written_since_scan_ += file_bytes;
@@ -322,6 +332,7 @@ bool FileTier::MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doome
     BlockKey key = by_id_.at(*victim);
     by_id_.erase(*victim);  // The policy already forgot it.
     auto it = index_.find(key);
+    if (it->second.announced) AnnounceLocked(key, /*stored=*/false, RemovalCause::kEvicted);
     used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
     index_.erase(it);
     const std::string_view bytes = key.bytes();
@@ -354,7 +365,7 @@ bool FileTier::Remove(absl::string_view fingerprint, absl::string_view key) {
   {
     MutexLock lock(&mu_);
     absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
-    if (k.ok()) EraseLocked(*k);
+    if (k.ok()) EraseLocked(*k, RemovalCause::kAdminEvict);
   }
   return ::unlink(path.c_str()) == 0;
 }

@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "daemon/cache/tier_listener.h"
 #include "daemon/common/mutex.h"
 #include "daemon/eviction/eviction_policy.h"
 #include "daemon/index/block_entry.h"
@@ -67,6 +68,13 @@ struct FileTierOptions {
   absl::Duration access_record_interval = absl::Seconds(60);
   absl::Duration shared_eviction_interval = absl::Seconds(10);
   absl::Duration read_only_cooldown = absl::Seconds(30);
+  // Called (with the tier's lock held: be quick, do not call back) when a block this tier
+  // wrote becomes findable (stored = true) and when such a block leaves it (stored = false,
+  // with why). Blocks found by the warm-up scan or by probes are not announced, and nor is
+  // their removal, so every announced store has exactly one removal.
+  std::function<void(absl::string_view fingerprint, absl::string_view key, bool stored,
+                     RemovalCause cause)>
+      observer;
   // Tests only: called before each file operation ("read", "write", "probe") with the
   // block's path; a non-OK status is taken as that operation failing with it. May sleep.
   std::function<absl::Status(absl::string_view op, const std::string& path)> fault_hook;
@@ -127,6 +135,7 @@ class FileTier {
     uint64_t file_bytes = 0;
     absl::Time recorded_access;  // shared tier: when mtime was last set by us
     uint32_t readers = 0;        // local tier: not evicted while > 0
+    bool announced = false;      // written by this tier: its removal is announced too
   };
 
   explicit FileTier(FileTierOptions options);
@@ -135,8 +144,11 @@ class FileTier {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PathOf(absl::string_view fingerprint, absl::string_view key) const;
   absl::Status Fault(absl::string_view op, const std::string& path) const;
-  void InsertLocked(const BlockKey& key, uint64_t file_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EraseLocked(const BlockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(const BlockKey& key, RemovalCause cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Local tier: evicts until `incoming` more bytes fit under the high watermark. Returns
   // the paths to delete (outside the lock); false when there is no room.
   bool MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doomed)

@@ -214,7 +214,7 @@ size_t FileTier::EnforceSharedCapacity() {
       MutexLock lock(&mu_);
       ++counters_.evictions;
       absl::StatusOr<BlockKey> k = KeyOfLocked(f.fingerprint, f.key);
-      if (k.ok()) EraseLocked(*k);
+      if (k.ok()) EraseLocked(*k, RemovalCause::kEvicted);
     }
   }
   MutexLock lock(&mu_);
@@ -239,7 +239,7 @@ size_t FileTier::Clear(std::optional<absl::string_view> fingerprint) {
   for (const auto& [key, meta] : index_) {
     if (!fingerprint.has_value() || ns_names_[key.ns() - 1] == *fingerprint) doomed.push_back(key);
   }
-  for (const BlockKey& key : doomed) EraseLocked(key);
+  for (const BlockKey& key : doomed) EraseLocked(key, RemovalCause::kCleared);
   absent_until_.clear();
   return removed;
 }

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -336,6 +338,48 @@ TEST_F(FileTierTest, ClearRemovesOneNamespaceOrAll) {
   EXPECT_EQ(tier->Clear(ns_.fingerprint), 3u);
   EXPECT_EQ(tier->Stats().blocks, 0u);
   EXPECT_FALSE(fs::exists(PathOf(Key(0))));
+}
+
+TEST_F(FileTierTest, ObserverHearsOneRemovalPerAnnouncedStore) {
+  struct Notice {
+    std::string key;
+    bool stored;
+    RemovalCause cause;
+  };
+  std::vector<Notice> heard;
+  std::mutex heard_mu;
+  FileTierOptions o = Options();
+  o.capacity_bytes = 4 * kFileBytes;
+  o.high_watermark = 1.0;
+  o.low_watermark = 0.75;
+  o.observer = [&](absl::string_view fp, absl::string_view key, bool stored, RemovalCause cause) {
+    EXPECT_EQ(fp, ns_.fingerprint);
+    std::lock_guard<std::mutex> lock(heard_mu);
+    heard.push_back({std::string(key), stored, cause});
+  };
+  std::string data = Payload(kPayload, 15);
+  {
+    auto tier = Open(o);
+    // Key 4 makes room down to 3 files: keys 0 and 1 are evicted.
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
+    ASSERT_TRUE(tier->Remove(ns_.fingerprint, Key(2)));
+    EXPECT_EQ(tier->Clear(ns_.fingerprint), 2u);
+  }
+  std::map<std::string, int> balance;
+  for (const Notice& n : heard) balance[n.key] += n.stored ? 1 : -1;
+  for (const auto& [key, b] : balance) EXPECT_EQ(b, 0) << key;
+  ASSERT_EQ(heard.size(), 10u);
+  EXPECT_FALSE(heard[4].stored);
+  EXPECT_EQ(heard[4].cause, RemovalCause::kEvicted);  // key 0, to make room for key 4
+  EXPECT_TRUE(heard[6].stored);                       // key 4
+  EXPECT_EQ(heard[7].cause, RemovalCause::kAdminEvict);
+  EXPECT_EQ(heard[9].cause, RemovalCause::kCleared);
+  // Files found by a restarted tier's scan were not written by it: nothing is announced.
+  heard.clear();
+  ASSERT_TRUE(Open(Options())->Write(ns_, Key(7), data).ok());
+  auto restarted = Open(o);
+  EXPECT_TRUE(restarted->Remove(ns_.fingerprint, Key(7)));
+  EXPECT_TRUE(heard.empty());
 }
 
 TEST_F(FileTierTest, RootThatIsAFileIsRefused) {
