@@ -18,10 +18,11 @@ std::optional<TreeFlags> ParseTreeFlags(int argc, char** argv, const char* tool)
   TreeFlags flags{absl::GetFlag(FLAGS_root), absl::GetFlag(FLAGS_files),
                   absl::GetFlag(FLAGS_payload), absl::GetFlag(FLAGS_salt),
                   absl::GetFlag(FLAGS_stream)};
-  const char* bad = flags.root.empty()                                    ? "--root=DIR is required"
-                    : flags.files == 0                                    ? "--files must be > 0"
-                    : flags.payload == 0 || flags.payload > (uint64_t{1} << 30) ? "--payload out of range"
-                                                                          : nullptr;
+  const char* bad = flags.root.empty() ? "--root=DIR is required"
+                    : flags.files == 0 ? "--files must be > 0"
+                    : flags.payload == 0 || flags.payload > (uint64_t{1} << 30)
+                        ? "--payload out of range"
+                        : nullptr;
   if (bad == nullptr) return flags;
   std::fprintf(stderr, "%s: %s (--help lists the flags)\n", tool, bad);
   return std::nullopt;
