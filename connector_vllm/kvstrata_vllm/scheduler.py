@@ -25,6 +25,7 @@ from .stats import StatsCounter
 
 log = logging.getLogger("kvstrata_vllm")
 _MAX_ANNOUNCED = 1 << 20  # units remembered for their BlockRemoved
+_MEDIA = ("CPU", "DISK", "SHARED_FS")
 MAX_EVENT_INFO = 65536  # Stored units whose KV event waits for the workers' report.
 
 
@@ -73,8 +74,9 @@ class SchedulerSide:
         self._event_info: "OrderedDict[bytes, Tuple[List[int], Optional[bytes], int]]" = OrderedDict()
         self._events: List[Any] = []
         # Units announced with BlockStored, by the 64-bit hash the daemon's events carry
-        # (the key's last 8 bytes, big-endian), until the daemon reports them removed.
+        # (the key's last 8 bytes, big-endian), and which (hash, medium) are held now.
         self._announced: "OrderedDict[int, bytes]" = OrderedDict()
+        self._live: Set[Tuple[int, str]] = set()
         self._removals_off = False  # the daemon publishes no events: said once
         self.stats = StatsCounter()
         self.link.session()  # Connect now when possible (logged once otherwise).
@@ -302,19 +304,25 @@ class SchedulerSide:
 
     def take_events(self) -> List[Any]:
         if self.events_enabled:
-            self._events.extend(self._removals())
+            self._events.extend(self._daemon_events())
         events, self._events = self._events, []
         return events
 
     def _announce(self, key: bytes) -> None:
-        self._announced[int.from_bytes(key[-8:], "big")] = key
+        h = int.from_bytes(key[-8:], "big")
+        self._announced[h] = key
+        self._announced.move_to_end(h)
+        self._live.add((h, "CPU"))
         while len(self._announced) > _MAX_ANNOUNCED:
-            self._announced.popitem(last=False)
+            old, _ = self._announced.popitem(last=False)
+            self._live -= {(old, m) for m in _MEDIA}
 
-    def _removals(self) -> List[Any]:
-        """BlockRemoved (medium CPU) for announced units that left the daemon's L1, from its
-        KV events (PollEvents on rank 0's namespace; needs events.enabled on the daemon).
-        Every rank's unit leaves with the same key, so rank 0 speaks for all."""
+    def _daemon_events(self) -> List[Any]:
+        """The daemon's own KV events for the units this connector announced (PollEvents on
+        rank 0's namespace; needs events.enabled on kvstratad): BlockRemoved when a unit
+        leaves L1, and BlockStored / BlockRemoved (medium DISK or SHARED_FS) as it is written
+        to or leaves L2/L3 -- one removal per store and medium. Every rank's unit has the
+        same key, so rank 0 speaks for all."""
         if not self._announced or self._removals_off:
             return []
         namespaces = self._namespaces()
@@ -331,18 +339,26 @@ class SchedulerSide:
             # Any other error (daemon down, ...) is a lookup's or a store's to report: the
             # next step asks again from the same cursor.
             return []
-        removed: List[Any] = []
+        out: List[Any] = []
         for batch in batches:
             for ev in batch.events:
                 if ev.kind == pb.KvEvent.KIND_ALL_BLOCKS_CLEARED:
-                    keys, self._announced = list(self._announced.values()), OrderedDict()
-                    removed.extend(_block_removed(k) for k in keys)
-                elif ev.kind == pb.KvEvent.KIND_BLOCK_REMOVED and ev.medium == "CPU":
-                    for h in ev.block_hashes:
-                        key = self._announced.pop(h, None)
-                        if key is not None:
-                            removed.append(_block_removed(key))
-        return removed
+                    for h, medium in sorted(self._live):
+                        out.append(_block_removed(self._announced[h], medium))
+                    self._live.clear()
+                    continue
+                for h in ev.block_hashes:
+                    key, live = self._announced.get(h), (h, ev.medium)
+                    if key is None:
+                        continue  # not a unit of this connector's
+                    if ev.kind == pb.KvEvent.KIND_BLOCK_REMOVED and live in self._live:
+                        self._live.discard(live)
+                        out.append(_block_removed(key, ev.medium))
+                    elif (ev.kind == pb.KvEvent.KIND_BLOCK_STORED and ev.medium != "CPU"
+                          and live not in self._live):
+                        self._live.add(live)
+                        out.append(_block_written_down(key, ev.medium, self.unit_tokens))
+        return out
 
     def shutdown(self) -> None:
         for st in list(self._reqs.values()):
@@ -350,10 +366,18 @@ class SchedulerSide:
         self.link.close()
 
 
-def _block_removed(key: bytes) -> Any:
-    from vllm.distributed.kv_events import MEDIUM_CPU, BlockRemoved  # noqa: PLC0415
+def _block_removed(key: bytes, medium: str) -> Any:
+    from vllm.distributed.kv_events import BlockRemoved  # noqa: PLC0415
 
-    return BlockRemoved(block_hashes=[key], medium=MEDIUM_CPU)
+    return BlockRemoved(block_hashes=[key], medium=medium)
+
+
+def _block_written_down(key: bytes, medium: str, unit: int) -> Any:
+    """A unit the daemon wrote to L2 ("DISK") or L3 ("SHARED_FS")."""
+    from vllm.distributed.kv_events import BlockStored  # noqa: PLC0415
+
+    return BlockStored(block_hashes=[key], parent_block_hash=None, token_ids=[], block_size=unit,
+                       lora_id=None, medium=medium, lora_name=None)
 
 
 def _block_stored(key: bytes, info: Tuple[List[int], Optional[bytes], Any], unit: int) -> Any:

@@ -68,41 +68,50 @@ def test_kv_events_for_stored_units(model_dir, daemon, engines):
     assert all(ev.block_size == 32 for ev in stored)
 
 
-def test_kv_events_report_units_the_daemon_evicts(model_dir, workdir):
-    """With the daemon's KV events on, a unit evicted from its L1 is reported once with
-    BlockRemoved (medium CPU, the key BlockStored announced); a daemon without events
-    leaves take_events to stores only (tested above)."""
+def test_kv_events_follow_units_through_the_daemons_tiers(model_dir, workdir):
+    """With the daemon's KV events on, take_events also reports what the daemon does with
+    the units this connector announced: BlockStored "DISK" when written to L2, and exactly
+    one BlockRemoved per (unit, medium) as they leave L1 (eviction) and L2 (clear)."""
+    import collections
+
     import kvstrata
     from kvs_testing import Daemon, run_daemon
 
-    for d in run_daemon(Daemon(workdir, {"events.enabled": "true", "events.endpoint": ""})):
+    settings = {"events.enabled": "true", "events.endpoint": "", "l2.enabled": "true",
+                "l2.path": str(workdir / "l2")}
+    for d in run_daemon(Daemon(workdir, settings)):
         e = Engine(model_dir, ext(d, tokens_per_unit=32), kv_events=True)
+
+        def ours(kind):
+            return [(ev.block_hashes[0], ev.medium) for b in e.published for ev in b.events
+                    if type(ev).__name__ == kind and ev.medium in ("CPU", "DISK")]
+
+        def step_until(pred):
+            for _ in range(100):  # the daemon publishes its notices every 10 ms
+                e.step()
+                if pred():
+                    return True
+                time.sleep(0.02)
+            return False
         try:
             e.add(PROMPT)
             e.run()
             e.drain_stores()
-            e.step()
-            stored = [ev for b in e.published for ev in b.events
-                      if type(ev).__name__ == "BlockStored" and ev.medium == "CPU"]
-            assert len(stored) == 3
+            assert step_until(lambda: len(ours("BlockStored")) == 6), ours("BlockStored")
+            keys = [k for k, m in ours("BlockStored") if m == "CPU"]
+            assert sorted(k for k, m in ours("BlockStored") if m == "DISK") == sorted(keys)
             with kvstrata.Client(d.endpoint, timeout=10.0) as c:
                 (ns,) = c.list_namespaces().namespaces
-                evicted = c.evict(fingerprint=ns.fingerprint,
-                                  keys=[stored[0].block_hashes[0], stored[1].block_hashes[0]])
+                evicted = c.evict(fingerprint=ns.fingerprint, keys=keys[:2],
+                                  tier=kvstrata.pb.TIER_L1_DRAM)
                 assert evicted.evicted_blocks == 2
-            for _ in range(50):  # the daemon publishes its notices every 10 ms
-                e.step()
-                removed = [ev for b in e.published for ev in b.events
-                           if type(ev).__name__ == "BlockRemoved" and ev.medium == "CPU"]
-                if len(removed) >= 2:
-                    break
-                time.sleep(0.02)
-            assert sorted(ev.block_hashes[0] for ev in removed) == sorted(
-                ev.block_hashes[0] for ev in stored[:2])
+                assert step_until(lambda: len(ours("BlockRemoved")) == 2)
+                assert sorted(ours("BlockRemoved")) == sorted((k, "CPU") for k in keys[:2])
+                list(c.clear())
+            assert step_until(lambda: len(ours("BlockRemoved")) == 6), ours("BlockRemoved")
             e.step()
-            again = [ev for b in e.published for ev in b.events
-                     if type(ev).__name__ == "BlockRemoved" and ev.medium == "CPU"]
-            assert len(again) == 2, "one BlockRemoved per BlockStored"
+            removed = collections.Counter(ours("BlockRemoved"))
+            assert removed == collections.Counter(ours("BlockStored")), "one removal per store"
         finally:
             e.shutdown()
 
