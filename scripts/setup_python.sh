@@ -13,24 +13,10 @@ step() { echo "setup_python: $*"; }
 
 command -v "$python" >/dev/null || { echo "setup_python: $python not found" >&2; exit 1; }
 
-if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  step "venv/ensurepip missing: apt-get install -y python3-venv"
-  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
-    echo "setup_python: install the python3-venv package (needs root and apt-get)" >&2
-    exit 1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq python3-venv >/dev/null
-fi
-
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-  step "reusing $venv ($("$venv/bin/python" --version 2>&1))"
-else
-  step "creating $venv with $("$python" --version 2>&1)"
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
-fi
+# shellcheck source=lib/venv.sh
+. "$repo/scripts/lib/venv.sh"
+require_venv_module
+ensure_venv "$venv"
 
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 step "upgrading pip"

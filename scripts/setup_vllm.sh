@@ -16,10 +16,9 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-python3}"
 step() { echo "setup_vllm: $*"; }
 
-# setup_python.sh installs python3-venv when missing; reuse it rather than repeat it.
-if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  bash "$repo/scripts/setup_python.sh"
-fi
+# shellcheck source=lib/venv.sh
+. "$repo/scripts/lib/venv.sh"
+require_venv_module
 
 overrides="$(mktemp)"
 trap 'rm -f "$overrides"' EXIT
@@ -28,13 +27,7 @@ trap 'rm -f "$overrides"' EXIT
 install_vllm() {
   local venv="$1" dist="$2" version="$3"
   shift 3
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-    step "reusing $venv ($("$venv/bin/python" --version 2>&1))"
-  else
-    step "creating $venv with $("$python" --version 2>&1)"
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-  fi
+  ensure_venv "$venv"
   local pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
   if "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$dist') != '$version')" 2>/dev/null; then
     step "$dist==$version already installed in $venv"
