@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/core/store_chain.h"
 #include "benchmark/benchmark.h"
 #include "daemon/cache/block_cache.h"
 #include "daemon/events/event_publisher.h"
@@ -20,19 +21,9 @@
 namespace kvstrata {
 namespace {
 
-constexpr int kChain = 16;
-constexpr uint64_t kBlock = 256 << 10;
-
-std::vector<std::string> Chain(uint64_t n) {
-  std::vector<std::string> keys;
-  for (int i = 0; i < kChain; ++i) {
-    std::string k(32, '\0');
-    uint64_t v[2] = {n, static_cast<uint64_t>(i)};
-    std::memcpy(k.data(), v, sizeof(v));
-    keys.push_back(std::move(k));
-  }
-  return keys;
-}
+using bench::Chain;
+using bench::kBlock;
+using bench::kChain;
 
 void BM_StoreThenLoadWithListeners(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));

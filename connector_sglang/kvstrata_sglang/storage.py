@@ -21,7 +21,7 @@ import ctypes
 import logging
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import kvstrata
@@ -162,16 +162,9 @@ class KVStrataStorage(HiCacheStorage):
             self._count("set_skipped_not_writer", len(kb))
             return [True] * len(kb)
         self._count("set_pages", len(kb))
-        got = self._usable()
-        if got is None:
-            return [False] * len(kb)
-        ptrs = self._page_pointers(indices, len(kb))
-        start = time.perf_counter()
-        try:
-            ok = self._store(got[0], got[1], kb, ptrs)
-        except kvstrata.KVStrataError as err:
-            return self._degrade(err, "store", [False] * len(kb))
-        self._record(self._backup_pgs, self._backup_bw, sum(ok), start)
+        ok, start = self._transfer(self._store, "store", kb, indices)
+        if start is not None:
+            self._record(self._backup_pgs, self._backup_bw, sum(ok), start)
         return ok
 
     def batch_get_v1(self, keys: List[str], host_indices: Any,
@@ -184,18 +177,25 @@ class KVStrataStorage(HiCacheStorage):
         if not kb:
             return []
         self._count("get_pages", len(kb))
+        ok, start = self._transfer(self._load, "load", kb, indices)
+        if start is not None:
+            self._count("get_hits", sum(ok))
+            self._record(self._prefetch_pgs, self._prefetch_bw, sum(ok), start)
+        return ok
+
+    def _transfer(self, op: Callable[..., List[bool]], what: str, kb: List[bytes],
+                  indices: Any) -> Tuple[List[bool], Optional[float]]:
+        """op(session, ns, keys, page pointers) on the live session: its per-page result and
+        its start time; all False and None when there is no daemon or the call failed."""
         got = self._usable()
         if got is None:
-            return [False] * len(kb)
+            return [False] * len(kb), None
         ptrs = self._page_pointers(indices, len(kb))
         start = time.perf_counter()
         try:
-            ok = self._load(got[0], got[1], kb, ptrs)
+            return op(got[0], got[1], kb, ptrs), start
         except kvstrata.KVStrataError as err:
-            return self._degrade(err, "load", [False] * len(kb))
-        self._count("get_hits", sum(ok))
-        self._record(self._prefetch_pgs, self._prefetch_bw, sum(ok), start)
-        return ok
+            return self._degrade(err, what, [False] * len(kb)), None
 
     def _store(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
                keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:

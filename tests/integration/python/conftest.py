@@ -13,31 +13,13 @@ from typing import Callable, Dict, Iterator, List, Optional
 import pytest
 
 import kvstrata
-from kvs_testing import Daemon, run_daemon, short_tmpdir
+from kvs_testing import daemons, Daemon, run_daemon, short_tmpdir
 
 
 @pytest.fixture
 def daemon_factory() -> Iterator[Callable[..., Daemon]]:
     """Start extra daemons in a test; each is SIGTERMed (and killed if stuck) afterwards."""
-    started: List[Daemon] = []
-    dirs: List[Path] = []
-
-    def start(settings: Optional[Dict[str, str]] = None, wait: bool = True) -> Daemon:
-        dirs.append(short_tmpdir())
-        started.append(Daemon(dirs[-1], settings))
-        if wait:
-            started[-1].start()
-        else:
-            started[-1].spawn()
-        return started[-1]
-
-    yield start
-    for d in started:
-        if d.running():
-            d.stop()
-        d.kill()
-    for path in dirs:
-        shutil.rmtree(path, ignore_errors=True)
+    yield from daemons()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import grpc
 import pytest
@@ -145,6 +145,32 @@ def run_daemon(daemon: Daemon) -> Iterator[Daemon]:
     finally:
         daemon.kill()
         shutil.rmtree(daemon.workdir, ignore_errors=True)
+
+
+def daemons() -> Iterator[Callable[..., Daemon]]:
+    """Generator for a fixture that starts extra daemons in one test:
+    start(settings=None, socket=None, wait=True) -> Daemon (wait=False only spawns it).
+    Each is SIGTERMed (killed if stuck) and its directory removed afterwards."""
+    started: List[Daemon] = []
+    dirs: List[Path] = []
+
+    def start(settings: Optional[Dict[str, str]] = None, socket: Optional[Path] = None,
+              wait: bool = True) -> Daemon:
+        dirs.append(short_tmpdir())
+        started.append(Daemon(dirs[-1], settings, socket=socket))
+        if wait:
+            started[-1].start()
+        else:
+            started[-1].spawn()
+        return started[-1]
+
+    yield start
+    for d in started:
+        if d.running():
+            d.stop()
+        d.kill()
+    for path in dirs:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def short_tmpdir() -> Path:

@@ -13,7 +13,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))  # kvs_testing: the one daemon launcher
 
-from kvs_testing import Daemon, run_daemon, short_tmpdir  # noqa: E402
+from kvs_testing import daemons, Daemon, run_daemon, short_tmpdir  # noqa: E402
 
 import kvstrata_sglang  # noqa: E402
 import sglang_pools  # noqa: E402
@@ -28,24 +28,7 @@ def daemon() -> Iterator[Daemon]:
 @pytest.fixture
 def daemon_factory() -> Iterator[Callable[..., Daemon]]:
     """Extra daemons for one test (own socket); each is stopped and removed afterwards."""
-    started: List[Daemon] = []
-    dirs: List[Path] = []
-
-    def start(settings: Optional[Dict[str, str]] = None, socket: Optional[Path] = None,
-              wait: bool = True) -> Daemon:
-        dirs.append(short_tmpdir())
-        started.append(Daemon(dirs[-1], settings, socket=socket))
-        if wait:
-            started[-1].start()
-        return started[-1]
-
-    yield start
-    for d in started:
-        if d.running():
-            d.stop()
-        d.kill()
-    for path in dirs:
-        shutil.rmtree(path, ignore_errors=True)
+    yield from daemons()
 
 
 @pytest.fixture
