@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the kvstrata Python client wheel into .bundle/wheels/ for a GPU machine that has
 # no network and no grpcio-tools (the build step runs protoc; the wheel is pure Python
-# and carries the compiled descriptor set, so it installs with --no-index --no-deps).
+# but for libkvstrata_copy.so, a C-ABI library any CPython loads with ctypes, and carries
+# the compiled descriptor set, so it installs with --no-index --no-deps).
 # Run it after scripts/bundle.sh, which recreates .bundle/.
 #
 #   scripts/bundle_python.sh                     # -> .bundle/wheels/kvstrata-*.whl
@@ -39,7 +40,8 @@ shopt -s nullglob
 built=("$wheels"/kvstrata-*.whl)
 [[ ${#built[@]} -eq 1 ]] || { echo "bundle_python: expected one kvstrata wheel, got ${#built[@]}" >&2; exit 1; }
 contents="$("$python" -m zipfile -l "${built[0]}")"
-for member in kvstrata/_generated/kvstrata_v1.desc kvstrata/cuda.py kvstrata/jobs.py; do
+for member in kvstrata/_generated/kvstrata_v1.desc kvstrata/_generated/libkvstrata_copy.so \
+    kvstrata/cuda.py kvstrata/jobs.py; do
   grep -q "$member" <<<"$contents" || { echo "bundle_python: $member missing from ${built[0]}" >&2; exit 1; }
 done
 

@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import kvstrata_sglang  # noqa: E402
+from kvstrata import stream_copy  # noqa: E402
 import sglang_pools as sp  # noqa: E402
 from kvs_testing import Daemon, short_tmpdir  # noqa: E402
 
@@ -167,7 +168,8 @@ def main() -> int:
         print(f"kvstrata_sglang storage bench: {PAGES} pages x {PAGE_TOKENS} tokens; MHA "
               f"{args.layers} layers x {args.heads} KV heads x {args.head_dim}, MLA "
               f"{args.mla_layers} layers x 576; bf16; {args.reps} repetitions: median GB/s, "
-              f"% = median of per-repetition ratios; torch {torch.__version__}")
+              f"% = median of per-repetition ratios; torch {torch.__version__}; page copies: "
+              f"{'streaming stores (libkvstrata_copy.so)' if stream_copy.NATIVE else 'memmove'}")
         print("| pool | layout | pieces/page | MiB | memcpy GB/s (4 KiB pages / THP) | "
               "batch_set_v1 GB/s | set % of memcpy (4 KiB / THP) | batch_get_v1 GB/s | "
               "get % of memcpy (4 KiB / THP) |")

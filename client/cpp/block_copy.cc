@@ -51,3 +51,11 @@ void StreamCopy(void* dst, const void* src, size_t bytes) {
 }
 
 }  // namespace kvstrata
+
+extern "C" void kvstrata_stream_copy_pieces(const uint64_t* triples, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t* piece = triples + 3 * i;
+    kvstrata::StreamCopy(reinterpret_cast<void*>(piece[0]), reinterpret_cast<const void*>(piece[1]),
+                         piece[2]);
+  }
+}

@@ -16,6 +16,7 @@
 #define KVSTRATA_CLIENT_CPP_BLOCK_COPY_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace kvstrata {
 
@@ -24,5 +25,10 @@ inline constexpr size_t kStreamMinBytes = 16 << 10;
 void StreamCopy(void* dst, const void* src, size_t bytes);
 
 }  // namespace kvstrata
+
+// C entry point for the Python client, which loads this file built alone as a shared library
+// (client/python/setup.py) with ctypes: StreamCopy of `count` pieces given as consecutive
+// (destination address, source address, bytes) triples. Pieces must not overlap.
+extern "C" void kvstrata_stream_copy_pieces(const uint64_t* triples, size_t count);
 
 #endif  // KVSTRATA_CLIENT_CPP_BLOCK_COPY_H_

@@ -3,10 +3,19 @@
 The package ships no protoc-generated _pb2 modules (they pin the protobuf runtime version);
 instead build_py runs grpc_tools.protoc once and stores a serialized FileDescriptorSet that
 kvstrata/_proto.py turns into message classes at import time.
+
+build_py also compiles client/cpp/block_copy.cc (streaming-store copies) alone into
+kvstrata/_generated/libkvstrata_copy.so, a plain C-ABI library that kvstrata/stream_copy.py
+loads with ctypes (no Python ABI in it, so one build serves every CPython). Without a C++
+compiler the package still builds and copies with memmove instead; set
+KVSTRATA_REQUIRE_NATIVE=1 to make that an error.
 """
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 from setuptools import setup
@@ -19,6 +28,9 @@ DESCRIPTOR = GENERATED / "kvstrata_v1.desc"
 VENDORED_PROTO = GENERATED / "proto"  # Copy of proto/ kept inside the package (for sdists).
 REPO_PROTO = HERE.parent.parent / "proto"
 PROTO_GLOB = "kvstrata/v1/*.proto"
+NATIVE_SOURCES = ("client/cpp/block_copy.h", "client/cpp/block_copy.cc")
+VENDORED_NATIVE = GENERATED / "native_src"  # Copy of NATIVE_SOURCES (for sdists).
+NATIVE_LIBRARY = GENERATED / "libkvstrata_copy.so"
 
 
 def sync_proto_sources() -> Path:
@@ -51,15 +63,46 @@ def compile_descriptor_set(proto_root: Path, out: Path) -> None:
         raise RuntimeError(f"kvstrata: protoc failed: {' '.join(args)}")
 
 
+def sync_native_sources() -> Path:
+    """Copy the repository's block_copy sources into the package; return their root."""
+    repo_root = HERE.parent.parent
+    if all((repo_root / f).is_file() for f in NATIVE_SOURCES):
+        for f in NATIVE_SOURCES:
+            (VENDORED_NATIVE / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo_root / f, VENDORED_NATIVE / f)
+        return repo_root
+    return VENDORED_NATIVE
+
+
+def compile_native_library(source_root: Path, out: Path) -> bool:
+    """Build the streaming-copy library; False (with a warning) when that is impossible."""
+    cxx = shlex.split(os.environ.get("CXX", "c++"))
+    args = [*cxx, "-O2", "-std=c++17", "-fPIC", "-shared", f"-I{source_root}",
+            str(source_root / NATIVE_SOURCES[1]), "-o", str(out)]
+    try:
+        subprocess.run(args, check=True)
+        return True
+    except (OSError, subprocess.CalledProcessError) as err:
+        if os.environ.get("KVSTRATA_REQUIRE_NATIVE") == "1":
+            raise RuntimeError(f"kvstrata: {' '.join(args)} failed: {err}") from err
+        print(f"kvstrata: WARNING: no streaming-copy library ({err}); copies use memmove")
+        out.unlink(missing_ok=True)
+        return False
+
+
 class BuildPyWithProto(build_py):
-    """build_py that generates kvstrata/_generated/kvstrata_v1.desc first."""
+    """build_py that generates kvstrata/_generated/kvstrata_v1.desc and
+    libkvstrata_copy.so first."""
 
     def run(self) -> None:
         proto_root = sync_proto_sources()
         compile_descriptor_set(proto_root, DESCRIPTOR)
+        compile_native_library(sync_native_sources(), NATIVE_LIBRARY)
         super().run()
         # Package data is collected lazily; copy explicitly so the wheel always has it.
-        for src in [DESCRIPTOR, *sorted(VENDORED_PROTO.glob(PROTO_GLOB))]:
+        native = [NATIVE_LIBRARY] if NATIVE_LIBRARY.is_file() else []
+        native_src = [VENDORED_NATIVE / f for f in NATIVE_SOURCES]
+        for src in [DESCRIPTOR, *sorted(VENDORED_PROTO.glob(PROTO_GLOB)), *native, *native_src]:
             dst = Path(self.build_lib) / src.relative_to(HERE)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
@@ -70,6 +113,7 @@ class SdistWithProto(sdist):
 
     def run(self) -> None:
         sync_proto_sources()
+        sync_native_sources()
         super().run()
 
 

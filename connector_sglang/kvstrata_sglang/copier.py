@@ -1,24 +1,19 @@
 """Copies of page pieces between SGLang's host pool and the daemon's shared-memory slots.
 
-Each piece is one `ctypes.memmove` (a foreign call that runs without the GIL); pieces that
-continue each other in source and destination are merged first. With
+Pieces that continue each other in source and destination are merged first; then one call
+to kvstrata.stream_copy copies them all with streaming stores, without the GIL
+(ctypes.memmove per piece where the client was installed without its native library). With
 copy_threads > 1 a batch of at least PARALLEL_MIN_BYTES is split by bytes into that many
 parts, copied at once by a small thread pool and the calling thread.
 """
 from __future__ import annotations
 
-import ctypes
 from concurrent.futures import ThreadPoolExecutor
-from typing import List, Optional, Tuple
+from typing import List, Optional
+
+from kvstrata.stream_copy import Piece, copy_pieces as _copy
 
 PARALLEL_MIN_BYTES = 8 << 20
-Piece = Tuple[int, int, int]  # (destination address, source address, bytes)
-_memmove = ctypes.memmove
-
-
-def _copy(pieces: List[Piece]) -> None:
-    for dst, src, n in pieces:
-        _memmove(dst, src, n)
 
 
 def coalesce(pieces: List[Piece]) -> List[Piece]:

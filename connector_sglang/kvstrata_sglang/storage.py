@@ -3,7 +3,7 @@
 SGLang constructs it through its `dynamic` backend factory as
 `KVStrataStorage(storage_config, kwargs)` and then calls `register_mem_pool_host(pool)`.
 With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_v1` /
-`batch_set_v1` (host pool indices): the bytes go once, with memmove, between the host
+`batch_set_v1` (host pool indices): the bytes go once, with streaming stores (kvstrata.stream_copy), between the host
 pool's page pieces (`get_page_buffer_meta`) and the daemon's L1 slots in the shared-memory
 region this process maps. `batch_exists` answers the number of leading pages present
 (through the daemon's lookup fast path, a binary frame on a persistent Unix socket, falling
