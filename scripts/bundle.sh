@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a self-contained Release bundle for a GPU machine without our dependencies
 # (Ubuntu 24.04: glibc >= ours, no gRPC/protobuf/absl): the daemon, the CLI,
-# transfer_gpu_test and copy_bench, stripped, with every non-glibc shared library they
+# transfer_gpu_test, copy_bench and lookup_latency, stripped, with every non-glibc shared library they
 # need in .bundle/lib and bin/ wrappers that point LD_LIBRARY_PATH there.
 #   scripts/bundle.sh            # -> .bundle/{bin,libexec,lib}
 # Env: KVSTRATA_BUNDLE_BUILD_DIR (default build-bundle/), KVSTRATA_BUNDLE_JOBS (default 1).
@@ -10,7 +10,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVSTRATA_BUNDLE_BUILD_DIR:-$repo/build-bundle}"
 jobs="${KVSTRATA_BUNDLE_JOBS:-1}"
 out="$repo/.bundle"
-targets=(kvstratad kvstrata transfer_gpu_test copy_bench)
+targets=(kvstratad kvstrata transfer_gpu_test copy_bench lookup_latency)
 
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSTRATA_ENABLE_CUDA=ON \
   -DKVSTRATA_BUILD_TESTS=ON -DKVSTRATA_BUILD_BENCH=ON >/dev/null

@@ -4,14 +4,16 @@
 #   OUT=/some/dir bash scripts/gpu_run.sh
 #
 # Expects .bundle/ from scripts/bundle.sh (bin/kvstratad, bin/transfer_gpu_test,
-# bin/copy_bench, lib/) and .bundle/wheels/kvstrata-*.whl from scripts/bundle_python.sh;
+# bin/copy_bench, bin/lookup_latency, lib/) and .bundle/wheels/kvstrata-*.whl from scripts/bundle_python.sh;
 # .whl/*.whl (optional, bundle_python.sh --with-transformers) are installed when
 # transformers is missing. Nothing is fetched from the network: the wheels go into
 # $KVSTRATA_SITE (default /tmp/kvsite), put first on PYTHONPATH.
 #
-# Steps, each with a time limit, continuing after a failure; outputs in $OUT (7 files):
+# Steps, each with a time limit, continuing after a failure; outputs in $OUT:
 #   nvidia_smi.txt, transfer_gpu_test.json, copy_bench.json, pytest_junit.xml,
-#   load_latency.json, gpu_run.log (every step's full output), summary.txt.
+#   load_latency.json, lookup_latency_<N>cpu.txt (the lookup fast path pinned to N = 2, 4,
+#   8, 16 CPUs with taskset; no GPU involved: how the 8-client figures scale with cores),
+#   gpu_run.log (every step's full output), summary.txt.
 # Exits non-zero when any step failed. Total under ~9 minutes (KVSTRATA_GPU_BUDGET_S).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -136,10 +138,24 @@ nvidia_smi() {  # nvidia_smi FILE: GPU summary and the full nvidia-smi table int
   return $rc
 }
 
+lookup_scaling() {  # lookup_scaling DIR: lookup_latency's fast-path rows on 2..16 CPUs
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket)' | tee "$1/lscpu.txt"
+  local cpus n rc=0
+  cpus=$(nproc)
+  for n in 2 4 8 16; do
+    ((n <= cpus)) || continue
+    echo "--- taskset -c 0-$((n - 1))"
+    taskset -c "0-$((n - 1))" "$bundle/bin/lookup_latency" 3000 fast >"$1/lookup_latency_${n}cpu.txt" 2>&1 || rc=1
+    tail -n 5 "$1/lookup_latency_${n}cpu.txt"
+  done
+  return $rc
+}
+
 # Sub-commands, so that the steps can run them under `timeout`.
 case "${1:-}" in
   --install-python) install_python; exit ;;
   --nvidia-smi) nvidia_smi "$2"; exit ;;
+  --lookup-scaling) lookup_scaling "$2"; exit ;;
 esac
 : >"$log"
 
@@ -189,6 +205,11 @@ print("; ".join(f"{r['tokens'] // 1024}K: load {r['load_ms']:.1f} ms"
                 + (f", {r['speedup']:.1f}x" if "speedup" in r else "") for r in rows))
 EOF
 )"
+fi
+
+if require "lookup_latency" "$bundle/bin/lookup_latency" && [[ -x "$bundle/bin/kvstratad" ]]; then
+  step "lookup_latency on 2-16 CPUs" 150 40 \
+    bash "$self" --lookup-scaling "$out"
 fi
 
 # ---------------------------------------------------------------------- summary

@@ -5,12 +5,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/lookup_wire.h"
+#include "daemon/common/spin_wait.h"
 
 namespace kvstrata {
 namespace {
@@ -18,6 +20,22 @@ namespace {
 namespace wire = lookup_wire;
 
 constexpr size_t kMaxKeys = 65536;
+
+// How long a call polls for its answer before blocking in read: a 1,000-key lookup is
+// answered in ~50 us, and a blocked reader woken from another CPU costs tens of us more on
+// a VM (bench/RESULTS.md, lookup_latency).
+constexpr absl::Duration kAnswerSpin = absl::Microseconds(250);
+
+// LookupInto calls in flight in this process, over all clients: an answer is awaited by
+// spinning only while they are few (see SpinUntilReadable).
+std::atomic<int> calls_in_flight{0};
+
+struct InFlight {
+  InFlight() { calls_in_flight.fetch_add(1, std::memory_order_relaxed); }
+  ~InFlight() { calls_in_flight.fetch_sub(1, std::memory_order_relaxed); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
 constexpr size_t kMaxKeyBytes = 32;
 
 absl::Status CheckKeys(absl::Span<const std::string> keys) {
@@ -89,6 +107,7 @@ absl::Status LookupClient::LookupInto(uint64_t session_id, uint32_t namespace_id
                                       absl::Span<const std::string> keys, FastLookupOptions options,
                                       FastLookupResult* result) {
   if (absl::Status s = CheckKeys(keys); !s.ok()) return s;
+  InFlight in_flight;
   wire::RequestHeader h;
   h.flags = options.acquire_lease ? wire::kFlagAcquireLease : 0;
   h.session_id = session_id;
@@ -112,6 +131,7 @@ absl::Status LookupClient::LookupInto(uint64_t session_id, uint32_t namespace_id
 
 absl::Status LookupClient::ReadReplyLocked(FastLookupResult* result) {
   char header_bytes[wire::kResponseHeaderBytes];
+  SpinUntilReadable(fd_, kAnswerSpin, calls_in_flight.load(std::memory_order_relaxed));
   if (!ReadAll(fd_, header_bytes, sizeof(header_bytes))) {
     absl::Status lost = Lost(socket_path_, "no answer");
     DisconnectLocked();
