@@ -47,7 +47,7 @@ class LookupFastPathTest : public ::testing::Test {
     // Whatever a test sent, the daemon still answers, on both sockets.
     LookupClient fresh(lookup_socket_);
     absl::StatusOr<FastLookupResult> r = fresh.Lookup(session_, ns_, Keys(0, 8));
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r.ok()) << r.status() << daemon_.log();
     EXPECT_EQ(r->hit_blocks, 8u);
     EXPECT_TRUE(client_->Call(&v1::Admin::Stub::GetStatus, client_->admin(), {}).ok());
     client_.reset();
