@@ -5,6 +5,8 @@
 // session, FAILED_PRECONDITION for another session's namespace, ...). INVALID_ARGUMENT
 // before sending for keys of different lengths or out of range, UNAVAILABLE when the
 // daemon cannot be reached or drops the connection, DATA_LOSS for a malformed answer.
+// A call polls for its answer for up to 250 us before blocking in read, while at most half
+// the process's CPUs' worth of calls are in flight (daemon/common/spin_wait.h).
 // Thread-safe (calls on one client are serialised; give each thread its own for speed).
 #ifndef KVSTRATA_CLIENT_CPP_LOOKUP_CLIENT_H_
 #define KVSTRATA_CLIENT_CPP_LOOKUP_CLIENT_H_
