@@ -347,9 +347,11 @@ void FileTier::OnWriteError(const absl::Status& error) {
   MutexLock lock(&mu_);
   ++counters_.write_errors;
   if (absl::IsResourceExhausted(error)) {
-    // The disk is fuller than the configured capacity: shrink to what we hold now.
-    const uint64_t floor = 1 << 20;
-    shrunk_capacity_ = std::max<uint64_t>(floor, used_bytes_);
+    // The disk is fuller than the configured capacity: shrink to what we hold now (and
+    // further on every later ENOSPC). Holding nothing leaves no room at all (1 byte, as 0
+    // means "not shrunk"): writes are refused instead of hitting the full disk again.
+    const uint64_t held = std::max<uint64_t>(1, used_bytes_);
+    shrunk_capacity_ = shrunk_capacity_ != 0 ? std::min(shrunk_capacity_, held) : held;
     spdlog::warn("{}: disk full ({}); capacity shrunk to {} bytes", options_.name,
                  std::string(error.message()), shrunk_capacity_);
   } else {

@@ -154,6 +154,52 @@ TEST_F(FileTierTest, FullDiskShrinksTheTier) {
   EXPECT_TRUE(ReadBack(*tier, Key(5), data));
 }
 
+TEST_F(FileTierTest, EveryFullDiskShrinksTheTierToWhatItHolds) {
+  FileTierOptions o = Options();
+  std::atomic<bool> full{false};
+  std::atomic<int> writes{0};
+  o.fault_hook = [&](absl::string_view op, const std::string&) {
+    if (op != "write") return absl::OkStatus();
+    ++writes;
+    return full ? absl::ResourceExhaustedError("No space left on device") : absl::OkStatus();
+  };
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 6);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
+  const uint64_t four = tier->Stats().used_bytes;
+  full = true;
+  EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(4), data)));
+  EXPECT_EQ(tier->Stats().effective_bytes, four);  // Exactly what it holds: no floor.
+  // Something else fills the disk further: the next failure shrinks the tier again.
+  ASSERT_TRUE(tier->Remove(ns_.fingerprint, Key(0)));
+  ASSERT_TRUE(tier->Remove(ns_.fingerprint, Key(1)));
+  const uint64_t two = tier->Stats().used_bytes;
+  EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(5), data)));
+  EXPECT_EQ(tier->Stats().effective_bytes, two);
+  EXPECT_EQ(tier->Stats().state, TierState::kDegraded);
+}
+
+TEST_F(FileTierTest, FullDiskHoldingNothingRefusesWritesWithoutTouchingTheDisk) {
+  FileTierOptions o = Options();
+  std::atomic<int> writes{0};
+  o.fault_hook = [&](absl::string_view op, const std::string&) {
+    if (op != "write") return absl::OkStatus();
+    ++writes;
+    return absl::ResourceExhaustedError("No space left on device");
+  };
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 7);
+  EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(0), data)));
+  EXPECT_EQ(writes.load(), 1);
+  absl::Status refused = tier->Write(ns_, Key(1), data);
+  EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  EXPECT_EQ(writes.load(), 1);  // Refused before any file was written.
+  FileTierStats st = tier->Stats();
+  EXPECT_EQ(st.write_errors, 1u);
+  EXPECT_EQ(st.refused_writes, 1u);
+  EXPECT_EQ(st.state, TierState::kDegraded);
+}
+
 TEST_F(FileTierTest, IoErrorMakesTheTierReadOnlyForACooldown) {
   FileTierOptions o = Options();
   o.read_only_cooldown = absl::Milliseconds(300);
