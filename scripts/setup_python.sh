@@ -11,16 +11,9 @@ venv="${KVSTRATA_VENV:-$repo/.venv}"
 python="${PYTHON:-python3}"
 step() { echo "setup_python: $*"; }
 
-command -v "$python" >/dev/null || { echo "setup_python: $python not found" >&2; exit 1; }
-
 # shellcheck source=lib/venv.sh
 . "$repo/scripts/lib/venv.sh"
-require_venv_module
-ensure_venv "$venv"
-
-pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-step "upgrading pip"
-"${pip[@]}" install --upgrade "pip>=23"
+prepare_venv "$venv"
 step "installing build and test dependencies (grpcio, grpcio-tools, protobuf, pytest, numpy)"
 "${pip[@]}" install --upgrade-strategy only-if-needed \
   "setuptools>=61" "wheel" "grpcio>=1.51" "grpcio-tools>=1.51" "protobuf>=4.21" \

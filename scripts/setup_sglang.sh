@@ -14,15 +14,9 @@ python="${PYTHON:-python3}"
 sglang_version="0.5.23"
 step() { echo "setup_sglang: $*"; }
 
-command -v "$python" >/dev/null || { echo "setup_sglang: $python not found" >&2; exit 1; }
 # shellcheck source=lib/venv.sh
 . "$repo/scripts/lib/venv.sh"
-require_venv_module
-ensure_venv "$venv"
-
-pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-step "upgrading pip"
-"${pip[@]}" install --upgrade "pip>=23"
+prepare_venv "$venv"
 step "installing SGLang's CPU-side imports (torch, transformers, ...) and test tools"
 "${pip[@]}" install --upgrade-strategy only-if-needed \
   -r "$repo/connector_sglang/requirements-sglang-cpu.txt" \

@@ -26,3 +26,14 @@ ensure_venv() {
     "$python" -m venv "$venv"
   fi
 }
+
+# prepare_venv DIR: checks $python, (re)makes DIR with ensure_venv, upgrades its pip and
+# sets pip=(DIR's pip command) for the caller.
+prepare_venv() {
+  command -v "$python" >/dev/null || { echo "$python not found" >&2; exit 1; }
+  require_venv_module
+  ensure_venv "$1"
+  pip=("$1/bin/python" -m pip --disable-pip-version-check -q)
+  step "upgrading pip"
+  "${pip[@]}" install --upgrade "pip>=23"
+}
