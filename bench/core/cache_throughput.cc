@@ -17,6 +17,7 @@ namespace {
 using bench::Chain;
 using bench::kBlock;
 using bench::kChain;
+using bench::StoreThenLoad;
 
 void BM_IndexBaseline(benchmark::State& state) {
   BlockIndex index;
@@ -40,15 +41,7 @@ void BM_StoreThenLoad(benchmark::State& state) {
   options.eviction_policy = state.range(0) == 0 ? "lru" : state.range(0) == 1 ? "arc" : "s3fifo";
   auto cache = *BlockCache::Create(allocator.get(), options);
   uint64_t n = 0;
-  for (auto _ : state) {
-    std::vector<std::string> names = Chain(n++);
-    std::vector<std::string_view> views(names.begin(), names.end());
-    ReserveResult r = *cache->ReserveStore(1, 1, kBlock, views);
-    if (r.reservation != 0) (void)cache->CommitStore(1, r.reservation, std::nullopt);
-    LookupResult l = *cache->Lookup(1, 1, views, absl::Seconds(5));
-    LoadResult load = *cache->AcquireLoad(1, 1, views, l.lease);
-    if (load.load != 0) (void)cache->ReleaseLoad(1, load.load);
-  }
+  for (auto _ : state) StoreThenLoad(*cache, n++);
   state.SetItemsProcessed(state.iterations() * kChain);
   state.SetLabel(options.eviction_policy);
 }

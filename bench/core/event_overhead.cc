@@ -21,9 +21,8 @@
 namespace kvstrata {
 namespace {
 
-using bench::Chain;
-using bench::kBlock;
 using bench::kChain;
+using bench::StoreThenLoad;
 
 void BM_StoreThenLoadWithListeners(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
@@ -43,15 +42,7 @@ void BM_StoreThenLoadWithListeners(benchmark::State& state) {
                                  : static_cast<TierListener*>(&fanout);
   auto cache = *BlockCache::Create(allocator.get(), options);
   uint64_t n = 0;
-  for (auto _ : state) {
-    std::vector<std::string> names = Chain(n++);
-    std::vector<std::string_view> views(names.begin(), names.end());
-    ReserveResult r = *cache->ReserveStore(1, 1, kBlock, views);
-    if (r.reservation != 0) (void)cache->CommitStore(1, r.reservation, std::nullopt);
-    LookupResult l = *cache->Lookup(1, 1, views, absl::Seconds(5));
-    LoadResult load = *cache->AcquireLoad(1, 1, views, l.lease);
-    if (load.load != 0) (void)cache->ReleaseLoad(1, load.load);
-  }
+  for (auto _ : state) StoreThenLoad(*cache, n++);
   publisher->Stop();
   EventPublisherStats stats = publisher->Stats();
   state.SetItemsProcessed(state.iterations() * kChain);
