@@ -199,8 +199,6 @@ class KVStrataStorage(HiCacheStorage):
 
     def _store(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
                keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:
-        layout = self.layout
-        sizes, offsets, n = layout.segment_sizes, layout.segment_offsets, layout.segments_per_page
         self._check_block_bytes(ns)
         client, sid = session.client, session.session_id
         region = session.shared_region()
@@ -216,17 +214,7 @@ class KVStrataStorage(HiCacheStorage):
         if not reserved or not r.reservation_id:
             return ok
         try:
-            mapped = _Mapped(region)
-            try:
-                pieces = []
-                for i in reserved:
-                    s = r.slots[i]
-                    self._check_slot(region, s.offset, s.length)
-                    dst = mapped.base + s.offset
-                    pieces += [(dst + offsets[j], ptrs[i * n + j], sizes[j]) for j in range(n)]
-                self._copier.run(pieces)
-            finally:
-                mapped.release()
+            self._copy_pages(region, r.slots, reserved, ptrs, into_slots=True)
         except BaseException:
             self._abort(client, sid, r.reservation_id)
             raise
@@ -242,8 +230,6 @@ class KVStrataStorage(HiCacheStorage):
 
     def _load(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
               keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:
-        layout = self.layout
-        sizes, offsets, n = layout.segment_sizes, layout.segment_offsets, layout.segments_per_page
         self._check_block_bytes(ns)
         client, sid = session.client, session.session_id
         region = session.shared_region()
@@ -253,23 +239,34 @@ class KVStrataStorage(HiCacheStorage):
             if len(r.slots) != len(keys):
                 raise kvstrata.KVStrataError(_INTERNAL, f"AcquireLoad answered {len(r.slots)} "
                                              f"slots for {len(keys)} keys")
-            mapped = _Mapped(region)
-            try:
-                pieces = []
-                for i, s in enumerate(r.slots):
-                    if s.state != _READY:
-                        continue
-                    self._check_slot(region, s.offset, s.length)
-                    src = mapped.base + s.offset
-                    pieces += [(ptrs[i * n + j], src + offsets[j], sizes[j]) for j in range(n)]
-                    ok[i] = True
-                self._copier.run(pieces)
-            finally:
-                mapped.release()
+            ready = [i for i, s in enumerate(r.slots) if s.state == _READY]
+            self._copy_pages(region, r.slots, ready, ptrs, into_slots=False)
+            for i in ready:
+                ok[i] = True
         finally:
             if r.load_id:
                 client.release_load(session_id=sid, load_id=r.load_id)
         return ok
+
+    def _copy_pages(self, region: kvstrata.SharedRegion, slots: Sequence[Any],
+                    pages: List[int], ptrs: Sequence[int], into_slots: bool) -> None:
+        """One copy of each listed page between its pieces in the host pool (ptrs) and its
+        slot (slots[i], checked against the region first): into the slots for a store, out
+        of them for a load."""
+        sizes, offsets = self.layout.segment_sizes, self.layout.segment_offsets
+        n = self.layout.segments_per_page
+        mapped = _Mapped(region)
+        try:
+            pieces = []
+            for i in pages:
+                s = slots[i]
+                self._check_slot(region, s.offset, s.length)
+                for j in range(n):
+                    host, slot = ptrs[i * n + j], mapped.base + s.offset + offsets[j]
+                    pieces.append((slot, host, sizes[j]) if into_slots else (host, slot, sizes[j]))
+            self._copier.run(pieces)
+        finally:
+            mapped.release()
 
     def _page_pointers(self, indices: Any, num_pages: int) -> Sequence[int]:
         """The host pool's piece addresses for the pages (get_page_buffer_meta), checked
