@@ -1,7 +1,6 @@
 """Heartbeat deadlines, on a daemon configured with a 1.5 s heartbeat timeout."""
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 
@@ -9,21 +8,15 @@ import grpc
 import pytest
 
 import kvstrata
-from kvs_testing import Daemon, assert_code, short_tmpdir, wait_until
+from kvs_testing import Daemon, assert_code, run_daemon, short_tmpdir, wait_until
 
 TIMEOUT_MS = 1500
 
 
 @pytest.fixture(scope="module")
 def fast_daemon():
-    workdir = short_tmpdir()
-    d = Daemon(workdir, {"sessions.heartbeat_timeout_ms": str(TIMEOUT_MS)}).start()
-    try:
-        yield d
-        assert d.stop() == 0, d.log_tail()
-    finally:
-        d.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+    yield from run_daemon(
+        Daemon(short_tmpdir(), {"sessions.heartbeat_timeout_ms": str(TIMEOUT_MS)}))
 
 
 @pytest.fixture

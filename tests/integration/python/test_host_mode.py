@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +26,8 @@ import pytest
 import kvstrata
 from kvstrata import pb
 from host_child import block_bytes, chain_keys, digest
-from kvs_testing import Daemon, assert_code, assert_serving, mha_spec, short_tmpdir, wait_until
+from kvs_testing import (Daemon, assert_code, assert_serving, mha_spec, run_daemon, short_tmpdir,
+                         wait_until)
 
 KIB, MIB = 1 << 10, 1 << 20
 BLOCK = 64 * KIB
@@ -64,15 +64,7 @@ def child_json(proc: subprocess.CompletedProcess) -> Dict:
 
 
 def _module_daemon(settings: Dict[str, str]):
-    workdir = short_tmpdir()
-    d = Daemon(workdir, settings).start()
-    try:
-        yield d
-        assert d.running(), f"kvstratad died during the tests:\n{d.log_tail()}"
-        assert d.stop() == 0, d.log_tail()
-    finally:
-        d.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+    yield from run_daemon(Daemon(short_tmpdir(), settings))
 
 
 @pytest.fixture(scope="module")

@@ -4,18 +4,16 @@ input) and assert the counters and gauges on its HTTP endpoint. docs/metrics.md 
 every metric; this test also checks that the list and the endpoint agree."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
 from typing import Iterator
 
-import grpc
 import numpy as np
 import pytest
 
 import kvstrata
-from kvs_testing import Daemon, mha_spec, short_tmpdir
+from kvs_testing import Daemon, mha_spec, run_daemon, short_tmpdir
 from prom_text import Metrics, scrape
 
 BLOCK = 64 << 10
@@ -26,14 +24,7 @@ DIRECTIONS = ["gpu_to_l1", "l1_to_gpu", "l1_to_l2", "l2_to_l1", "l1_to_l3", "l3_
 
 @pytest.fixture(scope="module")
 def mdaemon() -> Iterator[Daemon]:
-    workdir = short_tmpdir()
-    d = Daemon(workdir, {"l1.capacity": "8MiB", "l1.slab_size": "1MiB"}).start()
-    try:
-        yield d
-        assert d.stop() == 0, d.log_tail()
-    finally:
-        d.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+    yield from run_daemon(Daemon(short_tmpdir(), {"l1.capacity": "8MiB", "l1.slab_size": "1MiB"}))
 
 
 def metrics_of(d: Daemon) -> Metrics:
@@ -88,7 +79,7 @@ def test_traffic_moves_the_counters(mdaemon: Daemon) -> None:
         s.release_lease(lease.lease_id)
 
         evicted_admin = c.evict(fingerprint=ns.fingerprint, keys=present[:2]).evicted_blocks
-        cleared = list(c.clear())[-1]
+        list(c.clear())
         with pytest.raises(kvstrata.KVStrataError):
             c.lookup(session_id=s.session_id, namespace_id=ns.namespace_id, keys=[b""])
         after = metrics_of(mdaemon)
