@@ -216,35 +216,26 @@ void Round(const Flags& flags, const std::string& root, int round, Row& row) {
   const uint64_t total = static_cast<uint64_t>(blocks) * payload;
   const uint64_t raw_total = static_cast<uint64_t>(blocks) * file_bytes;
 
-  auto raw_write = [&] {
+  // One timed phase: `op` on every block over the threads, into `phase` as GB/s of `bytes`.
+  auto timed = [&](Phase& phase, uint64_t bytes, const std::function<bool(int, size_t)>& op) {
     std::atomic<size_t> failures{0};
-    double s = RunParallel(
-        threads, blocks,
-        [&](int t, size_t i) { return RawWrite(raw_paths[i], src[t].get(), file_bytes); },
-        &failures);
-    row.raw_write.gbps.push_back(Gbps(raw_total, s));
-    row.raw_write.failures += failures;
+    double s = RunParallel(threads, blocks, op, &failures);
+    phase.gbps.push_back(Gbps(bytes, s));
+    phase.failures += failures;
+  };
+  auto raw_write = [&] {
+    timed(row.raw_write, raw_total,
+          [&](int t, size_t i) { return RawWrite(raw_paths[i], src[t].get(), file_bytes); });
   };
   auto tier_write = [&] {
-    std::atomic<size_t> failures{0};
-    double s = RunParallel(
-        threads, blocks,
-        [&](int t, size_t i) {
-          return (*tier)->Write(*ns, keys[i], absl::string_view(src[t].get(), payload)).ok();
-        },
-        &failures);
-    row.tier_write.gbps.push_back(Gbps(total, s));
-    row.tier_write.failures += failures;
+    timed(row.tier_write, total, [&](int t, size_t i) {
+      return (*tier)->Write(*ns, keys[i], absl::string_view(src[t].get(), payload)).ok();
+    });
   };
   auto raw_read = [&] {
     row.raw_read.resident = std::max(row.raw_read.resident, Resident(raw_paths));
-    std::atomic<size_t> failures{0};
-    double s = RunParallel(
-        threads, blocks,
-        [&](int t, size_t i) { return RawRead(raw_paths[i], dst[t].get(), file_bytes); },
-        &failures);
-    row.raw_read.gbps.push_back(Gbps(raw_total, s));
-    row.raw_read.failures += failures;
+    timed(row.raw_read, raw_total,
+          [&](int t, size_t i) { return RawRead(raw_paths[i], dst[t].get(), file_bytes); });
   };
   // Diagnostic: the tier's own files read again, file by file alternating between a raw
   // O_DIRECT pread and FileTier::Read (same files, same conditions), timed per call.
@@ -275,15 +266,9 @@ void Round(const Flags& flags, const std::string& root, int round, Row& row) {
   };
   auto tier_read = [&] {
     row.tier_read.resident = std::max(row.tier_read.resident, Resident(tier_paths));
-    std::atomic<size_t> failures{0};
-    double s = RunParallel(
-        threads, blocks,
-        [&](int t, size_t i) {
-          return (*tier)->Read(*ns, keys[i], absl::MakeSpan(dst[t].get(), payload));
-        },
-        &failures);
-    row.tier_read.gbps.push_back(Gbps(total, s));
-    row.tier_read.failures += failures;
+    timed(row.tier_read, total, [&](int t, size_t i) {
+      return (*tier)->Read(*ns, keys[i], absl::MakeSpan(dst[t].get(), payload));
+    });
   };
   ::sync();
   if (round % 2 == 0) {
