@@ -74,20 +74,18 @@ def sync_native_sources() -> Path:
     return VENDORED_NATIVE
 
 
-def compile_native_library(source_root: Path, out: Path) -> bool:
-    """Build the streaming-copy library; False (with a warning) when that is impossible."""
+def compile_native_library(source_root: Path, out: Path) -> None:
+    """Build the streaming-copy library; without a compiler, warn and build none."""
     cxx = shlex.split(os.environ.get("CXX", "c++"))
     args = [*cxx, "-O2", "-std=c++17", "-fPIC", "-shared", f"-I{source_root}",
             str(source_root / NATIVE_SOURCES[1]), "-o", str(out)]
     try:
         subprocess.run(args, check=True)
-        return True
     except (OSError, subprocess.CalledProcessError) as err:
         if os.environ.get("KVSTRATA_REQUIRE_NATIVE") == "1":
             raise RuntimeError(f"kvstrata: {' '.join(args)} failed: {err}") from err
         print(f"kvstrata: WARNING: no streaming-copy library ({err}); copies use memmove")
         out.unlink(missing_ok=True)
-        return False
 
 
 class BuildPyWithProto(build_py):
