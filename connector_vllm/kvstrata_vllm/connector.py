@@ -14,7 +14,11 @@ from typing import Any, Dict, Iterable, Optional, Set, Tuple
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
                                                                KVConnectorRole)
-from vllm.v1.metrics.cache_hit_source import CacheHitSource
+
+try:  # vLLM >= 0.27 reports external hits by tier; 0.26 has no such module and never asks.
+    from vllm.v1.metrics.cache_hit_source import CacheHitSource
+except ImportError:
+    CacheHitSource = None  # type: ignore[assignment,misc]
 
 from .config import parse_config
 from .metadata import KVStrataMetadata
@@ -24,7 +28,13 @@ from .worker import WorkerSide
 
 
 class KVStrataConnector(KVConnectorBase_V1):
-    _cache_hit_source = CacheHitSource.HOST
+    """Works on vLLM 0.26.x and 0.33.x: it uses only the hooks both call, and methods that
+    only the newer vLLM calls (hit sources, requires_kv_delivery) are simply unused on 0.26.
+    Nothing depends on a hook that a step may skip (wait_for_save has no forward pass to
+    follow on some steps)."""
+
+    if CacheHitSource is not None:
+        _cache_hit_source = CacheHitSource.HOST
 
     def __init__(self, vllm_config: Any, role: KVConnectorRole, kv_cache_config: Any) -> None:
         super().__init__(vllm_config, role, kv_cache_config)
@@ -32,7 +42,7 @@ class KVStrataConnector(KVConnectorBase_V1):
         self.scheduler: Optional[SchedulerSide] = None
         self.worker: Optional[WorkerSide] = None
         if role == KVConnectorRole.SCHEDULER:
-            self.scheduler = SchedulerSide(vllm_config, kv_cache_config, cfg, self)
+            self.scheduler = SchedulerSide(vllm_config, kv_cache_config, cfg)
         else:
             self.worker = WorkerSide(vllm_config, kv_cache_config, cfg)
 
@@ -52,6 +62,7 @@ class KVStrataConnector(KVConnectorBase_V1):
         self.worker.register(kv_cache, layout="vllm_cross_layer")
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+        """Called every step, with or without a forward pass (vLLM 0.26 and 0.33 alike)."""
         assert self.worker is not None
         meta = self._connector_metadata
         if isinstance(meta, KVStrataMetadata):
@@ -111,8 +122,8 @@ class KVStrataConnector(KVConnectorBase_V1):
 
     def get_external_cache_hit_sources(self, request: Any,
                                        num_external_tokens: int) -> Dict[Any, int]:
-        """The external hit split by tier: L1 is HOST, L2/L3 are DISK."""
-        assert self.scheduler is not None
+        """The external hit split by tier: L1 is HOST, L2/L3 are DISK (vLLM >= 0.27)."""
+        assert self.scheduler is not None and CacheHitSource is not None
         split = self.scheduler.hit_sources(request, num_external_tokens)
         return {CacheHitSource(name): n for name, n in split.items() if n}
 

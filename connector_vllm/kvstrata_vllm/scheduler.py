@@ -8,6 +8,7 @@ it. The leases it takes pin the hits until the workers report the load finished
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -22,6 +23,7 @@ from .link import Link
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
 from .namespace import cache_geometry, hash_tokens, namespace_fields, unit_keys
 from .stats import StatsCounter
+from . import trace
 
 log = logging.getLogger("kvstrata_vllm")
 _MAX_ANNOUNCED = 1 << 20  # units remembered for their BlockRemoved
@@ -41,13 +43,12 @@ class _Req:
     present_units: int = 0                        # leading units KVStrata held at the lookup
     tiers: List[int] = field(default_factory=list)  # kvstrata.pb.Tier of each present unit
     local_tokens: int = 0                         # vLLM's local hit at the lookup
+    block_ids: List[int] = field(default_factory=list)  # its blocks, from SchedulerOutput
 
 
 class SchedulerSide:
-    def __init__(self, vllm_config: Any, kv_cache_config: Any, cfg: ConnectorConfig,
-                 connector: Any) -> None:
+    def __init__(self, vllm_config: Any, kv_cache_config: Any, cfg: ConnectorConfig) -> None:
         self.cfg = cfg
-        self.connector = connector                # for its bound KV cache manager
         geometry = cache_geometry(kv_cache_config)
         self.block_size = geometry.block_size
         self.unit_tokens = cfg.unit_tokens(self.block_size)
@@ -125,6 +126,7 @@ class SchedulerSide:
             self.stats.add("lookup_unavailable", 1)
             return 0, False
         s = self.link.session()
+        t0 = time.monotonic()
         # From unit 0, not start_u: the answer also tells which of vLLM's local hits KVStrata
         # holds already, so they are not stored again.
         keys = self._keys(hashes, 0, end_u)
@@ -145,6 +147,8 @@ class SchedulerSide:
                 break
         st.tiers = tiers[:hit]
         st.present_units = hit
+        trace.event("lookup", request.request_id, ms=round((time.monotonic() - t0) * 1e3, 3),
+                    units=hit)
         matched = hit * self.unit_tokens - num_computed_tokens
         self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
         if hit <= start_u or matched <= 0:
@@ -200,6 +204,7 @@ class SchedulerSide:
         if units:
             self._loads.append(RequestTransfer(request.request_id, units))
             st.loading = True
+            trace.event("alloc", request.request_id, units=len(units))
         else:
             self._release(st)
 
@@ -233,8 +238,7 @@ class SchedulerSide:
         n_units = limit // self.unit_tokens
         if n_units <= st.stored_units:
             return
-        manager = self.connector._kv_cache_manager
-        block_ids = manager.get_block_ids(req_id)[0]
+        block_ids = st.block_ids
         if len(block_ids) < n_units * self.blocks_per_unit:
             return
         first = st.stored_units
@@ -260,6 +264,7 @@ class SchedulerSide:
         meta = KVStrataMetadata(loads=self._loads, delayed_frees=self._delayed,
                                 preempted=set(getattr(so, "preempted_req_ids", None) or ()))
         self._loads, self._delayed = [], set()
+        self._track_blocks(so)
         for new in so.scheduled_new_reqs:
             n = so.num_scheduled_tokens.get(new.req_id, 0)
             self._plan_store(new.req_id, new.num_computed_tokens, new.num_computed_tokens + n,
@@ -273,10 +278,34 @@ class SchedulerSide:
             self.stats.add("store_units_planned", sum(len(r.units) for r in meta.stores))
         return meta
 
+    def _track_blocks(self, so: Any) -> None:
+        """Each request's block ids, as the model runner learns them from SchedulerOutput
+        (vLLM 0.26 and 0.33 alike, no KV cache manager binding): a new request brings all
+        of them, a running one appends its new blocks, a resumed one replaces them."""
+        for new in so.scheduled_new_reqs:
+            st = self._reqs.get(new.req_id)
+            if st is not None:
+                st.block_ids = list(new.block_ids[0]) if new.block_ids else []
+        cached = so.scheduled_cached_reqs
+        resumed = getattr(cached, "resumed_req_ids", None)
+        if resumed is None:  # older vLLM: one flag per request
+            flags = getattr(cached, "resumed_from_preemption", None) or ()
+            resumed = {r for r, f in zip(cached.req_ids, flags) if f}
+        for i, req_id in enumerate(cached.req_ids):
+            st = self._reqs.get(req_id)
+            new_ids = cached.new_block_ids[i]
+            if st is None:
+                continue
+            if req_id in resumed:
+                st.block_ids = list(new_ids[0]) if new_ids else []
+            elif new_ids:
+                st.block_ids.extend(new_ids[0])
+
     # ------------------------------------------------------------------ results
 
     def update_connector_output(self, output: Any) -> None:
         for req_id in output.finished_recving or ():
+            trace.event("load_reported", req_id)
             st = self._reqs.get(req_id)
             if st is not None:
                 st.loading = False

@@ -28,6 +28,7 @@ from .link import Link
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer
 from .namespace import cache_geometry, namespace_fields
 from .stats import StatsCounter
+from . import trace
 
 log = logging.getLogger("kvstrata_vllm")
 
@@ -270,6 +271,11 @@ class WorkerSide:
     # ------------------------------------------------------------------ loads
 
     def start_load(self, meta: KVStrataMetadata) -> None:
+        """Every step's first hook (start_load_kv), with or without a forward pass: it also
+        takes the step's delayed frees, which wait_for_save (skipped by steps without a
+        forward pass) must not be the only one to see."""
+        with self._lock:
+            self._delayed |= meta.delayed_frees
         for req in meta.loads:
             try:
                 if self.mode == "host":
@@ -328,7 +334,10 @@ class WorkerSide:
             return
         keys = [u.key for u in req.units]
         ids = [u.block_ids[0] for u in req.units]
+        t0 = time.monotonic()
         job = self.link.guard("submit_load", lambda: s.submit_load(ns, self.reg, keys, ids), None)
+        trace.event("load_submit", req.req_id, ms=round((time.monotonic() - t0) * 1e3, 3),
+                    units=len(ids))
         if job is None:
             self._fail_load(req, list(range(len(req.units))))
             return
@@ -340,8 +349,6 @@ class WorkerSide:
 
     def save(self, meta: KVStrataMetadata) -> None:
         """Called from wait_for_save: this step's forward pass has written meta.stores."""
-        with self._lock:
-            self._delayed |= meta.delayed_frees
         if not meta.stores:
             return
         if self.mode == "host":
@@ -378,8 +385,11 @@ class WorkerSide:
         for req in stores:
             keys = [u.key for u in req.units]
             ids = [u.block_ids[0] for u in req.units]
+            t0 = time.monotonic()
             job = self.link.guard("submit_store", lambda: s.submit_store(
                 ns, reg, keys, ids, event=event if event is not None else True), None)
+            trace.event("store_submit", req.req_id, ms=round((time.monotonic() - t0) * 1e3, 3),
+                        units=len(ids))
             if job is None:
                 self.stats.add("store_dropped_units", len(keys))
                 continue
@@ -434,6 +444,7 @@ class WorkerSide:
                         del self._req_jobs[(kind, req_id)]
                         if kind == "load":
                             self._recved.add(req_id)
+                            trace.event("load_done", req_id, failed=len(failed))
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         if self.mode == "cuda" and self._jobs:

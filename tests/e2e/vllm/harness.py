@@ -101,6 +101,15 @@ class Worker:
         return bad
 
 
+def finished(connector: KVStrataConnector, finished_req_ids: set) -> tuple:
+    """(finished sending, finished receiving) as the model runner asks for them:
+    get_transfer_results on vLLM >= 0.27, get_finished on 0.26."""
+    if hasattr(connector, "get_transfer_results"):
+        r = connector.get_transfer_results(finished_req_ids)
+        return r.finished_sending, r.finished_recving
+    return connector.get_finished(finished_req_ids)
+
+
 class Engine:
     def __init__(self, model_dir: str, extra: Dict[str, Any], tp: int = 1,
                  num_blocks: int = 512, batch_tokens: int = 64, kv_events: bool = False) -> None:
@@ -162,10 +171,12 @@ class Engine:
                 w.write(self.block_ids(req_id), req.all_token_ids, start,
                         start + so.num_scheduled_tokens[req_id])
             c.start_load_kv(None)
-            c.wait_for_save()
-            results = c.get_transfer_results(so.finished_req_ids)
-            kvo = KVConnectorOutput(finished_sending=results.finished_sending or None,
-                                    finished_recving=results.finished_recving or None,
+            # A step without a forward pass skips wait_for_save (vLLM 0.26's no_forward).
+            if so.total_num_scheduled_tokens > 0:
+                c.wait_for_save()
+            sending, recving = finished(c, so.finished_req_ids)
+            kvo = KVConnectorOutput(finished_sending=sending or None,
+                                    finished_recving=recving or None,
                                     invalid_block_ids=c.get_block_ids_with_load_errors(),
                                     kv_connector_stats=c.get_kv_connector_stats(),
                                     kv_connector_worker_meta=c.build_connector_worker_meta())

@@ -1,0 +1,144 @@
+"""One kvstratad for the vLLM GPU benchmark, controllable from any of its processes.
+
+The daemon runs in its own process session (it outlives the engine process that restarted
+it); its pid is kept in <workdir>/kvstratad.pid, so the orchestrator and every engine process
+can stop, kill -9 or restart the same daemon. Its L2 directory is <workdir>/l2 and survives
+restarts (the "L2 hit" rows); L1 (shared memory) does not.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import kvstrata
+
+
+class DaemonCtl:
+    def __init__(self, binary: str, workdir: str, settings: Dict[str, str]) -> None:
+        self.binary = binary
+        self.workdir = Path(workdir)
+        self.settings = dict(settings)
+        self.socket = self.workdir / "kvstrata.sock"
+        self.pid_file = self.workdir / "kvstratad.pid"
+        self.log_path = self.workdir / "kvstratad.log"
+
+    @property
+    def endpoint(self) -> str:
+        return str(self.socket)
+
+    def pid(self) -> Optional[int]:
+        try:
+            pid = int(self.pid_file.read_text())
+            os.kill(pid, 0)
+            return pid
+        except (OSError, ValueError):
+            return None
+
+    def start(self, timeout_s: float = 120.0) -> float:
+        """Start and wait until it answers the health check; seconds it took."""
+        t0 = time.monotonic()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [self.binary, f"--socket={self.socket}", "--metrics_address=127.0.0.1:0",
+                "--set=" + ",".join(f"{k}={v}" for k, v in self.settings.items())]
+        with open(self.log_path, "ab") as log:
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid_file.write_text(str(proc.pid))
+        while time.monotonic() - t0 < timeout_s:
+            if proc.poll() is not None:
+                raise RuntimeError(f"kvstratad exited with {proc.returncode}:\n{self.log_tail()}")
+            if self.socket.exists() and self.serving():
+                return time.monotonic() - t0
+            time.sleep(0.05)
+        raise RuntimeError(f"kvstratad not serving after {timeout_s}s:\n{self.log_tail()}")
+
+    def serving(self) -> bool:
+        with kvstrata.Client(self.endpoint, timeout=1.0) as client:
+            try:
+                return client.is_serving()
+            except kvstrata.KVStrataError:
+                return False
+
+    def _signal_and_wait(self, sig: int, timeout_s: float) -> None:
+        pid = self.pid()
+        if pid is None:
+            return
+        os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            try:  # Reap it when it is our child (else it is a zombie of another process).
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                pass
+            time.sleep(0.02)
+        if sig != signal.SIGKILL:
+            self._signal_and_wait(signal.SIGKILL, 10.0)
+
+    def stop(self) -> None:
+        self._signal_and_wait(signal.SIGTERM, 30.0)
+
+    def kill9(self) -> None:
+        self._signal_and_wait(signal.SIGKILL, 10.0)
+
+    def restart(self) -> float:
+        self.stop()
+        return self.start()
+
+    # ------------------------------------------------------------------ admin
+
+    def sessions(self) -> List[object]:
+        with kvstrata.Client(self.endpoint, timeout=2.0) as client:
+            return list(client.list_sessions().sessions)
+
+    def tiers(self) -> Dict[str, object]:
+        with kvstrata.Client(self.endpoint, timeout=2.0) as client:
+            return {t.name: t for t in client.list_tiers().tiers}
+
+    def wait_idle(self, timeout_s: float = 30.0) -> float:
+        """Until no session has a job in flight and L2 has no pending write; seconds."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            try:
+                busy = any(s.jobs for s in self.sessions())
+                l2 = self.tiers().get("l2")
+                busy = busy or (l2 is not None and l2.enabled and l2.queue_depth > 0)
+            except kvstrata.KVStrataError:
+                busy = True
+            if not busy:
+                return time.monotonic() - t0
+            time.sleep(0.02)
+        return time.monotonic() - t0
+
+    def registered(self) -> Dict[str, Tuple[int, int]]:
+        """(namespaces, KV cache registrations) of each open session, by client name."""
+        return {s.client_name: (s.namespaces, s.registrations) for s in self.sessions()}
+
+    def wait_sessions(self, expected: Dict[str, Tuple[int, int]],
+                      timeout_s: float = 30.0) -> float:
+        """Until every client in `expected` (from registered() before a restart) has a
+        session again with as many namespaces and registrations; seconds."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            try:
+                now = self.registered()
+                if all(now.get(name, (0, 0)) >= want for name, want in expected.items()):
+                    return time.monotonic() - t0
+            except kvstrata.KVStrataError:
+                pass
+            time.sleep(0.05)
+        return time.monotonic() - t0
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""One real vLLM engine of the GPU benchmark, in its own process (run.py starts it).
+
+    python3 engine.py --role none|native|kvstrata|kvstrata_b --spec spec.json --out role.json
+
+Roles (every engine: the same dummy Llama-3.1-8B, bf16, block 16, CUDA graphs and
+torch.compile on, the same GPU KV budget, greedy sampling):
+  none        no connector: recompute TTFT, the users rounds, the reference outputs
+  native      vLLM's OffloadingConnector (CPU): cold + hit TTFT, the users rounds
+  kvstrata    KVStrataConnector: cold + L1 hit TTFT, the users rounds
+  kvstrata_b  KVStrataConnector in a second, fresh engine process: cross-instance hits,
+              then L2 hits after daemon restarts, then the daemon killed during a load
+Results go to --out as JSON, written after every phase (a run cut short keeps what it did).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from daemon_ctl import DaemonCtl  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[engine {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+VOCAB = 128256
+
+
+def prompt(seed: int, n: int) -> List[int]:
+    """n random token ids (a unique, reproducible prompt)."""
+    rng = random.Random(seed)
+    return [rng.randrange(min(1000, VOCAB // 4), VOCAB - 1) for _ in range(n)]
+
+
+class Bench:
+    def __init__(self, role: str, spec: Dict[str, Any], out: Path) -> None:
+        self.role, self.spec, self.out = role, spec, out
+        self.result: Dict[str, Any] = {"role": role, "phases": {}}
+        self._tiny = 0
+        self.daemon = DaemonCtl(**spec["daemon"]) if role.startswith("kvstrata") else None
+        from vllm import LLM, SamplingParams  # noqa: PLC0415
+        from vllm.config import KVTransferConfig  # noqa: PLC0415
+
+        self.SamplingParams = SamplingParams
+        kvt = None
+        if role == "native":
+            kvt = KVTransferConfig(kv_connector="OffloadingConnector", kv_role="kv_both",
+                                   kv_connector_extra_config={
+                                       "spec_name": "CPUOffloadingSpec",
+                                       "cpu_bytes_to_use": int(spec["cpu_bytes"]),
+                                       "block_size": spec["block_size"]})
+        elif role.startswith("kvstrata"):
+            kvt = KVTransferConfig(kv_connector="KVStrataConnector",
+                                   kv_connector_module_path="kvstrata_vllm", kv_role="kv_both",
+                                   kv_load_failure_policy="recompute",
+                                   kv_connector_extra_config={
+                                       "endpoint": self.daemon.endpoint,
+                                       **spec.get("kvstrata_extra", {})})
+        self.trace: Optional[Path] = None
+        if role.startswith("kvstrata"):  # the connector's per-request timeline (trace.py)
+            self.trace = out.with_suffix(".trace.jsonl")
+            self.trace.unlink(missing_ok=True)
+            os.environ["KVSTRATA_VLLM_TRACE"] = str(self.trace)
+        t0 = time.monotonic()
+        self.llm = LLM(model=spec["model"], load_format="dummy", skip_tokenizer_init=True,
+                       dtype=spec["dtype"], enforce_eager=spec["enforce_eager"],
+                       block_size=spec["block_size"], enable_prefix_caching=True,
+                       max_model_len=spec["max_model_len"],
+                       num_gpu_blocks_override=spec["gpu_blocks"],
+                       gpu_memory_utilization=spec["gpu_memory_utilization"],
+                       max_num_seqs=spec.get("max_num_seqs", 64), seed=0,
+                       disable_log_stats=False, kv_transfer_config=kvt)
+        self.result["engine_start_s"] = round(time.monotonic() - t0, 1)
+        log(f"{role}: engine up in {self.result['engine_start_s']} s")
+        self.warm_up()
+        self.save()
+
+    def save(self) -> None:
+        self.out.write_text(json.dumps(self.result, indent=1))
+
+    def phase(self, name: str, value: Any) -> None:
+        self.result["phases"][name] = value
+        self.save()
+
+    # ------------------------------------------------------------------ requests
+
+    def generate(self, prompts: List[List[int]], max_tokens: int = 1) -> Dict[str, Any]:
+        """One llm.generate of these prompts: wall time, and per request its first token,
+        top-5 logprobs of the first position, token ids, prefix-cache hit tokens, TTFT."""
+        from vllm.inputs import TokensPrompt  # noqa: PLC0415
+
+        sp = self.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=5,
+                                 ignore_eos=True)
+        m0 = time.monotonic()
+        t0 = time.perf_counter()
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp,
+                                 use_tqdm=False)
+        wall = time.perf_counter() - t0
+        m1 = time.monotonic()
+        reqs = []
+        for o in outs:
+            c = o.outputs[0]
+            first = c.logprobs[0] if c.logprobs else {}
+            top = sorted(((tid, lp.logprob) for tid, lp in first.items()),
+                         key=lambda x: -x[1])[:5]
+            m = getattr(o, "metrics", None)
+            ttft = getattr(m, "first_token_latency", None) if m is not None else None
+            reqs.append({"tokens": list(c.token_ids), "top5": [[t, round(v, 4)] for t, v in top],
+                         "cached": o.num_cached_tokens, "ttft_s": ttft})
+        return {"wall_s": wall, "requests": reqs, "timeline": self.timeline(m0, m1)}
+
+    def timeline(self, m0: float, m1: float) -> List[Dict[str, Any]]:
+        """The connector's trace events between m0 and m1, at ms from m0."""
+        if self.trace is None or not self.trace.is_file():
+            return []
+        events = []
+        for line in self.trace.read_text().splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if m0 <= e["t"] <= m1:
+                e["at_ms"] = round((e.pop("t") - m0) * 1e3, 2)
+                e.pop("pid", None)
+                events.append(e)
+        return events
+
+    def reset_gpu_cache(self) -> None:
+        for _ in range(100):
+            if self.llm.reset_prefix_cache():
+                return
+            time.sleep(0.05)
+        raise RuntimeError("reset_prefix_cache kept failing (blocks still held)")
+
+    def settle(self) -> None:
+        """Wait for stores in flight (KVStrata: no job, no pending L2 write)."""
+        if self.daemon is not None:
+            self.daemon.wait_idle()
+        else:
+            time.sleep(1.0)
+
+    # ------------------------------------------------------------------ phases
+
+    def single(self, hits: bool) -> None:
+        """Per size: a cold run, then `repeats` runs of the same prompt with the GPU prefix
+        cache reset before each (recompute for `none`, offload-tier hits otherwise)."""
+        rows = {}
+        for n in self.spec["sizes"]:
+            p = prompt(n, n)
+            cold = self.generate([p])
+            self.settle()
+            runs = []
+            for _ in range(self.spec["repeats"]):
+                self.reset_gpu_cache()
+                runs.append(self.generate([p]))
+            rows[str(n)] = summarize(cold, runs)
+            log(f"{self.role} {n} tokens: cold {cold['wall_s'] * 1e3:.1f} ms, "
+                f"{'hit' if hits else 'recompute'} median {rows[str(n)]['median_ms']:.1f} ms, "
+                f"cached {rows[str(n)]['cached']}")
+            self.phase("single", rows)
+
+    def users(self) -> None:
+        """Round 1: every user's unique prompt (prefix + question 1), nothing to reuse (the
+        overhead row). Round 2: the same prefixes with question 2, more prefix tokens than
+        the GPU KV budget holds (the beyond-HBM row). Both rounds submitted at once."""
+        u, n, q = self.spec["users"], self.spec["user_tokens"], self.spec["question_tokens"]
+        prefixes = [prompt(10_000 + i, n) for i in range(u)]
+        out = {}
+        for rnd in (1, 2):
+            prompts = [pre + prompt(20_000 + 100 * rnd + i, q) for i, pre in enumerate(prefixes)]
+            r = self.generate(prompts, max_tokens=self.spec["user_max_tokens"])
+            self.settle()
+            ttfts = sorted(x["ttft_s"] for x in r["requests"] if x["ttft_s"] is not None)
+            tokens = sum(len(p) for p in prompts)
+            out[f"round{rnd}"] = {
+                "wall_s": round(r["wall_s"], 3), "prompt_tokens": tokens,
+                "prompt_tok_per_s": round(tokens / r["wall_s"]),
+                "ttft_p50_ms": pct(ttfts, 50), "ttft_p90_ms": pct(ttfts, 90),
+                "cached_tokens": sum(x["cached"] or 0 for x in r["requests"]),
+                "outputs": [x["tokens"] for x in r["requests"]],
+                "first_top5": [x["top5"] for x in r["requests"]]}
+            log(f"{self.role} users round {rnd}: {r['wall_s']:.2f} s, "
+                f"{tokens / r['wall_s']:.0f} prompt tok/s, TTFT p50 {pct(ttfts, 50)} ms "
+                f"p90 {pct(ttfts, 90)} ms, cached {out[f'round{rnd}']['cached_tokens']}")
+            self.phase("users", out)
+
+    def cross_instance(self) -> None:
+        """A fresh engine: the prompts engine A computed, hits only through KVStrata."""
+        rows = {}
+        for n in self.spec["sizes"]:
+            r = self.generate([prompt(n, n)])
+            self.settle()
+            rows[str(n)] = {"ms": round(r["wall_s"] * 1e3, 2), "prompt_tokens": n,
+                            "timeline": r["timeline"],
+                            "cached": r["requests"][0]["cached"],
+                            "tokens": r["requests"][0]["tokens"],
+                            "top5": r["requests"][0]["top5"]}
+            log(f"{self.role} cross-instance {n}: {rows[str(n)]['ms']} ms, "
+                f"cached {rows[str(n)]['cached']}")
+            self.phase("cross_instance", rows)
+
+    def warm_up(self) -> None:
+        """Tiny unique requests: the first requests of an engine (and a connector's first
+        session) pay one-time costs that no measured row should carry."""
+        for _ in range(2):
+            self._tiny += 1
+            self.generate([prompt(900_000 + self._tiny, 40)])
+
+    def reconnect(self, expected: Dict[str, Any], timeout_s: float = 60.0) -> float:
+        """After a daemon (re)start: tiny unique requests until the engine's scheduler and
+        worker sessions are back with their namespaces and KV cache registrations."""
+        assert self.daemon is not None
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            self.warm_up()
+            if self.daemon.wait_sessions(expected, timeout_s=1.0) < 1.0:
+                return time.monotonic() - t0
+        raise RuntimeError(f"the engine did not reconnect within {timeout_s}s: "
+                           f"{self.daemon.registered()} (expected {expected})")
+
+    def restart_daemon(self) -> Dict[str, float]:
+        assert self.daemon is not None
+        self.daemon.wait_idle()
+        expected = self.daemon.registered()
+        start_s = self.daemon.restart()
+        return {"start_s": round(start_s, 2), "reconnect_s": round(self.reconnect(expected), 2)}
+
+    def l2_hits(self) -> None:
+        """Daemon restarted (L1 empty, L2 on disk kept): hits come from L2."""
+        runs: Dict[str, List[Dict[str, Any]]] = {str(n): [] for n in self.spec["sizes"]}
+        restarts = []
+        for _ in range(self.spec["repeats"]):
+            restarts.append(self.restart_daemon())
+            for n in self.spec["sizes"]:
+                self.reset_gpu_cache()
+                runs[str(n)].append(self.generate([prompt(n, n)]))
+                self.settle()
+        rows = {n: summarize(None, r) for n, r in runs.items()}
+        self.phase("l2_hit", {"rows": rows, "restarts": restarts})
+        for n, row in rows.items():
+            log(f"{self.role} L2 hit {n}: median {row['median_ms']:.1f} ms, cached {row['cached']}")
+
+    def fault(self) -> None:
+        """kill -9 of the daemon while a 32K-token load is in flight: the request completes
+        (recompute), then the daemon comes back and hits resume."""
+        assert self.daemon is not None
+        n = max(self.spec["sizes"])
+        self.reset_gpu_cache()
+        expected = self.daemon.registered()
+        delay = self.spec.get("fault_delay_s", 0.015)
+        killer = threading.Timer(delay, self.daemon.kill9)
+        killer.start()
+        t0 = time.perf_counter()
+        r = self.generate([prompt(n, n)])
+        killer.join()
+        row: Dict[str, Any] = {"kill_after_s": delay, "completed": len(r["requests"]) == 1,
+                               "ms": round((time.perf_counter() - t0) * 1e3, 1),
+                               "cached": r["requests"][0]["cached"],
+                               "tokens": r["requests"][0]["tokens"],
+                               "top5": r["requests"][0]["top5"], "timeline": r["timeline"]}
+        log(f"{self.role} fault: request done in {row['ms']} ms with the daemon killed")
+        self.daemon.start()
+        row["reconnect_s"] = round(self.reconnect(expected), 2)
+        m = min(self.spec["sizes"][1:] or self.spec["sizes"])
+        self.reset_gpu_cache()
+        after = self.generate([prompt(m, m)])
+        row["after"] = {"prompt_tokens": m, "ms": round(after["wall_s"] * 1e3, 1),
+                        "cached": after["requests"][0]["cached"],
+                        "tokens": after["requests"][0]["tokens"],
+                        "top5": after["requests"][0]["top5"], "timeline": after["timeline"]}
+        log(f"{self.role} fault: after the restart {m} tokens cached "
+            f"{row['after']['cached']} in {row['after']['ms']} ms")
+        self.phase("fault", row)
+
+
+def pct(sorted_values: List[float], p: int) -> Optional[float]:
+    if not sorted_values:
+        return None
+    i = min(len(sorted_values) - 1, max(0, round(p / 100 * (len(sorted_values) - 1))))
+    return round(sorted_values[i] * 1e3, 1)
+
+
+def summarize(cold: Optional[Dict[str, Any]], runs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    ms = [r["wall_s"] * 1e3 for r in runs]
+    row = {"runs_ms": [round(x, 2) for x in ms], "median_ms": round(statistics.median(ms), 2),
+           "cached": [r["requests"][0]["cached"] for r in runs],
+           "tokens": [r["requests"][0]["tokens"] for r in runs],
+           "top5": [r["requests"][0]["top5"] for r in runs],
+           "timeline": runs[-1]["timeline"]}
+    if cold is not None:
+        row["cold_ms"] = round(cold["wall_s"] * 1e3, 2)
+        row["cold_tokens"] = cold["requests"][0]["tokens"]
+        row["cold_top5"] = cold["requests"][0]["top5"]
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--role", required=True,
+                    choices=("none", "native", "kvstrata", "kvstrata_b"))
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    spec = json.loads(Path(args.spec).read_text())
+    global VOCAB
+    VOCAB = spec["vocab"]
+    b = Bench(args.role, spec, Path(args.out))
+    if args.role in ("none", "native", "kvstrata"):
+        b.single(hits=args.role != "none")
+        b.users()
+    else:
+        b.cross_instance()
+        b.l2_hits()
+        b.fault()
+    b.result["done"] = True
+    b.save()
+    log(f"{args.role}: done")
+    try:
+        b.llm.llm_engine.engine_core.shutdown()
+    except Exception as err:  # noqa: BLE001 - run.py kills the process group anyway
+        log(f"engine shutdown: {err}")
+    os._exit(0)  # Skip vLLM's slow interpreter teardown; the results are written.
+
+
+if __name__ == "__main__":
+    sys.exit(main())

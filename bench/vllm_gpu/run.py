@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Real vLLM engines on a GPU: KVStrata against vLLM's own CPU offloading, in one run.
+
+    python3 bench/vllm_gpu/run.py --out DIR [--quick]      # (scripts/gpu_vllm.sh runs it)
+
+Starts one kvstratad (its L2 on local disk), then four engine processes one after the other
+(engine.py; each the same dummy Llama-3.1-8B, bf16, block 16, CUDA graphs on, the same GPU
+KV budget): `none` (no connector), `native` (vLLM's OffloadingConnector, CPU), `kvstrata`
+(engine A) and `kvstrata_b` (a second, fresh engine: cross-instance hits, L2 hits after
+daemon restarts, the daemon killed during a load). It then compares them against the
+targets of the vLLM GPU issue and writes DIR/vllm_gpu.json (everything), DIR/summary.txt
+(the tables), DIR/run.log and DIR/kvstratad.log.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+from daemon_ctl import DaemonCtl  # noqa: E402
+
+GIB = 1 << 30
+ROLES = ("none", "native", "kvstrata", "kvstrata_b")
+
+
+def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
+    quick = args.quick
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else (
+        [1024, 8192] if quick else [1024, 8192, 32768])
+    return {
+        "model": args.model,
+        "dtype": args.dtype,
+        "vocab": args.vocab,
+        "enforce_eager": args.eager,
+        "block_size": args.block_size,
+        "sizes": sizes,
+        "repeats": 3,
+        "max_model_len": args.max_model_len,
+        # 3072 blocks of 16 tokens = 48K tokens (6 GiB): the 32K prompt fits, the users'
+        # prefixes (12 x 8K = 96K tokens) do not.
+        "gpu_blocks": args.gpu_blocks,
+        "gpu_memory_utilization": 0.85,
+        "users": args.users or (4 if quick else 12),
+        "user_tokens": args.user_tokens,
+        "question_tokens": 64,
+        "user_max_tokens": 8,
+        "cpu_bytes": args.cache_gib * GIB,       # native offload's CPU cache
+        "daemon": {"binary": args.daemon, "workdir": str(workdir / "daemon"),
+                   "settings": {"l1.capacity": f"{args.cache_gib}GiB",  # the same capacity
+                                "l1.slab_size": "64MiB",
+                                "l2.enabled": "true", "l2.path": str(workdir / "daemon" / "l2"),
+                                "l2.capacity": "64GiB", "l2.write_queue_blocks": "32768",
+                                "sessions.heartbeat_timeout_ms": "10000"}},
+        "kvstrata_extra": {},
+    }
+
+
+def run_role(role: str, spec_path: Path, out_dir: Path, log, timeout_s: float) -> Dict[str, Any]:
+    """engine.py --role ROLE in its own process group (killed whole afterwards, so no
+    engine-core process keeps the GPU); its parsed result (possibly partial)."""
+    result = out_dir / f"{role}.json"
+    cmd = [sys.executable, str(HERE / "engine.py"), "--role", role, "--spec", str(spec_path),
+           "--out", str(result)]
+    t0 = time.monotonic()
+    log.write(f"\n===== {role}: {' '.join(cmd)}\n")
+    log.flush()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, text=True, bufsize=1)
+
+    def kill_group() -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    watchdog = threading.Timer(timeout_s, kill_group)
+    watchdog.start()
+    rc: Optional[int] = None
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            if line.startswith("[engine ") or "Error" in line or "Traceback" in line:
+                print(line, end="", flush=True)
+        rc = proc.wait()
+        if time.monotonic() - t0 >= timeout_s:
+            print(f"{role}: stopped at its {timeout_s:.0f} s limit", flush=True)
+    finally:
+        watchdog.cancel()
+        kill_group()
+        proc.wait()
+    wait_gpu_free()
+    data: Dict[str, Any] = {}
+    if result.is_file():
+        data = json.loads(result.read_text())
+    data["rc"] = rc
+    data["seconds"] = round(time.monotonic() - t0, 1)
+    print(f"== {role}: rc={rc} in {data['seconds']} s", flush=True)
+    return data
+
+
+def wait_gpu_free(timeout_s: float = 30.0) -> None:
+    """Until no process holds GPU memory (the last engine's processes are gone)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        if not out:
+            return
+        time.sleep(0.5)
+
+
+# ---------------------------------------------------------------------- report
+
+
+def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return round(a / b, 3) if a and b else None
+
+
+def single_ms(results: Dict[str, Any], role: str, size: str) -> Optional[float]:
+    row = results.get(role, {}).get("phases", {}).get("single", {}).get(size)
+    return row["median_ms"] if row else None
+
+
+def same_output(ref: Dict[str, Any], tokens: List[int], top5: List[List[float]],
+                tol: float = 0.0) -> bool:
+    """Same token ids, same top-5 ids and logprobs (within tol) as the reference."""
+    if tokens != ref["tokens"]:
+        return False
+    if [t for t, _ in top5] != [t for t, _ in ref["top5"]]:
+        return False
+    return all(abs(a - b) <= tol for (_, a), (_, b) in zip(top5, ref["top5"]))
+
+
+def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
+    sizes = [str(n) for n in spec["sizes"]]
+    rep: Dict[str, Any] = {"ttft": [], "targets": [], "correctness": {}}
+    b = results.get("kvstrata_b", {}).get("phases", {})
+    l2 = b.get("l2_hit", {}).get("rows", {})
+    for n in sizes:
+        none, native, kvs = (single_ms(results, r, n) for r in ("none", "native", "kvstrata"))
+        l2ms = l2.get(n, {}).get("median_ms")
+        rep["ttft"].append({"tokens": int(n), "recompute_ms": none, "native_hit_ms": native,
+                            "kvstrata_l1_hit_ms": kvs, "kvstrata_l2_hit_ms": l2ms,
+                            "l1_vs_native": ratio(kvs, native),
+                            "l1_speedup_vs_recompute": ratio(none, kvs),
+                            "l2_speedup_vs_recompute": ratio(none, l2ms),
+                            "gpu_cache_hit_ms": None})
+
+    def target(name: str, value: Any, ok: Optional[bool]) -> None:
+        rep["targets"].append({"target": name, "value": value,
+                               "verdict": "n/a" if ok is None else ("PASS" if ok else "MISS")})
+
+    for row in rep["ttft"]:
+        r = row["l1_vs_native"]
+        target(f"L1 hit <= native hit at {row['tokens']} tokens", r, None if r is None else r <= 1.0)
+        if row["tokens"] >= 8192:
+            target(f"L1 hit <= 0.85 x native at {row['tokens']} tokens", r,
+                   None if r is None else r <= 0.85)
+    big = rep["ttft"][-1]
+    target(f"L2 hit >= 5x faster than recompute at {big['tokens']} tokens",
+           big["l2_speedup_vs_recompute"],
+           None if big["l2_speedup_vs_recompute"] is None else big["l2_speedup_vs_recompute"] >= 5)
+
+    cross = b.get("cross_instance", {})
+    fractions = {n: round(cross[n]["cached"] / int(n), 4) for n in sizes if n in cross}
+    rep["cross_instance"] = {n: {**{k: cross[n][k] for k in ("ms", "cached", "prompt_tokens")},
+                                 "hit_fraction": fractions[n]} for n in fractions}
+    # The last block of a prompt is always computed (vLLM needs one token's logits).
+    target("cross-instance: >= 95% of prefix tokens hit in engine B",
+           min(fractions.values()) if fractions else None,
+           None if not fractions else min(fractions.values()) >= 0.95)
+
+    users = {r: results.get(r, {}).get("phases", {}).get("users", {}) for r in
+             ("none", "native", "kvstrata")}
+    rep["users"] = {r: {rnd: {k: v for k, v in u.get(rnd, {}).items()
+                              if k not in ("outputs", "first_top5")} for rnd in ("round1", "round2")}
+                    for r, u in users.items()}
+    tput = {r: u.get("round2", {}).get("prompt_tok_per_s") for r, u in users.items()}
+    target("beyond-HBM throughput: KVStrata >= native", ratio(tput["kvstrata"], tput["native"]),
+           None if not (tput["kvstrata"] and tput["native"]) else tput["kvstrata"] >= tput["native"])
+    t1 = {r: u.get("round1", {}).get("wall_s") for r, u in users.items()}
+    overhead = ratio(t1["kvstrata"], t1["none"])
+    target("no-reuse overhead <= 2% (round-1 wall time KVStrata / none)", overhead,
+           None if overhead is None else overhead <= 1.02)
+
+    # Correctness: every KVStrata hit against the same prompt computed without KVStrata.
+    none_single = results.get("none", {}).get("phases", {}).get("single", {})
+    checked = mismatched = 0
+    details = []
+
+    def check(what: str, ref: Optional[Dict[str, Any]], tokens: List[int], top5: Any) -> None:
+        nonlocal checked, mismatched
+        if ref is None:
+            return
+        checked += 1
+        if not same_output(ref, tokens, top5, tol=0.0):
+            mismatched += 1
+            details.append({"what": what, "ref": ref, "got": {"tokens": tokens, "top5": top5}})
+
+    for n in sizes:
+        row = none_single.get(n)
+        ref = {"tokens": row["cold_tokens"], "top5": row["cold_top5"]} if row else None
+        kv = results.get("kvstrata", {}).get("phases", {}).get("single", {}).get(n)
+        if kv:
+            for i, (t, p) in enumerate(zip(kv["tokens"], kv["top5"])):
+                check(f"L1 hit {n} #{i}", ref, t, p)
+        if n in cross:
+            check(f"cross-instance {n}", ref, cross[n]["tokens"], cross[n]["top5"])
+        if n in l2:
+            for i, (t, p) in enumerate(zip(l2[n]["tokens"], l2[n]["top5"])):
+                check(f"L2 hit {n} #{i}", ref, t, p)
+    fault = b.get("fault", {})
+    after = fault.get("after")
+    if after:
+        row = none_single.get(str(after["prompt_tokens"]))
+        if row:
+            check("after the daemon restart", {"tokens": row["cold_tokens"], "top5": row["cold_top5"]},
+                  after["tokens"], after["top5"])
+    rep["correctness"] = {"checked": checked, "mismatched": mismatched, "details": details[:6]}
+    target("0 token-id / first-token logprob mismatches with and without KVStrata",
+           f"{mismatched} of {checked}", None if not checked else mismatched == 0)
+    # Batched users (different batch compositions): token ids only, reported, no target.
+    ru = users.get("kvstrata", {}).get("round2", {}).get("outputs")
+    rn = users.get("none", {}).get("round2", {}).get("outputs")
+    if ru and rn:
+        rep["users_round2_token_mismatches"] = sum(a != b for a, b in zip(ru, rn))
+    rep["fault"] = {k: v for k, v in fault.items() if k not in ("tokens", "top5")}
+    if "after" in rep["fault"]:
+        rep["fault"]["after"] = {k: v for k, v in after.items() if k not in ("tokens", "top5")}
+    target("daemon killed during a load: request completes, hits resume after restart",
+           fault.get("after", {}).get("cached") if fault else None,
+           None if not fault else bool(fault.get("completed") and after and after["cached"] > 0))
+    return rep
+
+
+def render(rep: Dict[str, Any], results: Dict[str, Any]) -> str:
+    lines = ["Single-request TTFT (wall time of generate(max_tokens=1), median of repeats, ms)",
+             f"{'tokens':>7} {'recompute':>10} {'native':>8} {'KVS L1':>8} {'KVS L2':>8} "
+             f"{'L1/native':>10} {'L1 speedup':>11} {'L2 speedup':>11}"]
+    for r in rep["ttft"]:
+        def f(v, w=8):
+            return f"{v:>{w}.1f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
+        lines.append(f"{r['tokens']:>7} {f(r['recompute_ms'], 10)} {f(r['native_hit_ms'])} "
+                     f"{f(r['kvstrata_l1_hit_ms'])} {f(r['kvstrata_l2_hit_ms'])} "
+                     f"{f(r['l1_vs_native'], 10)} {f(r['l1_speedup_vs_recompute'], 11)} "
+                     f"{f(r['l2_speedup_vs_recompute'], 11)}")
+    lines.append("")
+    lines.append("Cross-instance (engine B, fresh process): " + ", ".join(
+        f"{n}: {c['cached']}/{c['prompt_tokens']} tokens hit, {c['ms']} ms"
+        for n, c in rep.get("cross_instance", {}).items()))
+    lines.append("")
+    lines.append("Users (round 1: unique prompts; round 2: same prefixes, beyond the GPU KV budget)")
+    for role, rounds in rep.get("users", {}).items():
+        for rnd, u in rounds.items():
+            if u:
+                lines.append(f"  {role:9} {rnd}: {u.get('wall_s')} s, {u.get('prompt_tok_per_s')} "
+                             f"prompt tok/s, TTFT p50 {u.get('ttft_p50_ms')} ms p90 "
+                             f"{u.get('ttft_p90_ms')} ms, cached {u.get('cached_tokens')}")
+    if "users_round2_token_mismatches" in rep:
+        lines.append(f"  round-2 outputs differing KVStrata vs none (batched, bf16): "
+                     f"{rep['users_round2_token_mismatches']}")
+    lines.append("")
+    lines.append("KVStrata L1 hit timelines (ms from generate(); the connector's trace)")
+    for n, row in results.get("kvstrata", {}).get("phases", {}).get("single", {}).items():
+        lines.append(f"  {n:>6}: " + ", ".join(
+            f"{e['ev']}@{e['at_ms']}" + (f"({e['ms']})" if "ms" in e else "")
+            for e in row.get("timeline", [])) + f" | end@{row['runs_ms'][-1]}")
+    lines.append("")
+    lines.append(f"Fault: {json.dumps(rep.get('fault'))}")
+    lines.append(f"Correctness: {rep['correctness']['mismatched']} mismatches of "
+                 f"{rep['correctness']['checked']} checked")
+    lines.append("")
+    lines.append("Engines: " + ", ".join(
+        f"{r} rc={results.get(r, {}).get('rc')} start {results.get(r, {}).get('engine_start_s')} s "
+        f"total {results.get(r, {}).get('seconds')} s" for r in ROLES if r in results))
+    lines.append("")
+    lines.append("Targets")
+    for t in rep["targets"]:
+        lines.append(f"  {t['verdict']:4} {t['target']}: {t['value']}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--daemon", default=os.environ.get("KVSTRATA_DAEMON",
+                                                       str(REPO / ".bundle" / "bin" / "kvstratad")))
+    ap.add_argument("--workdir", default="/tmp/kvs-vllm-bench")
+    ap.add_argument("--cache-gib", type=int, default=20,
+                    help="CPU cache of both native offload and KVStrata's L1 (GiB)")
+    ap.add_argument("--roles", default=",".join(ROLES))
+    ap.add_argument("--role-timeout", type=float, default=300.0)
+    ap.add_argument("--quick", action="store_true", help="1K/8K and 4 users (a smoke run)")
+    # The defaults are the benchmark; these make a small run (e.g. a CPU smoke run with
+    # vLLM's CPU build and a tiny model).
+    ap.add_argument("--model", default=str(HERE / "model"))
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--vocab", type=int, default=128256)
+    ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
+    ap.add_argument("--sizes", help="prompt sizes of the single-request rows, e.g. 1024,8192")
+    ap.add_argument("--users", type=int, default=0)
+    ap.add_argument("--user-tokens", type=int, default=8192)
+    ap.add_argument("--gpu-blocks", type=int, default=3072)
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--max-model-len", type=int, default=34816)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    workdir = Path(args.workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    (workdir / "roles").mkdir(parents=True)
+    spec = make_spec(args, workdir)
+    spec_path = workdir / "spec.json"
+    spec_path.write_text(json.dumps(spec, indent=1))
+    daemon = DaemonCtl(**spec["daemon"])
+    results: Dict[str, Any] = {}
+    rep: Dict[str, Any] = {}
+    with open(out / "run.log", "w") as log:
+        try:
+            print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
+            for role in args.roles.split(","):
+                results[role] = run_role(role, spec_path, workdir / "roles", log,
+                                         args.role_timeout)
+                rep = report(results, spec)
+                (out / "vllm_gpu.json").write_text(json.dumps(
+                    {"spec": spec, "report": rep, "results": results}, indent=1))
+        finally:
+            daemon.stop()
+            shutil.copy(daemon.log_path, out / "kvstratad.log")
+    text = render(rep, results)
+    (out / "summary.txt").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Real vLLM 0.26.0 engines on the lent GPU machine: bench/vllm_gpu/run.py, KVStrata beside
+# vLLM's own CPU offloading. Prepared here (network, no GPU), then three device calls sent
+# one right after the other (a machine keeps /tmp only while warm, ~30 s):
+#
+#   bash scripts/vllm_carry/prepare.sh .vllmcarry        # here: vLLM 0.26 in two parts
+#   bash scripts/bundle.sh && bash scripts/bundle_python.sh   # here: the daemon + client
+#   call 1, carry [".vllmcarry/p1"]:  bash scripts/gpu_vllm.sh --part 1
+#   call 2, carry [".vllmcarry/p2"]:  bash scripts/gpu_vllm.sh --part 2
+#   call 3, carry [".bundle"]:        bash scripts/gpu_vllm.sh [--quick] [run.py options]
+#
+# Call 3 installs the kvstrata client wheel (.bundle/wheels) into /tmp/kvsite, puts the
+# connector (connector_vllm/) and vLLM (/tmp/site) on PYTHONPATH and runs the benchmark;
+# results in $OUT: vllm_gpu.json, summary.txt, run.log, kvstratad.log, nvidia_smi.txt.
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo" || exit 1
+out="${OUT:-$repo/gpu-out}"
+mkdir -p "$out"
+case "${1:-}" in
+  --part)
+    mkdir -p /tmp/vc
+    if [[ "$2" == 1 ]]; then
+      cp .vllmcarry/p1/site.part.0 /tmp/vc/ && ls -la /tmp/vc
+    else
+      cp .vllmcarry/p2/site.part.1 .vllmcarry/p2/site.sha256 /tmp/vc/ || exit 3
+      # shellcheck source=vllm_carry/stage.sh
+      source scripts/vllm_carry/stage.sh || exit $?
+      python3 -c "import vllm; print('vllm', vllm.__version__, 'importable')"
+    fi
+    exit ;;
+esac
+# shellcheck source=vllm_carry/stage.sh
+source scripts/vllm_carry/stage.sh || { echo "vLLM parts missing: run calls 1 and 2 first"; exit 3; }
+site=/tmp/kvsite
+rm -rf "$site" && mkdir -p "$site"
+python3 -m pip install -q --disable-pip-version-check --no-index --no-deps --target "$site" \
+  .bundle/wheels/kvstrata-*.whl || exit 4
+export PYTHONPATH="$site:$repo/connector_vllm:$PYTHONPATH"
+export KVSTRATA_DAEMON="$repo/.bundle/bin/kvstratad"
+nvidia-smi --query-gpu=name,memory.total,memory.used,pcie.link.gen.current,pcie.link.width.current \
+  --format=csv >"$out/nvidia_smi.txt" 2>&1
+python3 -c "import vllm, kvstrata, kvstrata_vllm, torch; print('vllm', vllm.__version__, 'kvstrata', kvstrata.__version__, 'torch', torch.__version__)" || exit 5
+python3 bench/vllm_gpu/run.py --out "$out" "$@"
