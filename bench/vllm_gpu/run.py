@@ -307,6 +307,11 @@ def main() -> int:
     ap.add_argument("--roles", default=",".join(ROLES))
     ap.add_argument("--role-timeout", type=float, default=300.0)
     ap.add_argument("--quick", action="store_true", help="1K/8K and 4 users (a smoke run)")
+    ap.add_argument("--keep-daemon", action="store_true",
+                    help="leave kvstratad running at the end (for a --continue run)")
+    ap.add_argument("--continue", dest="cont", action="store_true",
+                    help="keep --workdir: reuse its running kvstratad and spec, and report "
+                         "the roles of earlier runs too (one run per device call)")
     # The defaults are the benchmark; these make a small run (e.g. a CPU smoke run with
     # vLLM's CPU build and a tiny model).
     ap.add_argument("--model", default=str(HERE / "model"))
@@ -323,17 +328,25 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(args.workdir)
-    shutil.rmtree(workdir, ignore_errors=True)
-    (workdir / "roles").mkdir(parents=True)
-    spec = make_spec(args, workdir)
     spec_path = workdir / "spec.json"
-    spec_path.write_text(json.dumps(spec, indent=1))
-    daemon = DaemonCtl(**spec["daemon"])
     results: Dict[str, Any] = {}
+    if args.cont and spec_path.is_file():
+        spec = json.loads(spec_path.read_text())
+        for role in ROLES:
+            f = workdir / "roles" / f"{role}.json"
+            if f.is_file():
+                results[role] = json.loads(f.read_text())
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+        (workdir / "roles").mkdir(parents=True)
+        spec = make_spec(args, workdir)
+        spec_path.write_text(json.dumps(spec, indent=1))
+    daemon = DaemonCtl(**spec["daemon"])
     rep: Dict[str, Any] = {}
     with open(out / "run.log", "w") as log:
         try:
-            print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
+            if daemon.pid() is None:
+                print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
             for role in args.roles.split(","):
                 results[role] = run_role(role, spec_path, workdir / "roles", log,
                                          args.role_timeout)
@@ -341,7 +354,8 @@ def main() -> int:
                 (out / "vllm_gpu.json").write_text(json.dumps(
                     {"spec": spec, "report": rep, "results": results}, indent=1))
         finally:
-            daemon.stop()
+            if not args.keep_daemon:
+                daemon.stop()
             shutil.copy(daemon.log_path, out / "kvstratad.log")
     text = render(rep, results)
     (out / "summary.txt").write_text(text + "\n")

@@ -44,6 +44,8 @@ class _Req:
     tiers: List[int] = field(default_factory=list)  # kvstrata.pb.Tier of each present unit
     local_tokens: int = 0                         # vLLM's local hit at the lookup
     block_ids: List[int] = field(default_factory=list)  # its blocks, from SchedulerOutput
+    load_blocks: Set[int] = field(default_factory=set)  # blocks of the load in flight
+    load_failed: bool = False                     # a load of it failed: no second attempt
 
 
 class SchedulerSide:
@@ -114,6 +116,12 @@ class SchedulerSide:
         if st.loading:
             return 0, False
         self._release(st)   # Called again for the same request: answer afresh.
+        if st.load_failed:
+            # vLLM recomputes what a failed load left out and asks again; offering the same
+            # hit again would retry a failing load every step (e.g. while this engine's
+            # worker is still reconnecting after a daemon restart).
+            st.plan = None
+            return 0, False
         st.plan = None
         hashes = request.block_hashes
         end_u = min((request.num_tokens - 1) // self.unit_tokens,
@@ -204,6 +212,7 @@ class SchedulerSide:
         if units:
             self._loads.append(RequestTransfer(request.request_id, units))
             st.loading = True
+            st.load_blocks = {b for u in units for b in u.block_ids if b >= 0}
             trace.event("alloc", request.request_id, units=len(units))
         else:
             self._release(st)
@@ -304,11 +313,17 @@ class SchedulerSide:
     # ------------------------------------------------------------------ results
 
     def update_connector_output(self, output: Any) -> None:
+        invalid = set(getattr(output, "invalid_block_ids", None) or ())
+        if invalid:
+            for st in self._reqs.values():
+                if st.loading and st.load_blocks & invalid:
+                    st.load_failed = True
         for req_id in output.finished_recving or ():
             trace.event("load_reported", req_id)
             st = self._reqs.get(req_id)
             if st is not None:
                 st.loading = False
+                st.load_blocks = set()
                 self._release(st)
         wm = getattr(output, "kv_connector_worker_meta", None)
         if isinstance(wm, KVStrataWorkerMetadata) and self.events_enabled:

@@ -438,3 +438,23 @@ def test_stores_after_preemption_use_the_resumed_blocks(model_dir, daemon, engin
         r2 = e2.add(seq[:(len(seq) - 1) // BLOCK * BLOCK + 1])
         run_and_verify(e2, r2.request_id)
         assert e2.stats["hit_tokens"] == (len(seq) - 1) // BLOCK * BLOCK
+
+
+def test_a_failed_load_is_not_retried(model_dir, daemon, engines):
+    """A load that fails whole (here: the worker cannot reach the daemon, as while it
+    reconnects after a restart) is recomputed once; the scheduler does not offer the same
+    hit again (vLLM asks again after the failure), so no load is retried every step."""
+    warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon))
+    w = e.workers[0].connector.worker
+    attempts = []
+
+    def unreachable(req):
+        attempts.append(req.req_id)
+        w._fail_load(req, list(range(len(req.units))))
+
+    w._load_host = unreachable
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)
+    assert len(attempts) == 1
+    assert e.stats["load_failed_units"] == 6 and not e.stats.get("loaded_units")
