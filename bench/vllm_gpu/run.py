@@ -76,7 +76,10 @@ def run_role(role: str, spec_path: Path, out_dir: Path, log, timeout_s: float) -
     t0 = time.monotonic()
     log.write(f"\n===== {role}: {' '.join(cmd)}\n")
     log.flush()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # One PYTHONHASHSEED for every engine, as in any deployment whose instances share
+    # kvstratad: vLLM 0.26 seeds its block hashes (the connector's keys) at random otherwise.
+    env = dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True, text=True, bufsize=1)
 
     def kill_group() -> None:
@@ -123,6 +126,34 @@ def wait_gpu_free(timeout_s: float = 30.0) -> None:
         if not out:
             return
         time.sleep(0.5)
+
+
+def disk_baseline(directory: Path, gib: int = 4) -> Dict[str, Any]:
+    """Raw throughput of the disk under L2 (the L2 rows' ceiling): one file of `gib` GiB
+    written and read back with O_DIRECT in 2 MiB requests, by 1 and by 4 readers."""
+    directory.mkdir(parents=True, exist_ok=True)
+    f = directory / "disk-baseline.bin"
+    blocks = gib * 512
+
+    def timed(cmds: List[List[str]]) -> float:
+        t0 = time.monotonic()
+        procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for c in cmds]
+        for p in procs:
+            p.wait()
+        return time.monotonic() - t0
+
+    try:
+        w = timed([["dd", "if=/dev/zero", f"of={f}", "bs=2M", f"count={blocks}",
+                    "oflag=direct", "conv=fsync"]])
+        r1 = timed([["dd", f"if={f}", "of=/dev/null", "bs=2M", "iflag=direct"]])
+        r4 = timed([["dd", f"if={f}", "of=/dev/null", "bs=2M", "iflag=direct",
+                     f"skip={i * blocks // 4}", f"count={blocks // 4}"] for i in range(4)])
+    finally:
+        f.unlink(missing_ok=True)
+    gb = gib * GIB / 1e9
+    return {"gib": gib, "write_gbps": round(gb / w, 2), "read_gbps_1": round(gb / r1, 2),
+            "read_gbps_4": round(gb / r4, 2)}
 
 
 # ---------------------------------------------------------------------- report
@@ -173,6 +204,13 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
             target(f"L1 hit <= 0.85 x native at {row['tokens']} tokens", r,
                    None if r is None else r <= 0.85)
     big = rep["ttft"][-1]
+    disk = results.get("disk")
+    if disk and big["kvstrata_l2_hit_ms"]:
+        l2_bytes = (big["tokens"] // 16) * 16 * 131072  # Llama-3.1-8B bf16: 128 KiB/token
+        rep["l2_read"] = {"effective_gbps": round(l2_bytes / 1e9 / (big["kvstrata_l2_hit_ms"] / 1e3), 2),
+                          "disk": disk,
+                          "needed_gbps_for_5x": round(l2_bytes / 1e9 / (big["recompute_ms"] / 5e3), 1)
+                          if big["recompute_ms"] else None}
     target(f"L2 hit >= 5x faster than recompute at {big['tokens']} tokens",
            big["l2_speedup_vs_recompute"],
            None if big["l2_speedup_vs_recompute"] is None else big["l2_speedup_vs_recompute"] >= 5)
@@ -281,6 +319,9 @@ def render(rep: Dict[str, Any], results: Dict[str, Any]) -> str:
         lines.append(f"  {n:>6}: " + ", ".join(
             f"{e['ev']}@{e['at_ms']}" + (f"({e['ms']})" if "ms" in e else "")
             for e in row.get("timeline", [])) + f" | end@{row['runs_ms'][-1]}")
+    if "l2_read" in rep:
+        lines.append("")
+        lines.append(f"L2 read: {json.dumps(rep['l2_read'])}")
     lines.append("")
     lines.append(f"Fault: {json.dumps(rep.get('fault'))}")
     lines.append(f"Correctness: {rep['correctness']['mismatched']} mismatches of "
@@ -307,6 +348,8 @@ def main() -> int:
     ap.add_argument("--roles", default=",".join(ROLES))
     ap.add_argument("--role-timeout", type=float, default=300.0)
     ap.add_argument("--quick", action="store_true", help="1K/8K and 4 users (a smoke run)")
+    ap.add_argument("--disk-baseline", action="store_true",
+                    help="measure the raw O_DIRECT throughput of the L2 disk first")
     ap.add_argument("--keep-daemon", action="store_true",
                     help="leave kvstratad running at the end (for a --continue run)")
     ap.add_argument("--continue", dest="cont", action="store_true",
@@ -332,7 +375,7 @@ def main() -> int:
     results: Dict[str, Any] = {}
     if args.cont and spec_path.is_file():
         spec = json.loads(spec_path.read_text())
-        for role in ROLES:
+        for role in ROLES + ("disk",):
             f = workdir / "roles" / f"{role}.json"
             if f.is_file():
                 results[role] = json.loads(f.read_text())
@@ -345,6 +388,10 @@ def main() -> int:
     rep: Dict[str, Any] = {}
     with open(out / "run.log", "w") as log:
         try:
+            if args.disk_baseline:
+                results["disk"] = disk_baseline(Path(spec["daemon"]["workdir"]))
+                (workdir / "roles" / "disk.json").write_text(json.dumps(results["disk"]))
+                print(f"disk under L2: {results['disk']}", flush=True)
             if daemon.pid() is None:
                 print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
             for role in args.roles.split(","):

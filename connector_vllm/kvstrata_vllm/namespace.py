@@ -9,8 +9,9 @@ names the whole prefix, cache_salt and LoRA included).
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from .config import ConnectorConfig
 
@@ -108,3 +109,24 @@ def hash_tokens(vllm_config: Any, block_size: int) -> int:
     if block_size % unit:
         raise ValueError(f"prefix_match_unit {unit} must divide the block size {block_size}")
     return int(unit)
+
+
+def hash_seed_problem(vllm_config: Any) -> Optional[str]:
+    """Why vLLM's block hashes (the connector's keys) differ between processes, or None.
+
+    Every prefix's hash chain starts from vLLM's NONE_HASH. vLLM 0.26 draws it at random
+    per process unless PYTHONHASHSEED is set; vLLM >= 0.27 derives it from a fixed seed for
+    sha256 / sha256_cbor (random for xxhash without PYTHONHASHSEED). A random one means
+    another instance -- or this one after a restart -- never finds what this one stored."""
+    if os.environ.get("PYTHONHASHSEED") is not None:
+        return None
+    algo = str(getattr(vllm_config.cache_config, "prefix_caching_hash_algo", "sha256"))
+    try:
+        from vllm.v1.core import kv_cache_utils  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - always there where the connector runs
+        return None
+    if not hasattr(kv_cache_utils, "resolve_none_hash_seed"):  # vLLM 0.26: random seed
+        return "this vLLM seeds its block hashes at random in every process"
+    if algo.startswith("xxhash"):
+        return f"prefix_caching_hash_algo={algo} seeds block hashes at random in every process"
+    return None

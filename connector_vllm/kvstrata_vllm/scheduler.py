@@ -21,7 +21,8 @@ from kvstrata import pb
 from .config import ConnectorConfig, max_offload_tokens
 from .link import Link
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
-from .namespace import cache_geometry, hash_tokens, namespace_fields, unit_keys
+from .namespace import (cache_geometry, hash_seed_problem, hash_tokens, namespace_fields,
+                        unit_keys)
 from .stats import StatsCounter
 from . import trace
 
@@ -56,6 +57,12 @@ class SchedulerSide:
         self.unit_tokens = cfg.unit_tokens(self.block_size)
         self.blocks_per_unit = self.unit_tokens // self.block_size
         self.hash_tokens = hash_tokens(vllm_config, self.block_size)
+        problem = hash_seed_problem(vllm_config)
+        if problem:
+            log.warning("kvstrata_vllm: PYTHONHASHSEED is not set and %s: KVStrata can only "
+                        "serve this engine process what it stored itself (no hits in other "
+                        "instances or after a restart). Set PYTHONHASHSEED to the same value "
+                        "(e.g. 0) in every vLLM instance that shares kvstratad.", problem)
         parallel = vllm_config.parallel_config
         if getattr(parallel, "pipeline_parallel_size", 1) > 1:
             raise ValueError("KVStrataConnector does not support pipeline parallelism yet "

@@ -25,7 +25,21 @@ JobManager::JobManager(BlockCache* cache, TierManager* tiers, TransferEngine* en
       tiers_(tiers),
       engine_(engine),
       engine_status_(std::move(engine_status)),
-      metrics_(metrics != nullptr ? metrics : &null_metrics_) {}
+      metrics_(metrics != nullptr ? metrics : &null_metrics_) {
+  if (tiers_ != nullptr) deferred_thread_ = std::thread([this] { DeferredLoop(); });
+}
+
+JobManager::~JobManager() { Shutdown(); }
+
+void JobManager::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(deferred_mu_);
+    deferred_stop_ = true;
+  }
+  deferred_cv_.notify_all();
+  if (deferred_thread_.joinable()) deferred_thread_.join();
+  completions_.Shutdown();
+}
 
 void JobManager::RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Time start,
                                 bool failed) {
@@ -172,10 +186,69 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
                                                 uint64_t registration, const JobBlocks& blocks,
                                                 std::optional<uint64_t> lease) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
-  TierManager::LoadGuard promoted;
-  if (tiers_ != nullptr) promoted = tiers_->PrepareLoad(ns, blocks.keys);
+  TierManager::PendingLoad pending;
+  if (tiers_ != nullptr) pending = tiers_->StartLoad(ns, blocks.keys);
+  const uint64_t job = StartJob(session, JobCompletion::Kind::kLoad);
+  if (pending.waits.empty()) {
+    if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease); !s.ok()) {
+      return s;
+    }
+    return job;
+  }
+  // Some blocks are still being read from L2/L3: the deferred-load thread finishes the job.
+  DeferredLoad deferred{job,
+                        session,
+                        ns,
+                        registration,
+                        std::vector<std::string>(blocks.keys.begin(), blocks.keys.end()),
+                        blocks.block_ids,
+                        lease,
+                        std::move(pending)};
+  {
+    std::lock_guard<std::mutex> lock(deferred_mu_);
+    deferred_.push_back(std::move(deferred));
+  }
+  deferred_cv_.notify_all();
+  return job;
+}
+
+void JobManager::DeferredLoop() {
+  std::unique_lock<std::mutex> lock(deferred_mu_);
+  for (;;) {
+    deferred_cv_.wait(lock, [this] { return deferred_stop_ || !deferred_.empty(); });
+    if (deferred_stop_) {
+      deferred_.clear();
+      return;
+    }
+    DeferredLoad load = std::move(deferred_.front());
+    deferred_.pop_front();
+    deferred_running_ = load.session;
+    lock.unlock();
+    tiers_->WaitForLoad(load.pending);
+    std::vector<std::string_view> keys(load.keys.begin(), load.keys.end());
+    absl::Status s = RunLoad(load.job, load.session, load.ns, load.registration,
+                             JobBlocks{std::move(keys), load.block_ids}, load.lease);
+    if (!s.ok()) {  // The job is finished: report every block failed, once.
+      std::vector<uint32_t> all(load.block_ids.size());
+      for (uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+      Complete(load.session,
+               {load.job, JobCompletion::Kind::kLoad, std::move(all), s.ToString()});
+    }
+    load = DeferredLoad{};  // Releases the promotion guard before taking the lock.
+    lock.lock();
+    deferred_running_ = 0;
+    deferred_cv_.notify_all();
+  }
+}
+
+absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns,
+                                 uint64_t registration, const JobBlocks& blocks,
+                                 std::optional<uint64_t> lease) {
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
-  if (!acquired.ok()) return acquired.status();
+  if (!acquired.ok()) {
+    FinishJob(job);
+    return acquired.status();
+  }
   TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt};
   std::vector<uint32_t> picked, missing;
   for (uint32_t i = 0; i < acquired->slots.size(); ++i) {
@@ -186,7 +259,6 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
     request.blocks.push_back({blocks.block_ids[i], acquired->slots[i].offset});
     picked.push_back(i);
   }
-  uint64_t job = StartJob(session, JobCompletion::Kind::kLoad);
   LoadId load = acquired->load;
   uint64_t block_bytes = picked.empty() ? 0 : acquired->slots[picked.front()].length;
   absl::Time start = absl::Now();
@@ -206,7 +278,7 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
   };
   if (picked.empty()) {
     finish(TransferResult{});
-    return job;
+    return absl::OkStatus();
   }
   absl::Status submitted = engine_->Submit(session, std::move(request), finish);
   if (!submitted.ok()) {
@@ -214,7 +286,7 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
     if (load != 0) (void)cache_->ReleaseLoad(session, load);
     return submitted;
   }
-  return job;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> JobManager::Cancel(uint64_t session, uint64_t job) {
@@ -228,6 +300,11 @@ absl::StatusOr<bool> JobManager::Cancel(uint64_t session, uint64_t job) {
 }
 
 void JobManager::EndSession(uint64_t session) {
+  {  // Its queued loads are dropped; one the deferred thread runs now is waited for.
+    std::unique_lock<std::mutex> lock(deferred_mu_);
+    std::erase_if(deferred_, [&](const DeferredLoad& d) { return d.session == session; });
+    deferred_cv_.wait(lock, [&] { return deferred_running_ != session; });
+  }
   if (engine_ != nullptr) engine_->EndSession(session);  // Waits for its copies.
   completions_.EndSession(session);
   MutexLock lock(&mu_);

@@ -5,21 +5,30 @@
 // copies succeeded; keys already present or dropped under pressure need no copy and are
 // not failures. A load pins the present keys (consuming a lease if given), copies them
 // into the GPU blocks, and reports every key that is missing or whose copy failed, so the
-// engine recomputes those tokens; its pins are released when the copies are done.
+// engine recomputes those tokens; its pins are released when the copies are done. A load
+// whose blocks must first come up from L2/L3 returns its job id at once: the promotions run
+// on the tiers' I/O threads and the rest of the load on this manager's deferred-load
+// thread, so SubmitLoad (on an engine's step path) never waits for a disk.
 // Completions go to a per-session CompletionQueue. Without a TransferEngine (no GPU, or a
 // build without CUDA) CUDA registration answers FAILED_PRECONDITION / UNIMPLEMENTED and
 // host-mode registrations are only recorded.
 //
 // Thread safety: thread-safe. EndSession must run before the cache's EndSession for the
-// same session (it waits for the session's copies, whose completions touch the cache).
+// same session (it waits for the session's copies and deferred loads, whose completions
+// touch the cache). Shutdown (or destruction) stops the deferred-load thread; loads still
+// queued then are dropped.
 #ifndef KVSTRATA_DAEMON_JOBS_JOB_MANAGER_H_
 #define KVSTRATA_DAEMON_JOBS_JOB_MANAGER_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -46,6 +55,9 @@ class JobManager {
   // errors.
   JobManager(BlockCache* cache, TierManager* tiers, TransferEngine* engine,
              absl::Status engine_status, MetricsSink* metrics = nullptr);
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
 
   absl::StatusOr<uint64_t> RegisterCuda(uint64_t session, uint32_t ns, uint64_t block_bytes,
                                         const CudaMemorySpec& spec);
@@ -64,7 +76,7 @@ class JobManager {
   CompletionQueue& completions() { return completions_; }
   void OpenSession(uint64_t session) { completions_.OpenSession(session); }
   void EndSession(uint64_t session);
-  void Shutdown() { completions_.Shutdown(); }
+  void Shutdown();
   size_t active_jobs() const;
   size_t active_jobs(JobCompletion::Kind kind) const;
   size_t registrations() const;
@@ -80,8 +92,24 @@ class JobManager {
     bool cancelled = false;
     JobCompletion::Kind kind = JobCompletion::Kind::kStore;
   };
+  // A load waiting for its L2/L3 promotions; owns its keys.
+  struct DeferredLoad {
+    uint64_t job = 0;
+    uint64_t session = 0;
+    uint32_t ns = 0;
+    uint64_t registration = 0;
+    std::vector<std::string> keys;
+    std::vector<uint32_t> block_ids;
+    std::optional<uint64_t> lease;
+    TierManager::PendingLoad pending;
+  };
   absl::Status CheckRegistration(uint64_t session, uint32_t ns, uint64_t registration,
                                  const JobBlocks& blocks);
+  // Acquires the blocks in L1 and submits their copies for an already started load job.
+  // On error the job is finished (no completion) and the error returned.
+  absl::Status RunLoad(uint64_t job, uint64_t session, uint32_t ns, uint64_t registration,
+                       const JobBlocks& blocks, std::optional<uint64_t> lease);
+  void DeferredLoop();
   uint64_t StartJob(uint64_t session, JobCompletion::Kind kind);
   // Reports one finished job's copies to the metrics sink.
   void RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Time start, bool failed);
@@ -100,6 +128,12 @@ class JobManager {
   mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, Registration> registrations_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::mutex deferred_mu_;
+  std::condition_variable deferred_cv_;
+  std::deque<DeferredLoad> deferred_;  // guarded by deferred_mu_
+  uint64_t deferred_running_ = 0;      // session of the load the thread runs; 0 = none
+  bool deferred_stop_ = false;
+  std::thread deferred_thread_;
 };
 
 }  // namespace kvstrata

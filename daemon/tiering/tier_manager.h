@@ -108,8 +108,22 @@ class TierManager : public TierListener {
     BlockCache* cache_ = nullptr;
     LeaseId lease_ = 0;
   };
-  // Promotes what `keys` has below L1 and waits for it (bounded) before a load. Keep the
-  // guard until AcquireLoad has pinned the blocks.
+  struct Promotion {
+    bool done = false;  // guarded by the manager's promotion lock
+  };
+  // A load's promotions: started, not yet waited for. Keep it (its guard) until AcquireLoad
+  // has pinned the blocks.
+  struct PendingLoad {
+    LoadGuard guard;
+    std::vector<std::shared_ptr<Promotion>> waits;  // empty: nothing to wait for
+  };
+  // Starts promoting what `keys` has below L1 (on the tiers' I/O threads) and returns at
+  // once: never blocks on I/O. WaitForLoad then blocks until the promotions landed or
+  // promotion_wait passed.
+  [[nodiscard]] PendingLoad StartLoad(NamespaceId ns, absl::Span<const std::string_view> keys);
+  void WaitForLoad(const PendingLoad& load) { WaitForPromotions(load.waits); }
+  // StartLoad + WaitForLoad: blocks (bounded) until the blocks are in L1. Keep the guard
+  // until AcquireLoad has pinned the blocks.
   [[nodiscard]] LoadGuard PrepareLoad(NamespaceId ns, absl::Span<const std::string_view> keys);
   // Admin: the lower tier holding each key not found in L1 (entries already set are kept).
   void Peek(NamespaceId ns, absl::Span<const std::string_view> keys,
@@ -125,9 +139,6 @@ class TierManager : public TierListener {
   std::vector<LowerTierStatus> Status() const;
 
  private:
-  struct Promotion {
-    bool done = false;
-  };
   // A queued write of an L1 block. If L1 evicts the block before the write runs, its bytes
   // are copied here on the way out (under the cache lock, so the writer sees one or the
   // other: the block still in L1, or this copy).

@@ -89,6 +89,13 @@ void TierManager::WaitForPromotions(const std::vector<std::shared_ptr<Promotion>
 
 TierManager::LoadGuard TierManager::PrepareLoad(NamespaceId ns,
                                                 absl::Span<const std::string_view> keys) {
+  PendingLoad load = StartLoad(ns, keys);
+  WaitForLoad(load);
+  return std::move(load.guard);
+}
+
+TierManager::PendingLoad TierManager::StartLoad(NamespaceId ns,
+                                                absl::Span<const std::string_view> keys) {
   if (tiers_.empty() || cache_ == nullptr) return {};
   absl::StatusOr<std::vector<std::optional<Tier>>> in_l1 = cache_->Peek(ns, keys);
   if (!in_l1.ok()) return {};
@@ -117,7 +124,8 @@ TierManager::LoadGuard TierManager::PrepareLoad(NamespaceId ns,
       }
     }
   }
-  LoadGuard guard;
+  PendingLoad load;
+  LoadGuard& guard = load.guard;
   if (!promote.empty()) {
     std::vector<BlockKey> started;
     for (const std::string& k : promote) {
@@ -146,8 +154,8 @@ TierManager::LoadGuard TierManager::PrepareLoad(NamespaceId ns,
       if (it != promoting_.end()) waits.push_back(it->second);
     }
   }
-  if (!waits.empty()) WaitForPromotions(waits);
-  return guard;
+  load.waits = std::move(waits);
+  return load;
 }
 
 }  // namespace kvstrata

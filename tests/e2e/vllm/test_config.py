@@ -129,3 +129,24 @@ def test_prometheus_counters(model_dir):
                                      {"model_name": "tiny", "engine": "0"}) == 96
     stats = KVStrataConnector.build_kv_connector_stats({"hit_tokens": 96, "lookup_tokens": 128})
     assert stats.reduce()["hit_rate"] == 0.75 and not stats.is_empty()
+
+
+def test_random_block_hash_seed_is_warned(model_dir, daemon, engines, caplog, monkeypatch):
+    """Without PYTHONHASHSEED, vLLM 0.26 (and xxhash on any vLLM) draws the seed of its
+    block hashes per process: hits in another instance are impossible, and the connector
+    says so at start; with PYTHONHASHSEED set it says nothing."""
+    import logging
+
+    from vllm.v1.core import kv_cache_utils
+
+    random_seed = not hasattr(kv_cache_utils, "resolve_none_hash_seed")
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    with caplog.at_level(logging.WARNING, logger="kvstrata_vllm"):
+        engines(model_dir, {"endpoint": daemon.endpoint})
+    warned = [r for r in caplog.records if "PYTHONHASHSEED" in r.getMessage()]
+    assert bool(warned) == random_seed, [r.getMessage() for r in warned]
+    caplog.clear()
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    with caplog.at_level(logging.WARNING, logger="kvstrata_vllm"):
+        engines(model_dir, {"endpoint": daemon.endpoint})
+    assert not [r for r in caplog.records if "PYTHONHASHSEED" in r.getMessage()]

@@ -1,0 +1,212 @@
+// JobManager over a real BlockCache (heap "region"), a real TierManager with an L2
+// FileTier in a temp dir, and a fake TransferEngine that records each copy and completes it
+// at once: loads of blocks that live only in L2 return their job id without waiting for the
+// disk, and complete (exactly once, naming every block) when the promotion landed.
+#include "daemon/jobs/job_manager.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "daemon/pool/slab_allocator.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tiers/tier_test_data.h"
+
+namespace kvstrata {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr uint64_t kBlock = 16 << 10;
+constexpr uint64_t kSlab = 64 << 10;
+constexpr SessionId kClient = 7;
+
+// Records the copies of every transfer; completes it on the calling thread.
+class FakeEngine : public TransferEngine {
+ public:
+  absl::StatusOr<uint64_t> Register(uint64_t, const CudaMemorySpec&, uint64_t) override {
+    return 1;
+  }
+  absl::Status Unregister(uint64_t, uint64_t) override { return absl::OkStatus(); }
+  void EndSession(uint64_t) override {}
+  absl::Status Submit(uint64_t, TransferRequest request,
+                      std::function<void(TransferResult)> done) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      copies_ += request.blocks.size();
+    }
+    done(TransferResult{});
+    return absl::OkStatus();
+  }
+  size_t copies() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return copies_;
+  }
+
+ private:
+  std::mutex mu_;
+  size_t copies_ = 0;
+};
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvs-jobs-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    ns_ = namespaces_.Register(kClient, OpaqueTestSpec(kBlock, "jobs-test"))->id;
+    region_.assign(8 * kSlab, '\0');
+    allocator_ = *SlabAllocator::Create(
+        {.region_bytes = 8 * kSlab, .slab_bytes = kSlab, .slot_alignment = 4096});
+    tiers_ = std::make_unique<TierManager>(&namespaces_, absl::Seconds(10));
+    FileTierOptions files;
+    files.name = "l2";
+    files.tier = Tier::kL2;
+    files.root = root_;
+    files.capacity_bytes = 64 << 20;
+    files.fault_hook = [this](absl::string_view op, const std::string&) {
+      if (op == "read" && hold_reads_) reads_released_.WaitForNotification();  // A slow disk.
+      return absl::OkStatus();
+    };
+    auto tier = FileTier::Open(files);
+    ASSERT_TRUE(tier.ok()) << tier.status();
+    ASSERT_TRUE((*tier)->WaitWarm(absl::Seconds(5)));
+    tiers_->AddTier(*std::move(tier), {});
+    BlockCacheOptions cache_options;
+    cache_options.high_watermark = 1.0;
+    cache_options.low_watermark = 1.0;
+    cache_options.listener = tiers_.get();
+    cache_ = *BlockCache::Create(allocator_.get(), cache_options);
+    tiers_->AttachL1(cache_.get(), region_.data());
+    jobs_ = std::make_unique<JobManager>(cache_.get(), tiers_.get(), &engine_, absl::OkStatus());
+    jobs_->OpenSession(kClient);
+    CudaMemorySpec spec;
+    auto reg = jobs_->RegisterCuda(kClient, ns_, kBlock, spec);
+    ASSERT_TRUE(reg.ok()) << reg.status();
+    registration_ = *reg;
+  }
+  void TearDown() override {
+    if (!reads_released_.HasBeenNotified()) reads_released_.Notify();
+    jobs_.reset();
+    tiers_->Stop();
+    cache_.reset();
+    tiers_.reset();
+    fs::remove_all(root_);
+  }
+
+  // Blocks written through to L2, then dropped from L1: they now live only on disk.
+  std::vector<std::string> StoreOnlyInL2(int count) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < count; ++i) keys.push_back(absl::StrCat("k", i));
+    std::vector<std::string_view> views(keys.begin(), keys.end());
+    auto reserved = cache_->ReserveStore(kClient, ns_, kBlock, views);
+    EXPECT_TRUE(reserved.ok()) << reserved.status();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      std::string data = Payload(kBlock, static_cast<int>(i));
+      std::memcpy(region_.data() + reserved->slots[i].offset, data.data(), kBlock);
+    }
+    EXPECT_TRUE(cache_->CommitStore(kClient, reserved->reservation, std::nullopt).ok());
+    for (int i = 0; i < 500 && tiers_->Status()[0].queued_writes > 0; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_EQ(cache_->Clear(ns_), keys.size());
+    return keys;
+  }
+  absl::StatusOr<uint64_t> Load(const std::vector<std::string>& keys) {
+    JobBlocks blocks;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      blocks.keys.emplace_back(keys[i]);
+      blocks.block_ids.push_back(static_cast<uint32_t>(i));
+    }
+    return jobs_->SubmitLoad(kClient, ns_, registration_, blocks, std::nullopt);
+  }
+  std::vector<JobCompletion> WaitCompletions(size_t n) {
+    std::vector<JobCompletion> out;
+    for (int i = 0; i < 100 && out.size() < n; ++i) {
+      jobs_->completions().Wait(kClient, absl::Milliseconds(100));
+      for (JobCompletion& c : jobs_->completions().Poll(kClient, 0)) out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  std::string root_;
+  NamespaceRegistry namespaces_;
+  NamespaceId ns_ = 0;
+  std::vector<char> region_;
+  std::unique_ptr<SlabAllocator> allocator_;
+  std::unique_ptr<TierManager> tiers_;
+  std::unique_ptr<BlockCache> cache_;
+  FakeEngine engine_;
+  std::unique_ptr<JobManager> jobs_;
+  uint64_t registration_ = 0;
+  std::atomic<bool> hold_reads_{false};
+  absl::Notification reads_released_;
+};
+
+TEST_F(JobManagerTest, LoadFromL2ReturnsBeforeTheDiskAndCompletesAfterIt) {
+  auto keys = StoreOnlyInL2(4);
+  hold_reads_ = true;  // The disk answers only when the test says so.
+  const absl::Time start = absl::Now();
+  auto job = Load(keys);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // Not held up by the held read.
+  EXPECT_TRUE(jobs_->completions().Poll(kClient, 0).empty());
+  EXPECT_EQ(engine_.copies(), 0u);
+  reads_released_.Notify();
+  auto done = WaitCompletions(1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].job_id, *job);
+  EXPECT_TRUE(done[0].ok()) << done[0].error;
+  EXPECT_EQ(engine_.copies(), 4u);
+  EXPECT_EQ(jobs_->active_jobs(), 0u);
+}
+
+TEST_F(JobManagerTest, LoadOfL1BlocksStaysSynchronous) {
+  auto keys = StoreOnlyInL2(3);
+  auto first = Load(keys);  // Promotes them back into L1.
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(WaitCompletions(1).size(), 1u);
+  hold_reads_ = true;  // Any disk read would now hang the test.
+  auto second = Load(keys);
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto done = jobs_->completions().Poll(kClient, 0);  // Completed inside the call.
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].ok());
+  EXPECT_EQ(engine_.copies(), 6u);
+}
+
+TEST_F(JobManagerTest, MissingBlocksFailOnceAndSessionEndDropsQueuedLoads) {
+  auto keys = StoreOnlyInL2(2);
+  keys.push_back("never-stored");
+  auto job = Load(keys);
+  ASSERT_TRUE(job.ok());
+  auto done = WaitCompletions(1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].failed_blocks, std::vector<uint32_t>{2});
+  EXPECT_EQ(engine_.copies(), 2u);
+  // A load queued behind a held disk read, then its session ends: no completion, no copy,
+  // and EndSession returns once the read is released.
+  cache_->Clear(ns_);
+  hold_reads_ = true;
+  ASSERT_TRUE(Load({keys[0], keys[1]}).ok());
+  absl::Notification ended;
+  std::thread ender([&] {
+    jobs_->EndSession(kClient);
+    ended.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  reads_released_.Notify();
+  ender.join();
+  EXPECT_TRUE(ended.HasBeenNotified());
+  EXPECT_EQ(jobs_->active_jobs(), 0u);
+}
+
+}  // namespace
+}  // namespace kvstrata
