@@ -186,12 +186,14 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
     for n in sizes:
         none, native, kvs = (single_ms(results, r, n) for r in ("none", "native", "kvstrata"))
         l2ms = l2.get(n, {}).get("median_ms")
+        gpu_hit = results.get("kvstrata", {}).get("phases", {}).get("single", {}).get(n, {}).get(
+            "gpu_hit_ms")
         rep["ttft"].append({"tokens": int(n), "recompute_ms": none, "native_hit_ms": native,
                             "kvstrata_l1_hit_ms": kvs, "kvstrata_l2_hit_ms": l2ms,
                             "l1_vs_native": ratio(kvs, native),
                             "l1_speedup_vs_recompute": ratio(none, kvs),
                             "l2_speedup_vs_recompute": ratio(none, l2ms),
-                            "gpu_cache_hit_ms": None})
+                            "gpu_cache_hit_ms": gpu_hit})
 
     def target(name: str, value: Any, ok: Optional[bool]) -> None:
         rep["targets"].append({"target": name, "value": value,
@@ -290,14 +292,14 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
 def render(rep: Dict[str, Any], results: Dict[str, Any]) -> str:
     lines = ["Single-request TTFT (wall time of generate(max_tokens=1), median of repeats, ms)",
              f"{'tokens':>7} {'recompute':>10} {'native':>8} {'KVS L1':>8} {'KVS L2':>8} "
-             f"{'L1/native':>10} {'L1 speedup':>11} {'L2 speedup':>11}"]
+             f"{'L1/native':>10} {'L1 speedup':>11} {'L2 speedup':>11} {'GPU hit':>8}"]
     for r in rep["ttft"]:
         def f(v, w=8):
             return f"{v:>{w}.1f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
         lines.append(f"{r['tokens']:>7} {f(r['recompute_ms'], 10)} {f(r['native_hit_ms'])} "
                      f"{f(r['kvstrata_l1_hit_ms'])} {f(r['kvstrata_l2_hit_ms'])} "
                      f"{f(r['l1_vs_native'], 10)} {f(r['l1_speedup_vs_recompute'], 11)} "
-                     f"{f(r['l2_speedup_vs_recompute'], 11)}")
+                     f"{f(r['l2_speedup_vs_recompute'], 11)} {f(r['gpu_cache_hit_ms'])}")
     lines.append("")
     lines.append("Cross-instance (engine B, fresh process): " + ", ".join(
         f"{n}: {c['cached']}/{c['prompt_tokens']} tokens hit, {c['ms']} ms"
