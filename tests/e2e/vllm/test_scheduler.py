@@ -44,6 +44,24 @@ def run_and_verify(engine: Engine, req_id: str) -> None:
     raise AssertionError(f"{req_id} did not finish")
 
 
+def run_two_growing_requests(engine: Engine, check: bool = False) -> tuple:
+    """PROMPT and PROMPT reversed, 60 tokens each, run to the end on an engine with too few
+    blocks for both: vLLM preempts one at least once (asserted). check: verify the KV of
+    every running request after each step."""
+    a = engine.add(PROMPT, max_tokens=60)
+    b = engine.add(PROMPT[::-1], max_tokens=60)
+    preempted = 0
+    for _ in range(400):
+        if not engine.scheduler.has_requests():
+            break
+        so = engine.step()
+        preempted += len(so.preempted_req_ids or ())
+        for req in list(engine.scheduler.running) if check else ():
+            verify(engine, req.request_id)
+    assert preempted >= 1
+    return a, b
+
+
 def hit_sources(engine: Engine, req) -> "dict | None":
     """The connector's external hit split by tier ({"HOST": n, "DISK": m}); None on a vLLM
     without hit sources (0.26: vllm.v1.metrics.cache_hit_source does not exist)."""
@@ -247,17 +265,7 @@ def test_preemption_and_resume(model_dir, daemon, engines):
     warm(engines, model_dir, daemon)
     warm(engines, model_dir, daemon, prompt=PROMPT[::-1])
     e = engines(model_dir, ext(daemon), num_blocks=16)
-    a = e.add(PROMPT, max_tokens=60)
-    b = e.add(PROMPT[::-1], max_tokens=60)
-    preempted = 0
-    for _ in range(400):
-        if not e.scheduler.has_requests():
-            break
-        so = e.step()
-        preempted += len(so.preempted_req_ids or ())
-        for req in list(e.scheduler.running):
-            verify(e, req.request_id)
-    assert preempted >= 1
+    a, b = run_two_growing_requests(e, check=True)
     assert set(e.finished) == {a.request_id, b.request_id}
     assert e.stats["loaded_units"] > 6   # the resumed request loaded again
 
@@ -422,15 +430,7 @@ def test_stores_after_preemption_use_the_resumed_blocks(model_dir, daemon, engin
     the resumed request's new blocks replace the old ones, and what it stores from them is
     exact KV (checked by a second engine that loads every stored unit)."""
     e = engines(model_dir, ext(daemon, offload="all"), num_blocks=16)
-    a = e.add(PROMPT, max_tokens=60)
-    b = e.add(PROMPT[::-1], max_tokens=60)
-    preempted = 0
-    for _ in range(400):
-        if not e.scheduler.has_requests():
-            break
-        so = e.step()
-        preempted += len(so.preempted_req_ids or ())
-    assert preempted >= 1
+    a, b = run_two_growing_requests(e)
     drain_stores(e)
     for req, prompt in ((a, PROMPT), (b, PROMPT[::-1])):
         seq = prompt + e.outputs[req.request_id]

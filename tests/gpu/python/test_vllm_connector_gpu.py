@@ -76,6 +76,7 @@ def test_store_then_load_in_another_worker(gpu_daemon, salt):
     store = KVStrataMetadata(
         stores=[RequestTransfer("r1", [UnitTransfer(k, [b]) for k, b in zip(keys, src_blocks)])],
         delayed_frees={"r1"})
+    src.start_load(store)  # every step's first hook (vLLM's start_load_kv): takes the frees
     src.save(store)   # records the IPC event on the current stream: after this "forward"
     wait_finished(src, "sent", "r1")
     stats = src.stats.take()
