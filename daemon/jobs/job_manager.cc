@@ -231,8 +231,7 @@ void JobManager::DeferredLoop() {
     if (!s.ok()) {  // The job is finished: report every block failed, once.
       std::vector<uint32_t> all(load.block_ids.size());
       for (uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-      Complete(load.session,
-               {load.job, JobCompletion::Kind::kLoad, std::move(all), s.ToString()});
+      Complete(load.session, {load.job, JobCompletion::Kind::kLoad, std::move(all), s.ToString()});
     }
     load = DeferredLoad{};  // Releases the promotion guard before taking the lock.
     lock.lock();
@@ -241,9 +240,8 @@ void JobManager::DeferredLoop() {
   }
 }
 
-absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns,
-                                 uint64_t registration, const JobBlocks& blocks,
-                                 std::optional<uint64_t> lease) {
+absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, uint64_t registration,
+                                 const JobBlocks& blocks, std::optional<uint64_t> lease) {
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
   if (!acquired.ok()) {
     FinishJob(job);
