@@ -123,13 +123,12 @@ class SchedulerSide:
         if st.loading:
             return 0, False
         self._release(st)   # Called again for the same request: answer afresh.
+        st.plan = None
         if st.load_failed:
             # vLLM recomputes what a failed load left out and asks again; offering the same
             # hit again would retry a failing load every step (e.g. while this engine's
             # worker is still reconnecting after a daemon restart).
-            st.plan = None
             return 0, False
-        st.plan = None
         hashes = request.block_hashes
         end_u = min((request.num_tokens - 1) // self.unit_tokens,
                     len(hashes) * self.hash_tokens // self.unit_tokens)

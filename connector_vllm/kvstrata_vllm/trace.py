@@ -5,8 +5,8 @@ append one JSON line per step to that file: {"t": CLOCK_MONOTONIC seconds (one c
 every process of the host), "pid", "ev", "req", ...}. Events: lookup (ms, units), alloc,
 load_submit (ms: the submit call), load_done (the completion seen by a worker),
 load_reported (the scheduler learnt the load finished), store_submit (ms, units). Unset
-(the default), every call is a no-op. Appends take a process-local lock; lines of
-different processes do not interleave (each is one write below PIPE_BUF-sized records).
+(the default), every call is a no-op. Each line is one O_APPEND write, so the lines of
+the scheduler and worker processes do not interleave.
 """
 from __future__ import annotations
 
@@ -18,10 +18,6 @@ from typing import Any
 
 _PATH = os.environ.get("KVSTRATA_VLLM_TRACE") or None
 _lock = threading.Lock()
-
-
-def enabled() -> bool:
-    return _PATH is not None
 
 
 def event(name: str, req_id: str, **fields: Any) -> None:

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "daemon/pool/slab_allocator.h"
 #include "gtest/gtest.h"
+#include "tests/unit/tiering/tiered_cache.h"
 #include "tests/unit/tiers/tier_test_data.h"
 
 namespace kvstrata {
@@ -26,7 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr uint64_t kBlock = 16 << 10;
-constexpr uint64_t kSlab = 64 << 10;
 constexpr SessionId kClient = 7;
 
 // Records the copies of every transfer; completes it on the calling thread.
@@ -62,10 +61,6 @@ class JobManagerTest : public ::testing::Test {
     char tmpl[] = "/tmp/kvs-jobs-XXXXXX";
     root_ = mkdtemp(tmpl);
     ns_ = namespaces_.Register(kClient, OpaqueTestSpec(kBlock, "jobs-test"))->id;
-    region_.assign(8 * kSlab, '\0');
-    allocator_ = *SlabAllocator::Create(
-        {.region_bytes = 8 * kSlab, .slab_bytes = kSlab, .slot_alignment = 4096});
-    tiers_ = std::make_unique<TierManager>(&namespaces_, absl::Seconds(10));
     FileTierOptions files;
     files.name = "l2";
     files.tier = Tier::kL2;
@@ -75,17 +70,11 @@ class JobManagerTest : public ::testing::Test {
       if (op == "read" && hold_reads_) reads_released_.WaitForNotification();  // A slow disk.
       return absl::OkStatus();
     };
-    auto tier = FileTier::Open(files);
-    ASSERT_TRUE(tier.ok()) << tier.status();
-    ASSERT_TRUE((*tier)->WaitWarm(absl::Seconds(5)));
-    tiers_->AddTier(*std::move(tier), {});
-    BlockCacheOptions cache_options;
-    cache_options.high_watermark = 1.0;
-    cache_options.low_watermark = 1.0;
-    cache_options.listener = tiers_.get();
-    cache_ = *BlockCache::Create(allocator_.get(), cache_options);
-    tiers_->AttachL1(cache_.get(), region_.data());
-    jobs_ = std::make_unique<JobManager>(cache_.get(), tiers_.get(), &engine_, absl::OkStatus());
+    BuildTieredCache(&namespaces_, 8, absl::Seconds(10), files, {}, &l1_);
+    ASSERT_FALSE(HasFatalFailure());
+    tiers_ = l1_.manager.get();
+    cache_ = l1_.cache.get();
+    jobs_ = std::make_unique<JobManager>(cache_, tiers_, &engine_, absl::OkStatus());
     jobs_->OpenSession(kClient);
     CudaMemorySpec spec;
     auto reg = jobs_->RegisterCuda(kClient, ns_, kBlock, spec);
@@ -96,8 +85,8 @@ class JobManagerTest : public ::testing::Test {
     if (!reads_released_.HasBeenNotified()) reads_released_.Notify();
     jobs_.reset();
     tiers_->Stop();
-    cache_.reset();
-    tiers_.reset();
+    l1_.cache.reset();
+    l1_.manager.reset();
     fs::remove_all(root_);
   }
 
@@ -110,7 +99,7 @@ class JobManagerTest : public ::testing::Test {
     EXPECT_TRUE(reserved.ok()) << reserved.status();
     for (size_t i = 0; i < keys.size(); ++i) {
       std::string data = Payload(kBlock, static_cast<int>(i));
-      std::memcpy(region_.data() + reserved->slots[i].offset, data.data(), kBlock);
+      std::memcpy(l1_.region.data() + reserved->slots[i].offset, data.data(), kBlock);
     }
     EXPECT_TRUE(cache_->CommitStore(kClient, reserved->reservation, std::nullopt).ok());
     for (int i = 0; i < 500 && tiers_->Status()[0].queued_writes > 0; ++i) {
@@ -139,10 +128,9 @@ class JobManagerTest : public ::testing::Test {
   std::string root_;
   NamespaceRegistry namespaces_;
   NamespaceId ns_ = 0;
-  std::vector<char> region_;
-  std::unique_ptr<SlabAllocator> allocator_;
-  std::unique_ptr<TierManager> tiers_;
-  std::unique_ptr<BlockCache> cache_;
+  TieredCache l1_;
+  TierManager* tiers_ = nullptr;  // l1_'s
+  BlockCache* cache_ = nullptr;   // l1_'s
   FakeEngine engine_;
   std::unique_ptr<JobManager> jobs_;
   uint64_t registration_ = 0;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/pool/slab_allocator.h"
 #include "gtest/gtest.h"
+#include "tests/unit/tiering/tiered_cache.h"
 #include "tests/unit/tiers/tier_test_data.h"
 
 namespace kvstrata {
@@ -21,7 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr uint64_t kBlock = 16 << 10;
-constexpr uint64_t kSlab = 64 << 10;
 constexpr SessionId kClient = 7;
 
 NamespaceSpec Spec() { return OpaqueTestSpec(kBlock, "tiering-test"); }
@@ -43,10 +43,6 @@ class TierManagerTest : public ::testing::Test {
   // L1 of `slabs` 64 KiB slabs; one lower tier (L2, or L3 when shared) with `options`.
   void Build(uint64_t slabs, bool shared, LowerTierOptions options,
              std::function<void(FileTierOptions&)> tweak = nullptr) {
-    region_.assign(slabs * kSlab, '\0');
-    allocator_ = *SlabAllocator::Create(
-        {.region_bytes = slabs * kSlab, .slab_bytes = kSlab, .slot_alignment = 4096});
-    manager_ = std::make_unique<TierManager>(&namespaces_, absl::Seconds(5));
     FileTierOptions files;
     files.name = shared ? "l3" : "l2";
     files.tier = shared ? Tier::kL3 : Tier::kL2;
@@ -55,16 +51,13 @@ class TierManagerTest : public ::testing::Test {
     files.shared = shared;
     files.shared_eviction_interval = absl::Hours(1);
     if (tweak) tweak(files);
-    auto tier = FileTier::Open(files);
-    ASSERT_TRUE(tier.ok()) << tier.status();
-    ASSERT_TRUE((*tier)->WaitWarm(absl::Seconds(5)));
-    manager_->AddTier(*std::move(tier), options);
-    BlockCacheOptions cache_options;
-    cache_options.high_watermark = 1.0;
-    cache_options.low_watermark = 1.0;
-    cache_options.listener = manager_.get();
-    cache_ = *BlockCache::Create(allocator_.get(), cache_options);
-    manager_->AttachL1(cache_.get(), region_.data());
+    TieredCache built;
+    BuildTieredCache(&namespaces_, slabs, absl::Seconds(5), files, options, &built);
+    if (HasFatalFailure()) return;
+    region_ = std::move(built.region);  // The buffer moves with it: AttachL1's pointer holds.
+    allocator_ = std::move(built.allocator);
+    manager_ = std::move(built.manager);
+    cache_ = std::move(built.cache);
   }
 
   std::vector<std::string> Keys(int count, const std::string& prefix = "k") {

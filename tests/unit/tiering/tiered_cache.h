@@ -1,0 +1,50 @@
+// Test scaffolding shared by the tiering and jobs tests: an L1 BlockCache over a heap
+// "region" of 64 KiB slabs, with a TierManager and one FileTier (already warm) beneath it.
+#ifndef KVSTRATA_TESTS_UNIT_TIERING_TIERED_CACHE_H_
+#define KVSTRATA_TESTS_UNIT_TIERING_TIERED_CACHE_H_
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/cache/block_cache.h"
+#include "daemon/pool/slab_allocator.h"
+#include "daemon/tiering/tier_manager.h"
+#include "gtest/gtest.h"
+
+namespace kvstrata {
+
+struct TieredCache {
+  static constexpr uint64_t kSlab = 64 << 10;
+  std::vector<char> region;
+  std::unique_ptr<SlabAllocator> allocator;
+  std::unique_ptr<TierManager> manager;
+  std::unique_ptr<BlockCache> cache;
+};
+
+// Fills `out`: `slabs` slabs of L1 (watermarks 1.0: no eviction before it is full) and the
+// tier `files` with `options`. Fails the test (ASSERT) when the tier does not open.
+inline void BuildTieredCache(NamespaceRegistry* namespaces, uint64_t slabs,
+                             absl::Duration promotion_wait, const FileTierOptions& files,
+                             LowerTierOptions options, TieredCache* out) {
+  out->region.assign(slabs * TieredCache::kSlab, '\0');
+  out->allocator = *SlabAllocator::Create({.region_bytes = slabs * TieredCache::kSlab,
+                                           .slab_bytes = TieredCache::kSlab,
+                                           .slot_alignment = 4096});
+  out->manager = std::make_unique<TierManager>(namespaces, promotion_wait);
+  auto tier = FileTier::Open(files);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  ASSERT_TRUE((*tier)->WaitWarm(absl::Seconds(5)));
+  out->manager->AddTier(*std::move(tier), options);
+  BlockCacheOptions cache_options;
+  cache_options.high_watermark = 1.0;
+  cache_options.low_watermark = 1.0;
+  cache_options.listener = out->manager.get();
+  out->cache = *BlockCache::Create(out->allocator.get(), cache_options);
+  out->manager->AttachL1(out->cache.get(), out->region.data());
+}
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_TESTS_UNIT_TIERING_TIERED_CACHE_H_
