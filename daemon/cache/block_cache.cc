@@ -40,6 +40,10 @@ BlockCache::~BlockCache() {
   for (const auto& [offset, cls] : slots) {
     allocator_->Free(SlotRef{offset, allocator_->SlotBytes(cls), cls});
   }
+  MutexLock lock(&mu_);
+  for (const auto& [session, fenced] : fenced_) {
+    for (const SlotRef& slot : fenced.slots) allocator_->Free(slot);
+  }
 }
 
 absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId ns, Keys raw,
@@ -268,6 +272,7 @@ CacheStats BlockCache::Stats() const {
   st.active_leases = leases_.Size();
   st.active_reservations = open_reservations_;
   st.active_loads = loads_.size();
+  st.fenced_bytes = fenced_bytes_;
   st.blocks_per_namespace = ns_blocks_;
   return st;
 }

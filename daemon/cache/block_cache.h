@@ -3,7 +3,8 @@
 //
 // Visibility: a stored block becomes visible to Lookup/AcquireLoad only when its
 // reservation is committed; an aborted, expired or abandoned reservation returns its slots
-// and is never seen. Safety: a block under a lease, an open load, an open reservation, or
+// and is never seen — once no process that may still write them runs (may_write, see
+// ReleaseFenced). Safety: a block under a lease, an open load, an open reservation, or
 // an admin pin is never evicted; every pin ends with its lease (consumed, released,
 // expired), load (ReleaseLoad) or session (EndSession).
 //
@@ -99,9 +100,14 @@ class BlockCache {
   absl::Status ReleaseLease(SessionId session, LeaseId lease);
 
   // Releases every lease, reservation (uncommitted slots reclaimed) and load of `session`.
+  // While options.may_write(session) holds, the slots of its reservations (never visible)
+  // and loads (still pinned) are fenced instead of freed: see ReleaseFenced.
   SessionEndResult EndSession(SessionId session);
-  // Ends expired leases and reservations older than reservation_ttl.
+  // Ends expired leases and reservations older than reservation_ttl (fenced as above).
   ReapResult ReapExpired();
+  // Frees what EndSession and ReapExpired fenced for `session`, once no process of it can
+  // touch the slots any more. Returns the number of slots given back or unpinned.
+  size_t ReleaseFenced(SessionId session);
 
   // Admin. Evict skips blocks in use (leased, loading, being stored) and admin-pinned
   // ones; Clear (one namespace, or all with nullopt) skips only blocks in use.
@@ -129,6 +135,11 @@ class BlockCache {
   struct Load {
     SessionId session = 0;
     std::vector<BlockKey> keys;
+  };
+  // What an ended (or expired) session's process may still touch.
+  struct Fenced {
+    std::vector<SlotRef> slots;       // reserved, never visible, out of the pool
+    std::vector<BlockKey> load_keys;  // visible, still pinned (refs) for the reader
   };
 
   BlockCache(SlabAllocator* allocator, BlockCacheOptions options,
@@ -162,9 +173,11 @@ class BlockCache {
   absl::StatusOr<Reservation*> OpenReservationLocked(SessionId session, ReservationId id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseReservationLocked(Reservation& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes the reservations `doomed` picks; returns how many were still open.
-  size_t DropReservationsLocked(absl::FunctionRef<bool(const Reservation&)> doomed)
+  // Removes the reservations `doomed` picks; returns how many were still open. Slots of a
+  // session that may still write (options.may_write) are fenced, counted in *fenced.
+  size_t DropReservationsLocked(absl::FunctionRef<bool(const Reservation&)> doomed, size_t* fenced)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool MayWriteLocked(SessionId session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SlabAllocator* const allocator_;
   const BlockCacheOptions options_;
@@ -181,6 +194,8 @@ class BlockCache {
   absl::flat_hash_map<BlockKey, uint32_t> miss_counts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ReservationId, Reservation> reservations_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<LoadId, Load> loads_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<SessionId, Fenced> fenced_ ABSL_GUARDED_BY(mu_);
+  uint64_t fenced_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;  // reservation and load ids
   uint64_t open_reservations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t blocks_ ABSL_GUARDED_BY(mu_) = 0;

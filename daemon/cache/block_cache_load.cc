@@ -1,5 +1,5 @@
 // BlockCache load path and lifetimes: AcquireLoad, ReleaseLoad, ReleaseLease, EndSession,
-// ReapExpired.
+// ReapExpired, ReleaseFenced.
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -68,34 +68,73 @@ SessionEndResult BlockCache::EndSession(SessionId session) {
     AddRefsLocked(lease.keys, -1);
     ++result.leases;
   }
-  result.reservations =
-      DropReservationsLocked([session](const Reservation& r) { return r.session == session; });
+  result.reservations = DropReservationsLocked(
+      [session](const Reservation& r) { return r.session == session; }, &result.fenced_slots);
+  bool fence = MayWriteLocked(session);
   for (auto it = loads_.begin(); it != loads_.end();) {
     if (it->second.session != session) {
       ++it;
       continue;
     }
-    AddRefsLocked(it->second.keys, -1);
+    if (fence) {  // The reader may still be copying: the blocks stay pinned.
+      std::vector<BlockKey>& held = fenced_[session].load_keys;
+      result.fenced_slots += it->second.keys.size();
+      held.insert(held.end(), it->second.keys.begin(), it->second.keys.end());
+    } else {
+      AddRefsLocked(it->second.keys, -1);
+    }
     ++result.loads;
     loads_.erase(it++);
   }
   return result;
 }
 
-size_t BlockCache::DropReservationsLocked(absl::FunctionRef<bool(const Reservation&)> doomed) {
+bool BlockCache::MayWriteLocked(SessionId session) const {
+  return options_.may_write && options_.may_write(session);
+}
+
+size_t BlockCache::DropReservationsLocked(absl::FunctionRef<bool(const Reservation&)> doomed,
+                                          size_t* fenced) {
   size_t released = 0;
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     if (!doomed(it->second)) {
       ++it;
       continue;
     }
-    if (!it->second.closed) {  // Open: its slots go back, none became visible.
-      for (const PendingBlock& block : it->second.blocks) ReleasePendingLocked(block);
+    if (!it->second.closed) {  // Open: none of its blocks became visible.
+      SessionId session = it->second.session;
+      bool fence = !it->second.blocks.empty() && MayWriteLocked(session);
+      for (const PendingBlock& block : it->second.blocks) {
+        if (!fence) {
+          ReleasePendingLocked(block);
+          continue;
+        }
+        // The writer may still be copying into the slot: forget the key, keep the slot.
+        index_.Erase(block.key);
+        by_id_.erase(block.key.Fingerprint());
+        fenced_[session].slots.push_back(block.slot);
+        fenced_bytes_ += block.slot.length;
+        ++*fenced;
+      }
       --open_reservations_;
       ++released;
     }
     reservations_.erase(it++);
   }
+  return released;
+}
+
+size_t BlockCache::ReleaseFenced(SessionId session) {
+  MutexLock lock(&mu_);
+  auto it = fenced_.find(session);
+  if (it == fenced_.end()) return 0;
+  for (const SlotRef& slot : it->second.slots) {
+    allocator_->Free(slot);
+    fenced_bytes_ -= slot.length;
+  }
+  AddRefsLocked(it->second.load_keys, -1);
+  size_t released = it->second.slots.size() + it->second.load_keys.size();
+  fenced_.erase(it);
   return released;
 }
 
@@ -107,8 +146,8 @@ ReapResult BlockCache::ReapExpired() {
     ++result.leases;
   }
   absl::Time now = clock_->Now();
-  result.reservations =
-      DropReservationsLocked([now](const Reservation& r) { return r.expires <= now; });
+  result.reservations = DropReservationsLocked(
+      [now](const Reservation& r) { return r.expires <= now; }, &result.fenced_slots);
   return result;
 }
 

@@ -3,6 +3,7 @@
 #define KVSTRATA_DAEMON_CACHE_CACHE_TYPES_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ struct BlockCacheOptions {
   size_t index_shards = 64;
   Clock* clock = nullptr;            // not owned; nullptr = SystemClock
   TierListener* listener = nullptr;  // not owned; may be nullptr
+  // True while a process that `session` handed the shared region to may still run (see
+  // daemon/session/process_fence.h). Such a session's reserved and loading slots are not
+  // freed when it ends or its reservation expires: they stay fenced until ReleaseFenced.
+  // Empty = no session is ever fenced. Called with the cache's mutex held; must not block.
+  std::function<bool(SessionId)> may_write;
 };
 
 // A lease and its owner.
@@ -81,10 +87,12 @@ struct LoadResult {
 
 struct SessionEndResult {
   size_t leases = 0, reservations = 0, loads = 0;
+  size_t fenced_slots = 0;  // kept from the pool: the session's process may still touch them
 };
 
 struct ReapResult {
   size_t leases = 0, reservations = 0;
+  size_t fenced_slots = 0;  // of expired reservations whose process may still write them
 };
 
 struct CacheStats {
@@ -98,6 +106,7 @@ struct CacheStats {
   uint64_t not_admitted = 0;
   uint64_t slab_moves = 0;
   uint64_t active_leases = 0, active_reservations = 0, active_loads = 0;
+  uint64_t fenced_bytes = 0;  // slots held for ended sessions whose process may still write
   absl::flat_hash_map<NamespaceId, uint64_t> blocks_per_namespace;
 };
 

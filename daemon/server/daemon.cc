@@ -63,15 +63,18 @@ absl::Status Daemon::StartServing() {
   tiers_ = MakeTierManager(config_, &namespaces_);
   tiers_->SetNextListener(&tier_listeners_);  // L1 notices go on to metrics and events.
   tiers_->SetMetrics(metrics_.get());
-  absl::StatusOr<L1Pool> l1 = L1Pool::Create(config_.l1, config_.sessions, tiers_.get());
+  absl::StatusOr<L1Pool> l1 =
+      L1Pool::Create(config_.l1, config_.sessions, tiers_.get(),
+                     [this](SessionId session) { return fence_.MayWrite(session); });
   if (!l1.ok()) return l1.status();
   l1_ = std::move(*l1);
   tiers_->AttachL1(l1_.cache.get(), static_cast<char*>(l1_.region->base()));
   spdlog::info("l1_ready bytes={} huge_pages={} populate_ms={}", l1_.region->size(),
                l1_.region->huge_pages(), absl::ToInt64Milliseconds(absl::Now() - pool_start));
   std::string fd_socket = config_.server.socket + ".shm";
-  absl::StatusOr<std::unique_ptr<FdServer>> fd_server = FdServer::Start(
-      fd_socket, config_.server.socket_mode, l1_.region->fd(), l1_.region->size(), &sessions_);
+  absl::StatusOr<std::unique_ptr<FdServer>> fd_server =
+      FdServer::Start(fd_socket, config_.server.socket_mode, l1_.region->fd(), l1_.region->size(),
+                      &sessions_, &fence_);
   if (!fd_server.ok()) return fd_server.status();
   fd_server_ = std::move(*fd_server);
   StartTransferEngine();
@@ -200,6 +203,10 @@ void Daemon::RegisterGauges() {
              stat(&CacheStats::active_reservations));
   m.AddGauge("kvstrata_loads_active", "Host-mode loads holding blocks.", {},
              stat(&CacheStats::active_loads));
+  m.AddGauge("kvstrata_fenced_bytes",
+             "L1 bytes held back from the pool for ended sessions whose process may still "
+             "write them (freed when the process exits).",
+             {}, stat(&CacheStats::fenced_bytes));
   m.AddGauge("kvstrata_sessions_active", "Open client sessions.",
              [this] { return static_cast<double>(sessions_.size()); });
   m.AddGauge("kvstrata_namespaces", "Registered namespaces.",
@@ -280,7 +287,13 @@ void Daemon::ReapLoop() {
     }
     ReapResult reaped = l1_.cache->ReapExpired();
     if (reaped.leases + reaped.reservations > 0) {
-      spdlog::debug("reaped leases={} reservations={}", reaped.leases, reaped.reservations);
+      spdlog::debug("reaped leases={} reservations={} fenced_slots={}", reaped.leases,
+                    reaped.reservations, reaped.fenced_slots);
+    }
+    for (uint64_t id : fence_.Exited()) {
+      if (size_t released = l1_.cache->ReleaseFenced(id); released > 0) {
+        spdlog::info("fence_released session={} slots={} reason=\"process exited\"", id, released);
+      }
     }
   }
 }
@@ -291,6 +304,14 @@ void Daemon::OnSessionEnded(uint64_t session_id) {
   SessionEndResult freed = l1_.cache->EndSession(session_id);
   spdlog::debug("session_ended session={} leases={} reservations={} loads={}", session_id,
                 freed.leases, freed.reservations, freed.loads);
+  if (freed.fenced_slots > 0) {
+    spdlog::warn(
+        "session_fenced session={} slots={} reason=\"its process may still write the "
+        "shared region: the slots go back when it exits\"",
+        session_id, freed.fenced_slots);
+  } else {
+    fence_.Forget(session_id);  // Nothing of it is held: its process need not be watched.
+  }
 }
 
 void Daemon::Shutdown(absl::Duration grace) {

@@ -28,6 +28,7 @@
 #include "daemon/server/metrics_tier_listener.h"
 #include "daemon/server/socket_lock.h"
 #include "daemon/server/tier_listener_fanout.h"
+#include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/tiering/tier_manager.h"
 #include "daemon/transfer/transfer_engine.h"
@@ -61,6 +62,7 @@ class Daemon : private SessionEndListener {
   ServerIdentity identity_;
   std::unique_ptr<PrometheusMetrics> metrics_;
   SessionRegistry sessions_;
+  ProcessFence fence_;  // Processes the region was handed to; outlives l1_ (its cache asks).
   NamespaceRegistry namespaces_;
   std::unique_ptr<CallGuard> guard_;
   std::unique_ptr<ControlService> control_;

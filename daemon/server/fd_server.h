@@ -2,8 +2,11 @@
 // Unix stream socket beside the gRPC socket. Protocol (proto/kvstrata/v1/control.proto):
 // the client sends its session id (8 bytes little-endian); a live session gets the region
 // size (8 bytes little-endian) with the fd attached, an unknown one a size of 0 and no fd;
-// then the connection closes. One accept thread; each exchange is bounded by a 2 s
-// timeout so a silent client cannot stall others for long. Thread-safe; Stop is idempotent.
+// then the connection closes. Before answering, the peer process (its pidfd) is recorded
+// in the ProcessFence under the session, so that the slots of that session outlive it
+// while the process may still write them. One accept thread; each exchange is bounded by
+// a 2 s timeout so a silent client cannot stall others for long. Thread-safe; Stop is
+// idempotent.
 #ifndef KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 #define KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 
@@ -13,6 +16,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
 
 namespace kvstrata {
@@ -22,13 +26,14 @@ class FdServer {
   // Listens on `path` (a stale file there is replaced) with permissions `mode`.
   static absl::StatusOr<std::unique_ptr<FdServer>> Start(const std::string& path, uint32_t mode,
                                                          int region_fd, uint64_t region_bytes,
-                                                         const SessionRegistry* sessions);
+                                                         const SessionRegistry* sessions,
+                                                         ProcessFence* fence);
   ~FdServer();
   void Stop();
 
  private:
   FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
-           const SessionRegistry* sessions);
+           const SessionRegistry* sessions, ProcessFence* fence);
   void AcceptLoop();
   void Serve(int connection) const;
 
@@ -37,6 +42,7 @@ class FdServer {
   const int region_fd_;
   const uint64_t region_bytes_;
   const SessionRegistry* const sessions_;
+  ProcessFence* const fence_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -12,7 +12,8 @@ HugePages HugePagesFrom(const std::string& setting) {
 }  // namespace
 
 absl::StatusOr<L1Pool> L1Pool::Create(const L1Config& l1, const SessionsConfig& sessions,
-                                      TierListener* listener) {
+                                      TierListener* listener,
+                                      std::function<bool(SessionId)> may_write) {
   L1Pool pool;
   ShmRegionOptions region_options;
   region_options.bytes = l1.capacity_bytes;
@@ -35,6 +36,7 @@ absl::StatusOr<L1Pool> L1Pool::Create(const L1Config& l1, const SessionsConfig& 
   cache_options.admission_min_lookups = static_cast<uint32_t>(l1.admission_threshold);
   cache_options.max_lease_ttl = absl::Milliseconds(sessions.max_lease_ttl_ms);
   cache_options.listener = listener;
+  cache_options.may_write = std::move(may_write);
   absl::StatusOr<std::unique_ptr<BlockCache>> cache =
       BlockCache::Create(pool.allocator.get(), cache_options);
   if (!cache.ok()) return cache.status();

@@ -4,6 +4,7 @@
 #ifndef KVSTRATA_DAEMON_SERVER_L1_POOL_H_
 #define KVSTRATA_DAEMON_SERVER_L1_POOL_H_
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -19,9 +20,11 @@ struct L1Pool {
   std::unique_ptr<SlabAllocator> allocator;
   std::unique_ptr<BlockCache> cache;
 
-  // RESOURCE_EXHAUSTED when the region cannot be created or mapped.
+  // RESOURCE_EXHAUSTED when the region cannot be created or mapped. `may_write`: see
+  // BlockCacheOptions::may_write.
   static absl::StatusOr<L1Pool> Create(const L1Config& l1, const SessionsConfig& sessions,
-                                       TierListener* listener);
+                                       TierListener* listener,
+                                       std::function<bool(SessionId)> may_write = {});
 };
 
 }  // namespace kvstrata

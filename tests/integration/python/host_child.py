@@ -7,6 +7,9 @@ Modes (args: endpoint, spec, chain, count, seed, ...):
   die-mid-store    open a session with a short heartbeat, reserve `count` keys, write half
                    of the slots, print {"session_id", "reservation_id", "written"}, SIGKILL.
   die-holding-load lookup with a lease and AcquireLoad the keys, print the ids, SIGKILL.
+  pause-mid-store  reserve `count` keys, print the slot offsets, SIGSTOP itself (a paused
+                   writer); once continued, fill every reserved slot with 0xEE, try to commit,
+                   print {"commit_error"} and wait for a line on stdin before exiting.
 """
 from __future__ import annotations
 
@@ -90,6 +93,23 @@ def main() -> None:
               "lease_id": hit.lease_id, "load_id": r.load_id,
               "ready": sum(1 for s in r.slots if s.state == pb.SlotRef.STATE_READY)})
         os.kill(os.getpid(), signal.SIGKILL)
+    elif mode == "pause-mid-store":
+        region = session.shared_region()
+        sid = session.session_id
+        r = session.client.reserve_store(session_id=sid, namespace_id=ns.namespace_id, keys=keys)
+        reserved = [s for s in r.slots if s.state == pb.SlotRef.STATE_RESERVED]
+        emit({"session_id": sid, "offsets": [s.offset for s in reserved]})
+        os.kill(os.getpid(), signal.SIGSTOP)
+        for s in reserved:  # Resumed after the session ended: the copies finish anyway.
+            region.buffer[s.offset:s.offset + s.length] = b"\xee" * s.length
+        try:
+            session.client.commit_store(session_id=sid, reservation_id=r.reservation_id)
+            error = None
+        except kvstrata.KVStrataError as err:
+            error = err.code.name
+        emit({"commit_error": error})
+        sys.stdin.readline()  # The parent checks the fence while this process still runs.
+        session.close()
     else:
         raise SystemExit(f"unknown mode {mode}")
 

@@ -128,7 +128,8 @@ def test_every_series_exists_before_traffic(mdaemon: Daemon) -> None:
         assert m.get(name, kind="store") is not None and m.get(name, kind="load") is not None
     for name in ("kvstrata_registrations_active", "kvstrata_completions_pending",
                  "kvstrata_leases_active", "kvstrata_reservations_active",
-                 "kvstrata_loads_active", "kvstrata_uptime_seconds", "process_open_fds"):
+                 "kvstrata_loads_active", "kvstrata_fenced_bytes", "kvstrata_uptime_seconds",
+                 "process_open_fds"):
         assert m.get(name) is not None, name
 
 

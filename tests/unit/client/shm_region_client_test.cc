@@ -33,7 +33,7 @@ class FdServerFixture {
     memfd_ = memfd_create("kvs-test", MFD_CLOEXEC);
     EXPECT_EQ(ftruncate(memfd_, kBytes), 0);
     session_ = sessions_.Open("client-test", 1, "localhost", absl::ZeroDuration())->id;
-    server_ = *FdServer::Start(path_, 0600, memfd_, kBytes, &sessions_);
+    server_ = *FdServer::Start(path_, 0600, memfd_, kBytes, &sessions_, &fence_);
   }
   ~FdServerFixture() {
     server_->Stop();
@@ -43,9 +43,11 @@ class FdServerFixture {
   const std::string& path() const { return path_; }
   int memfd() const { return memfd_; }
   uint64_t session() const { return session_; }
+  const ProcessFence& fence() const { return fence_; }
 
  private:
   SessionRegistry sessions_;
+  ProcessFence fence_;
   std::string dir_, path_;
   int memfd_ = -1;
   uint64_t session_ = 0;
@@ -99,10 +101,19 @@ TEST(ShmRegionClientTest, MapsTheSharedRegionReadWrite) {
   EXPECT_EQ(std::memcmp(check, "kvstrata", 8), 0);  // MAP_SHARED: the server sees it
 }
 
+TEST(ShmRegionClientTest, HandingTheRegionOverFencesTheSessionWithItsProcess) {
+  FdServerFixture server;
+  EXPECT_FALSE(server.fence().MayWrite(server.session()));
+  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), server.session());
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_TRUE(server.fence().MayWrite(server.session()));  // This process: running.
+}
+
 TEST(ShmRegionClientTest, UnknownSessionIsNotFound) {
   FdServerFixture server;
   absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), server.session() + 1);
   EXPECT_EQ(region.status().code(), absl::StatusCode::kNotFound) << region.status();
+  EXPECT_EQ(server.fence().size(), 0u);  // Nothing is tracked for an unknown session.
 }
 
 TEST(ShmRegionClientTest, SizeWithoutDescriptorIsInternal) {
