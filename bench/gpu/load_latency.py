@@ -51,14 +51,16 @@ def log(msg: str) -> None:
 # ---------------------------------------------------------------------- daemon
 
 
-def start_daemon(l1: str) -> Any:
+def start_daemon(l1: str, settings: Optional[Dict[str, str]] = None) -> Any:
     """A kvstratad on a temporary socket, through the tests' launcher (tests/integration/
-    python/kvs_testing.py: $KVSTRATA_DAEMON, build/ or .bundle/)."""
+    python/kvs_testing.py: $KVSTRATA_DAEMON, build/ or .bundle/); `settings` are more
+    section.key=value config overrides."""
     sys.path.insert(0, str(REPO / "tests" / "integration" / "python"))
     import kvs_testing
 
     daemon = kvs_testing.Daemon(kvs_testing.short_tmpdir(),
-                                {"l1.capacity": l1, "l1.slab_size": "64MiB", "l2.enabled": "false"})
+                                {"l1.capacity": l1, "l1.slab_size": "64MiB", "l2.enabled": "false",
+                                 **(settings or {})})
     daemon.start_timeout_s = 60.0  # populating + pinning several GiB takes a few seconds
     try:
         return daemon.start()

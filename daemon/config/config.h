@@ -67,6 +67,13 @@ struct FileTierConfig : TierConfig {
   int64_t eviction_interval_ms = 10000;       // L3 only
 };
 
+// The GPU data path (daemon/transfer).
+struct GpuConfig {
+  int64_t copy_streams = 4;
+  std::string copy_strategy = "auto";
+  uint64_t staged_max_piece_bytes = 64 * 1024;
+};
+
 // KV events for cache-aware routers (daemon/events). Off by default.
 struct EventsConfig {
   bool enabled = false;
@@ -95,6 +102,7 @@ struct Config {
   L1Config l1;
   FileTierConfig l2;
   FileTierConfig l3;
+  GpuConfig gpu;
   EventsConfig events;
   std::string config_path;           // Empty when only the embedded default is used.
   std::vector<ConfigEntry> entries;  // Every key, in file order.

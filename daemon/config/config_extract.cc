@@ -137,6 +137,12 @@ void ReadL1(SectionReader& r, L1Config& l1) {
   l1.promotion_wait_ms = r.Int("promotion_wait_ms", 0, 600'000);
 }
 
+void ReadGpu(SectionReader& r, GpuConfig& g) {
+  g.copy_streams = r.Int("copy_streams", 1, 8);
+  g.copy_strategy = r.OneOf("copy_strategy", {"auto", "batch", "kernel", "staged", "loop"});
+  g.staged_max_piece_bytes = r.Bytes("staged_max_piece_bytes", 0);
+}
+
 void ReadEvents(SectionReader& r, EventsConfig& e) {
   e.enabled = r.Bool("enabled");
   e.endpoint = r.String("endpoint");
@@ -161,7 +167,8 @@ void ReadEvents(SectionReader& r, EventsConfig& e) {
 absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
   Config config;
   SectionReader server(merged, "server"), log(merged, "log"), sessions(merged, "sessions"),
-      l1(merged, "l1"), l2(merged, "l2"), l3(merged, "l3"), events(merged, "events");
+      l1(merged, "l1"), l2(merged, "l2"), l3(merged, "l3"), gpu(merged, "gpu"),
+      events(merged, "events");
   ReadServer(server, config.server);
   config.log.level = log.OneOf("level", {"trace", "debug", "info", "warn", "error"});
   config.log.format = log.OneOf("format", {"text", "json"});
@@ -171,8 +178,9 @@ absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
   if (config.l2.path.empty()) config.l2.path = DefaultL2Path();
   ReadTier(l3, "l3", config.l3);
   if (config.l3.enabled && config.l3.path.empty()) l3.Fail("path", "required when l3 is enabled");
+  ReadGpu(gpu, config.gpu);
   ReadEvents(events, config.events);
-  for (const SectionReader* r : {&server, &log, &sessions, &l1, &l2, &l3, &events}) {
+  for (const SectionReader* r : {&server, &log, &sessions, &l1, &l2, &l3, &gpu, &events}) {
     if (!r->status().ok()) return r->status();
   }
   return config;

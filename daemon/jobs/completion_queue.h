@@ -23,6 +23,7 @@ struct JobCompletion {
   Kind kind = Kind::kStore;
   std::vector<uint32_t> failed_blocks;  // Indices into the job's blocks.
   std::string error;
+  absl::Duration elapsed;  // From StartJob to the completion.
   bool ok() const { return failed_blocks.empty() && error.empty(); }
 };
 

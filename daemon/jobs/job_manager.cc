@@ -115,15 +115,18 @@ absl::Status JobManager::CheckRegistration(uint64_t session, uint32_t ns, uint64
 uint64_t JobManager::StartJob(uint64_t session, JobCompletion::Kind kind) {
   uint64_t id = next_id_.fetch_add(1);
   MutexLock lock(&mu_);
-  jobs_[id] = {session, false, kind};
+  jobs_[id] = {session, false, kind, absl::Now()};
   return id;
 }
 
-bool JobManager::FinishJob(uint64_t job) {
+bool JobManager::FinishJob(uint64_t job, absl::Duration* elapsed) {
   MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   bool cancelled = it == jobs_.end() || it->second.cancelled;
-  if (it != jobs_.end()) jobs_.erase(it);
+  if (it != jobs_.end()) {
+    if (elapsed != nullptr) *elapsed = absl::Now() - it->second.started;
+    jobs_.erase(it);
+  }
   return !cancelled;
 }
 
@@ -148,15 +151,17 @@ absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
   }
   uint64_t job = StartJob(session, JobCompletion::Kind::kStore);
   if (picked.empty()) {
-    FinishJob(job);
-    Complete(session, {job, JobCompletion::Kind::kStore, {}, ""});
+    absl::Duration elapsed;
+    FinishJob(job, &elapsed);
+    Complete(session, {job, JobCompletion::Kind::kStore, {}, "", elapsed});
     return job;
   }
   ReservationId reservation = reserved->reservation;
   absl::Time start = absl::Now();
   absl::Status submitted =
       engine_->Submit(session, std::move(request), [=, this](TransferResult result) {
-        bool live = FinishJob(job);
+        absl::Duration elapsed;
+        bool live = FinishJob(job, &elapsed);
         std::vector<uint32_t> failed = Remap(result.failed, picked);
         RecordTransfer(MetricDirection::kGpuToL1, (picked.size() - failed.size()) * block_bytes,
                        start, !failed.empty() || !result.error.empty());
@@ -172,7 +177,7 @@ absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
           (void)cache_->CommitStore(session, reservation, absl::MakeConstSpan(written));
         }
         Complete(session, {job, JobCompletion::Kind::kStore, std::move(failed),
-                           live ? result.error : "cancelled"});
+                           live ? result.error : "cancelled", elapsed});
       });
   if (!submitted.ok()) {
     FinishJob(job);
@@ -261,7 +266,8 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
   uint64_t block_bytes = picked.empty() ? 0 : acquired->slots[picked.front()].length;
   absl::Time start = absl::Now();
   auto finish = [=, this](TransferResult result) {
-    bool live = FinishJob(job);
+    absl::Duration elapsed;
+    bool live = FinishJob(job, &elapsed);
     if (load != 0) (void)cache_->ReleaseLoad(session, load);
     RecordTransfer(MetricDirection::kL1ToGpu, (picked.size() - result.failed.size()) * block_bytes,
                    start, !result.failed.empty() || !result.error.empty());
@@ -272,7 +278,8 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
                         : !result.error.empty() ? result.error
                         : missing.empty()       ? ""
                                                 : "some blocks are not cached";
-    Complete(session, {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error)});
+    Complete(session,
+             {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error), elapsed});
   };
   if (picked.empty()) {
     finish(TransferResult{});

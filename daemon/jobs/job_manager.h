@@ -91,6 +91,7 @@ class JobManager {
     uint64_t session = 0;
     bool cancelled = false;
     JobCompletion::Kind kind = JobCompletion::Kind::kStore;
+    absl::Time started;
   };
   // A load waiting for its L2/L3 promotions; owns its keys.
   struct DeferredLoad {
@@ -113,8 +114,8 @@ class JobManager {
   uint64_t StartJob(uint64_t session, JobCompletion::Kind kind);
   // Reports one finished job's copies to the metrics sink.
   void RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Time start, bool failed);
-  // Removes the job; false when it was cancelled.
-  bool FinishJob(uint64_t job);
+  // Removes the job; false when it was cancelled. `elapsed` (optional): time since StartJob.
+  bool FinishJob(uint64_t job, absl::Duration* elapsed = nullptr);
   void Complete(uint64_t session, JobCompletion completion);
 
   BlockCache* const cache_;

@@ -54,6 +54,7 @@ grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
     response->set_shm_region_bytes(context_.shm_region_bytes);
     response->set_shm_fd_socket(context_.shm_fd_socket);
     response->set_lookup_socket(context_.lookup_socket);
+    response->set_packed_transfers(true);
     return absl::OkStatus();
   });
 }

@@ -5,16 +5,6 @@
 #include "daemon/rpc/request_validation.h"
 
 namespace kvstrata {
-namespace {
-
-absl::Status ValidateTransfers(
-    const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks) {
-  google::protobuf::RepeatedPtrField<std::string> keys;
-  for (const v1::BlockTransfer& block : blocks) *keys.Add() = block.key();
-  return ValidateKeys(keys, "blocks");
-}
-
-}  // namespace
 
 grpc::Status ControlService::RegisterKvMemory(grpc::ServerContext* ctx,
                                               const v1::RegisterKvMemoryRequest* request,
@@ -54,12 +44,13 @@ grpc::Status ControlService::SubmitStore(grpc::ServerContext* ctx,
     absl::StatusOr<NamespaceInfo> ns =
         RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
     if (!ns.ok()) return ns.status();
-    if (absl::Status s = ValidateTransfers(request->blocks()); !s.ok()) return s;
+    absl::StatusOr<JobBlocks> blocks = JobBlocksFromRequest(*request);
+    if (!blocks.ok()) return blocks.status();
     std::optional<uint32_t> wait_event;
     if (request->wait_event() != 0) wait_event = request->wait_event() - 1;
-    absl::StatusOr<uint64_t> job = context_.jobs->SubmitStore(
-        request->session_id(), ns->id, ns->bytes_per_block, request->registration_id(),
-        FromProto(request->blocks()), wait_event);
+    absl::StatusOr<uint64_t> job =
+        context_.jobs->SubmitStore(request->session_id(), ns->id, ns->bytes_per_block,
+                                   request->registration_id(), *blocks, wait_event);
     if (!job.ok()) return job.status();
     response->set_job_id(*job);
     return absl::OkStatus();
@@ -73,12 +64,12 @@ grpc::Status ControlService::SubmitLoad(grpc::ServerContext* ctx,
     absl::StatusOr<NamespaceInfo> ns =
         RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
     if (!ns.ok()) return ns.status();
-    if (absl::Status s = ValidateTransfers(request->blocks()); !s.ok()) return s;
+    absl::StatusOr<JobBlocks> blocks = JobBlocksFromRequest(*request);
+    if (!blocks.ok()) return blocks.status();
     std::optional<uint64_t> lease;
     if (request->lease_id() != 0) lease = request->lease_id();
-    absl::StatusOr<uint64_t> job =
-        context_.jobs->SubmitLoad(request->session_id(), ns->id, request->registration_id(),
-                                  FromProto(request->blocks()), lease);
+    absl::StatusOr<uint64_t> job = context_.jobs->SubmitLoad(
+        request->session_id(), ns->id, request->registration_id(), *blocks, lease);
     if (!job.ok()) return job.status();
     response->set_job_id(*job);
     return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/rpc/request_validation.h"
 
 namespace kvstrata {
 namespace {
@@ -49,14 +50,31 @@ absl::StatusOr<CudaMemorySpec> FromProto(const v1::CudaKvMemory& proto) {
   return spec;
 }
 
-JobBlocks FromProto(const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks) {
+absl::StatusOr<JobBlocks> JobBlocksFrom(
+    const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks,
+    const google::protobuf::RepeatedPtrField<std::string>& keys,
+    const google::protobuf::RepeatedField<uint32_t>& block_ids) {
+  if (!blocks.empty() && (!keys.empty() || !block_ids.empty())) {
+    return absl::InvalidArgumentError("set either blocks or keys/block_ids, not both");
+  }
   JobBlocks out;
+  if (blocks.empty()) {
+    if (keys.size() != block_ids.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("keys has ", keys.size(), " entries but block_ids has ", block_ids.size()));
+    }
+    if (absl::Status s = ValidateKeys(keys, "keys"); !s.ok()) return s;
+    out.keys.assign(keys.begin(), keys.end());
+    out.block_ids.assign(block_ids.begin(), block_ids.end());
+    return out;
+  }
   out.keys.reserve(blocks.size());
   out.block_ids.reserve(blocks.size());
   for (const v1::BlockTransfer& block : blocks) {
     out.keys.emplace_back(block.key());
     out.block_ids.push_back(block.block_id());
   }
+  if (absl::Status s = ValidateKeys(out.keys, "blocks"); !s.ok()) return s;
   return out;
 }
 
@@ -67,6 +85,7 @@ void ToProto(const JobCompletion& completion, v1::JobCompletion* out) {
   out->set_ok(completion.ok());
   for (uint32_t i : completion.failed_blocks) out->add_failed_blocks(i);
   out->set_error(completion.error);
+  out->set_elapsed_us(static_cast<uint64_t>(absl::ToInt64Microseconds(completion.elapsed)));
 }
 
 }  // namespace kvstrata

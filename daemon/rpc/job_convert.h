@@ -12,7 +12,17 @@ namespace kvstrata {
 // tensors or 64 events, or an empty GPU uuid. Geometry is checked by the engine.
 absl::StatusOr<CudaMemorySpec> FromProto(const v1::CudaKvMemory& proto);
 // Views into `blocks`; valid while the request lives.
-JobBlocks FromProto(const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks);
+// The blocks of a SubmitStore/SubmitLoad request, given as `blocks` or as the parallel
+// `keys`/`block_ids` arrays (views into the request). INVALID_ARGUMENT for both forms at
+// once, arrays of different lengths, and bad keys (ValidateKeys).
+absl::StatusOr<JobBlocks> JobBlocksFrom(
+    const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks,
+    const google::protobuf::RepeatedPtrField<std::string>& keys,
+    const google::protobuf::RepeatedField<uint32_t>& block_ids);
+template <typename Request>
+absl::StatusOr<JobBlocks> JobBlocksFromRequest(const Request& request) {
+  return JobBlocksFrom(request.blocks(), request.keys(), request.block_ids());
+}
 void ToProto(const JobCompletion& completion, v1::JobCompletion* out);
 
 }  // namespace kvstrata

@@ -13,6 +13,7 @@
 #include "daemon/server/listeners.h"
 #include "daemon/server/lower_tiers.h"
 #include "daemon/transfer/gpu_probe.h"
+#include "daemon/transfer/transfer_validation.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
@@ -133,8 +134,14 @@ void Daemon::StartTransferEngine() {
     engine_status = absl::FailedPreconditionError(absl::StrCat(
         "no CUDA device is visible to kvstratad (", gpus.note, "): only host mode is available"));
   } else {
-    absl::StatusOr<std::unique_ptr<TransferEngine>> engine =
-        TransferEngine::Create({l1_.region->base(), l1_.region->size()});
+    TransferEngineOptions options;
+    options.host_base = l1_.region->base();
+    options.host_bytes = l1_.region->size();
+    options.copy_strategy =
+        CopyStrategyFromName(config_.gpu.copy_strategy).value_or(CopyStrategy::kAuto);
+    options.kernel_max_piece_bytes = config_.gpu.staged_max_piece_bytes;
+    options.copy_streams = static_cast<uint32_t>(config_.gpu.copy_streams);
+    absl::StatusOr<std::unique_ptr<TransferEngine>> engine = TransferEngine::Create(options);
     if (engine.ok()) {
       engine_ = std::move(*engine);
     } else {

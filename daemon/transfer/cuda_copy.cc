@@ -11,7 +11,7 @@ constexpr size_t kMaxBatch = 16384;
 void* GpuPtr(const PieceCopy& p) { return reinterpret_cast<void*>(p.gpu); }
 void* HostPtr(const PieceCopy& p) { return reinterpret_cast<void*>(p.host); }
 
-CopyError IssueLoop(const CopyLaunch& launch, const std::vector<PieceCopy>& pieces,
+CopyError IssueLoop(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                     cudaStream_t stream) {
   bool store = launch.direction == TransferDirection::kGpuToHost;
   cudaMemcpyKind kind = store ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
@@ -24,7 +24,7 @@ CopyError IssueLoop(const CopyLaunch& launch, const std::vector<PieceCopy>& piec
   return {};
 }
 
-CopyError IssueBatch(const CopyLaunch& launch, const std::vector<PieceCopy>& pieces,
+CopyError IssueBatch(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                      CopyScratch* scratch, cudaStream_t stream) {
   bool store = launch.direction == TransferDirection::kGpuToHost;
   scratch->dsts.clear();
@@ -49,7 +49,7 @@ CopyError IssueBatch(const CopyLaunch& launch, const std::vector<PieceCopy>& pie
   return {};
 }
 
-CopyError IssueKernel(const CopyLaunch& launch, const std::vector<PieceCopy>& pieces,
+CopyError IssueKernel(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                       CopyScratch* scratch, cudaStream_t stream) {
   std::vector<PieceCopy> chunks = SplitPieces(pieces, kCopyKernelChunkBytes);
   cudaError_t error = scratch->Reserve(chunks.size());
@@ -159,7 +159,7 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, Co
   return {};
 }
 
-CopyError IssueCopies(const CopyLaunch& launch, const std::vector<PieceCopy>& pieces,
+CopyError IssueCopies(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                       CopyScratch* scratch, cudaStream_t stream) {
   if (pieces.empty()) return {};
   switch (launch.strategy) {

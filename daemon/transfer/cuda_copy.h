@@ -44,8 +44,9 @@ class CopyScratch {
   size_t blocks_capacity_ = 0;
 };
 
-// GPU staging per in-flight transfer for kStaged; a block larger than this uses kBatch.
-inline constexpr uint64_t kStagingBytes = 32ULL << 20;
+// GPU staging per stream of an in-flight transfer for kStaged; a block larger than this
+// uses kBatch.
+inline constexpr uint64_t kStagingBytes = 16ULL << 20;
 
 struct CopyError {
   cudaError_t error = cudaSuccess;
@@ -61,7 +62,7 @@ struct CopyLaunch {
 
 // Enqueues `pieces` on `stream`. For kKernel the pieces' host addresses must be the
 // device view of the pinned region (cudaHostGetDevicePointer).
-CopyError IssueCopies(const CopyLaunch& launch, const std::vector<PieceCopy>& pieces,
+CopyError IssueCopies(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                       CopyScratch* scratch, cudaStream_t stream);
 
 // kStaged: per chunk of blocks that fits the staging buffer, a load DMAs whole slots into

@@ -1,8 +1,8 @@
 #include "daemon/transfer/cuda_lane.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,13 +21,25 @@ TransferResult FailAll(size_t num_blocks, const CopyError& error) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int priority) {
+absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int priority,
+                                                           size_t streams) {
+  if (streams < 1 || streams > kMaxStreams) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy streams must be in [1, ", kMaxStreams, "], not ", streams));
+  }
   cudaError_t error = cudaSetDevice(device);
   if (error != cudaSuccess) return CudaError(error, "cudaSetDevice");
-  cudaStream_t stream = nullptr;
-  error = cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority);
-  if (error != cudaSuccess) return CudaError(error, "cudaStreamCreateWithPriority");
-  std::unique_ptr<CudaLane> lane(new CudaLane(device, stream));
+  std::vector<cudaStream_t> created;
+  for (size_t i = 0; i < streams; ++i) {
+    cudaStream_t stream = nullptr;
+    error = cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority);
+    if (error != cudaSuccess) {
+      for (cudaStream_t s : created) cudaStreamDestroy(s);
+      return CudaError(error, "cudaStreamCreateWithPriority");
+    }
+    created.push_back(stream);
+  }
+  std::unique_ptr<CudaLane> lane(new CudaLane(device, std::move(created)));
   absl::Status status = lane->InitSlots();
   if (!status.ok()) return status;
   lane->issuer_ = std::thread([raw = lane.get()] { raw->IssueLoop(); });
@@ -35,7 +47,8 @@ absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int prior
   return lane;
 }
 
-CudaLane::CudaLane(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+CudaLane::CudaLane(int device, std::vector<cudaStream_t> streams)
+    : device_(device), streams_(std::move(streams)) {}
 
 absl::Status CudaLane::InitSlots() {
   MutexLock lock(&mu_);
@@ -44,6 +57,10 @@ absl::Status CudaLane::InitSlots() {
     cudaError_t error =
         cudaEventCreateWithFlags(&slots_[i].event, cudaEventDisableTiming | cudaEventBlockingSync);
     if (error != cudaSuccess) return CudaError(error, "cudaEventCreateWithFlags");
+    for (size_t run = 1; run < streams_.size(); ++run) {
+      error = cudaEventCreateWithFlags(&slots_[i].joined[run], cudaEventDisableTiming);
+      if (error != cudaSuccess) return CudaError(error, "cudaEventCreateWithFlags(join)");
+    }
     free_slots_.push_back(i);
   }
   return absl::OkStatus();
@@ -60,8 +77,11 @@ CudaLane::~CudaLane() {
   cudaSetDevice(device_);
   for (Slot& slot : slots_) {
     if (slot.event != nullptr) cudaEventDestroy(slot.event);
+    for (cudaEvent_t joined : slot.joined) {
+      if (joined != nullptr) cudaEventDestroy(joined);
+    }
   }
-  cudaStreamDestroy(stream_);
+  for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
 }
 
 void CudaLane::Enqueue(LaneJob job) {
@@ -124,16 +144,45 @@ CopyError WaitForEngineEvent(const LaneJob& job) {
 
 }  // namespace
 
+CopyError CudaLane::IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t first, size_t end) {
+  cudaStream_t stream = streams_[run];
+  if (job.launch.strategy != CopyStrategy::kStaged) {
+    return IssueCopies(job.launch, absl::MakeConstSpan(job.pieces).subspan(first, end - first),
+                       &slot.scratch[run], stream);
+  }
+  if (first == 0 && end == job.staged.slots.size()) {
+    return IssueStagedCopies(job.launch, job.staged, &slot.scratch[run], stream);
+  }
+  return IssueStagedCopies(job.launch, SliceStaged(job.staged, first, end), &slot.scratch[run],
+                           stream);
+}
+
 CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
+  if (job.plan) job.plan(job);
   if (job.wait_event != nullptr) {
     CopyError waited = WaitForEngineEvent(job);
     if (!waited.ok()) return waited;
   }
-  CopyError error = job.launch.strategy == CopyStrategy::kStaged
-                        ? IssueStagedCopies(job.launch, job.staged, &slot.scratch, stream_)
-                        : IssueCopies(job.launch, job.pieces, &slot.scratch, stream_);
-  if (!error.ok()) return error;
-  cudaError_t record = cudaEventRecord(slot.event, stream_);
+  // Run boundaries: into the pieces, or into the blocks for kStaged (equal-sized blocks).
+  std::vector<size_t> bounds;
+  if (job.launch.strategy == CopyStrategy::kStaged) {
+    const size_t blocks = job.staged.slots.size();
+    const uint64_t runs =
+        std::clamp<uint64_t>(blocks * job.staged.block_bytes / kMinPartBytes, 1,
+                             std::min<uint64_t>(streams_.size(), std::max<size_t>(blocks, 1)));
+    for (uint64_t r = 0; r <= runs; ++r) bounds.push_back(static_cast<size_t>(r * blocks / runs));
+  } else {
+    bounds = PartitionByBytes(job.pieces, streams_.size(), kMinPartBytes);
+  }
+  for (size_t run = 0; run + 1 < bounds.size(); ++run) {
+    CopyError error = IssueRun(job, slot, run, bounds[run], bounds[run + 1]);
+    if (!error.ok()) return error;
+    if (run == 0) continue;
+    cudaError_t joined = cudaEventRecord(slot.joined[run], streams_[run]);
+    if (joined == cudaSuccess) joined = cudaStreamWaitEvent(streams_[0], slot.joined[run], 0);
+    if (joined != cudaSuccess) return {joined, "joining the copy streams"};
+  }
+  cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
   if (record != cudaSuccess) return {record, "cudaEventRecord"};
   return {};
 }
@@ -162,7 +211,7 @@ void CudaLane::Complete(Issued issued) {
     if (sync != cudaSuccess) error = {sync, "cudaEventSynchronize"};
   } else {
     // Copies enqueued before the failing call may still use the slot's buffers.
-    cudaStreamSynchronize(stream_);
+    for (cudaStream_t stream : streams_) cudaStreamSynchronize(stream);
   }
   {
     MutexLock lock(&mu_);

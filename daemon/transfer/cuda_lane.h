@@ -1,8 +1,11 @@
-// One direction of one GPU: a non-blocking stream and two threads. The issue thread takes
-// queued jobs in order, enqueues their copies (after the engine's event completed) and
-// records an event; the completion thread waits for those events in order and runs each
-// job's `done` exactly once. Up to kSlots jobs are in flight, so issuing the next transfer
-// overlaps the copies of the previous ones. CUDA build only. Thread-safe.
+// One direction of one GPU: `streams` non-blocking streams and two threads. The issue
+// thread takes queued jobs in order and, once the engine's event completed, cuts each job
+// into up to `streams` runs of about equal bytes (none under kMinPartBytes) and enqueues each run
+// on its own stream, so one engine request keeps several copy engines busy as many requests would;
+// the other streams' ends are joined into the first, where the job's event is recorded. The
+// completion thread waits for those events in order and runs each job's `done` exactly once, after
+// every run landed. Up to kSlots jobs are in flight, so issuing the next transfer overlaps the
+// copies of the previous ones. CUDA build only. Thread-safe.
 #ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 #define KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 
@@ -27,6 +30,9 @@ inline constexpr int kEngineEventWaitLimitSeconds = 30;
 
 struct LaneJob {
   CopyLaunch launch;
+  // Fills `pieces` or `staged`; run by the issue thread, so that planning thousands of
+  // pieces costs the submitting caller nothing.
+  std::function<void(LaneJob&)> plan;
   std::vector<PieceCopy> pieces;  // Every strategy but kStaged.
   StagedPlan staged;              // kStaged.
   // The engine's event to wait for before copying (host-side polling, so a dead engine's
@@ -40,8 +46,10 @@ struct LaneJob {
 
 class CudaLane {
  public:
-  // `priority` as from cudaDeviceGetStreamPriorityRange. FAILED_PRECONDITION on CUDA errors.
-  static absl::StatusOr<std::unique_ptr<CudaLane>> Create(int device, int priority);
+  static constexpr size_t kMaxStreams = 8;
+  // `priority` as from cudaDeviceGetStreamPriorityRange; `streams` in [1, kMaxStreams].
+  // FAILED_PRECONDITION on CUDA errors.
+  static absl::StatusOr<std::unique_ptr<CudaLane>> Create(int device, int priority, size_t streams);
   // Finishes every queued job (each `done` runs), then stops the threads.
   ~CudaLane();
   CudaLane(const CudaLane&) = delete;
@@ -51,9 +59,11 @@ class CudaLane {
 
  private:
   static constexpr size_t kSlots = 4;
+  static constexpr uint64_t kMinPartBytes = 8ULL << 20;
   struct Slot {
-    cudaEvent_t event = nullptr;
-    CopyScratch scratch;
+    cudaEvent_t event = nullptr;                    // Recorded on streams_[0]: the job is done.
+    std::array<cudaEvent_t, kMaxStreams> joined{};  // [i > 0]: the end of stream i's run.
+    std::array<CopyScratch, kMaxStreams> scratch;   // One per run.
   };
   struct Issued {
     LaneJob job;
@@ -61,15 +71,17 @@ class CudaLane {
     CopyError error;
   };
 
-  CudaLane(int device, cudaStream_t stream);
+  CudaLane(int device, std::vector<cudaStream_t> streams);
   absl::Status InitSlots();
+  // Enqueues run `run` (of `runs`) of the job's copies on streams_[run].
+  CopyError IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t first, size_t end);
   void IssueLoop();
   void CompleteLoop();
   CopyError Issue(LaneJob& job, Slot& slot);
   void Complete(Issued issued);
 
   const int device_;
-  const cudaStream_t stream_;
+  const std::vector<cudaStream_t> streams_;
   std::array<Slot, kSlots> slots_;
   Mutex mu_;
   CondVar changed_;

@@ -66,9 +66,11 @@ absl::Status CudaTransferEngine::InitDevice(int index) {
   int greatest = 0;
   error = cudaDeviceGetStreamPriorityRange(&least, &greatest);
   if (error != cudaSuccess) return CudaError(error, "cudaDeviceGetStreamPriorityRange");
-  absl::StatusOr<std::unique_ptr<CudaLane>> load = CudaLane::Create(index, greatest);
+  absl::StatusOr<std::unique_ptr<CudaLane>> load =
+      CudaLane::Create(index, greatest, options_.copy_streams);
   if (!load.ok()) return load.status();
-  absl::StatusOr<std::unique_ptr<CudaLane>> store = CudaLane::Create(index, least);
+  absl::StatusOr<std::unique_ptr<CudaLane>> store =
+      CudaLane::Create(index, least, options_.copy_streams);
   if (!store.ok()) return store.status();
   device.load_lane = std::move(*load);
   device.store_lane = std::move(*store);
@@ -162,7 +164,7 @@ void CudaTransferEngine::Finish(Registration* reg) {
   idle_.SignalAll();  // Under mu_: a waiting destructor must not free idle_ before this.
 }
 
-LaneJob CudaTransferEngine::MakeJob(const Registration& reg, const TransferRequest& request,
+LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest request,
                                     std::function<void(TransferResult)> done) const {
   const Device& device = devices_[reg.device];
   LaneJob job;
@@ -176,14 +178,18 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, const TransferReque
   uint64_t host_base = job.launch.strategy == CopyStrategy::kKernel
                            ? device.host_device_base
                            : reinterpret_cast<uint64_t>(options_.host_base);
-  if (job.launch.strategy == CopyStrategy::kStaged) {
-    job.staged = PlanStaged(reg.tensors, request.blocks, host_base, reg.block_bytes);
-  } else {
-    job.pieces = PlanCopies(reg.tensors, request.blocks, host_base);
-  }
+  job.num_blocks = request.blocks.size();
+  // The registration's tensors stay valid while the job is in flight (in_flight > 0).
+  job.plan = [tensors = &reg.tensors, blocks = std::move(request.blocks), host_base,
+              block_bytes = reg.block_bytes](LaneJob& planned) {
+    if (planned.launch.strategy == CopyStrategy::kStaged) {
+      planned.staged = PlanStaged(*tensors, blocks, host_base, block_bytes);
+    } else {
+      planned.pieces = PlanCopies(*tensors, blocks, host_base);
+    }
+  };
   if (request.wait_event.has_value()) job.wait_event = reg.events[*request.wait_event];
   job.abandon = reg.ending;
-  job.num_blocks = request.blocks.size();
   job.done = std::move(done);
   return job;
 }
@@ -197,10 +203,10 @@ absl::Status CudaTransferEngine::Submit(uint64_t session, TransferRequest reques
     done(std::move(result));
     Finish(held.get());
   };
-  LaneJob job = MakeJob(*held, request, std::move(finish));
+  const bool load = request.direction == TransferDirection::kHostToGpu;
+  LaneJob job = MakeJob(*held, std::move(request), std::move(finish));
   Device& device = devices_[held->device];
-  CudaLane* lane = request.direction == TransferDirection::kHostToGpu ? device.load_lane.get()
-                                                                      : device.store_lane.get();
+  CudaLane* lane = load ? device.load_lane.get() : device.store_lane.get();
   lane->Enqueue(std::move(job));
   return absl::OkStatus();
 }

@@ -91,7 +91,7 @@ class CudaTransferEngine final : public TransferEngine {
                                                         const TransferRequest& request);
   void Finish(Registration* reg);
   void WaitIdle(Registration* reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  LaneJob MakeJob(const Registration& reg, const TransferRequest& request,
+  LaneJob MakeJob(const Registration& reg, TransferRequest request,
                   std::function<void(TransferResult)> done) const;
 
   const TransferEngineOptions options_;

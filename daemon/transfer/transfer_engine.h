@@ -93,6 +93,8 @@ struct TransferEngineOptions {
   CopyStrategy copy_strategy = CopyStrategy::kAuto;
   // kAuto's threshold; set from bench/gpu/copy_bench (see docs/gpu-data-path.md).
   uint64_t kernel_max_piece_bytes = 64 * 1024;  // copy_bench on an H100: batch wins from 64 KiB.
+  // Streams per direction and GPU; one transfer's copies are spread over them (1..8).
+  uint32_t copy_streams = 4;
 };
 
 class TransferEngine {

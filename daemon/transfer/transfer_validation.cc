@@ -150,7 +150,7 @@ StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
   return plan;
 }
 
-std::vector<PieceCopy> SplitPieces(const std::vector<PieceCopy>& pieces, uint64_t max_bytes) {
+std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t max_bytes) {
   std::vector<PieceCopy> out;
   out.reserve(pieces.size());
   for (const PieceCopy& piece : pieces) {
@@ -159,6 +159,37 @@ std::vector<PieceCopy> SplitPieces(const std::vector<PieceCopy>& pieces, uint64_
     }
   }
   return out;
+}
+
+std::vector<size_t> PartitionByBytes(absl::Span<const PieceCopy> pieces, size_t max_parts,
+                                     uint64_t min_part_bytes) {
+  uint64_t total = 0;
+  for (const PieceCopy& piece : pieces) total += piece.bytes;
+  uint64_t parts = min_part_bytes == 0 ? max_parts : total / min_part_bytes;
+  parts = std::clamp<uint64_t>(parts, 1, std::max<size_t>(max_parts, 1));
+  std::vector<size_t> bounds = {0};
+  uint64_t done = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    done += pieces[i].bytes;
+    // Cut after piece i once the run reached its share of the bytes: (k / parts) * total.
+    uint64_t next = bounds.size();
+    if (next < parts && i + 1 < pieces.size() && done * parts >= next * total) {
+      bounds.push_back(i + 1);
+    }
+  }
+  bounds.push_back(pieces.size());
+  if (bounds.size() == 2 && pieces.empty()) bounds.pop_back();
+  return bounds;
+}
+
+StagedPlan SliceStaged(const StagedPlan& plan, size_t first, size_t end) {
+  StagedPlan slice;
+  slice.block_bytes = plan.block_bytes;
+  slice.slots.assign(plan.slots.begin() + first, plan.slots.begin() + end);
+  const uint32_t base = plan.first_piece[first];
+  slice.pieces.assign(plan.pieces.begin() + base, plan.pieces.begin() + plan.first_piece[end]);
+  for (size_t b = first; b <= end; ++b) slice.first_piece.push_back(plan.first_piece[b] - base);
+  return slice;
 }
 
 CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
@@ -181,6 +212,14 @@ const char* CopyStrategyName(CopyStrategy strategy) {
       return "staged";
   }
   return "unknown";
+}
+
+std::optional<CopyStrategy> CopyStrategyFromName(std::string_view name) {
+  for (CopyStrategy s : {CopyStrategy::kAuto, CopyStrategy::kBatch, CopyStrategy::kKernel,
+                         CopyStrategy::kMemcpyLoop, CopyStrategy::kStaged}) {
+    if (name == CopyStrategyName(s)) return s;
+  }
+  return std::nullopt;
 }
 
 }  // namespace kvstrata

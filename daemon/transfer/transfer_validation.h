@@ -4,9 +4,12 @@
 #define KVSTRATA_DAEMON_TRANSFER_TRANSFER_VALIDATION_H_
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "daemon/transfer/transfer_engine.h"
 
 namespace kvstrata {
@@ -63,13 +66,23 @@ StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
                       const std::vector<BlockCopy>& blocks, uint64_t host_base,
                       uint64_t block_bytes);
 
-std::vector<PieceCopy> SplitPieces(const std::vector<PieceCopy>& pieces, uint64_t max_bytes);
+std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t max_bytes);
+
+// Cuts one transfer into runs that copy on separate streams: at most `max_parts` runs of
+// about equal bytes, none planned under `min_part_bytes` (one run when the whole is
+// smaller). Returns the boundaries [0, b1, ..., pieces.size()] (b_i strictly increasing).
+std::vector<size_t> PartitionByBytes(absl::Span<const PieceCopy> pieces, size_t max_parts,
+                                     uint64_t min_part_bytes);
+// Blocks [first, end) of `plan` as a plan of their own (pieces and slots re-based).
+StagedPlan SliceStaged(const StagedPlan& plan, size_t first, size_t end);
 
 // kAuto -> kStaged when max_piece_bytes < kernel_max_piece_bytes, else kBatch.
 CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
                              uint64_t kernel_max_piece_bytes);
 
 const char* CopyStrategyName(CopyStrategy strategy);
+// The strategy CopyStrategyName calls `name`; nullopt for any other name.
+std::optional<CopyStrategy> CopyStrategyFromName(std::string_view name);
 
 }  // namespace kvstrata
 

@@ -719,22 +719,35 @@ def flatten_tensors(kv_caches: Any) -> List[Any]:
     return []
 
 
-def block_transfers(keys: Sequence[bytes], block_ids: Any, num_blocks: Optional[int]) -> List[Any]:
-    """BlockTransfer messages for (key, block id) pairs; ValueError / TypeError early."""
+def checked_block_ids(keys: Sequence[bytes], block_ids: Any,
+                      num_blocks: Optional[int]) -> List[int]:
+    """block_ids as a list of ints, one per key, each in range; ValueError / TypeError early.
+
+    The common case (a list of ints in range) is checked with a few whole-list operations:
+    this runs on the engine's step for every submit."""
     if hasattr(block_ids, "tolist"):  # numpy arrays, torch tensors
         block_ids = block_ids.tolist()
     ids = list(block_ids)
     if len(ids) != len(keys):
         raise ValueError(f"{len(keys)} keys but {len(ids)} block ids")
+    limit = min(num_blocks, 1 << 32) if num_blocks is not None else 1 << 32
+    if ids and all(type(b) is int for b in ids) and min(ids) >= 0 and max(ids) < limit:
+        return ids
     out = []
-    for i, (k, b) in enumerate(zip(keys, ids)):
+    for i, b in enumerate(ids):
         if isinstance(b, bool) or not isinstance(b, int):
             try:
                 b = int(b.__index__())
             except (AttributeError, TypeError):
                 raise TypeError(f"block_ids[{i}] must be an int, got {type(b).__name__}") from None
-        if b < 0 or (num_blocks is not None and b >= num_blocks) or b >= 1 << 32:
-            limit = f" (the registration has {num_blocks} blocks)" if num_blocks is not None else ""
-            raise ValueError(f"block_ids[{i}] = {b} is out of range{limit}")
-        out.append(pb.BlockTransfer(key=k, block_id=b))
+        if b < 0 or b >= limit:
+            has = f" (the registration has {num_blocks} blocks)" if num_blocks is not None else ""
+            raise ValueError(f"block_ids[{i}] = {b} is out of range{has}")
+        out.append(b)
     return out
+
+
+def block_transfers(keys: Sequence[bytes], block_ids: Any, num_blocks: Optional[int]) -> List[Any]:
+    """BlockTransfer messages for (key, block id) pairs (daemons without packed_transfers)."""
+    ids = checked_block_ids(keys, block_ids, num_blocks)
+    return [pb.BlockTransfer(key=k, block_id=b) for k, b in zip(keys, ids)]

@@ -75,6 +75,9 @@ def key_bytes(keys: Sequence[Any]) -> List[bytes]:
     """Keys as bytes; TypeError for str or other non-bytes (lengths are the daemon's check)."""
     if isinstance(keys, _KEY_TYPES):
         raise TypeError("keys must be a sequence of bytes, not a single bytes object")
+    keys = list(keys)
+    if all(type(k) is bytes for k in keys):  # The common case, without a copy per key.
+        return keys
     out = []
     for i, k in enumerate(keys):
         if not isinstance(k, _KEY_TYPES):

@@ -38,7 +38,7 @@ from google.protobuf.message import Message
 from .client import Client, TlsRootCert
 from . import pb
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, block_transfers,
-                   describe_kv_caches, flatten_tensors)
+                   checked_block_ids, describe_kv_caches, flatten_tensors)
 from .errors import DaemonUnavailable, KVStrataError
 from .host import (LoadResult, LookupResult, RegionCopier, StoreResult, as_destination,
                    as_source, key_bytes, new_block)
@@ -497,7 +497,7 @@ class Session:
         """
         known = self._registration(reg)
         keys = key_bytes(keys)
-        blocks = block_transfers(keys, block_ids, known.num_blocks if known else None)
+        blocks = self._job_blocks(keys, block_ids, known)
         if event is None or event is False:
             wait_event = 0
         elif event is True:
@@ -514,8 +514,8 @@ class Session:
             raise TypeError(f"event must be None, True or an int, got {type(event).__name__}")
         sid, tag = self._sid_tag()
         r = self._call("submit_store", sid, namespace_id=_namespace_id(ns),
-                       registration_id=int(reg), blocks=blocks, wait_event=wait_event)
-        return self._expect(int(r.job_id), tag, pb.JobCompletion.KIND_STORE, len(blocks))
+                       registration_id=int(reg), wait_event=wait_event, **blocks)
+        return self._expect(int(r.job_id), tag, pb.JobCompletion.KIND_STORE, len(keys))
 
     def submit_load(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
                     block_ids: Sequence[int], lease_id: int = 0) -> int:
@@ -527,11 +527,20 @@ class Session:
         """
         known = self._registration(reg)
         keys = key_bytes(keys)
-        blocks = block_transfers(keys, block_ids, known.num_blocks if known else None)
+        blocks = self._job_blocks(keys, block_ids, known)
         sid, tag = self._sid_tag()
         r = self._call("submit_load", sid, namespace_id=_namespace_id(ns),
-                       registration_id=int(reg), blocks=blocks, lease_id=lease_id)
-        return self._expect(int(r.job_id), tag, pb.JobCompletion.KIND_LOAD, len(blocks))
+                       registration_id=int(reg), lease_id=lease_id, **blocks)
+        return self._expect(int(r.job_id), tag, pb.JobCompletion.KIND_LOAD, len(keys))
+
+    def _job_blocks(self, keys: List[bytes], block_ids: Any,
+                    known: Optional[CudaRegistration]) -> dict:
+        """The request fields naming a job's blocks: parallel arrays when the daemon reads
+        them (OpenSessionResponse.packed_transfers), else one BlockTransfer per block."""
+        num_blocks = known.num_blocks if known else None
+        if getattr(self.open_response, "packed_transfers", False):
+            return {"keys": keys, "block_ids": checked_block_ids(keys, block_ids, num_blocks)}
+        return {"blocks": block_transfers(keys, block_ids, num_blocks)}
 
     def _expect(self, daemon_job_id: int, tag: int, kind: int, num_blocks: int) -> int:
         """The job id handed to the caller (tagged with the generation) and tracked as pending."""

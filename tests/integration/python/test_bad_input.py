@@ -84,3 +84,27 @@ def test_garbage_request_bytes(daemon, client: kvstrata.Client) -> None:
     finally:
         channel.close()
     assert_serving(client)
+
+
+@pytest.mark.parametrize("rpc", ["submit_load", "submit_store"])
+@pytest.mark.parametrize("fields, names", [
+    ({"blocks": [kvstrata.pb.BlockTransfer(key=b"k", block_id=0)], "keys": [b"k"],
+      "block_ids": [0]}, "not both"),
+    ({"keys": [b"a", b"b"], "block_ids": [0]}, "block_ids"),
+    ({"keys": [b"k" * 33], "block_ids": [0]}, "keys"),
+    ({"keys": [], "block_ids": []}, "keys"),
+    ({"blocks": [kvstrata.pb.BlockTransfer(key=b"", block_id=0)]}, "blocks"),
+], ids=["both forms", "lengths differ", "33-byte key", "no blocks", "empty key"])
+def test_bad_job_blocks_are_invalid_argument(session: kvstrata.Session, client, namespace_id,
+                                             rpc: str, fields, names) -> None:
+    # Checked before the registration (and the GPU): the same answer with or without one.
+    with pytest.raises(kvstrata.KVStrataError) as exc:
+        getattr(client, rpc)(session_id=session.session_id, namespace_id=namespace_id,
+                             registration_id=1, **fields)
+    assert_code(exc, grpc.StatusCode.INVALID_ARGUMENT)
+    assert names in exc.value.message, exc.value.message
+    assert_serving(client)
+
+
+def test_daemon_announces_packed_transfers(session: kvstrata.Session) -> None:
+    assert session.open_response.packed_transfers

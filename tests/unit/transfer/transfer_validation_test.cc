@@ -164,12 +164,41 @@ TEST(SplitPiecesTest, CutsLongPieces) {
                           PieceCopy{50, 200, 4}));
 }
 
+TEST(PartitionByBytesTest, EqualRunsOfAtLeastTheMinimum) {
+  std::vector<PieceCopy> hundred(100, PieceCopy{0, 0, 1});
+  EXPECT_THAT(PartitionByBytes(hundred, 4, 10), ElementsAre(0u, 25u, 50u, 75u, 100u));
+  EXPECT_THAT(PartitionByBytes(hundred, 4, 40), ElementsAre(0u, 50u, 100u));  // 2 runs of 50
+  EXPECT_THAT(PartitionByBytes(hundred, 4, 1000), ElementsAre(0u, 100u));     // too small
+  EXPECT_THAT(PartitionByBytes(hundred, 1, 1), ElementsAre(0u, 100u));
+}
+
+TEST(PartitionByBytesTest, UnevenPiecesAndFewPieces) {
+  // One big piece and small ones: a run is never empty, runs are cut on piece borders.
+  std::vector<PieceCopy> pieces = {{0, 0, 90}, {0, 0, 5}, {0, 0, 5}};
+  EXPECT_THAT(PartitionByBytes(pieces, 4, 1), ElementsAre(0u, 1u, 2u, 3u));
+  EXPECT_THAT(PartitionByBytes({{0, 0, 64}}, 4, 1), ElementsAre(0u, 1u));
+  EXPECT_THAT(PartitionByBytes({}, 4, 1), ElementsAre(0u));
+}
+
+TEST(SliceStagedTest, SliceRebasesPieces) {
+  std::vector<TensorLayout> tensors = {{1000000, 4096, 4096}, {9000000, 4096, 4096}};
+  StagedPlan plan = PlanStaged(tensors, {{7, 0x10000}, {2, 0x20000}, {3, 0x30000}}, 0, 8192);
+  StagedPlan tail = SliceStaged(plan, 1, 3);
+  EXPECT_EQ(tail.block_bytes, 8192u);
+  EXPECT_THAT(tail.slots, ElementsAre(0x20000u, 0x30000u));
+  EXPECT_THAT(tail.first_piece, ElementsAre(0u, 2u, 4u));
+  EXPECT_EQ(tail.pieces[0], (PieceCopy{1000000 + 2 * 4096, 0, 4096}));
+  EXPECT_EQ(tail.pieces[3], (PieceCopy{9000000 + 3 * 4096, 4096, 4096}));
+}
+
 TEST(ResolveStrategyTest, AutoPicksStagedCopiesForSmallPieces) {
   EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 16 * kKiB, 256 * kKiB), CopyStrategy::kStaged);
   EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 256 * kKiB, 256 * kKiB), CopyStrategy::kBatch);
   EXPECT_EQ(ResolveStrategy(CopyStrategy::kMemcpyLoop, 1, 256 * kKiB), CopyStrategy::kMemcpyLoop);
   EXPECT_STREQ(CopyStrategyName(CopyStrategy::kKernel), "kernel");
   EXPECT_STREQ(CopyStrategyName(CopyStrategy::kStaged), "staged");
+  EXPECT_EQ(CopyStrategyFromName("loop"), CopyStrategy::kMemcpyLoop);
+  EXPECT_EQ(CopyStrategyFromName("fast"), std::nullopt);
 }
 
 TEST(PlanStagedTest, PiecesAreOffsetsInsideEachSlot) {

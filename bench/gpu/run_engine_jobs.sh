@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The engine-jobs A/B on a lent GPU machine, in two back-to-back calls (each < 10 min):
+#   bash bench/gpu/run_engine_jobs.sh 1   # python env, transfer_gpu_test, engine_jobs with
+#                                         # gpu.copy_streams=1 (one stream per job: before)
+#   bash bench/gpu/run_engine_jobs.sh 2   # engine_jobs with the default (4 streams), then
+#                                         # the GPU Python tests
+# Needs .bundle/ (scripts/bundle.sh, scripts/bundle_python.sh); writes under $OUT.
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo" || exit 1
+out="${OUT:-$repo/gpu-out}"
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 KVSTRATA_SITE="${KVSTRATA_SITE:-/tmp/kvsite}"
+export PYTHONPATH="$KVSTRATA_SITE${PYTHONPATH:+:$PYTHONPATH}"
+export KVSTRATA_DAEMON="$repo/.bundle/bin/kvstratad"
+jobs_args=(--repeats "${REPEATS:-20}" --sizes "${SIZES:-1024,8192,32768}")
+
+engine_jobs() {  # engine_jobs NAME [--set ...]
+  local name="$1"
+  shift
+  timeout -s INT -k 20 "${ENGINE_JOBS_LIMIT:-330}" python3 bench/gpu/engine_jobs.py \
+    "${jobs_args[@]}" "$@" --out "$out/engine_jobs_$name.json" 2>&1 |
+    tee "$out/engine_jobs_$name.txt" | grep -v "^\[load_latency" | tail -n 45
+}
+
+case "${1:-}" in
+  1)
+    bash scripts/gpu_run.sh --install-python | tail -n 3
+    nvidia-smi --query-gpu=name,pcie.link.gen.current,pcie.link.width.current --format=csv
+    timeout -k 10 200 .bundle/bin/transfer_gpu_test >"$out/transfer_gpu_test.txt" 2>&1
+    echo "transfer_gpu_test rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$out/transfer_gpu_test.txt" | tr '\n' ' ')"
+    engine_jobs streams1 --set gpu.copy_streams=1
+    ;;
+  2)
+    engine_jobs streams4
+    KVSTRATA_REQUIRE_GPU=1 timeout -k 10 200 python3 -m pytest tests/gpu/python -q -x \
+      >"$out/pytest_gpu.txt" 2>&1
+    echo "pytest tests/gpu/python rc=$?: $(tail -n 1 "$out/pytest_gpu.txt")"
+    ;;
+  *)
+    echo "usage: $0 1|2" >&2
+    exit 2
+    ;;
+esac
