@@ -37,6 +37,7 @@ build/) with --l1 of L1 and no L2, unless --endpoint names a running one.
 from __future__ import annotations
 
 import argparse
+import array
 import gc
 import json
 import math
@@ -157,6 +158,59 @@ def measure_floors(s: Any, calls: int = 200) -> Dict[str, float]:
     return {"heartbeat_us_p50": statistics.median(times) * 1e6, "heartbeat_us_p99": p99(times) * 1e6}
 
 
+def measure_submit_parts(s: Any, calls: int = 200) -> Dict[str, float]:
+    """Where a 512-block submit's time goes before the daemon's job work: the client's own
+    preparation (key and block id checks, building the job frame) and a whole job-frame
+    submit that the daemon refuses at its registration check (an unknown registration)."""
+    import kvstrata
+    from kvstrata.cuda import checked_block_ids
+    from kvstrata.host import key_bytes
+    from kvstrata.job_socket import _REQUEST, KIND_LOAD, MAGIC, JobSocket
+
+    ns = s.register_namespace(engine="vllm", model=LLAMA, dtype="bfloat16", num_layers=LAYERS,
+                              num_kv_heads=KV_HEADS, head_size=HEAD, tokens_per_block=16,
+                              kv_layout="vllm_nhd", salt=f"engine-jobs-parts-{os.getpid()}")
+    keys, ids = [os.urandom(32) for _ in range(512)], range(512)
+
+    def prep() -> bytes:
+        k = key_bytes(keys)
+        b = checked_block_ids(k, ids, None)
+        return b"".join((_REQUEST.pack(MAGIC, 1, KIND_LOAD, 1, 1, len(k), 32, 0, 1, 0),
+                         b"".join(k), array.array("I", b).tobytes()))
+
+    js = JobSocket(s.open_response.lookup_socket, 10.0)
+
+    def refused() -> None:
+        try:
+            js.submit(KIND_LOAD, s.session_id, ns.namespace_id, 1 << 40, keys, list(ids))
+        except kvstrata.KVStrataError:
+            pass
+
+    out = {}
+    for name, fn in (("client_prep_us", prep), ("refused_submit_us", refused)):
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        out[name + "_p50"] = statistics.median(times) * 1e6
+    js.close()
+    return out
+
+
+def load_stages(log_path: Any) -> Dict[str, Dict[str, float]]:
+    """p50 of the daemon's job_accepted stage times (debug log) per job size."""
+    import re
+
+    by_size: Dict[str, Dict[str, List[float]]] = {}
+    for m in re.finditer(r"job_accepted job=\d+ kind=load blocks=(\d+) pin_us=(\d+) engine_us=(\d+)",
+                         Path(log_path).read_text(errors="replace")):
+        row = by_size.setdefault(m.group(1), {"pin_us": [], "engine_us": []})
+        row["pin_us"].append(float(m.group(2)))
+        row["engine_us"].append(float(m.group(3)))
+    return {n: {k: statistics.median(v) for k, v in row.items()} for n, row in by_size.items()}
+
+
 def rpc_means(client: Any) -> Dict[str, float]:
     """Mean daemon-side time of the submit calls (and Heartbeat), from its metrics."""
     try:
@@ -167,7 +221,8 @@ def rpc_means(client: Any) -> Dict[str, float]:
         log(f"metrics not read: {err}")
         return {}
     out = {}
-    for method in ("Control.SubmitLoad", "Control.SubmitStore", "Control.Heartbeat"):
+    for method in ("Control.SubmitLoad", "Control.SubmitStore", "LookupSocket.SubmitLoad",
+                   "LookupSocket.SubmitStore", "Control.Heartbeat"):
         total = m.get("kvstrata_rpc_duration_seconds_sum", method=method)
         count = m.get("kvstrata_rpc_duration_seconds_count", method=method)
         if total is not None and count:
@@ -401,6 +456,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--warmup", type=int, default=1, help="untimed jobs before each size")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="config override of the started daemon, e.g. gpu.copy_streams=1")
+    ap.add_argument("--stages", action="store_true",
+                    help="run the daemon at log.level=debug and report its per-stage load "
+                    "hand-over times (job_accepted: pin_us, engine_us)")
     ap.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="skip the nhd16 8K load-during-store run")
     args = ap.parse_args(argv)
@@ -435,11 +493,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     daemon, endpoint, failed = None, args.endpoint, False
     try:
         if endpoint is None:
-            daemon = load_latency.start_daemon(args.l1, dict(kv.split("=", 1) for kv in args.set))
+            settings = dict(kv.split("=", 1) for kv in args.set)
+            if args.stages:
+                settings["log.level"] = "debug"
+            daemon = load_latency.start_daemon(args.l1, settings)
             endpoint = daemon.endpoint
         pid = daemon.proc.pid if daemon is not None else None
         with kvstrata.Session(endpoint=endpoint, client_name="bench-engine-jobs", timeout=60.0) as s:
             result["floors"] = floors = measure_floors(s)
+            if getattr(s.open_response, "packed_transfers", False):
+                floors.update(measure_submit_parts(s))
+                log(f"512-block submit parts: client prep {floors['client_prep_us_p50']:.0f} us, "
+                    f"a job frame refused at the registration check "
+                    f"{floors['refused_submit_us_p50']:.0f} us (p50)")
             log(f"floors: gRPC round trip (Heartbeat) p50 {floors['heartbeat_us_p50']:.0f} us, "
                 f"p99 {floors['heartbeat_us_p99']:.0f} us")
             print("targets: 8K load p50 >= 90% H2D ceiling; load p99 <= 1.2 x p50; 1K load <= 1.3 x "
@@ -471,6 +537,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"benchmark failed: {result['error']}", file=sys.stderr, flush=True)
     finally:
         if daemon is not None:
+            if args.stages:
+                result["load_stages_us_p50"] = load_stages(daemon.log_path)
+                log(f"daemon load hand-over, p50 us by blocks: {result['load_stages_us_p50']}")
             load_latency.stop_daemon(daemon)
     print(f"\nceilings: H2D {ceil['h2d_1GiB_gbps']:.1f} GB/s at 1 GiB, {ceil['h2d_128MiB_gbps']:.1f} "
           f"at 128 MiB (the 1K-token target: 1.3 x bytes / that); D2H {ceil['d2h_1GiB_gbps']:.1f} "

@@ -4,6 +4,8 @@
 #                                         # gpu.copy_streams=1 (one stream per job: before)
 #   bash bench/gpu/run_engine_jobs.sh 2   # engine_jobs with the default (4 streams), then
 #                                         # the GPU Python tests
+#   bash bench/gpu/run_engine_jobs.sh 3   # job frames vs gRPC submits (KVSTRATA_FAST_SUBMIT=0)
+#                                         # and gpu.copy_streams=8, on four layouts
 # Needs .bundle/ (scripts/bundle.sh, scripts/bundle_python.sh); writes under $OUT.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -37,8 +39,14 @@ case "${1:-}" in
       >"$out/pytest_gpu.txt" 2>&1
     echo "pytest tests/gpu/python rc=$?: $(tail -n 1 "$out/pytest_gpu.txt")"
     ;;
+  3)
+    bash scripts/gpu_run.sh --install-python | tail -n 1
+    engine_jobs fast
+    KVSTRATA_FAST_SUBMIT=0 engine_jobs grpc --layouts nhd16,nhd32,mla,cross_layer
+    engine_jobs streams8 --layouts nhd16,nhd32,flashinfer,mla --set gpu.copy_streams=8
+    ;;
   *)
-    echo "usage: $0 1|2" >&2
+    echo "usage: $0 1|2|3" >&2
     exit 2
     ;;
 esac

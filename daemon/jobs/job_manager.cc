@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
 
 namespace kvstrata {
 namespace {
@@ -247,11 +248,13 @@ void JobManager::DeferredLoop() {
 
 absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, uint64_t registration,
                                  const JobBlocks& blocks, std::optional<uint64_t> lease) {
+  const absl::Time entered = absl::Now();
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
   if (!acquired.ok()) {
     FinishJob(job);
     return acquired.status();
   }
+  const absl::Time pinned = absl::Now();
   TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt};
   std::vector<uint32_t> picked, missing;
   for (uint32_t i = 0; i < acquired->slots.size(); ++i) {
@@ -291,6 +294,10 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
     if (load != 0) (void)cache_->ReleaseLoad(session, load);
     return submitted;
   }
+  // The per-stage cost of handing a load over (docs/gpu-data-path.md): log.level = debug.
+  spdlog::debug("job_accepted job={} kind=load blocks={} pin_us={} engine_us={}", job,
+                picked.size(), absl::ToInt64Microseconds(pinned - entered),
+                absl::ToInt64Microseconds(absl::Now() - pinned));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 // ControlService: KV memory registration and GPU store/load jobs with their completions.
 #include "absl/strings/str_cat.h"
 #include "daemon/rpc/control_service.h"
+#include "daemon/rpc/job_call.h"
 #include "daemon/rpc/job_convert.h"
 #include "daemon/rpc/request_validation.h"
 
@@ -41,16 +42,12 @@ grpc::Status ControlService::SubmitStore(grpc::ServerContext* ctx,
                                          const v1::SubmitStoreRequest* request,
                                          v1::SubmitJobResponse* response) {
   return context_.guard->Run("Control.SubmitStore", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
     absl::StatusOr<JobBlocks> blocks = JobBlocksFromRequest(*request);
     if (!blocks.ok()) return blocks.status();
-    std::optional<uint32_t> wait_event;
-    if (request->wait_event() != 0) wait_event = request->wait_event() - 1;
-    absl::StatusOr<uint64_t> job =
-        context_.jobs->SubmitStore(request->session_id(), ns->id, ns->bytes_per_block,
-                                   request->registration_id(), *blocks, wait_event);
+    JobCall call{JobCall::Kind::kStore,      request->session_id(), request->namespace_id(),
+                 request->registration_id(), blocks->keys,          blocks->block_ids,
+                 request->wait_event()};
+    absl::StatusOr<uint64_t> job = RunSubmitJob(context_, call);
     if (!job.ok()) return job.status();
     response->set_job_id(*job);
     return absl::OkStatus();
@@ -61,15 +58,12 @@ grpc::Status ControlService::SubmitLoad(grpc::ServerContext* ctx,
                                         const v1::SubmitLoadRequest* request,
                                         v1::SubmitJobResponse* response) {
   return context_.guard->Run("Control.SubmitLoad", ctx, [&]() -> absl::Status {
-    absl::StatusOr<NamespaceInfo> ns =
-        RequireSessionNamespace(context_, request->session_id(), request->namespace_id());
-    if (!ns.ok()) return ns.status();
     absl::StatusOr<JobBlocks> blocks = JobBlocksFromRequest(*request);
     if (!blocks.ok()) return blocks.status();
-    std::optional<uint64_t> lease;
-    if (request->lease_id() != 0) lease = request->lease_id();
-    absl::StatusOr<uint64_t> job = context_.jobs->SubmitLoad(
-        request->session_id(), ns->id, request->registration_id(), *blocks, lease);
+    JobCall call{JobCall::Kind::kLoad,       request->session_id(), request->namespace_id(),
+                 request->registration_id(), blocks->keys,          blocks->block_ids};
+    call.lease_id = request->lease_id();
+    absl::StatusOr<uint64_t> job = RunSubmitJob(context_, call);
     if (!job.ok()) return job.status();
     response->set_job_id(*job);
     return absl::OkStatus();

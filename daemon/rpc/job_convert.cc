@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/rpc/request_validation.h"
 
 namespace kvstrata {
 namespace {
@@ -63,7 +62,6 @@ absl::StatusOr<JobBlocks> JobBlocksFrom(
       return absl::InvalidArgumentError(
           absl::StrCat("keys has ", keys.size(), " entries but block_ids has ", block_ids.size()));
     }
-    if (absl::Status s = ValidateKeys(keys, "keys"); !s.ok()) return s;
     out.keys.assign(keys.begin(), keys.end());
     out.block_ids.assign(block_ids.begin(), block_ids.end());
     return out;
@@ -74,7 +72,6 @@ absl::StatusOr<JobBlocks> JobBlocksFrom(
     out.keys.emplace_back(block.key());
     out.block_ids.push_back(block.block_id());
   }
-  if (absl::Status s = ValidateKeys(out.keys, "blocks"); !s.ok()) return s;
   return out;
 }
 

@@ -11,8 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/common/job_wire.h"
 #include "daemon/common/lookup_wire.h"
 #include "daemon/rpc/cache_convert.h"
+#include "daemon/rpc/job_call.h"
 #include "daemon/rpc/lookup_call.h"
 #include "daemon/rpc/request_validation.h"
 #include "daemon/server/unix_listener.h"
@@ -25,17 +27,42 @@ namespace wire = lookup_wire;
 
 constexpr char kMethod[] = "LookupSocket.Lookup";
 
-// Per-connection buffers, reused from frame to frame.
-struct FrameBuffers {
-  std::string keys;
-  std::vector<std::string_view> views;
-  std::string reply;
-};
+absl::Status CheckJobHeader(const job_wire::RequestHeader& h) {
+  if (h.version != job_wire::kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job frame version ", h.version, " is not supported (only 1)"));
+  }
+  if (h.kind != job_wire::kKindStore && h.kind != job_wire::kKindLoad) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job kind ", h.kind, " is neither 1 (store) nor 2 (load)"));
+  }
+  if (absl::Status s = ValidateKeyCount(h.key_count, "key_count"); !s.ok()) return s;
+  return ValidateKeySize(h.key_bytes, 0, "keys");
+}
+
+void EncodeJobReply(const absl::Status& status, uint64_t job_id, std::string* out) {
+  job_wire::ResponseHeader h;
+  h.status = static_cast<uint32_t>(status.code());
+  h.job_id = status.ok() ? job_id : 0;
+  absl::string_view message = status.message().substr(0, wire::kMaxMessageBytes);
+  h.message_bytes = static_cast<uint32_t>(message.size());
+  out->resize(job_wire::kResponseHeaderBytes + message.size());
+  job_wire::EncodeResponseHeader(h, out->data());
+  std::copy(message.begin(), message.end(), out->data() + job_wire::kResponseHeaderBytes);
+}
+
+// Splits `count` keys of `key_bytes` each out of `keys` into `views`.
+void SplitKeys(const std::string& keys, uint32_t key_bytes, std::vector<std::string_view>* views) {
+  views->clear();
+  for (size_t at = 0; at < keys.size(); at += key_bytes) {
+    views->emplace_back(keys.data() + at, key_bytes);
+  }
+}
 
 absl::Status CheckHeader(const wire::RequestHeader& h) {
   if (h.magic != wire::kMagic) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bad magic 0x", absl::Hex(h.magic), "; a lookup frame starts with \"KVSL\""));
+        absl::StrCat("bad magic 0x", absl::Hex(h.magic), "; a frame starts with \"KVSL\" (lookup) or \"KVSJ\" (job)"));
   }
   if (h.version != wire::kVersion) {
     return absl::InvalidArgumentError(
@@ -87,6 +114,13 @@ void SendError(int fd, const absl::Status& status, int flags = 0) {
 }
 
 }  // namespace
+
+struct LookupServer::FrameBuffers {
+  std::string keys;
+  std::vector<std::string_view> views;
+  std::vector<uint32_t> block_ids;
+  std::string reply;
+};
 
 absl::StatusOr<std::unique_ptr<LookupServer>> LookupServer::Start(const std::string& path,
                                                                   uint32_t mode,
@@ -192,10 +226,56 @@ bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start) c
   return true;
 }
 
+bool LookupServer::ServeJob(int fd, const char* first_bytes, FrameBuffers& buffers) const {
+  absl::Time start = absl::Now();
+  char header_bytes[job_wire::kRequestHeaderBytes];
+  std::copy(first_bytes, first_bytes + wire::kRequestHeaderBytes, header_bytes);
+  if (!ReadFull(fd, header_bytes + wire::kRequestHeaderBytes,
+                job_wire::kRequestHeaderBytes - wire::kRequestHeaderBytes, false)) {
+    return false;
+  }
+  job_wire::RequestHeader h = job_wire::DecodeRequestHeader(header_bytes);
+  const char* method =
+      h.kind == job_wire::kKindStore ? "LookupSocket.SubmitStore" : "LookupSocket.SubmitLoad";
+  if (absl::Status s = CheckJobHeader(h); !s.ok()) {
+    metrics_->RecordRpc(method, absl::StatusCodeToString(s.code()), absl::Now() - start);
+    EncodeJobReply(s, 0, &buffers.reply);
+    SendAll(fd, buffers.reply);
+    return false;  // The rest of the frame cannot be trusted: close.
+  }
+  buffers.keys.resize(static_cast<size_t>(h.key_count) * h.key_bytes);
+  buffers.block_ids.resize(h.key_count);
+  if (!ReadFull(fd, buffers.keys.data(), buffers.keys.size(), false) ||
+      !ReadFull(fd, reinterpret_cast<char*>(buffers.block_ids.data()),
+                buffers.block_ids.size() * sizeof(uint32_t), false)) {
+    return false;
+  }
+  for (uint32_t& id : buffers.block_ids) id = le32toh(id);
+  SplitKeys(buffers.keys, h.key_bytes, &buffers.views);
+  JobCall call{h.kind == job_wire::kKindStore ? JobCall::Kind::kStore : JobCall::Kind::kLoad,
+               h.session_id,
+               h.namespace_id,
+               h.registration_id,
+               buffers.views,
+               buffers.block_ids,
+               h.wait_event,
+               h.lease_id};
+  absl::StatusOr<uint64_t> job = RunSubmitJob(context_, call);
+  EncodeJobReply(job.status(), job.value_or(0), &buffers.reply);
+  metrics_->RecordRpc(method, absl::StatusCodeToString(job.status().code()), absl::Now() - start);
+  return SendAll(fd, buffers.reply);
+}
+
 void LookupServer::Serve(int fd) const {
   FrameBuffers buffers;
   char header_bytes[wire::kRequestHeaderBytes];
   while (ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true)) {
+    uint32_t magic = 0;
+    wire::internal::Get(header_bytes, &magic);
+    if (magic == job_wire::kMagic) {
+      if (!ServeJob(fd, header_bytes, buffers)) return;
+      continue;
+    }
     absl::Time start = absl::Now();
     wire::RequestHeader h = wire::DecodeRequestHeader(header_bytes);
     if (absl::Status s = CheckHeader(h); !s.ok()) {
@@ -205,10 +285,7 @@ void LookupServer::Serve(int fd) const {
     }
     buffers.keys.resize(static_cast<size_t>(h.key_count) * h.key_bytes);
     if (!ReadFull(fd, buffers.keys.data(), buffers.keys.size(), false)) return;
-    buffers.views.clear();
-    for (size_t at = 0; at < buffers.keys.size(); at += h.key_bytes) {
-      buffers.views.emplace_back(buffers.keys.data() + at, h.key_bytes);
-    }
+    SplitKeys(buffers.keys, h.key_bytes, &buffers.views);
     absl::StatusOr<LookupAnswer> answer =
         RunLookup(context_, {h.session_id, h.namespace_id, buffers.views,
                              (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms});

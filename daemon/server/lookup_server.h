@@ -1,7 +1,9 @@
 // The lookup fast path: Lookup answered on a plain Unix stream socket beside the gRPC one
 // (<socket>.lookup), in the binary frames of daemon/common/lookup_wire.h
 // (docs/wire-protocol.md, "Lookup fast path"), on persistent connections. Each frame runs
-// RunLookup — the same checks and BlockCache::Lookup as Control.Lookup.
+// RunLookup — the same checks and BlockCache::Lookup as Control.Lookup. Job frames
+// (daemon/common/job_wire.h, magic "KVSJ") on the same connections run RunSubmitJob, as
+// Control.SubmitStore / Control.SubmitLoad do.
 //
 // One accept thread and one thread per connection, at most kMaxConnections (a connection
 // beyond that gets a RESOURCE_EXHAUSTED frame and is closed), so a slow or silent client
@@ -52,8 +54,12 @@ class LookupServer {
   void AcceptLoop();
   void Admit(int fd);
   void ReapFinished();
+  struct FrameBuffers;  // Per connection, reused from frame to frame.
   // Serves frames until the peer closes, a frame is malformed or Stop is called.
   void Serve(int fd) const;
+  // One job frame (its first kRequestHeaderBytes of lookup_wire already read); false when
+  // the connection must close.
+  bool ServeJob(int fd, const char* first_bytes, FrameBuffers& buffers) const;
   // Reads exactly `size` bytes. Before the first byte of a frame (`frame_start`) it waits
   // until Stop; after it, at most kFrameTimeoutSeconds without progress.
   bool ReadFull(int fd, char* data, size_t size, bool frame_start) const;

@@ -110,7 +110,9 @@ struct FdCloser {
 std::optional<BlockReadResult> OpenVerified(const std::string& path, absl::string_view fingerprint,
                                             absl::string_view key, FdCloser& closer,
                                             BlockHeader* header) {
-  closer.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) someone left in the directory must not wait
+  // for a writer; fstat below then turns it into a miss. No effect on regular files.
+  closer.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (closer.fd < 0) {
     const int error = errno;
     return Miss(error == ENOENT ? BlockMiss::kAbsent : BlockMiss::kIoError,
@@ -176,7 +178,7 @@ std::optional<BlockReadResult> ReadWholeDirect(const std::string& path,
   if (whole == 0 || reinterpret_cast<uintptr_t>(dest.data()) % kBlockFileAlignment != 0) {
     return std::nullopt;
   }
-  FdCloser closer{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT)};
+  FdCloser closer{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK)};
   if (closer.fd < 0) {
     if (errno == ENOENT) return Miss(BlockMiss::kAbsent, "open: No such file or directory");
     return std::nullopt;  // No O_DIRECT here, or another error the other path reports.

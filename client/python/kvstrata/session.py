@@ -40,6 +40,7 @@ from . import pb
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, block_transfers,
                    checked_block_ids, describe_kv_caches, flatten_tensors)
 from .errors import DaemonUnavailable, KVStrataError
+from .job_socket import KIND_LOAD, KIND_STORE, JobSocket, NotSpoken
 from .host import (LoadResult, LookupResult, RegionCopier, StoreResult, as_destination,
                    as_source, key_bytes, new_block)
 from .jobs import JOB_TAG_MASK, CompletionTracker, job_tag
@@ -128,6 +129,10 @@ class Session:
         self._region_lock = threading.Lock()
         self._region_used = False  # mapped once: mapped again right after a reconnect
         self._cuda_registrations: Dict[int, CudaRegistration] = {}
+        # Job frames on the daemon's fast-path socket (see job_socket.py); set False (or
+        # KVSTRATA_FAST_SUBMIT=0) to submit through gRPC only.
+        self.fast_submit = os.environ.get("KVSTRATA_FAST_SUBMIT", "1") != "0"
+        self._job_sockets: Dict[str, JobSocket] = {}
         self._tracker: Optional[CompletionTracker] = None
         self._tracker_lock = threading.Lock()
         self._events_next_seq = 0
@@ -513,9 +518,12 @@ class Session:
         else:
             raise TypeError(f"event must be None, True or an int, got {type(event).__name__}")
         sid, tag = self._sid_tag()
-        r = self._call("submit_store", sid, namespace_id=_namespace_id(ns),
-                       registration_id=int(reg), wait_event=wait_event, **blocks)
-        return self._expect(int(r.job_id), tag, pb.JobCompletion.KIND_STORE, len(keys))
+        job_id = self._submit_fast(KIND_STORE, sid, ns, reg, keys, blocks, wait_event=wait_event)
+        if job_id is None:
+            job_id = int(self._call("submit_store", sid, namespace_id=_namespace_id(ns),
+                                    registration_id=int(reg), wait_event=wait_event,
+                                    **blocks).job_id)
+        return self._expect(job_id, tag, pb.JobCompletion.KIND_STORE, len(keys))
 
     def submit_load(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
                     block_ids: Sequence[int], lease_id: int = 0) -> int:
@@ -529,9 +537,35 @@ class Session:
         keys = key_bytes(keys)
         blocks = self._job_blocks(keys, block_ids, known)
         sid, tag = self._sid_tag()
-        r = self._call("submit_load", sid, namespace_id=_namespace_id(ns),
-                       registration_id=int(reg), lease_id=lease_id, **blocks)
-        return self._expect(int(r.job_id), tag, pb.JobCompletion.KIND_LOAD, len(keys))
+        job_id = self._submit_fast(KIND_LOAD, sid, ns, reg, keys, blocks, lease_id=lease_id)
+        if job_id is None:
+            job_id = int(self._call("submit_load", sid, namespace_id=_namespace_id(ns),
+                                    registration_id=int(reg), lease_id=lease_id,
+                                    **blocks).job_id)
+        return self._expect(job_id, tag, pb.JobCompletion.KIND_LOAD, len(keys))
+
+    def _submit_fast(self, kind: int, sid: int, ns: NamespaceArg, reg: RegistrationArg,
+                     keys: List[bytes], blocks: dict, wait_event: int = 0,
+                     lease_id: int = 0) -> Optional[int]:
+        """The job id from a job frame on the daemon's fast-path socket; None when that path
+        does not apply (see fast_submit): then the caller submits through gRPC."""
+        path = getattr(self.open_response, "lookup_socket", "")
+        if (not self.fast_submit or not path or "block_ids" not in blocks or not keys
+                or self.client.endpoint.kind != "unix" or len(set(map(len, keys))) != 1):
+            return None  # Remote daemon, an old one, or keys of several lengths.
+        socket_ = self._job_sockets.get(path)
+        if socket_ is None:
+            for old in self._job_sockets.values():
+                old.close()
+            socket_ = self._job_sockets.setdefault(path, JobSocket(path, self.client.timeout))
+        try:
+            return socket_.submit(kind, sid, _namespace_id(ns), int(reg), keys,
+                                  blocks["block_ids"], wait_event, lease_id)
+        except NotSpoken:
+            self.fast_submit = False
+            return None
+        except KVStrataError as err:
+            raise self._failed(err, sid) from None
 
     def _job_blocks(self, keys: List[bytes], block_ids: Any,
                     known: Optional[CudaRegistration]) -> dict:
@@ -657,6 +691,8 @@ class Session:
         if tracker is not None:
             tracker.close()
         self._cuda_registrations.clear()  # The daemon drops them with the session.
+        for job_socket in self._job_sockets.values():
+            job_socket.close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.client.timeout + 1.0)
         try:

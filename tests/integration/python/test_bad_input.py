@@ -93,7 +93,7 @@ def test_garbage_request_bytes(daemon, client: kvstrata.Client) -> None:
     ({"keys": [b"a", b"b"], "block_ids": [0]}, "block_ids"),
     ({"keys": [b"k" * 33], "block_ids": [0]}, "keys"),
     ({"keys": [], "block_ids": []}, "keys"),
-    ({"blocks": [kvstrata.pb.BlockTransfer(key=b"", block_id=0)]}, "blocks"),
+    ({"blocks": [kvstrata.pb.BlockTransfer(key=b"", block_id=0)]}, "keys"),
 ], ids=["both forms", "lengths differ", "33-byte key", "no blocks", "empty key"])
 def test_bad_job_blocks_are_invalid_argument(session: kvstrata.Session, client, namespace_id,
                                              rpc: str, fields, names) -> None:

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -12,11 +13,13 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_path.h"
 #include "tests/unit/tiers/tier_test_data.h"
@@ -106,6 +109,22 @@ TEST_F(CorruptionTest, ForeignFilesAreBadHeader) {
     SCOPED_TRACE(size);
     ExpectQuarantinedMiss(BlockMiss::kBadHeader);
   }
+}
+
+TEST_F(CorruptionTest, AFifoInPlaceOfABlockIsAMissAtOnce) {
+  // Nobody ever writes the FIFO: an open without O_NONBLOCK would wait forever.
+  ASSERT_TRUE(MakeDirectories(fs::path(path_).parent_path()).ok());
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0644), 0);
+  const absl::Time start = absl::Now();
+  std::string small;
+  EXPECT_EQ(ReadBlockFile(path_, kFp, kKey, &small).miss, BlockMiss::kBadHeader);
+  void* raw = nullptr;  // An aligned destination takes the O_DIRECT whole-file path first.
+  ASSERT_EQ(::posix_memalign(&raw, 4096, 8192), 0);
+  std::unique_ptr<char, decltype(&std::free)> aligned(static_cast<char*>(raw), &std::free);
+  EXPECT_EQ(ReadBlockFileInto(path_, kFp, kKey, absl::MakeSpan(aligned.get(), 8192)).miss,
+            BlockMiss::kBadHeader);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  ExpectQuarantinedMiss(BlockMiss::kBadHeader);
 }
 
 TEST_F(CorruptionTest, ExtraTrailingBytesAreBadHeader) {

@@ -1,0 +1,33 @@
+#include "daemon/rpc/job_call.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/rpc/request_validation.h"
+
+namespace kvstrata {
+
+absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCall& call) {
+  absl::StatusOr<NamespaceInfo> ns =
+      RequireSessionNamespace(context, call.session_id, call.namespace_id);
+  if (!ns.ok()) return ns.status();
+  if (call.keys.size() != call.block_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "keys has ", call.keys.size(), " entries but block_ids has ", call.block_ids.size()));
+  }
+  if (absl::Status s = ValidateKeys(call.keys, "keys"); !s.ok()) return s;
+  JobBlocks blocks;
+  blocks.keys.assign(call.keys.begin(), call.keys.end());
+  blocks.block_ids.assign(call.block_ids.begin(), call.block_ids.end());
+  if (call.kind == JobCall::Kind::kStore) {
+    std::optional<uint32_t> wait_event;
+    if (call.wait_event != 0) wait_event = call.wait_event - 1;
+    return context.jobs->SubmitStore(call.session_id, ns->id, ns->bytes_per_block,
+                                     call.registration_id, blocks, wait_event);
+  }
+  std::optional<uint64_t> lease;
+  if (call.lease_id != 0) lease = call.lease_id;
+  return context.jobs->SubmitLoad(call.session_id, ns->id, call.registration_id, blocks, lease);
+}
+
+}  // namespace kvstrata

@@ -1,0 +1,35 @@
+// The one SubmitStore / SubmitLoad: what Control.SubmitStore / Control.SubmitLoad (gRPC)
+// and the fast-path socket's job frames (LookupServer) both run after decoding their
+// request. Checks the session and namespace (RequireSessionNamespace) and the blocks
+// (JobBlocks: keys as ValidateKeys, one block id per key), in that order, then hands the
+// job to the JobManager, which answers at once (it never waits for copies or disks).
+// Returns the job id. Thread-safe (as JobManager is).
+#ifndef KVSTRATA_DAEMON_RPC_JOB_CALL_H_
+#define KVSTRATA_DAEMON_RPC_JOB_CALL_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "daemon/rpc/service_context.h"
+
+namespace kvstrata {
+
+struct JobCall {
+  enum class Kind { kStore, kLoad };
+  Kind kind = Kind::kLoad;
+  uint64_t session_id = 0;
+  uint32_t namespace_id = 0;
+  uint64_t registration_id = 0;
+  absl::Span<const std::string_view> keys;  // Not owned; valid during the call.
+  absl::Span<const uint32_t> block_ids;     // Same length as keys.
+  uint32_t wait_event = 0;                  // Stores: 1 + event index; 0 = no wait.
+  uint64_t lease_id = 0;                    // Loads: 0 = none.
+};
+
+absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCall& call);
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_RPC_JOB_CALL_H_

@@ -1,0 +1,124 @@
+"""Job frames on the fast-path socket (docs/wire-protocol.md, "Job frames"): the same checks
+and answers as Control.SubmitStore / Control.SubmitLoad, bad frames closed, errors of the
+call leaving the connection open. Without a GPU every well-formed submit ends at the
+registration check, which is where both paths must agree."""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import grpc
+import pytest
+
+import kvstrata
+from kvstrata.job_socket import KIND_LOAD, KIND_STORE, MAGIC, JobSocket
+from kvs_testing import mha_spec
+from prom_text import scrape
+
+REQUEST = struct.Struct("<IHHQIIIIQQ")
+RESPONSE = struct.Struct("<IIQI")
+
+
+def rpc_count(client: kvstrata.Client, method: str) -> float:
+    m = scrape(client.get_status().metrics_address)
+    return sum(v for (name, labels), v in m.samples.items()
+               if name == "kvstrata_rpc_requests_total" and ("method", method) in labels)
+
+
+@pytest.fixture
+def ns(session: kvstrata.Session) -> kvstrata.RegisteredNamespace:
+    return session.register_namespace(**mha_spec(model="kvstrata-test/jobs"))
+
+
+def submit_both_ways(session: kvstrata.Session, ns, submit: str, keys, ids):
+    """The error of the same submit through the job socket and through gRPC."""
+    errors = []
+    for fast in (True, False):
+        session.fast_submit = fast
+        with pytest.raises(kvstrata.KVStrataError) as exc:
+            getattr(session, submit)(ns, 7, keys, ids)
+        errors.append((exc.value.code, exc.value.message))
+    session.fast_submit = True
+    return errors
+
+
+@pytest.mark.parametrize("submit", ["submit_load", "submit_store"])
+def test_job_frames_answer_as_grpc_does(session, client, ns, submit) -> None:
+    method = "LookupSocket.SubmitLoad" if submit == "submit_load" else "LookupSocket.SubmitStore"
+    before = rpc_count(client, method)
+    keys = [os.urandom(16) for _ in range(8)]
+    fast, slow = submit_both_ways(session, ns, submit, keys, list(range(8)))
+    assert fast == slow and fast[0] == grpc.StatusCode.NOT_FOUND, (fast, slow)
+    assert rpc_count(client, method) == before + 1  # The first one went over the socket.
+
+
+def test_keys_of_several_lengths_go_through_grpc(session, client, ns) -> None:
+    before = rpc_count(client, "Control.SubmitLoad")
+    with pytest.raises(kvstrata.KVStrataError):
+        session.submit_load(ns, 7, [b"a" * 16, b"b" * 20], [0, 1])
+    assert rpc_count(client, "Control.SubmitLoad") == before + 1
+
+
+def raw_frame(session, ns, kind=KIND_LOAD, version=1, count=2, key_bytes=16, ids=None,
+              session_id=None) -> bytes:
+    ids = list(range(count)) if ids is None else ids
+    header = REQUEST.pack(MAGIC, version, kind,
+                          session.session_id if session_id is None else session_id,
+                          ns.namespace_id, count, key_bytes, 0, 7, 0)
+    return header + b"k" * (count * key_bytes) + struct.pack(f"<{len(ids)}I", *ids)
+
+
+def exchange(sock: socket.socket, frame: bytes):
+    sock.sendall(frame)
+    head = b""
+    while len(head) < RESPONSE.size:
+        chunk = sock.recv(RESPONSE.size - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    magic, status, job, size = RESPONSE.unpack(head)
+    message = sock.recv(size, socket.MSG_WAITALL) if size else b""
+    return magic, status, job, message.decode()
+
+
+@pytest.fixture
+def raw(session):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(session.open_response.lookup_socket)
+    yield sock
+    sock.close()
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"version": 2}, "version"), ({"kind": 3}, "kind"), ({"count": 0}, "key_count"),
+    ({"key_bytes": 33}, "keys"),
+], ids=["version", "kind", "no keys", "33-byte keys"])
+def test_untrustworthy_job_header_is_invalid_argument_and_closes(session, client, ns, raw,
+                                                                 change, words) -> None:
+    answer = exchange(raw, raw_frame(session, ns, **change)[:48])
+    assert answer is not None and answer[0] == MAGIC
+    assert answer[1] == grpc.StatusCode.INVALID_ARGUMENT.value[0], answer
+    assert words in answer[3], answer
+    assert raw.recv(1) == b""  # Closed.
+    assert client.is_serving()
+
+
+def test_errors_of_the_call_keep_the_connection(session, ns, raw) -> None:
+    unknown = exchange(raw, raw_frame(session, ns, session_id=(1 << 63) + 5))
+    assert unknown[1] == grpc.StatusCode.NOT_FOUND.value[0] and "session" in unknown[3]
+    again = exchange(raw, raw_frame(session, ns))  # Same connection.
+    assert again[1] == grpc.StatusCode.NOT_FOUND.value[0] and "registration" in again[3]
+    # Lookup frames still work on a connection that carried job frames.
+    lookup = struct.pack("<IHHQIIII", 0x4C53564B, 1, 0, session.session_id, ns.namespace_id,
+                         1, 16, 0) + b"k" * 16
+    raw.sendall(lookup)
+    head = raw.recv(36, socket.MSG_WAITALL)
+    assert struct.unpack("<II", head[:8]) == (0x4C53564B, 0)
+
+
+def test_job_socket_reports_a_gone_daemon_as_unavailable(tmp_path) -> None:
+    js = JobSocket(str(tmp_path / "nothing.sock"), timeout=1.0)
+    with pytest.raises(kvstrata.DaemonUnavailable):
+        js.submit(KIND_STORE, 1, 1, 1, [b"k"], [0])
