@@ -71,7 +71,7 @@ struct FileTierConfig : TierConfig {
 struct GpuConfig {
   int64_t copy_streams = 4;
   std::string copy_strategy = "auto";
-  uint64_t staged_max_piece_bytes = 64 * 1024;
+  uint64_t staged_max_piece_bytes = 256 * 1024;
 };
 
 // KV events for cache-aware routers (daemon/events). Off by default.

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -313,7 +314,27 @@ TierState FileTier::StateLocked() const {
   return shrunk_capacity_ != 0 ? TierState::kDegraded : TierState::kOk;
 }
 
+void FileTier::RecheckSpaceLocked() {
+  const absl::Time now = absl::Now();
+  if (shrunk_capacity_ == 0 || now < next_space_check_) return;
+  next_space_check_ = now + options_.space_recheck_interval;
+  struct statvfs disk;
+  if (::statvfs(options_.root.c_str(), &disk) != 0) return;
+  const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+  const uint64_t room = used_bytes_ + free_bytes / 10 * 9;
+  if (room <= shrunk_capacity_) return;
+  if (room >= options_.capacity_bytes) {
+    shrunk_capacity_ = 0;
+    spdlog::info("{}: the disk has room again; capacity back to {} bytes", options_.name,
+                 options_.capacity_bytes);
+  } else {
+    shrunk_capacity_ = room;
+    spdlog::info("{}: the disk has more room; capacity grown to {} bytes", options_.name, room);
+  }
+}
+
 bool FileTier::MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doomed) {
+  RecheckSpaceLocked();
   if (options_.shared) return true;  // Trimmed by the eviction loop.
   incoming += writing_bytes_;
   const double capacity = static_cast<double>(EffectiveCapacityLocked());
@@ -352,6 +373,7 @@ void FileTier::OnWriteError(const absl::Status& error) {
     // means "not shrunk"): writes are refused instead of hitting the full disk again.
     const uint64_t held = std::max<uint64_t>(1, used_bytes_);
     shrunk_capacity_ = shrunk_capacity_ != 0 ? std::min(shrunk_capacity_, held) : held;
+    next_space_check_ = absl::Now() + options_.space_recheck_interval;
     spdlog::warn("{}: disk full ({}); capacity shrunk to {} bytes", options_.name,
                  std::string(error.message()), shrunk_capacity_);
   } else {

@@ -14,7 +14,10 @@
 // files with the oldest recorded access (mtime, which every daemon sets on a hit at most
 // once per `access_record_interval`), so two daemons never evict at once.
 //
-// Faults: ENOSPC/EDQUOT/EFBIG shrink the tier to what it holds (kDegraded); other write
+// Faults: ENOSPC/EDQUOT/EFBIG shrink the tier to what it holds (kDegraded); a shrunk tier
+// looks at the disk's free space (statvfs) at most every `space_recheck_interval` when it
+// makes room and grows back to what it holds plus 90% of the free space, up to its
+// configured capacity (then kOk again), so freeing space needs no restart; other write
 // errors make it read-only for `read_only_cooldown`; a file that fails verification is
 // quarantined; every fault is a miss or a dropped write, never an error to the engine.
 // Thread-safe; file I/O runs on the caller's thread, never under the index lock.
@@ -68,6 +71,7 @@ struct FileTierOptions {
   absl::Duration access_record_interval = absl::Seconds(60);
   absl::Duration shared_eviction_interval = absl::Seconds(10);
   absl::Duration read_only_cooldown = absl::Seconds(30);
+  absl::Duration space_recheck_interval = absl::Seconds(1);  // while shrunk by a full disk
   // Called (with the tier's lock held: be quick, do not call back) when a block this tier
   // wrote becomes findable (stored = true) and when such a block leaves it (stored = false,
   // with why). Blocks found by the warm-up scan or by probes are not announced, and nor is
@@ -158,6 +162,8 @@ class FileTier {
   void RecordAccess(const BlockKey& key, const std::string& path);
   bool EnsureNamespaceFile(const TierNamespace& ns);
   uint64_t EffectiveCapacityLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A shrunk tier grows back when the disk has room again (see Faults above).
+  void RecheckSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TierState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Background work (file_tier_scan.cc).
@@ -177,6 +183,7 @@ class FileTier {
   uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room granted to writes in progress
   uint64_t shrunk_capacity_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not shrunk
+  absl::Time next_space_check_ ABSL_GUARDED_BY(mu_);
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t shared_scanned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t written_since_scan_ ABSL_GUARDED_BY(mu_) = 0;

@@ -92,7 +92,9 @@ struct TransferEngineOptions {
   uint32_t max_blocks_per_transfer = 65536;
   CopyStrategy copy_strategy = CopyStrategy::kAuto;
   // kAuto's threshold; set from bench/gpu/copy_bench (see docs/gpu-data-path.md).
-  uint64_t kernel_max_piece_bytes = 64 * 1024;  // copy_bench on an H100: batch wins from 64 KiB.
+  // 256 KiB: copy_bench's recommendation on an H100, and one engine job of 64 KiB pieces
+  // reached 86-87 % of the ceiling staged against 77-83 % batched (bench/RESULTS.md).
+  uint64_t kernel_max_piece_bytes = 256 * 1024;
   // Streams per direction and GPU; one transfer's copies are spread over them (1..8).
   uint32_t copy_streams = 4;
 };

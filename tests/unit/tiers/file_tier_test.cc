@@ -200,6 +200,31 @@ TEST_F(FileTierTest, FullDiskHoldingNothingRefusesWritesWithoutTouchingTheDisk) 
   EXPECT_EQ(st.state, TierState::kDegraded);
 }
 
+TEST_F(FileTierTest, ShrunkTierGrowsBackWhenTheDiskHasRoomAgain) {
+  FileTierOptions o = Options();
+  o.space_recheck_interval = absl::Milliseconds(50);
+  std::atomic<bool> full{true};
+  o.fault_hook = [&](absl::string_view op, const std::string&) {
+    return op == "write" && full ? absl::ResourceExhaustedError("No space left on device")
+                                 : absl::OkStatus();
+  };
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 8);
+  // Holding nothing when the disk filled: shrunk to nothing, every write refused.
+  EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(0), data)));
+  EXPECT_TRUE(absl::IsUnavailable(tier->Write(ns_, Key(1), data)));
+  EXPECT_EQ(tier->Stats().state, TierState::kDegraded);
+  // Space was freed (the test's disk has plenty): after the recheck interval the tier
+  // takes writes again at its configured capacity, without a restart.
+  full = false;
+  absl::SleepFor(absl::Milliseconds(60));
+  for (int i = 2; i < 6; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok()) << i;
+  FileTierStats st = tier->Stats();
+  EXPECT_EQ(st.state, TierState::kOk);
+  EXPECT_EQ(st.effective_bytes, st.capacity_bytes);
+  EXPECT_TRUE(ReadBack(*tier, Key(5), data));
+}
+
 TEST_F(FileTierTest, IoErrorMakesTheTierReadOnlyForACooldown) {
   FileTierOptions o = Options();
   o.read_only_cooldown = absl::Milliseconds(300);
