@@ -106,6 +106,8 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
   t.name = name;
   t.enabled = r.Bool("enabled");
   t.path = r.String("path");
+  // A relative path would follow the daemon's working directory (/ under systemd).
+  if (!t.path.empty() && t.path.front() != '/') r.Fail("path", "must be an absolute path");
   t.capacity_bytes = r.Bytes("capacity", 1 << 20);
   // The shared tier orders by the access times every daemon records: oldest first.
   t.eviction_policy =

@@ -1,8 +1,10 @@
 #include "daemon/config/config_loader.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <system_error>
 
 #include <toml++/toml.h>
 
@@ -31,6 +33,11 @@ absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view or
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file '", path, "' is a directory, not a TOML file"));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("config file '", path, "' cannot be read"));
   std::stringstream buffer;

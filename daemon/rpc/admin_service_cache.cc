@@ -11,7 +11,14 @@ absl::StatusOr<NamespaceInfo> FindByFingerprint(const ServiceContext& context,
                                                 const std::string& fingerprint) {
   std::optional<NamespaceInfo> info = context.namespaces->FindByFingerprint(fingerprint);
   if (!info.has_value()) {
-    return absl::NotFoundError(absl::StrCat("no namespace has fingerprint '", fingerprint, "'"));
+    // Echo at most 80 bytes: a huge fingerprint must not turn NOT_FOUND into a metadata
+    // size error on the client.
+    constexpr size_t kShown = 80;
+    std::string shown =
+        fingerprint.size() <= kShown
+            ? fingerprint
+            : absl::StrCat(fingerprint.substr(0, kShown), "... (", fingerprint.size(), " bytes)");
+    return absl::NotFoundError(absl::StrCat("no namespace has fingerprint '", shown, "'"));
   }
   return *info;
 }

@@ -4,13 +4,15 @@
 // size (8 bytes little-endian) with the fd attached, an unknown one a size of 0 and no fd;
 // then the connection closes. Before answering, the peer process (its pidfd) is recorded
 // in the ProcessFence under the session, so that the slots of that session outlive it
-// while the process may still write them. One accept thread; each exchange is bounded by
-// a 2 s timeout so a silent client cannot stall others for long. Thread-safe; Stop is
-// idempotent.
+// while the process may still write them. One accept thread hands each connection to a
+// thread of its own (at most kMaxConnections at once; more are closed at once), and each
+// exchange is bounded by a 2 s timeout, so silent clients never delay a good one.
+// Thread-safe; Stop is idempotent and joins every connection thread.
 #ifndef KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 #define KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 
 #include <atomic>
+#include <list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +25,8 @@ namespace kvstrata {
 
 class FdServer {
  public:
+  static constexpr size_t kMaxConnections = 64;
+
   // Listens on `path` (a stale file there is replaced) with permissions `mode`.
   static absl::StatusOr<std::unique_ptr<FdServer>> Start(const std::string& path, uint32_t mode,
                                                          int region_fd, uint64_t region_bytes,
@@ -34,7 +38,13 @@ class FdServer {
  private:
   FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
            const SessionRegistry* sessions, ProcessFence* fence);
+  struct Connection {
+    int fd = -1;
+    std::atomic<bool> done{false};
+    std::thread thread;
+  };
   void AcceptLoop();
+  void ReapFinished(bool all);
   void Serve(int connection) const;
 
   const std::string path_;
@@ -45,6 +55,7 @@ class FdServer {
   ProcessFence* const fence_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::list<std::unique_ptr<Connection>> connections_;  // The accept thread's only.
 };
 
 }  // namespace kvstrata

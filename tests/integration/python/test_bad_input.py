@@ -108,3 +108,14 @@ def test_bad_job_blocks_are_invalid_argument(session: kvstrata.Session, client, 
 
 def test_daemon_announces_packed_transfers(session: kvstrata.Session) -> None:
     assert session.open_response.packed_transfers
+
+
+@pytest.mark.parametrize("rpc", ["evict", "clear"])
+def test_huge_unknown_fingerprint_is_not_found_not_echoed(client: kvstrata.Client, rpc) -> None:
+    with pytest.raises(kvstrata.KVStrataError) as exc:
+        result = getattr(client, rpc)(fingerprint="f" * 100_000, keys=[b"k"]) if rpc == "evict" \
+            else list(client.clear(fingerprint="f" * 100_000))
+        del result
+    assert_code(exc, grpc.StatusCode.NOT_FOUND)
+    assert len(exc.value.message) < 300, exc.value.message[:100]
+    assert_serving(client)

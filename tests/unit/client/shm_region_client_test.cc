@@ -13,7 +13,9 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/time/clock.h"
 #include "daemon/server/fd_server.h"
 #include "daemon/session/session_registry.h"
 #include "gtest/gtest.h"
@@ -107,6 +109,25 @@ TEST(ShmRegionClientTest, HandingTheRegionOverFencesTheSessionWithItsProcess) {
   absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), server.session());
   ASSERT_TRUE(region.ok()) << region.status();
   EXPECT_TRUE(server.fence().MayWrite(server.session()));  // This process: running.
+}
+
+TEST(ShmRegionClientTest, IdleConnectionsDoNotDelayAGoodClient) {
+  FdServerFixture server;
+  std::vector<int> idle;  // Connected, never send their session id.
+  for (int i = 0; i < 10; ++i) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, server.path().c_str());
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // All accepted (and waiting) by now.
+  const absl::Time start = absl::Now();
+  absl::StatusOr<MappedRegion> region = MapSessionRegion(server.path(), server.session());
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));  // Not 10 x the 2 s timeout.
+  for (int fd : idle) close(fd);
 }
 
 TEST(ShmRegionClientTest, UnknownSessionIsNotFound) {

@@ -106,8 +106,17 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"", {"l1.promotion_wait_ms=-1"}, "l1.promotion_wait_ms"},
                       BadCase{"", {"gpu.copy_streams=0"}, "gpu.copy_streams"},
                       BadCase{"", {"gpu.copy_streams=9"}, "gpu.copy_streams"},
-                      BadCase{"", {"gpu.copy_strategy=fast"}, "gpu.copy_strategy"}),
+                      BadCase{"", {"gpu.copy_strategy=fast"}, "gpu.copy_strategy"},
+                      BadCase{"", {"l2.path=relative/l2"}, "l2.path"},
+                      BadCase{"", {"l3.enabled=true", "l3.path=shared"}, "l3.path"}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
+
+TEST(ConfigLoaderTest, ADirectoryIsNotAConfigFile) {
+  absl::StatusOr<Config> config = LoadConfig(::testing::TempDir(), {});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("is a directory"));
+}
 
 TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
   absl::StatusOr<Config> config =
