@@ -22,6 +22,15 @@ elseif(KVSTRATA_SANITIZE STREQUAL "thread")
     add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wno-error=tsan>)
   endif()
   add_link_options(-fsanitize=thread)
+elseif(KVSTRATA_SANITIZE STREQUAL "fuzzer")
+  # libFuzzer targets (tests/fuzz) with ASan + UBSan; clang only (scripts/sanitize.sh fuzz).
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "KVSTRATA_SANITIZE=fuzzer needs clang (CXX=clang++)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
 elseif(NOT KVSTRATA_SANITIZE STREQUAL "")
-  message(FATAL_ERROR "KVSTRATA_SANITIZE must be '', 'address' or 'thread', not '${KVSTRATA_SANITIZE}'")
+  message(FATAL_ERROR
+          "KVSTRATA_SANITIZE must be '', 'address', 'thread' or 'fuzzer', not '${KVSTRATA_SANITIZE}'")
 endif()

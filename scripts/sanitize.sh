@@ -3,11 +3,14 @@
 #   build-asan  -DKVSTRATA_SANITIZE=address  (ASan + UBSan): every CTest test, the
 #               `integration` ones included (they spawn the sanitized kvstratad)
 #   build-tsan  -DKVSTRATA_SANITIZE=thread   (TSan): the `unit` and `integration` labels
+#   build-fuzz  -DKVSTRATA_SANITIZE=fuzzer   (clang, libFuzzer + ASan + UBSan): each target
+#               of tests/fuzz for KVSTRATA_FUZZ_SECONDS (default 30) from its seed corpus
+#               (tests/fuzz/corpus/<target>); a longer run: KVSTRATA_FUZZ_SECONDS=3600
 # Benchmarks and CUDA are off. Prints one summary line per build; exits non-zero when a
 # configure, build or test step fails.
 #
-#   bash scripts/sanitize.sh                 # both
-#   bash scripts/sanitize.sh asan            # or: tsan
+#   bash scripts/sanitize.sh                 # all three
+#   bash scripts/sanitize.sh asan            # or: tsan, fuzz
 #   KVSTRATA_SANITIZE_JOBS=1 bash scripts/sanitize.sh   # ninja/ctest parallelism
 #
 # A sanitizer report makes the process exit non-zero (halt_on_error=1), so CTest sees a
@@ -74,14 +77,49 @@ run_build() {
   fi
 }
 
+# run_fuzz: builds the libFuzzer targets with clang and runs each for a while; new inputs
+# go to a scratch corpus, the seeds stay as they are; a crash leaves its input in build-fuzz/.
+run_fuzz() {
+  local dir="$repo/build-fuzz" seconds="${KVSTRATA_FUZZ_SECONDS:-30}" started=$SECONDS
+  local targets=(block_header_fuzz namespace_json_fuzz config_fuzz) failed=()
+  if ! command -v clang++ >/dev/null; then
+    summary+=("fuzz: FAIL (clang++ not found: apt-get install clang)"); status=1; return
+  fi
+  mkdir -p "$dir"
+  echo "sanitize: [fuzz] configure + build ($dir, -j$jobs)"
+  if ! CC=clang CXX=clang++ cmake -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DKVSTRATA_SANITIZE=fuzzer -DKVSTRATA_BUILD_BENCH=OFF -DKVSTRATA_ENABLE_CUDA=OFF \
+      >"$dir/configure.log" 2>&1 || ! ninja -C "$dir" -j "$jobs" "${targets[@]}" >"$dir/build.log" 2>&1; then
+    tail -n 40 "$dir/configure.log" "$dir/build.log"
+    summary+=("fuzz: FAIL (configure or build; see $dir)"); status=1; return
+  fi
+  for target in "${targets[@]}"; do
+    local scratch="$dir/corpus/$target"
+    mkdir -p "$scratch"
+    echo "sanitize: [fuzz] $target for ${seconds}s"
+    if ! (cd "$dir" && "$dir/tests/fuzz/$target" -max_total_time="$seconds" -max_len=65536 \
+        "$scratch" "$repo/tests/fuzz/corpus/$target" >"$dir/$target.log" 2>&1); then
+      tail -n 40 "$dir/$target.log"
+      failed+=("$target")
+    fi
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    summary+=("fuzz: FAIL — ${failed[*]} ($((SECONDS - started)) s; logs in $dir)"); status=1
+  else
+    summary+=("fuzz: PASS — ${#targets[@]} targets × ${seconds}s ($((SECONDS - started)) s)")
+  fi
+}
+
 case "$which" in
   asan) run_build asan address "" ;;
   tsan) run_build tsan thread "^(unit|integration)$" "$tsan_flags" ;;
+  fuzz) run_fuzz ;;
   all)
     run_build asan address ""
     run_build tsan thread "^(unit|integration)$" "$tsan_flags"
+    run_fuzz
     ;;
-  *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [asan|tsan|fuzz|all]" >&2; exit 2 ;;
 esac
 
 echo "sanitize: summary"
