@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <system_error>
 
 #include <endian.h>
 #include "daemon/server/unix_listener.h"
@@ -71,51 +70,26 @@ FdServer::~FdServer() { Stop(); }
 
 void FdServer::Stop() {
   if (stop_.exchange(true)) return;
-  if (thread_.joinable()) thread_.join();  // It joins the connection threads last.
+  if (thread_.joinable()) thread_.join();  // It stops the connection threads last.
   close(listen_fd_);
   unlink(path_.c_str());
 }
 
-void FdServer::ReapFinished(bool all) {
-  for (auto it = connections_.begin(); it != connections_.end();) {
-    if (!all && !(*it)->done.load()) {
-      ++it;
-      continue;
-    }
-    (*it)->thread.join();  // Bounded by the exchange's 2 s timeouts.
-    it = connections_.erase(it);
-  }
-}
-
 void FdServer::AcceptLoop() {
   while (!stop_.load()) {
-    ReapFinished(/*all=*/false);
+    connections_.ReapFinished();
     pollfd waiting{listen_fd_, POLLIN, 0};
     if (poll(&waiting, 1, 100) <= 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    if (connections_.size() >= kMaxConnections) {
+    if (connections_.full()) {
       spdlog::warn("shm_fd_refused reason=\"{} connections open\"", connections_.size());
       close(fd);
       continue;
     }
-    auto connection = std::make_unique<Connection>();
-    connection->fd = fd;
-    Connection* raw = connection.get();
-    try {
-      raw->thread = std::thread([this, raw] {
-        Serve(raw->fd);
-        close(raw->fd);  // The client waits for the answer, not for the close.
-        raw->done.store(true);
-      });
-    } catch (const std::system_error& e) {
-      spdlog::error("shm_fd_refused reason=\"no thread: {}\"", e.what());
-      close(fd);
-      continue;
-    }
-    connections_.push_back(std::move(connection));
+    if (!connections_.Start(fd, [this](int connection) { Serve(connection); })) close(fd);
   }
-  ReapFinished(/*all=*/true);
+  connections_.StopAll();
 }
 
 void FdServer::Serve(int connection) const {

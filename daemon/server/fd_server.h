@@ -12,12 +12,12 @@
 #define KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 
 #include <atomic>
-#include <list>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "daemon/server/connection_threads.h"
 #include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
 
@@ -38,13 +38,7 @@ class FdServer {
  private:
   FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
            const SessionRegistry* sessions, ProcessFence* fence);
-  struct Connection {
-    int fd = -1;
-    std::atomic<bool> done{false};
-    std::thread thread;
-  };
   void AcceptLoop();
-  void ReapFinished(bool all);
   void Serve(int connection) const;
 
   const std::string path_;
@@ -55,7 +49,7 @@ class FdServer {
   ProcessFence* const fence_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::list<std::unique_ptr<Connection>> connections_;  // The accept thread's only.
+  ConnectionThreads connections_{kMaxConnections};  // The accept thread's only.
 };
 
 }  // namespace kvstrata

@@ -62,7 +62,8 @@ void SplitKeys(const std::string& keys, uint32_t key_bytes, std::vector<std::str
 absl::Status CheckHeader(const wire::RequestHeader& h) {
   if (h.magic != wire::kMagic) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bad magic 0x", absl::Hex(h.magic), "; a frame starts with \"KVSL\" (lookup) or \"KVSJ\" (job)"));
+        absl::StrCat("bad magic 0x", absl::Hex(h.magic),
+                     "; a frame starts with \"KVSL\" (lookup) or \"KVSJ\" (job)"));
   }
   if (h.version != wire::kVersion) {
     return absl::InvalidArgumentError(
@@ -145,19 +146,14 @@ LookupServer::~LookupServer() { Stop(); }
 void LookupServer::Stop() {
   if (stop_.exchange(true)) return;
   if (accept_thread_.joinable()) accept_thread_.join();
-  for (auto& c : connections_) shutdown(c->fd, SHUT_RDWR);  // Wakes blocked reads.
-  for (auto& c : connections_) {
-    c->thread.join();
-    close(c->fd);
-  }
-  connections_.clear();
+  connections_.StopAll();
   close(listen_fd_);
   unlink(path_.c_str());
 }
 
 void LookupServer::AcceptLoop() {
   while (!stop_.load()) {
-    ReapFinished();
+    connections_.ReapFinished();
     pollfd waiting{listen_fd_, POLLIN, 0};
     if (poll(&waiting, 1, 100) <= 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -165,20 +161,8 @@ void LookupServer::AcceptLoop() {
   }
 }
 
-void LookupServer::ReapFinished() {
-  for (auto it = connections_.begin(); it != connections_.end();) {
-    if (!(*it)->done.load()) {
-      ++it;
-      continue;
-    }
-    (*it)->thread.join();
-    close((*it)->fd);
-    it = connections_.erase(it);
-  }
-}
-
 void LookupServer::Admit(int fd) {
-  if (connections_.size() >= kMaxConnections) {
+  if (connections_.full()) {
     spdlog::warn("lookup_socket_refused reason=\"{} connections open\"", connections_.size());
     SendError(fd,
               absl::ResourceExhaustedError(absl::StrCat("the lookup socket serves at most ",
@@ -191,20 +175,7 @@ void LookupServer::Admit(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   timeval send_timeout{kFrameTimeoutSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-  auto connection = std::make_unique<Connection>();
-  connection->fd = fd;
-  Connection* raw = connection.get();
-  try {
-    raw->thread = std::thread([this, raw] {
-      Serve(raw->fd);
-      raw->done.store(true);
-    });
-  } catch (const std::system_error& e) {
-    spdlog::error("lookup_socket_refused reason=\"no thread: {}\"", e.what());
-    close(fd);
-    return;
-  }
-  connections_.push_back(std::move(connection));
+  if (!connections_.Start(fd, [this](int connection) { Serve(connection); })) close(fd);
 }
 
 bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start) const {

@@ -19,7 +19,6 @@
 #define KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
 
 #include <atomic>
-#include <list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,6 +27,7 @@
 #include "absl/time/time.h"
 #include "daemon/metrics/metrics_sink.h"
 #include "daemon/rpc/service_context.h"
+#include "daemon/server/connection_threads.h"
 
 namespace kvstrata {
 
@@ -44,16 +44,9 @@ class LookupServer {
   void Stop();
 
  private:
-  struct Connection {
-    int fd = -1;
-    std::atomic<bool> done{false};
-    std::thread thread;
-  };
-
   LookupServer(std::string path, int listen_fd, ServiceContext context, MetricsSink* metrics);
   void AcceptLoop();
   void Admit(int fd);
-  void ReapFinished();
   struct FrameBuffers;  // Per connection, reused from frame to frame.
   // Serves frames until the peer closes, a frame is malformed or Stop is called.
   void Serve(int fd) const;
@@ -71,7 +64,7 @@ class LookupServer {
   std::atomic<bool> stop_{false};
   std::thread accept_thread_;
   // Owned by the accept thread while it runs, then by Stop (which joins it first).
-  std::list<std::unique_ptr<Connection>> connections_;
+  ConnectionThreads connections_{kMaxConnections};  // The accept thread's only.
 };
 
 }  // namespace kvstrata
