@@ -165,7 +165,7 @@ def measure_submit_parts(s: Any, calls: int = 200) -> Dict[str, float]:
     import kvstrata
     from kvstrata.cuda import checked_block_ids
     from kvstrata.host import key_bytes
-    from kvstrata.job_socket import _REQUEST, KIND_LOAD, MAGIC, JobSocket
+    from kvstrata.fast_path import _REQUEST, KIND_LOAD, MAGIC, FastPathSocket
 
     ns = s.register_namespace(engine="vllm", model=LLAMA, dtype="bfloat16", num_layers=LAYERS,
                               num_kv_heads=KV_HEADS, head_size=HEAD, tokens_per_block=16,
@@ -178,7 +178,7 @@ def measure_submit_parts(s: Any, calls: int = 200) -> Dict[str, float]:
         return b"".join((_REQUEST.pack(MAGIC, 1, KIND_LOAD, 1, 1, len(k), 32, 0, 1, 0),
                          b"".join(k), array.array("I", b).tobytes()))
 
-    js = JobSocket(s.open_response.lookup_socket, 10.0)
+    js = FastPathSocket(s.open_response.lookup_socket, 10.0)
 
     def refused() -> None:
         try:

@@ -42,7 +42,7 @@ case "${1:-}" in
   3)
     bash scripts/gpu_run.sh --install-python | tail -n 1
     engine_jobs fast
-    KVSTRATA_FAST_SUBMIT=0 engine_jobs grpc --layouts nhd16,nhd32,mla,cross_layer
+    KVSTRATA_FAST_PATH=0 engine_jobs grpc --layouts nhd16,nhd32,mla,cross_layer
     engine_jobs streams8 --layouts nhd16,nhd32,flashinfer,mla --set gpu.copy_streams=8
     ;;
   *)

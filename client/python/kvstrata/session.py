@@ -40,7 +40,7 @@ from . import pb
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, block_transfers,
                    checked_block_ids, describe_kv_caches, flatten_tensors)
 from .errors import DaemonUnavailable, KVStrataError
-from .job_socket import KIND_LOAD, KIND_STORE, JobSocket, NotSpoken
+from .fast_path import KIND_LOAD, KIND_STORE, FastPathSocket, NotSpoken
 from .host import (LoadResult, LookupResult, RegionCopier, StoreResult, as_destination,
                    as_source, key_bytes, new_block)
 from .jobs import JOB_TAG_MASK, CompletionTracker, job_tag
@@ -129,10 +129,10 @@ class Session:
         self._region_lock = threading.Lock()
         self._region_used = False  # mapped once: mapped again right after a reconnect
         self._cuda_registrations: Dict[int, CudaRegistration] = {}
-        # Job frames on the daemon's fast-path socket (see job_socket.py); set False (or
-        # KVSTRATA_FAST_SUBMIT=0) to submit through gRPC only.
-        self.fast_submit = os.environ.get("KVSTRATA_FAST_SUBMIT", "1") != "0"
-        self._job_sockets: Dict[str, JobSocket] = {}
+        # Lookup and job frames on the daemon's fast-path socket (see fast_path.py); False (or
+        # KVSTRATA_FAST_PATH=0) to use gRPC only.
+        self.fast_path = os.environ.get("KVSTRATA_FAST_PATH", "1") != "0"
+        self._fast_sockets: Dict[str, FastPathSocket] = {}
         self._tracker: Optional[CompletionTracker] = None
         self._tracker_lock = threading.Lock()
         self._events_next_seq = 0
@@ -315,10 +315,34 @@ class Session:
                lease_ttl_ms: int = 0) -> LookupResult:
         """How many leading keys of the chain are present, and where; lease=True pins them
         (until loaded, released or expired) and answers the lease id (0 when no hit)."""
-        r = self._call("lookup", namespace_id=_namespace_id(ns), keys=key_bytes(keys),
+        keys = key_bytes(keys)
+        fast = self._fast_socket(keys)
+        if fast is not None:
+            sid = self._sid()
+            try:
+                return LookupResult(*fast.lookup(sid, _namespace_id(ns), keys, lease,
+                                                 lease_ttl_ms))
+            except KVStrataError as err:
+                raise self._failed(err, sid) from None
+        r = self._call("lookup", namespace_id=_namespace_id(ns), keys=keys,
                        acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
         return LookupResult(r.hit_blocks, [loc.tier for loc in r.locations], r.lease_id,
                             r.lease_expires_unix_ms)
+
+    def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:
+        """The daemon's fast-path socket for these keys, or None (then use gRPC): remote or
+        old daemons, keys of several lengths, or fast_path turned off."""
+        path = getattr(self.open_response, "lookup_socket", "")
+        if (not self.fast_path or not path or not keys or self.client.endpoint.kind != "unix"
+                or not getattr(self.open_response, "packed_transfers", False)
+                or len(set(map(len, keys))) != 1):
+            return None
+        fast = self._fast_sockets.get(path)
+        if fast is None:
+            for old in self._fast_sockets.values():
+                old.close()
+            fast = self._fast_sockets.setdefault(path, FastPathSocket(path, self.client.timeout))
+        return fast
 
     def release_lease(self, lease_id: int) -> None:
         """End a lease from lookup(lease=True) without loading."""
@@ -548,21 +572,15 @@ class Session:
                      keys: List[bytes], blocks: dict, wait_event: int = 0,
                      lease_id: int = 0) -> Optional[int]:
         """The job id from a job frame on the daemon's fast-path socket; None when that path
-        does not apply (see fast_submit): then the caller submits through gRPC."""
-        path = getattr(self.open_response, "lookup_socket", "")
-        if (not self.fast_submit or not path or "block_ids" not in blocks or not keys
-                or self.client.endpoint.kind != "unix" or len(set(map(len, keys))) != 1):
-            return None  # Remote daemon, an old one, or keys of several lengths.
-        socket_ = self._job_sockets.get(path)
+        does not apply (see fast_path): then the caller submits through gRPC."""
+        socket_ = self._fast_socket(keys) if "block_ids" in blocks else None
         if socket_ is None:
-            for old in self._job_sockets.values():
-                old.close()
-            socket_ = self._job_sockets.setdefault(path, JobSocket(path, self.client.timeout))
+            return None
         try:
             return socket_.submit(kind, sid, _namespace_id(ns), int(reg), keys,
                                   blocks["block_ids"], wait_event, lease_id)
         except NotSpoken:
-            self.fast_submit = False
+            self.fast_path = False
             return None
         except KVStrataError as err:
             raise self._failed(err, sid) from None
@@ -691,7 +709,7 @@ class Session:
         if tracker is not None:
             tracker.close()
         self._cuda_registrations.clear()  # The daemon drops them with the session.
-        for job_socket in self._job_sockets.values():
+        for job_socket in self._fast_sockets.values():
             job_socket.close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.client.timeout + 1.0)

@@ -1,5 +1,5 @@
-"""Job frames on the fast-path socket (docs/wire-protocol.md, "Job frames"): the same checks
-and answers as Control.SubmitStore / Control.SubmitLoad, bad frames closed, errors of the
+"""The fast-path socket (docs/wire-protocol.md): lookup and job frames give the same checks
+and answers as Control.Lookup / SubmitStore / SubmitLoad, bad frames closed, errors of the
 call leaving the connection open. Without a GPU every well-formed submit ends at the
 registration check, which is where both paths must agree."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 import kvstrata
-from kvstrata.job_socket import KIND_LOAD, KIND_STORE, MAGIC, JobSocket
+from kvstrata.fast_path import KIND_LOAD, KIND_STORE, MAGIC, FastPathSocket
 from kvs_testing import mha_spec
 from prom_text import scrape
 
@@ -35,11 +35,11 @@ def submit_both_ways(session: kvstrata.Session, ns, submit: str, keys, ids):
     """The error of the same submit through the job socket and through gRPC."""
     errors = []
     for fast in (True, False):
-        session.fast_submit = fast
+        session.fast_path = fast
         with pytest.raises(kvstrata.KVStrataError) as exc:
             getattr(session, submit)(ns, 7, keys, ids)
         errors.append((exc.value.code, exc.value.message))
-    session.fast_submit = True
+    session.fast_path = True
     return errors
 
 
@@ -119,6 +119,26 @@ def test_errors_of_the_call_keep_the_connection(session, ns, raw) -> None:
 
 
 def test_job_socket_reports_a_gone_daemon_as_unavailable(tmp_path) -> None:
-    js = JobSocket(str(tmp_path / "nothing.sock"), timeout=1.0)
+    js = FastPathSocket(str(tmp_path / "nothing.sock"), timeout=1.0)
     with pytest.raises(kvstrata.DaemonUnavailable):
         js.submit(KIND_STORE, 1, 1, 1, [b"k"], [0])
+
+
+def test_lookups_over_the_socket_answer_as_grpc_does(session, client, ns) -> None:
+    keys = [os.urandom(16) for _ in range(6)]
+    assert session.store(ns, keys[:4], [bytes([i]) * ns.bytes_per_block for i in range(4)]).stored == 4
+    before = rpc_count(client, "LookupSocket.Lookup")
+    answers = []
+    for fast in (True, False):
+        session.fast_path = fast
+        plain = session.lookup(ns, keys)
+        leased = session.lookup(ns, keys, lease=True, lease_ttl_ms=2000)
+        answers.append((plain.hit_blocks, plain.tiers, leased.hit_blocks, leased.tiers,
+                        leased.lease_id != 0, leased.lease_expires_unix_ms > 0))
+        assert session.load(ns, keys[:leased.hit_blocks], lease_id=leased.lease_id).hit_blocks == 4
+    session.fast_path = True
+    assert answers[0] == answers[1] == (4, [1] * 4, 4, [1] * 4, True, True), answers
+    assert rpc_count(client, "LookupSocket.Lookup") == before + 2
+    with pytest.raises(kvstrata.KVStrataError) as exc:  # Errors too: a namespace never registered.
+        session.lookup(kvstrata.RegisteredNamespace(9999, "f" * 32, 16), keys)
+    assert exc.value.code == grpc.StatusCode.NOT_FOUND

@@ -1,10 +1,11 @@
-"""SubmitStore / SubmitLoad as job frames on the daemon's fast-path socket.
+"""Lookup, SubmitStore and SubmitLoad as frames on the daemon's fast-path socket.
 
-The daemon's `lookup_socket` (OpenSessionResponse) also takes job frames (magic "KVSJ",
-docs/wire-protocol.md, "Job frames"): the same checks and the same job as Control.SubmitStore
-/ Control.SubmitLoad, without a gRPC round trip (~300 µs of Python gRPC per call on a GPU
-host). One persistent Unix stream connection per JobSocket, one frame in flight at a time
-(a lock); the completions still arrive on the session's WatchCompletions stream.
+The daemon's `lookup_socket` (OpenSessionResponse) answers lookup frames (magic "KVSL") and
+job frames (magic "KVSJ"), docs/wire-protocol.md: the same checks and answers as
+Control.Lookup / SubmitStore / SubmitLoad, without a gRPC round trip (~300 µs of Python
+gRPC per call on a GPU host). One persistent Unix stream connection per FastPathSocket, one
+frame in flight at a time (a lock); job completions still arrive on the session's
+WatchCompletions stream.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import socket
 import struct
 import sys
 import threading
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import grpc
 
@@ -24,6 +25,9 @@ VERSION = 1
 KIND_STORE, KIND_LOAD = 1, 2
 _REQUEST = struct.Struct("<IHHQIIIIQQ")  # 48 bytes
 _RESPONSE = struct.Struct("<IIQI")       # 20 bytes
+LOOKUP_MAGIC = 0x4C53564B  # "KVSL"
+_LOOKUP_REQUEST = struct.Struct("<IHHQIIII")   # 32 bytes
+_LOOKUP_RESPONSE = struct.Struct("<IIIIQQI")   # 36 bytes
 _CODES: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
 
 
@@ -31,8 +35,9 @@ class NotSpoken(Exception):
     """The socket answered a job frame with something else: the daemon predates job frames."""
 
 
-class JobSocket:
-    """Job frames to one daemon socket. Thread-safe; reconnects lazily after an error."""
+class FastPathSocket:
+    """Lookup and job frames to one daemon socket. Thread-safe; reconnects lazily after an
+    error."""
 
     def __init__(self, path: str, timeout: Optional[float] = None) -> None:
         self.path = path
@@ -54,8 +59,7 @@ class JobSocket:
                           b"".join(keys), ids.tobytes()))
         with self._lock:
             try:
-                sock = self._connected()
-                sock.sendall(frame)
+                sock = self._send(frame)
                 magic, status, job_id, message_bytes = _RESPONSE.unpack(self._recv(sock, 20))
                 if magic != MAGIC:
                     self._close()
@@ -70,9 +74,49 @@ class JobSocket:
                                 message.decode("utf-8", "replace"), self.path)
         return job_id
 
+    def lookup(self, session_id: int, namespace_id: int, keys: List[bytes], lease: bool,
+               lease_ttl_ms: int = 0) -> Tuple[int, List[int], int, int]:
+        """(hit_blocks, tiers, lease_id, lease_expires_unix_ms). keys: all of one length.
+        KVStrataError for the daemon's answer, DaemonUnavailable when the socket fails."""
+        frame = b"".join((_LOOKUP_REQUEST.pack(LOOKUP_MAGIC, VERSION, 1 if lease else 0,
+                                               session_id, namespace_id, len(keys),
+                                               len(keys[0]) if keys else 0, lease_ttl_ms),
+                          b"".join(keys)))
+        with self._lock:
+            try:
+                sock = self._send(frame)
+                (_, status, hits, tier_count, lease_id, expires,
+                 message_bytes) = _LOOKUP_RESPONSE.unpack(self._recv(sock, 36))
+                tail = self._recv(sock, tier_count + message_bytes)
+            except OSError as err:
+                self._close()
+                raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
+                                        f"lookup socket {self.path}: {err}", self.path) from None
+        if status:
+            raise KVStrataError(_CODES.get(status, grpc.StatusCode.UNKNOWN),
+                                tail[tier_count:].decode("utf-8", "replace"), self.path)
+        return hits, list(tail[:tier_count]), lease_id, expires
+
     def close(self) -> None:
         with self._lock:
             self._close()
+
+    def _send(self, frame: bytes) -> socket.socket:
+        """Sends the frame; the connection it went on. A kept connection that fails on
+        sending is one to a daemon that went away (a restart): the daemon read nothing of
+        the frame, so it is sent once more on a new connection."""
+        reused = self._sock is not None
+        try:
+            sock = self._connected()
+            sock.sendall(frame)
+            return sock
+        except OSError:
+            self._close()
+            if not reused:
+                raise
+        sock = self._connected()
+        sock.sendall(frame)
+        return sock
 
     def _connected(self) -> socket.socket:
         if self._sock is None:
@@ -93,6 +137,8 @@ class JobSocket:
 
     @staticmethod
     def _recv(sock: socket.socket, size: int) -> bytes:
+        if size == 0:
+            return b""
         chunks, got = [], 0
         while got < size:
             chunk = sock.recv(size - got)
