@@ -57,11 +57,7 @@ absl::StatusOr<JobBlocks> JobBlocksFrom(
     return absl::InvalidArgumentError("set either blocks or keys/block_ids, not both");
   }
   JobBlocks out;
-  if (blocks.empty()) {
-    if (keys.size() != block_ids.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("keys has ", keys.size(), " entries but block_ids has ", block_ids.size()));
-    }
+  if (blocks.empty()) {  // RunSubmitJob checks that the arrays pair up.
     out.keys.assign(keys.begin(), keys.end());
     out.block_ids.assign(block_ids.begin(), block_ids.end());
     return out;

@@ -14,7 +14,7 @@ absl::StatusOr<CudaMemorySpec> FromProto(const v1::CudaKvMemory& proto);
 // Views into `blocks`; valid while the request lives.
 // The blocks of a SubmitStore/SubmitLoad request, given as `blocks` or as the parallel
 // `keys`/`block_ids` arrays (views into the request). INVALID_ARGUMENT for both forms at
-// once and for arrays of different lengths; the keys are RunSubmitJob's to check.
+// once; the lengths and the keys are RunSubmitJob's to check.
 absl::StatusOr<JobBlocks> JobBlocksFrom(
     const google::protobuf::RepeatedPtrField<v1::BlockTransfer>& blocks,
     const google::protobuf::RepeatedPtrField<std::string>& keys,

@@ -14,7 +14,7 @@ import socket
 import struct
 import sys
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import grpc
 
@@ -32,7 +32,14 @@ _CODES: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
 
 
 class NotSpoken(Exception):
-    """The socket answered a job frame with something else: the daemon predates job frames."""
+    """The socket answered a frame with another magic: the daemon predates job frames."""
+
+
+def _raise_for(status: int, message: bytes, path: str) -> None:
+    """KVStrataError for a non-zero status (a gRPC status code number) of a response."""
+    if status:
+        raise KVStrataError(_CODES.get(status, grpc.StatusCode.UNKNOWN),
+                            message.decode("utf-8", "replace"), path)
 
 
 class FastPathSocket:
@@ -57,21 +64,9 @@ class FastPathSocket:
                                         len(keys), len(keys[0]) if keys else 0, wait_event,
                                         registration_id, lease_id),
                           b"".join(keys), ids.tobytes()))
-        with self._lock:
-            try:
-                sock = self._send(frame)
-                magic, status, job_id, message_bytes = _RESPONSE.unpack(self._recv(sock, 20))
-                if magic != MAGIC:
-                    self._close()
-                    raise NotSpoken(f"{self.path} does not take job frames")
-                message = self._recv(sock, message_bytes) if message_bytes else b""
-            except OSError as err:
-                self._close()
-                raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
-                                        f"job socket {self.path}: {err}", self.path) from None
-        if status:
-            raise KVStrataError(_CODES.get(status, grpc.StatusCode.UNKNOWN),
-                                message.decode("utf-8", "replace"), self.path)
+        (_, status, job_id, _), message = self._exchange(frame, _RESPONSE, MAGIC,
+                                                         lambda h: h[3])
+        _raise_for(status, message, self.path)
         return job_id
 
     def lookup(self, session_id: int, namespace_id: int, keys: List[bytes], lease: bool,
@@ -82,24 +77,31 @@ class FastPathSocket:
                                                session_id, namespace_id, len(keys),
                                                len(keys[0]) if keys else 0, lease_ttl_ms),
                           b"".join(keys)))
-        with self._lock:
-            try:
-                sock = self._send(frame)
-                (_, status, hits, tier_count, lease_id, expires,
-                 message_bytes) = _LOOKUP_RESPONSE.unpack(self._recv(sock, 36))
-                tail = self._recv(sock, tier_count + message_bytes)
-            except OSError as err:
-                self._close()
-                raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
-                                        f"lookup socket {self.path}: {err}", self.path) from None
-        if status:
-            raise KVStrataError(_CODES.get(status, grpc.StatusCode.UNKNOWN),
-                                tail[tier_count:].decode("utf-8", "replace"), self.path)
+        (_, status, hits, tier_count, lease_id, expires, _), tail = self._exchange(
+            frame, _LOOKUP_RESPONSE, LOOKUP_MAGIC, lambda h: h[3] + h[6])
+        _raise_for(status, tail[tier_count:], self.path)
         return hits, list(tail[:tier_count]), lease_id, expires
 
     def close(self) -> None:
         with self._lock:
             self._close()
+
+    def _exchange(self, frame: bytes, response: struct.Struct, magic: int,
+                  tail_bytes: Callable[[tuple], int]) -> Tuple[tuple, bytes]:
+        """Sends one frame; its response header (checked magic) and the tail_bytes(header)
+        bytes after it. DaemonUnavailable when the socket fails, NotSpoken (see above)."""
+        with self._lock:
+            try:
+                sock = self._send(frame)
+                header = response.unpack(self._recv(sock, response.size))
+                if header[0] != magic:
+                    self._close()
+                    raise NotSpoken(f"{self.path} answered magic 0x{header[0]:08x}")
+                return header, self._recv(sock, tail_bytes(header))
+            except OSError as err:
+                self._close()
+                raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
+                                        f"fast-path socket {self.path}: {err}", self.path) from None
 
     def _send(self, frame: bytes) -> socket.socket:
         """Sends the frame; the connection it went on. A kept connection that fails on

@@ -322,6 +322,8 @@ class Session:
             try:
                 return LookupResult(*fast.lookup(sid, _namespace_id(ns), keys, lease,
                                                  lease_ttl_ms))
+            except NotSpoken:
+                self.fast_path = False  # Then through gRPC below.
             except KVStrataError as err:
                 raise self._failed(err, sid) from None
         r = self._call("lookup", namespace_id=_namespace_id(ns), keys=keys,
