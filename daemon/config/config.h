@@ -88,6 +88,17 @@ struct EventsConfig {
   int64_t flush_interval_ms = 10;
 };
 
+// One tenant ([[tenants]] in a config file; none by default = single-tenant). See
+// docs/security.md.
+struct TenantConfig {
+  std::string name;            // [a-z0-9_-], 1..63 bytes, unique, not "default"
+  std::vector<uint32_t> uids;  // Unix-socket peers with one of these uids ...
+  std::vector<uint32_t> gids;  // ... or else one of these primary gids
+  std::string token_file;      // TCP callers presenting this bearer token
+  bool admin = false;          // may run admin operations, sees every tenant
+  bool shared_memory = false;  // may map the whole L1 region (host mode): trusted
+};
+
 // Where an effective value came from, for `kvstrata config`.
 struct ConfigEntry {
   std::string key;  // "section.key"
@@ -104,6 +115,7 @@ struct Config {
   FileTierConfig l3;
   GpuConfig gpu;
   EventsConfig events;
+  std::vector<TenantConfig> tenants;
   std::string config_path;           // Empty when only the embedded default is used.
   std::vector<ConfigEntry> entries;  // Every key, in file order.
   std::string effective_toml;        // The merged document.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -77,9 +78,6 @@ void ReadServer(SectionReader& r, ServerConfig& s) {
   s.auth_token_file = r.String("auth_token_file");
   if (s.tls_cert_file.empty() != s.tls_key_file.empty()) {
     r.Fail("tls_key_file", "tls_cert_file and tls_key_file go together");
-  }
-  if (!s.tcp_address.empty() && s.tls_cert_file.empty() && s.auth_token_file.empty()) {
-    r.Fail("tcp_address", "TCP needs TLS (tls_cert_file, tls_key_file) and/or auth_token_file");
   }
   s.metrics_address = r.String("metrics_address");
   s.max_message_bytes = r.Bytes("max_message_bytes", 64 << 10);
@@ -164,6 +162,93 @@ void ReadEvents(SectionReader& r, EventsConfig& e) {
   e.flush_interval_ms = r.Int("flush_interval_ms", 1, 10'000);
 }
 
+absl::Status TenantError(size_t index, absl::string_view key, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("config key 'tenants[", index, "]", key.empty() ? "" : ".", key, "': ", why));
+}
+
+absl::StatusOr<std::vector<uint32_t>> ReadIds(const toml::table& t, size_t index, const char* key) {
+  std::vector<uint32_t> ids;
+  const toml::node* node = t.get(key);
+  if (node == nullptr) return ids;
+  const toml::array* list = node->as_array();
+  if (list == nullptr) return TenantError(index, key, "must be an array of integers");
+  for (const toml::node& item : *list) {
+    std::optional<int64_t> id = item.value<int64_t>();
+    if (!item.is_integer() || !id.has_value() || *id < 0 || *id > 0xFFFFFFFE) {
+      return TenantError(index, key, "must hold integers in [0, 4294967294]");
+    }
+    ids.push_back(static_cast<uint32_t>(*id));
+  }
+  return ids;
+}
+
+absl::StatusOr<TenantConfig> ReadTenant(const toml::node& node, size_t index) {
+  const toml::table* t = node.as_table();
+  if (t == nullptr) return TenantError(index, "", "must be a table");
+  const std::set<std::string> known = {"name",       "uids",  "gids",
+                                       "token_file", "admin", "shared_memory"};
+  for (auto&& [key, value] : *t) {
+    if (!known.contains(std::string(key.str()))) {
+      return TenantError(index, std::string(key.str()), "unknown key");
+    }
+  }
+  TenantConfig tenant;
+  auto text = [&](const char* key, std::string& out) -> absl::Status {
+    const toml::node* n = t->get(key);
+    if (n == nullptr) return absl::OkStatus();
+    if (!n->is_string()) return TenantError(index, key, "must be a string");
+    out = *n->value<std::string>();
+    return absl::OkStatus();
+  };
+  auto flag = [&](const char* key, bool& out) -> absl::Status {
+    const toml::node* n = t->get(key);
+    if (n == nullptr) return absl::OkStatus();
+    if (!n->is_boolean()) return TenantError(index, key, "must be true or false");
+    out = *n->value<bool>();
+    return absl::OkStatus();
+  };
+  for (absl::Status s :
+       {text("name", tenant.name), text("token_file", tenant.token_file),
+        flag("admin", tenant.admin), flag("shared_memory", tenant.shared_memory)}) {
+    if (!s.ok()) return s;
+  }
+  if (tenant.name.empty() || tenant.name.size() > 63 || tenant.name == "default" ||
+      tenant.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") !=
+          std::string::npos) {
+    return TenantError(index, "name",
+                       "must be 1..63 characters of [a-z0-9_-], and not \"default\"");
+  }
+  absl::StatusOr<std::vector<uint32_t>> uids = ReadIds(*t, index, "uids");
+  if (!uids.ok()) return uids.status();
+  absl::StatusOr<std::vector<uint32_t>> gids = ReadIds(*t, index, "gids");
+  if (!gids.ok()) return gids.status();
+  tenant.uids = std::move(*uids);
+  tenant.gids = std::move(*gids);
+  if (!tenant.token_file.empty() && tenant.token_file.front() != '/') {
+    return TenantError(index, "token_file", "must be an absolute path");
+  }
+  if (tenant.uids.empty() && tenant.gids.empty() && tenant.token_file.empty()) {
+    return TenantError(index, "", "names no identity: give uids, gids and/or token_file");
+  }
+  return tenant;
+}
+
+absl::StatusOr<std::vector<TenantConfig>> ReadTenants(const toml::table& merged) {
+  std::vector<TenantConfig> tenants;
+  const toml::array* list = merged.get_as<toml::array>("tenants");
+  if (list == nullptr) return tenants;
+  for (size_t i = 0; i < list->size(); ++i) {
+    absl::StatusOr<TenantConfig> tenant = ReadTenant(*list->get(i), i);
+    if (!tenant.ok()) return tenant.status();
+    for (const TenantConfig& other : tenants) {
+      if (other.name == tenant->name) return TenantError(i, "name", "is used twice");
+    }
+    tenants.push_back(std::move(*tenant));
+  }
+  return tenants;
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
@@ -184,6 +269,18 @@ absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
   ReadEvents(events, config.events);
   for (const SectionReader* r : {&server, &log, &sessions, &l1, &l2, &l3, &gpu, &events}) {
     if (!r->status().ok()) return r->status();
+  }
+  absl::StatusOr<std::vector<TenantConfig>> tenants = ReadTenants(merged);
+  if (!tenants.ok()) return tenants.status();
+  config.tenants = std::move(*tenants);
+  const ServerConfig& s = config.server;
+  bool any_token = !s.auth_token_file.empty() ||
+                   std::any_of(config.tenants.begin(), config.tenants.end(),
+                               [](const TenantConfig& t) { return !t.token_file.empty(); });
+  if (!s.tcp_address.empty() && s.tls_cert_file.empty() && !any_token) {
+    return absl::InvalidArgumentError(
+        "config key 'server.tcp_address': TCP needs TLS (tls_cert_file, tls_key_file) and/or a "
+        "token (server.auth_token_file, tenants[].token_file)");
   }
   return config;
 }

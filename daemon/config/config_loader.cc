@@ -54,6 +54,15 @@ bool SameType(const toml::node& want, const toml::node& got) {
 absl::Status MergeFile(const toml::table& file, toml::table& merged, Sources& sources) {
   for (auto&& [section_key, section_node] : file) {
     std::string section(section_key.str());
+    if (section == "tenants") {  // [[tenants]]: an array of tables, checked by ExtractConfig
+      if (!section_node.is_array()) {
+        return absl::InvalidArgumentError(
+            "config: 'tenants' must be written as [[tenants]] tables");
+      }
+      merged.insert_or_assign("tenants", section_node);
+      sources["tenants"] = "file";
+      continue;
+    }
     toml::table* target = merged[section].as_table();
     if (target == nullptr || !section_node.is_table()) {
       return absl::InvalidArgumentError(absl::StrCat("config: unknown section '", section, "'"));
@@ -127,13 +136,20 @@ std::string NodeText(const toml::node& node) {
 }
 
 void RecordEntries(const toml::table& merged, const Sources& sources, Config& config) {
-  for (auto&& [section, table] : merged) {
-    for (auto&& [key, value] : *table.as_table()) {
+  for (auto&& [section, node] : merged) {
+    const toml::table* table = node.as_table();
+    if (table == nullptr) continue;  // [[tenants]], listed below
+    for (auto&& [key, value] : *table) {
       std::string dotted = absl::StrCat(std::string(section.str()), ".", std::string(key.str()));
       auto source = sources.find(dotted);
       config.entries.push_back(
           {dotted, NodeText(value), source == sources.end() ? "default" : source->second});
     }
+  }
+  for (size_t i = 0; i < config.tenants.size(); ++i) {
+    // Which identities exist is the admin's to see; token files are paths, not tokens.
+    const TenantConfig& t = config.tenants[i];
+    config.entries.push_back({absl::StrCat("tenants[", i, "].name"), t.name, "file"});
   }
   std::ostringstream out;
   out << merged;

@@ -67,6 +67,7 @@ absl::Status ValidateAndNormalize(NamespaceSpec& spec) {
   if (spec.attention_kind > AttentionKind::kMla) return Invalid("attention_kind", "is unknown");
   if (spec.attention_kind == AttentionKind::kUnspecified) spec.attention_kind = AttentionKind::kMha;
   if (spec.salt.size() > 256) return Invalid("salt", "must be at most 256 bytes");
+  if (spec.scope.size() > 63) return Invalid("scope", "must be at most 63 bytes");
   if (spec.tp_size == 0) spec.tp_size = 1;
   if (spec.pp_size == 0) spec.pp_size = 1;
   if (absl::Status s = CheckRange("tp_size", spec.tp_size, 1, 4096); !s.ok()) return s;
@@ -101,6 +102,7 @@ std::string CanonicalEncoding(const NamespaceSpec& spec) {
   add("attention", absl::StrCat(static_cast<uint32_t>(spec.attention_kind)));
   add("salt", spec.salt);
   add("opaque_bytes", absl::StrCat(spec.opaque_block_bytes));
+  if (!spec.scope.empty()) add("scope", spec.scope);
   return out;
 }
 

@@ -52,6 +52,10 @@ struct NamespaceSpec {
   AttentionKind attention_kind = AttentionKind::kUnspecified;
   std::string salt;
   uint64_t opaque_block_bytes = 0;
+  // The tenant that registered it ("" on a single-tenant daemon): set by the daemon from
+  // the caller, never taken from the wire, so two tenants' identical specs never share
+  // blocks. Part of the fingerprint only when set (older fingerprints stay valid).
+  std::string scope;
 };
 
 // Largest block the daemon accepts (1 GiB).

@@ -96,7 +96,8 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext* ctx, const v1::GetStat
 
 grpc::Status AdminService::ListTiers(grpc::ServerContext* ctx, const v1::ListTiersRequest*,
                                      v1::ListTiersResponse* response) {
-  return context_.guard->Run("Admin.ListTiers", ctx, [&] {
+  return context_.guard->Run("Admin.ListTiers", ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = RequireAdmin(caller, "Admin.ListTiers"); !s.ok()) return s;
     FillTiers(response->mutable_tiers());
     return absl::OkStatus();
   });
@@ -105,26 +106,32 @@ grpc::Status AdminService::ListTiers(grpc::ServerContext* ctx, const v1::ListTie
 grpc::Status AdminService::ListNamespaces(grpc::ServerContext* ctx,
                                           const v1::ListNamespacesRequest*,
                                           v1::ListNamespacesResponse* response) {
-  return context_.guard->Run("Admin.ListNamespaces", ctx, [&] {
-    CacheStats stats = context_.cache->Stats();
-    for (const NamespaceInfo& info : context_.namespaces->List()) {
-      v1::NamespaceInfo* out = response->add_namespaces();
-      out->set_namespace_id(info.id);
-      out->set_fingerprint(info.fingerprint);
-      *out->mutable_spec() = ToProto(info.spec);
-      out->set_bytes_per_block(info.bytes_per_block);
-      out->set_sessions(info.sessions);
-      auto blocks = stats.blocks_per_namespace.find(info.id);
-      out->set_blocks(blocks == stats.blocks_per_namespace.end() ? 0 : blocks->second);
-    }
-    return absl::OkStatus();
-  });
+  return context_.guard->Run(
+      "Admin.ListNamespaces", ctx, [&](const Caller& caller) -> absl::Status {
+        CacheStats stats = context_.cache->Stats();
+        for (const NamespaceInfo& info : context_.namespaces->List()) {
+          if (!caller.admin && info.spec.scope != caller.namespace_scope) continue;
+          v1::NamespaceInfo* out = response->add_namespaces();
+          out->set_namespace_id(info.id);
+          out->set_fingerprint(info.fingerprint);
+          *out->mutable_spec() = ToProto(info.spec);
+          // A salt separates namespaces only while it is secret: it never leaves the daemon.
+          if (!info.spec.salt.empty()) out->mutable_spec()->set_salt("<redacted>");
+          out->set_bytes_per_block(info.bytes_per_block);
+          out->set_sessions(info.sessions);
+          auto blocks = stats.blocks_per_namespace.find(info.id);
+          out->set_blocks(blocks == stats.blocks_per_namespace.end() ? 0 : blocks->second);
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::Status AdminService::ListSessions(grpc::ServerContext* ctx, const v1::ListSessionsRequest*,
                                         v1::ListSessionsResponse* response) {
-  return context_.guard->Run("Admin.ListSessions", ctx, [&] {
-    for (const SessionInfo& info : context_.sessions->List()) {
+  return context_.guard->Run("Admin.ListSessions", ctx, [&](const Caller& caller) -> absl::Status {
+    std::optional<TenantId> only;
+    if (!caller.admin) only = caller.tenant;  // an admin sees every tenant's sessions
+    for (const SessionInfo& info : context_.sessions->List(only)) {
       v1::SessionInfo* out = response->add_sessions();
       out->set_session_id(info.id);
       out->set_client_name(info.client_name);
@@ -139,7 +146,8 @@ grpc::Status AdminService::ListSessions(grpc::ServerContext* ctx, const v1::List
 
 grpc::Status AdminService::GetConfig(grpc::ServerContext* ctx, const v1::GetConfigRequest*,
                                      v1::GetConfigResponse* response) {
-  return context_.guard->Run("Admin.GetConfig", ctx, [&] {
+  return context_.guard->Run("Admin.GetConfig", ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = RequireAdmin(caller, "Admin.GetConfig"); !s.ok()) return s;
     for (const ConfigEntry& entry : context_.config->entries) {
       v1::ConfigEntry* out = response->add_entries();
       out->set_key(entry.key);

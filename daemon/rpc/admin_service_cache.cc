@@ -60,7 +60,8 @@ void AddCounter(v1::GetStatsResponse* response, const char* name, uint64_t value
 
 grpc::Status AdminService::GetStats(grpc::ServerContext* ctx, const v1::GetStatsRequest*,
                                     v1::GetStatsResponse* response) {
-  return context_.guard->Run("Admin.GetStats", ctx, [&] {
+  return context_.guard->Run("Admin.GetStats", ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = RequireAdmin(caller, "Admin.GetStats"); !s.ok()) return s;
     CacheStats s = context_.cache->Stats();
     AddCounter(response, "l1_hit_blocks", s.hits);
     AddCounter(response, "l1_miss_blocks", s.misses);
@@ -83,7 +84,8 @@ grpc::Status AdminService::GetStats(grpc::ServerContext* ctx, const v1::GetStats
 grpc::Status AdminService::AdminLookup(grpc::ServerContext* ctx,
                                        const v1::AdminLookupRequest* request,
                                        v1::AdminLookupResponse* response) {
-  return context_.guard->Run("Admin.AdminLookup", ctx, [&]() -> absl::Status {
+  return context_.guard->Run("Admin.AdminLookup", ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = RequireAdmin(caller, "Admin.AdminLookup"); !s.ok()) return s;
     absl::StatusOr<NamespaceInfo> ns = FindByFingerprint(context_, request->fingerprint());
     if (!ns.ok()) return ns.status();
     if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
@@ -105,7 +107,8 @@ grpc::Status AdminService::AdminLookup(grpc::ServerContext* ctx,
 
 grpc::Status AdminService::Evict(grpc::ServerContext* ctx, const v1::EvictRequest* request,
                                  v1::EvictResponse* response) {
-  return context_.guard->Run("Admin.Evict", ctx, [&]() -> absl::Status {
+  return context_.guard->Run("Admin.Evict", ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = RequireAdmin(caller, "Admin.Evict"); !s.ok()) return s;
     absl::StatusOr<NamespaceInfo> ns = FindByFingerprint(context_, request->fingerprint());
     if (!ns.ok()) return ns.status();
     if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
@@ -126,7 +129,8 @@ grpc::Status AdminService::Evict(grpc::ServerContext* ctx, const v1::EvictReques
 
 grpc::Status AdminService::Clear(grpc::ServerContext* ctx, const v1::ClearRequest* request,
                                  grpc::ServerWriter<v1::Progress>* writer) {
-  return context_.guard->Run("Admin.Clear", ctx, [&]() -> absl::Status {
+  return context_.guard->Run("Admin.Clear", ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = RequireAdmin(caller, "Admin.Clear"); !s.ok()) return s;
     std::optional<NamespaceId> ns;
     if (!request->fingerprint().empty()) {
       absl::StatusOr<NamespaceInfo> info = FindByFingerprint(context_, request->fingerprint());
@@ -162,7 +166,8 @@ grpc::Status AdminService::Unpin(grpc::ServerContext* ctx, const v1::PinRequest*
 grpc::Status AdminService::PinOrUnpin(absl::string_view method, grpc::ServerContext* ctx,
                                       const v1::PinRequest& request, v1::PinResponse* response,
                                       bool pin) {
-  return context_.guard->Run(method, ctx, [&]() -> absl::Status {
+  return context_.guard->Run(method, ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = RequireAdmin(caller, method); !s.ok()) return s;
     absl::StatusOr<NamespaceInfo> ns = FindByFingerprint(context_, request.fingerprint());
     if (!ns.ok()) return ns.status();
     if (absl::Status s = ValidateKeys(request.keys()); !s.ok()) return s;
@@ -177,7 +182,8 @@ grpc::Status AdminService::PinOrUnpin(absl::string_view method, grpc::ServerCont
 
 grpc::Status AdminService::Drain(grpc::ServerContext* ctx, const v1::DrainRequest* request,
                                  grpc::ServerWriter<v1::Progress>* writer) {
-  return context_.guard->Run("Admin.Drain", ctx, [&]() -> absl::Status {
+  return context_.guard->Run("Admin.Drain", ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = RequireAdmin(caller, "Admin.Drain"); !s.ok()) return s;
     if (!context_.tiers->has_tiers()) {
       return absl::FailedPreconditionError("no lower tier (L2/L3) is enabled: nothing to drain to");
     }

@@ -1,55 +1,64 @@
-// Runs one RPC handler body: admits the caller (token on TCP), records the call in the
-// metrics sink, and maps the handler's absl::Status to gRPC. Handlers never throw.
-// Thread-safe.
+// Runs one RPC handler body: admits the caller (it learns which tenant calls: see
+// TenantTable), records the call in the metrics sink, and maps the handler's absl::Status
+// to gRPC. A body taking `const Caller&` is given the admitted caller. Handlers never
+// throw. Thread-safe.
 #ifndef KVSTRATA_DAEMON_RPC_CALL_GUARD_H_
 #define KVSTRATA_DAEMON_RPC_CALL_GUARD_H_
 
 #include <grpcpp/server_context.h>
 
-#include <string>
+#include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "daemon/metrics/metrics_sink.h"
 #include "daemon/rpc/grpc_status.h"
+#include "daemon/session/caller.h"
+#include "daemon/session/tenant_table.h"
 
 namespace kvstrata {
 
 class CallGuard {
  public:
-  // `token` empty: no token is required. Unix-socket callers never need one (the
-  // socket's file permissions are their access control).
-  CallGuard(MetricsSink* metrics, std::string token)
-      : metrics_(metrics), token_(std::move(token)) {}
+  // `fixed`: every call this guard sees comes from that caller (the gRPC server of one
+  // tenant, whose Unix-socket connections were admitted by their peer credentials).
+  // Otherwise a Unix-socket caller is the default tenant (single-tenant daemons only) and a
+  // TCP caller is whoever its 'authorization: Bearer <token>' names. `tenants` outlives us.
+  CallGuard(MetricsSink* metrics, const TenantTable* tenants,
+            std::optional<Caller> fixed = std::nullopt)
+      : metrics_(metrics), tenants_(tenants), fixed_(std::move(fixed)) {}
 
   template <typename Body>
   grpc::Status Run(absl::string_view method, const grpc::ServerContextBase* context, Body&& body) {
     absl::Time start = absl::Now();
-    absl::Status status = Admit(*context);
-    if (status.ok()) status = body();
+    absl::StatusOr<Caller> caller = Admit(*context);
+    absl::Status status = caller.status();
+    if (status.ok()) {
+      if constexpr (std::is_invocable_v<Body, const Caller&>) {
+        status = body(*caller);
+      } else {
+        status = body();
+      }
+    }
     metrics_->RecordRpc(method, absl::StatusCodeToString(status.code()), absl::Now() - start);
     return ToGrpcStatus(status);
   }
 
-  absl::Status Admit(const grpc::ServerContextBase& context) const {
-    if (token_.empty() || absl::StartsWith(context.peer(), "unix:")) return absl::OkStatus();
-    auto range = context.client_metadata().equal_range("authorization");
-    for (auto it = range.first; it != range.second; ++it) {
-      if (absl::string_view(it->second.data(), it->second.size()) ==
-          absl::StrCat("Bearer ", token_)) {
-        return absl::OkStatus();
-      }
-    }
-    return absl::UnauthenticatedError("a valid 'authorization: Bearer <token>' is required");
-  }
+  // UNAUTHENTICATED for a TCP caller without a known token, PERMISSION_DENIED for a Unix
+  // peer of a multi-tenant daemon that reached a server without a fixed caller.
+  absl::StatusOr<Caller> Admit(const grpc::ServerContextBase& context) const;
 
  private:
   MetricsSink* metrics_;
-  const std::string token_;
+  const TenantTable* tenants_;
+  const std::optional<Caller> fixed_;
 };
+
+// PERMISSION_DENIED unless `caller` may run admin operations.
+absl::Status RequireAdmin(const Caller& caller, absl::string_view what);
 
 }  // namespace kvstrata
 

@@ -40,10 +40,10 @@ grpc::ServerUnaryReactor* ControlService::Finish(grpc::CallbackServerContext* ct
 grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
                                          const v1::OpenSessionRequest* request,
                                          v1::OpenSessionResponse* response) {
-  return context_.guard->Run("Control.OpenSession", ctx, [&]() -> absl::Status {
-    absl::StatusOr<SessionInfo> session =
-        context_.sessions->Open(request->client_name(), request->pid(), request->hostname(),
-                                absl::Milliseconds(request->heartbeat_timeout_ms()));
+  return context_.guard->Run("Control.OpenSession", ctx, [&](const Caller& caller) -> absl::Status {
+    absl::StatusOr<SessionInfo> session = context_.sessions->Open(
+        caller.tenant, request->client_name(), request->pid(), request->hostname(),
+        absl::Milliseconds(request->heartbeat_timeout_ms()));
     if (!session.ok()) return session.status();
     response->set_session_id(session->id);
     context_.jobs->OpenSession(session->id);
@@ -62,33 +62,40 @@ grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
 grpc::Status ControlService::Heartbeat(grpc::ServerContext* ctx,
                                        const v1::HeartbeatRequest* request,
                                        v1::HeartbeatResponse* response) {
-  return context_.guard->Run("Control.Heartbeat", ctx, [&] {
+  return context_.guard->Run("Control.Heartbeat", ctx, [&](const Caller& caller) {
     response->set_server_time_unix_ms(UnixMillis(absl::Now()));
-    return context_.sessions->Heartbeat(request->session_id());
+    return context_.sessions->Heartbeat(request->session_id(), caller.tenant);
   });
 }
 
 grpc::Status ControlService::CloseSession(grpc::ServerContext* ctx,
                                           const v1::CloseSessionRequest* request,
                                           v1::CloseSessionResponse*) {
-  return context_.guard->Run("Control.CloseSession", ctx,
-                             [&] { return context_.sessions->Close(request->session_id()); });
+  return context_.guard->Run("Control.CloseSession", ctx, [&](const Caller& caller) {
+    return context_.sessions->Close(request->session_id(), caller.tenant);
+  });
 }
 
 grpc::Status ControlService::RegisterNamespace(grpc::ServerContext* ctx,
                                                const v1::RegisterNamespaceRequest* request,
                                                v1::RegisterNamespaceResponse* response) {
-  return context_.guard->Run("Control.RegisterNamespace", ctx, [&]() -> absl::Status {
-    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
-    if (!request->has_spec()) return absl::InvalidArgumentError("spec is required");
-    absl::StatusOr<NamespaceInfo> info =
-        context_.namespaces->Register(request->session_id(), FromProto(request->spec()));
-    if (!info.ok()) return info.status();
-    response->set_namespace_id(info->id);
-    response->set_fingerprint(info->fingerprint);
-    response->set_bytes_per_block(info->bytes_per_block);
-    return absl::OkStatus();
-  });
+  return context_.guard->Run(
+      "Control.RegisterNamespace", ctx, [&](const Caller& caller) -> absl::Status {
+        if (absl::Status s = context_.sessions->Check(request->session_id(), caller.tenant);
+            !s.ok()) {
+          return s;
+        }
+        if (!request->has_spec()) return absl::InvalidArgumentError("spec is required");
+        NamespaceSpec spec = FromProto(request->spec());
+        spec.scope = caller.namespace_scope;  // the caller's tenant, never the request's
+        absl::StatusOr<NamespaceInfo> info =
+            context_.namespaces->Register(request->session_id(), std::move(spec));
+        if (!info.ok()) return info.status();
+        response->set_namespace_id(info->id);
+        response->set_fingerprint(info->fingerprint);
+        response->set_bytes_per_block(info->bytes_per_block);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace kvstrata

@@ -43,16 +43,22 @@ void ToProto(const KvEventBatch& batch, v1::KvEventBatch* out) {
 grpc::Status ControlService::PollEvents(grpc::ServerContext* ctx,
                                         const v1::PollEventsRequest* request,
                                         v1::PollEventsResponse* response) {
-  return context_.guard->Run("Control.PollEvents", ctx, [&]() -> absl::Status {
-    if (absl::Status s = context_.sessions->Check(request->session_id()); !s.ok()) return s;
+  return context_.guard->Run("Control.PollEvents", ctx, [&](const Caller& caller) -> absl::Status {
+    if (absl::Status s = context_.sessions->Check(request->session_id(), caller.tenant); !s.ok())
+      return s;
     if (request->max_batches() > kMaxBatches) {
       return absl::InvalidArgumentError(
           absl::StrCat("max_batches: ", request->max_batches(), " is above ", kMaxBatches));
     }
-    if (request->namespace_id() != 0 &&
-        !context_.namespaces->Find(request->namespace_id()).has_value()) {
-      return absl::NotFoundError(
-          absl::StrCat("namespace_id ", request->namespace_id(), " is not registered"));
+    if (request->namespace_id() != 0) {
+      std::optional<NamespaceInfo> ns = context_.namespaces->Find(request->namespace_id());
+      if (!ns.has_value() || (!caller.admin && ns->spec.scope != caller.namespace_scope)) {
+        return absl::NotFoundError(
+            absl::StrCat("namespace_id ", request->namespace_id(), " is not registered"));
+      }
+    } else if (!caller.admin) {
+      return absl::PermissionDeniedError(
+          "namespace_id 0 (every namespace's events) is for admins; name one of your namespaces");
     }
     if (context_.events == nullptr) {
       return absl::FailedPreconditionError(

@@ -9,7 +9,7 @@ namespace kvstrata {
 
 absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCall& call) {
   absl::StatusOr<NamespaceInfo> ns =
-      RequireSessionNamespace(context, call.session_id, call.namespace_id);
+      RequireSessionNamespace(context, call.tenant, call.session_id, call.namespace_id);
   if (!ns.ok()) return ns.status();
   if (call.keys.size() != call.block_ids.size()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -19,6 +19,7 @@ namespace kvstrata {
 struct JobCall {
   enum class Kind { kStore, kLoad };
   Kind kind = Kind::kLoad;
+  TenantId tenant = kDefaultTenant;  // the caller's (the session must be this tenant's)
   uint64_t session_id = 0;
   uint32_t namespace_id = 0;
   uint64_t registration_id = 0;

@@ -32,7 +32,7 @@ void RecordLookup(MetricsSink& metrics, const NamespaceInfo& ns, size_t requeste
 
 absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const LookupCall& call) {
   absl::StatusOr<NamespaceInfo> ns =
-      RequireSessionNamespace(context, call.session_id, call.namespace_id);
+      RequireSessionNamespace(context, call.tenant, call.session_id, call.namespace_id);
   if (!ns.ok()) return ns.status();
   if (absl::Status s = ValidateKeys(call.keys); !s.ok()) return s;
   std::optional<absl::Duration> ttl = LeaseTtl(context.config->sessions, call);

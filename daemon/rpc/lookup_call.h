@@ -18,6 +18,7 @@
 namespace kvstrata {
 
 struct LookupCall {
+  TenantId tenant = kDefaultTenant;  // the caller's (the session must be this tenant's)
   uint64_t session_id = 0;
   uint32_t namespace_id = 0;
   absl::Span<const std::string_view> keys;  // Not owned; valid during the call.

@@ -45,8 +45,9 @@ absl::Status ValidateKeys(absl::Span<const std::string_view> keys, absl::string_
 }
 
 absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& context,
-                                                      uint64_t session_id, uint32_t namespace_id) {
-  if (absl::Status s = context.sessions->Check(session_id); !s.ok()) return s;
+                                                      TenantId tenant, uint64_t session_id,
+                                                      uint32_t namespace_id) {
+  if (absl::Status s = context.sessions->Check(session_id, tenant); !s.ok()) return s;
   std::optional<NamespaceInfo> info = context.namespaces->Find(namespace_id);
   if (!info.has_value()) {
     return absl::NotFoundError(absl::StrCat("namespace ", namespace_id, " is unknown"));

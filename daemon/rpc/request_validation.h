@@ -29,9 +29,11 @@ absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>&
 absl::Status ValidateKeys(absl::Span<const std::string_view> keys,
                           absl::string_view field = "keys");
 
-// The session exists, and the namespace exists and was registered by that session.
+// The session exists and is `tenant`'s, and the namespace exists and was registered by
+// that session.
 absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& context,
-                                                      uint64_t session_id, uint32_t namespace_id);
+                                                      TenantId tenant, uint64_t session_id,
+                                                      uint32_t namespace_id);
 
 }  // namespace kvstrata
 

@@ -15,6 +15,7 @@
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/call_guard.h"
 #include "daemon/session/session_registry.h"
+#include "daemon/session/tenant_table.h"
 #include "daemon/tiering/tier_manager.h"
 
 namespace kvstrata {
@@ -42,14 +43,15 @@ struct ServiceContext {
   SessionRegistry* sessions = nullptr;
   NamespaceRegistry* namespaces = nullptr;
   CallGuard* guard = nullptr;
-  BlockCache* cache = nullptr;       // The L1 tier.
-  uint64_t shm_region_bytes = 0;     // Size of the shared-memory region.
-  std::string shm_fd_socket;         // Where host-mode clients receive the region's fd.
-  std::string lookup_socket;         // The lookup fast path (LookupServer); "" when absent.
-  JobManager* jobs = nullptr;        // GPU store/load jobs and KV memory registrations.
-  TierManager* tiers = nullptr;      // L2/L3 below the cache; may hold no tier.
-  EventPublisher* events = nullptr;  // KV events; nullptr when [events] is disabled.
-  MetricsSink* metrics = nullptr;    // lookups and hits; nullptr reports nothing.
+  const TenantTable* tenants = nullptr;  // who a connection is (docs/security.md)
+  BlockCache* cache = nullptr;           // The L1 tier.
+  uint64_t shm_region_bytes = 0;         // Size of the shared-memory region.
+  std::string shm_fd_socket;             // Where host-mode clients receive the region's fd.
+  std::string lookup_socket;             // The lookup fast path (LookupServer); "" when absent.
+  JobManager* jobs = nullptr;            // GPU store/load jobs and KV memory registrations.
+  TierManager* tiers = nullptr;          // L2/L3 below the cache; may hold no tier.
+  EventPublisher* events = nullptr;      // KV events; nullptr when [events] is disabled.
+  MetricsSink* metrics = nullptr;        // lookups and hits; nullptr reports nothing.
 };
 
 }  // namespace kvstrata

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "daemon/server/listeners.h"
 #include "daemon/server/lower_tiers.h"
+#include "daemon/server/tenant_servers.h"
 #include "daemon/transfer/gpu_probe.h"
 #include "daemon/transfer/transfer_validation.h"
 #include "spdlog/spdlog.h"
@@ -33,8 +34,10 @@ std::string NewInstanceId() {
 
 }  // namespace
 
-Daemon::Daemon(Config config)
-    : config_(std::move(config)), sessions_(LimitsFrom(config_.sessions)) {
+Daemon::Daemon(Config config, TenantTable tenants)
+    : config_(std::move(config)),
+      tenants_(std::move(tenants)),
+      sessions_(LimitsFrom(config_.sessions)) {
   identity_.instance_id = NewInstanceId();
   identity_.start_time = absl::Now();
   identity_.pid = static_cast<uint32_t>(getpid());
@@ -42,7 +45,10 @@ Daemon::Daemon(Config config)
 }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
-  std::unique_ptr<Daemon> daemon(new Daemon(std::move(config)));
+  absl::StatusOr<TenantTable> tenants =
+      TenantTable::Create(config.tenants, config.server.auth_token_file);
+  if (!tenants.ok()) return tenants.status();
+  std::unique_ptr<Daemon> daemon(new Daemon(std::move(config), std::move(*tenants)));
   if (absl::Status s = daemon->StartServing(); !s.ok()) return s;
   return daemon;
 }
@@ -75,7 +81,7 @@ absl::Status Daemon::StartServing() {
   std::string fd_socket = config_.server.socket + ".shm";
   absl::StatusOr<std::unique_ptr<FdServer>> fd_server =
       FdServer::Start(fd_socket, config_.server.socket_mode, l1_.region->fd(), l1_.region->size(),
-                      &sessions_, &fence_);
+                      &sessions_, &tenants_, &fence_);
   if (!fd_server.ok()) return fd_server.status();
   fd_server_ = std::move(*fd_server);
   StartTransferEngine();
@@ -83,15 +89,19 @@ absl::Status Daemon::StartServing() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  absl::StatusOr<ListenerSetup> listeners = AddListeners(config_.server, builder);
+  const bool multi_tenant = tenants_.multi_tenant();
+  absl::StatusOr<std::vector<ListenerInfo>> listeners =
+      AddListeners(config_, /*with_unix=*/!multi_tenant, builder);
   if (!listeners.ok()) return listeners.status();
-  identity_.listeners = listeners->listeners;
-  guard_ = std::make_unique<CallGuard>(metrics_.get(), listeners->token);
-  ServiceContext context{&config_,           &identity_,   &sessions_,
-                         &namespaces_,       guard_.get(), l1_.cache.get(),
-                         l1_.region->size(), fd_socket,    config_.server.socket + ".lookup",
-                         jobs_.get(),        tiers_.get(), events_.get(),
-                         metrics_.get()};
+  identity_.listeners = *listeners;
+  guard_ = std::make_unique<CallGuard>(metrics_.get(), &tenants_);
+  ServiceContext context{&config_,        &identity_,
+                         &sessions_,      &namespaces_,
+                         guard_.get(),    &tenants_,
+                         l1_.cache.get(), l1_.region->size(),
+                         fd_socket,       config_.server.socket + ".lookup",
+                         jobs_.get(),     tiers_.get(),
+                         events_.get(),   metrics_.get()};
   absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(
       context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
   if (!lookup_server.ok()) return lookup_server.status();
@@ -103,21 +113,32 @@ absl::Status Daemon::StartServing() {
   builder.SetMaxReceiveMessageSize(static_cast<int>(config_.server.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config_.server.max_message_bytes));
 
-  mode_t old_mask = umask(0177);  // The socket appears as 0600, then gets its mode.
-  server_ = builder.BuildAndStart();
-  umask(old_mask);
-  if (server_ == nullptr) {
-    return absl::UnavailableError(
-        "cannot listen on the configured socket or TCP address "
-        "(is the address in use?)");
+  if (multi_tenant) {
+    absl::StatusOr<std::unique_ptr<TenantServers>> tenant_servers = TenantServers::Start(context);
+    if (!tenant_servers.ok()) return tenant_servers.status();
+    tenant_servers_ = std::move(*tenant_servers);
   }
-  chmod(config_.server.socket.c_str(), config_.server.socket_mode);
-  server_->GetHealthCheckService()->SetServingStatus(true);
+  if (!multi_tenant || !config_.server.tcp_address.empty()) {
+    mode_t old_mask = umask(0177);  // The socket appears as 0600, then gets its mode.
+    server_ = builder.BuildAndStart();
+    umask(old_mask);
+    if (server_ == nullptr) {
+      return absl::UnavailableError(
+          "cannot listen on the configured socket or TCP address "
+          "(is the address in use?)");
+    }
+    if (!multi_tenant) chmod(config_.server.socket.c_str(), config_.server.socket_mode);
+    server_->GetHealthCheckService()->SetServingStatus(true);
+  }
   RegisterGauges();
   reaper_ = std::thread([this] { ReapLoop(); });
   for (const ListenerInfo& l : identity_.listeners) {
     spdlog::info("listening kind={} address={} tls={} token={}", l.kind, l.address, l.tls,
                  l.token_auth);
+  }
+  for (const Caller& t : tenants_.Tenants()) {
+    spdlog::info("tenant name={} id={} admin={} shared_memory={}", t.namespace_scope, t.tenant,
+                 t.admin, t.shared_memory);
   }
   return absl::OkStatus();
 }
@@ -325,6 +346,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (jobs_ != nullptr) jobs_->Shutdown();  // Ends WatchCompletions streams.
+  if (tenant_servers_ != nullptr) tenant_servers_->Shutdown(absl::Now() + grace);
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));

@@ -27,6 +27,7 @@
 #include "daemon/server/lookup_server.h"
 #include "daemon/server/metrics_tier_listener.h"
 #include "daemon/server/socket_lock.h"
+#include "daemon/server/tenant_servers.h"
 #include "daemon/server/tier_listener_fanout.h"
 #include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
@@ -49,7 +50,7 @@ class Daemon : private SessionEndListener {
   const ServerIdentity& identity() const { return identity_; }
 
  private:
-  explicit Daemon(Config config);
+  Daemon(Config config, TenantTable tenants);
   absl::Status StartServing();
   void OnSessionEnded(uint64_t session_id) override;
   void ReapLoop();
@@ -59,6 +60,7 @@ class Daemon : private SessionEndListener {
   absl::Status StartEvents();
 
   Config config_;
+  const TenantTable tenants_;
   ServerIdentity identity_;
   std::unique_ptr<PrometheusMetrics> metrics_;
   SessionRegistry sessions_;
@@ -78,8 +80,9 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<FdServer> fd_server_;
-  std::unique_ptr<LookupServer> lookup_server_;  // Stopped in Shutdown, before l1_ goes.
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<LookupServer> lookup_server_;    // Stopped in Shutdown, before l1_ goes.
+  std::unique_ptr<TenantServers> tenant_servers_;  // multi-tenant Unix socket; else null
+  std::unique_ptr<grpc::Server> server_;  // Unix socket (single-tenant) and TCP; may be null
   absl::Notification stop_reaper_;
   std::thread reaper_;
   bool shut_down_ = false;

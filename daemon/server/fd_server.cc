@@ -48,22 +48,24 @@ void SendSize(int connection, uint64_t size, int fd_to_pass) {
 absl::StatusOr<std::unique_ptr<FdServer>> FdServer::Start(const std::string& path, uint32_t mode,
                                                           int region_fd, uint64_t region_bytes,
                                                           const SessionRegistry* sessions,
+                                                          const TenantTable* tenants,
                                                           ProcessFence* fence) {
   absl::StatusOr<int> fd = ListenUnix(path, mode);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<FdServer> server(
-      new FdServer(path, *fd, region_fd, region_bytes, sessions, fence));
+      new FdServer(path, *fd, region_fd, region_bytes, sessions, tenants, fence));
   server->thread_ = std::thread([raw = server.get()] { raw->AcceptLoop(); });
   return server;
 }
 
 FdServer::FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
-                   const SessionRegistry* sessions, ProcessFence* fence)
+                   const SessionRegistry* sessions, const TenantTable* tenants, ProcessFence* fence)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       region_fd_(region_fd),
       region_bytes_(region_bytes),
       sessions_(sessions),
+      tenants_(tenants),
       fence_(fence) {}
 
 FdServer::~FdServer() { Stop(); }
@@ -99,12 +101,22 @@ void FdServer::Serve(int connection) const {
   uint64_t wire = 0;
   if (!ReadExactly(connection, &wire, sizeof(wire))) return;
   uint64_t session = le64toh(wire);
+  absl::StatusOr<Caller> caller = tenants_->ForConnection(connection);
+  if (!caller.ok() || !caller->shared_memory) {
+    spdlog::warn(
+        "shm_fd_refused session={} reason=\"{}\"", session,
+        caller.ok()
+            ? std::string("this tenant may not map the shared region (shared_memory = false)")
+            : std::string(caller.status().message()));
+    SendSize(connection, 0, -1);
+    return;
+  }
   // Check, fence, check again: if the session ends after the second check, its end sees
   // the fence; if it ended before, no descriptor is sent.
-  bool live = sessions_->Check(session).ok();
+  bool live = sessions_->Check(session, caller->tenant).ok();
   if (live) {
     fence_->Track(session, ProcessFence::PeerPidfd(connection));
-    live = sessions_->Check(session).ok();
+    live = sessions_->Check(session, caller->tenant).ok();
   }
   if (!live) {
     spdlog::warn("shm_fd_refused session={} reason=\"unknown session\"", session);

@@ -1,8 +1,9 @@
 // Hands the shared-memory region's file descriptor to host-mode clients (SCM_RIGHTS) on a
 // Unix stream socket beside the gRPC socket. Protocol (proto/kvstrata/v1/control.proto):
-// the client sends its session id (8 bytes little-endian); a live session gets the region
-// size (8 bytes little-endian) with the fd attached, an unknown one a size of 0 and no fd;
-// then the connection closes. Before answering, the peer process (its pidfd) is recorded
+// the client sends its session id (8 bytes little-endian); a live session of the peer's
+// tenant (TenantTable::ForConnection) that may map the region (Caller::shared_memory) gets
+// the region size (8 bytes little-endian) with the fd attached; any other a size of 0 and
+// no fd; then the connection closes. Before answering, the peer process (its pidfd) is recorded
 // in the ProcessFence under the session, so that the slots of that session outlive it
 // while the process may still write them. One accept thread hands each connection to a
 // thread of its own (at most kMaxConnections at once; more are closed at once), and each
@@ -20,6 +21,7 @@
 #include "daemon/server/connection_threads.h"
 #include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
+#include "daemon/session/tenant_table.h"
 
 namespace kvstrata {
 
@@ -31,13 +33,14 @@ class FdServer {
   static absl::StatusOr<std::unique_ptr<FdServer>> Start(const std::string& path, uint32_t mode,
                                                          int region_fd, uint64_t region_bytes,
                                                          const SessionRegistry* sessions,
+                                                         const TenantTable* tenants,
                                                          ProcessFence* fence);
   ~FdServer();
   void Stop();
 
  private:
   FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
-           const SessionRegistry* sessions, ProcessFence* fence);
+           const SessionRegistry* sessions, const TenantTable* tenants, ProcessFence* fence);
   void AcceptLoop();
   void Serve(int connection) const;
 
@@ -46,6 +49,7 @@ class FdServer {
   const int region_fd_;
   const uint64_t region_bytes_;
   const SessionRegistry* const sessions_;
+  const TenantTable* const tenants_;
   ProcessFence* const fence_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

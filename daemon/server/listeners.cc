@@ -2,32 +2,20 @@
 
 #include <grpcpp/security/server_credentials.h>
 
-#include <fstream>
-#include <iterator>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "daemon/common/secret_file.h"
 
 namespace kvstrata {
 namespace {
 
-absl::StatusOr<std::string> ReadNonEmpty(const std::string& path, absl::string_view key) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) text.clear();
-  if (absl::StripAsciiWhitespace(text).empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config key 'server.", key, "': '", path, "' is missing or empty"));
-  }
-  return text;
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
     const ServerConfig& config) {
   if (config.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
-  absl::StatusOr<std::string> cert = ReadNonEmpty(config.tls_cert_file, "tls_cert_file");
+  absl::StatusOr<std::string> cert = ReadSecretFile(config.tls_cert_file, "server.tls_cert_file");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadNonEmpty(config.tls_key_file, "tls_key_file");
+  absl::StatusOr<std::string> key = ReadSecretFile(config.tls_key_file, "server.tls_key_file");
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions options;
   options.pem_key_cert_pairs.push_back({*key, *cert});
@@ -36,23 +24,24 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
 
 }  // namespace
 
-absl::StatusOr<ListenerSetup> AddListeners(const ServerConfig& config,
-                                           grpc::ServerBuilder& builder) {
-  ListenerSetup setup;
-  builder.AddListeningPort(absl::StrCat("unix:", config.socket), grpc::InsecureServerCredentials());
-  setup.listeners.push_back({"unix", config.socket, false, false});
-  if (config.tcp_address.empty()) return setup;
-  if (!config.auth_token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadNonEmpty(config.auth_token_file, "auth_token_file");
-    if (!token.ok()) return token.status();
-    setup.token = std::string(absl::StripAsciiWhitespace(*token));
+absl::StatusOr<std::vector<ListenerInfo>> AddListeners(const Config& config, bool with_unix,
+                                                       grpc::ServerBuilder& builder) {
+  const ServerConfig& server = config.server;
+  std::vector<ListenerInfo> listeners;
+  if (with_unix) {
+    builder.AddListeningPort(absl::StrCat("unix:", server.socket),
+                             grpc::InsecureServerCredentials());
   }
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = TcpCredentials(config);
+  listeners.push_back({"unix", server.socket, false, false});
+  if (server.tcp_address.empty()) return listeners;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = TcpCredentials(server);
   if (!credentials.ok()) return credentials.status();
-  builder.AddListeningPort(config.tcp_address, *credentials);
-  setup.listeners.push_back(
-      {"tcp", config.tcp_address, !config.tls_cert_file.empty(), !setup.token.empty()});
-  return setup;
+  builder.AddListeningPort(server.tcp_address, *credentials);
+  bool token = !server.auth_token_file.empty() ||
+               std::any_of(config.tenants.begin(), config.tenants.end(),
+                           [](const TenantConfig& t) { return !t.token_file.empty(); });
+  listeners.push_back({"tcp", server.tcp_address, !server.tls_cert_file.empty(), token});
+  return listeners;
 }
 
 }  // namespace kvstrata

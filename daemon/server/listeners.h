@@ -1,12 +1,12 @@
-// Adds the configured listening ports to a gRPC ServerBuilder: the Unix socket always,
-// TCP when server.tcp_address is set (TLS when a certificate is configured). Reads the
-// TLS and token files.
+// Adds the configured listening ports to a gRPC ServerBuilder: the Unix socket when
+// `with_unix` (a single-tenant daemon; a multi-tenant one accepts it itself, see
+// TenantServers), TCP when server.tcp_address is set (TLS when a certificate is
+// configured). Reads the TLS files; tokens are the TenantTable's.
 #ifndef KVSTRATA_DAEMON_SERVER_LISTENERS_H_
 #define KVSTRATA_DAEMON_SERVER_LISTENERS_H_
 
 #include <grpcpp/server_builder.h>
 
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -15,14 +15,10 @@
 
 namespace kvstrata {
 
-struct ListenerSetup {
-  std::vector<ListenerInfo> listeners;
-  std::string token;  // Required bearer token on TCP; empty when none.
-};
-
-// INVALID_ARGUMENT when a TLS or token file cannot be read or is empty.
-absl::StatusOr<ListenerSetup> AddListeners(const ServerConfig& config,
-                                           grpc::ServerBuilder& builder);
+// The listeners added, for the daemon's identity. INVALID_ARGUMENT when a TLS file cannot
+// be read or is empty.
+absl::StatusOr<std::vector<ListenerInfo>> AddListeners(const Config& config, bool with_unix,
+                                                       grpc::ServerBuilder& builder);
 
 }  // namespace kvstrata
 

@@ -171,11 +171,21 @@ void LookupServer::Admit(int fd) {
     close(fd);
     return;
   }
+  absl::StatusOr<Caller> caller = context_.tenants->ForConnection(fd);
+  if (!caller.ok()) {
+    spdlog::warn("lookup_socket_refused reason=\"{}\"", std::string(caller.status().message()));
+    SendError(fd, caller.status(), MSG_DONTWAIT);
+    close(fd);
+    return;
+  }
   timeval timeout{1, 0};  // ReadFull counts these to kFrameTimeoutSeconds.
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   timeval send_timeout{kFrameTimeoutSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-  if (!connections_.Start(fd, [this](int connection) { Serve(connection); })) close(fd);
+  if (!connections_.Start(
+          fd, [this, tenant = caller->tenant](int connection) { Serve(connection, tenant); })) {
+    close(fd);
+  }
 }
 
 bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start) const {
@@ -197,7 +207,8 @@ bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start) c
   return true;
 }
 
-bool LookupServer::ServeJob(int fd, const char* first_bytes, FrameBuffers& buffers) const {
+bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes,
+                            FrameBuffers& buffers) const {
   absl::Time start = absl::Now();
   char header_bytes[job_wire::kRequestHeaderBytes];
   std::copy(first_bytes, first_bytes + wire::kRequestHeaderBytes, header_bytes);
@@ -224,6 +235,7 @@ bool LookupServer::ServeJob(int fd, const char* first_bytes, FrameBuffers& buffe
   for (uint32_t& id : buffers.block_ids) id = le32toh(id);
   SplitKeys(buffers.keys, h.key_bytes, &buffers.views);
   JobCall call{h.kind == job_wire::kKindStore ? JobCall::Kind::kStore : JobCall::Kind::kLoad,
+               tenant,
                h.session_id,
                h.namespace_id,
                h.registration_id,
@@ -237,14 +249,14 @@ bool LookupServer::ServeJob(int fd, const char* first_bytes, FrameBuffers& buffe
   return SendAll(fd, buffers.reply);
 }
 
-void LookupServer::Serve(int fd) const {
+void LookupServer::Serve(int fd, TenantId tenant) const {
   FrameBuffers buffers;
   char header_bytes[wire::kRequestHeaderBytes];
   while (ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true)) {
     uint32_t magic = 0;
     wire::internal::Get(header_bytes, &magic);
     if (magic == job_wire::kMagic) {
-      if (!ServeJob(fd, header_bytes, buffers)) return;
+      if (!ServeJob(fd, tenant, header_bytes, buffers)) return;
       continue;
     }
     absl::Time start = absl::Now();
@@ -258,7 +270,7 @@ void LookupServer::Serve(int fd) const {
     if (!ReadFull(fd, buffers.keys.data(), buffers.keys.size(), false)) return;
     SplitKeys(buffers.keys, h.key_bytes, &buffers.views);
     absl::StatusOr<LookupAnswer> answer =
-        RunLookup(context_, {h.session_id, h.namespace_id, buffers.views,
+        RunLookup(context_, {tenant, h.session_id, h.namespace_id, buffers.views,
                              (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms});
     EncodeReply(answer.status(), answer.ok() ? &*answer : nullptr, &buffers.reply);
     metrics_->RecordRpc(kMethod, absl::StatusCodeToString(answer.status().code()),

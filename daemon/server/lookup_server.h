@@ -5,9 +5,11 @@
 // (daemon/common/job_wire.h, magic "KVSJ") on the same connections run RunSubmitJob, as
 // Control.SubmitStore / Control.SubmitLoad do.
 //
-// One accept thread and one thread per connection, at most kMaxConnections (a connection
-// beyond that gets a RESOURCE_EXHAUSTED frame and is closed), so a slow or silent client
-// only ever holds its own thread. An idle connection may wait any time for its next frame;
+// A connection is admitted by its peer credentials (TenantTable::ForConnection: a peer no
+// tenant claims gets a PERMISSION_DENIED frame and is closed); its frames may only name
+// sessions of its tenant. One accept thread and one thread per connection, at most kMaxConnections
+// (a connection beyond that gets a RESOURCE_EXHAUSTED frame and is closed), so a slow or silent
+// client only ever holds its own thread. An idle connection may wait any time for its next frame;
 // a frame that has started must arrive whole within kFrameTimeout and a response must be
 // taken within kFrameTimeout, else the connection is dropped. A header that cannot be
 // trusted (magic, version, flags, key count, key size) is answered with INVALID_ARGUMENT
@@ -49,10 +51,11 @@ class LookupServer {
   void Admit(int fd);
   struct FrameBuffers;  // Per connection, reused from frame to frame.
   // Serves frames until the peer closes, a frame is malformed or Stop is called.
-  void Serve(int fd) const;
+  // Serves frames on `fd`, a connection of `tenant` (admitted by its peer credentials).
+  void Serve(int fd, TenantId tenant) const;
   // One job frame (its first kRequestHeaderBytes of lookup_wire already read); false when
   // the connection must close.
-  bool ServeJob(int fd, const char* first_bytes, FrameBuffers& buffers) const;
+  bool ServeJob(int fd, TenantId tenant, const char* first_bytes, FrameBuffers& buffers) const;
   // Reads exactly `size` bytes. Before the first byte of a frame (`frame_start`) it waits
   // until Stop; after it, at most kFrameTimeoutSeconds without progress.
   bool ReadFull(int fd, char* data, size_t size, bool frame_start) const;

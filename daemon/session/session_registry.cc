@@ -18,8 +18,8 @@ SessionRegistry::SessionRegistry(SessionLimits limits, Clock clock)
 
 void SessionRegistry::AddListener(SessionEndListener* listener) { listeners_.push_back(listener); }
 
-absl::StatusOr<SessionInfo> SessionRegistry::Open(std::string client_name, uint32_t pid,
-                                                  std::string hostname,
+absl::StatusOr<SessionInfo> SessionRegistry::Open(TenantId tenant, std::string client_name,
+                                                  uint32_t pid, std::string hostname,
                                                   absl::Duration requested_heartbeat_timeout) {
   if (client_name.empty() || client_name.size() > 128) {
     return absl::InvalidArgumentError("client_name must be 1..128 bytes");
@@ -38,28 +38,32 @@ absl::StatusOr<SessionInfo> SessionRegistry::Open(std::string client_name, uint3
   uint64_t id = 0;
   while (id == 0 || sessions_.contains(id)) id = absl::Uniform<uint64_t>(random_);
   absl::Time now = clock_();
-  SessionInfo info{id, std::move(client_name), pid, std::move(hostname), timeout, now, now};
+  SessionInfo info{id, tenant, std::move(client_name), pid, std::move(hostname), timeout, now, now};
   sessions_.emplace(id, info);
   return info;
 }
 
-absl::Status SessionRegistry::Heartbeat(uint64_t session_id) {
+absl::Status SessionRegistry::Heartbeat(uint64_t session_id, TenantId tenant) {
   MutexLock lock(&mu_);
   auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) return UnknownSession(session_id);
+  if (it == sessions_.end() || it->second.tenant != tenant) return UnknownSession(session_id);
   it->second.last_heartbeat = clock_();
   return absl::OkStatus();
 }
 
-absl::Status SessionRegistry::Check(uint64_t session_id) const {
+absl::Status SessionRegistry::Check(uint64_t session_id, TenantId tenant) const {
   MutexLock lock(&mu_);
-  return sessions_.contains(session_id) ? absl::OkStatus() : UnknownSession(session_id);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end() || it->second.tenant != tenant) return UnknownSession(session_id);
+  return absl::OkStatus();
 }
 
-absl::Status SessionRegistry::Close(uint64_t session_id) {
+absl::Status SessionRegistry::Close(uint64_t session_id, TenantId tenant) {
   {
     MutexLock lock(&mu_);
-    if (sessions_.erase(session_id) == 0) return UnknownSession(session_id);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end() || it->second.tenant != tenant) return UnknownSession(session_id);
+    sessions_.erase(it);
   }
   NotifyEnded({session_id});
   return absl::OkStatus();
@@ -89,10 +93,12 @@ void SessionRegistry::CloseAll() {
   NotifyEnded(all);
 }
 
-std::vector<SessionInfo> SessionRegistry::List() const {
+std::vector<SessionInfo> SessionRegistry::List(std::optional<TenantId> tenant) const {
   MutexLock lock(&mu_);
   std::vector<SessionInfo> out;
-  for (const auto& [id, info] : sessions_) out.push_back(info);
+  for (const auto& [id, info] : sessions_) {
+    if (!tenant.has_value() || info.tenant == *tenant) out.push_back(info);
+  }
   std::sort(out.begin(), out.end(),
             [](const SessionInfo& a, const SessionInfo& b) { return a.opened < b.opened; });
   return out;

@@ -3,12 +3,15 @@
 // client, or expired because heartbeats stopped — every SessionEndListener is told, after
 // the session is gone from the registry and outside its lock, so owners free their parts.
 // Session ids are random 64-bit numbers, so an id from before a daemon restart is
-// unknown (NOT_FOUND) rather than someone else's. Thread-safe.
+// unknown (NOT_FOUND) rather than someone else's. A session belongs to the tenant that
+// opened it: to every other tenant it is unknown (NOT_FOUND, the same answer as for an id
+// that never existed). Thread-safe.
 #ifndef KVSTRATA_DAEMON_SESSION_SESSION_REGISTRY_H_
 #define KVSTRATA_DAEMON_SESSION_SESSION_REGISTRY_H_
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/common/mutex.h"
+#include "daemon/session/caller.h"
 
 namespace kvstrata {
 
@@ -29,6 +33,7 @@ struct SessionLimits {
 
 struct SessionInfo {
   uint64_t id = 0;
+  TenantId tenant = kDefaultTenant;
   std::string client_name;
   uint32_t pid = 0;
   std::string hostname;
@@ -55,17 +60,20 @@ class SessionRegistry {
 
   // INVALID_ARGUMENT for bad names, RESOURCE_EXHAUSTED past max_sessions. A requested
   // heartbeat timeout of zero takes the default; others are clamped to [100ms, max].
-  absl::StatusOr<SessionInfo> Open(std::string client_name, uint32_t pid, std::string hostname,
+  absl::StatusOr<SessionInfo> Open(TenantId tenant, std::string client_name, uint32_t pid,
+                                   std::string hostname,
                                    absl::Duration requested_heartbeat_timeout);
-  absl::Status Heartbeat(uint64_t session_id);    // NOT_FOUND when unknown or ended.
-  absl::Status Check(uint64_t session_id) const;  // NOT_FOUND when unknown or ended.
-  absl::Status Close(uint64_t session_id);        // NOT_FOUND when unknown or ended.
+  // NOT_FOUND when unknown, ended, or another tenant's.
+  absl::Status Heartbeat(uint64_t session_id, TenantId tenant);
+  absl::Status Check(uint64_t session_id, TenantId tenant) const;
+  absl::Status Close(uint64_t session_id, TenantId tenant);
 
   // Ends every session whose last heartbeat is older than its timeout; returns their ids.
   std::vector<uint64_t> ExpireStale();
   void CloseAll();
 
-  std::vector<SessionInfo> List() const;
+  // Every session (nullopt), or one tenant's.
+  std::vector<SessionInfo> List(std::optional<TenantId> tenant = std::nullopt) const;
   size_t size() const;
 
  private:

@@ -34,6 +34,7 @@ class FieldReader {
     if (value > UINT32_MAX) Fail(absl::StrCat("field ", key, " out of range"));
     return static_cast<uint32_t>(value);
   }
+  bool Has(absl::string_view key) const { return object_.contains(key); }
   const absl::Status& status() const { return status_; }
 
  private:
@@ -73,6 +74,7 @@ NamespaceSpec SpecFromFields(FieldReader& r) {
   spec.attention_kind = static_cast<AttentionKind>(r.U32("attention_kind"));
   spec.salt = r.String("salt");
   spec.opaque_block_bytes = r.U64("opaque_block_bytes");
+  if (r.Has("scope")) spec.scope = r.String("scope");
   return spec;
 }
 
@@ -114,6 +116,7 @@ std::string NamespaceToJson(const NamespaceSpec& spec) {
   w.Add("attention_kind", static_cast<uint64_t>(spec.attention_kind));
   w.Add("salt", spec.salt);
   w.Add("opaque_block_bytes", spec.opaque_block_bytes);
+  if (!spec.scope.empty()) w.Add("scope", spec.scope);  // the tenant (multi-tenant daemons)
   return w.Finish();
 }
 

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "daemon/server/fd_server.h"
 #include "daemon/session/session_registry.h"
+#include "daemon/session/tenant_table.h"
 #include "gtest/gtest.h"
 
 namespace kvstrata {
@@ -28,14 +29,15 @@ constexpr uint64_t kBytes = 1 << 20;
 // The daemon's fd server over a 1 MiB memfd, with one open session.
 class FdServerFixture {
  public:
-  FdServerFixture() : sessions_(SessionLimits{}) {
+  FdServerFixture() : sessions_(SessionLimits{}), tenants_(*TenantTable::Create({}, "")) {
     char dir[] = "/tmp/kvs_shm_client_XXXXXX";
     dir_ = mkdtemp(dir);
     path_ = dir_ + "/fd.sock";
     memfd_ = memfd_create("kvs-test", MFD_CLOEXEC);
     EXPECT_EQ(ftruncate(memfd_, kBytes), 0);
-    session_ = sessions_.Open("client-test", 1, "localhost", absl::ZeroDuration())->id;
-    server_ = *FdServer::Start(path_, 0600, memfd_, kBytes, &sessions_, &fence_);
+    session_ =
+        sessions_.Open(kDefaultTenant, "client-test", 1, "localhost", absl::ZeroDuration())->id;
+    server_ = *FdServer::Start(path_, 0600, memfd_, kBytes, &sessions_, &tenants_, &fence_);
   }
   ~FdServerFixture() {
     server_->Stop();
@@ -49,6 +51,7 @@ class FdServerFixture {
 
  private:
   SessionRegistry sessions_;
+  TenantTable tenants_;
   ProcessFence fence_;
   std::string dir_, path_;
   int memfd_ = -1;
