@@ -1,5 +1,6 @@
 #include "daemon/server/tenant_servers.h"
 
+#include <fcntl.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/server_posix.h>
 #include <poll.h>
@@ -74,7 +75,9 @@ void TenantServers::Admit(int fd) {
     close(fd);
     return;
   }
-  grpc::AddInsecureChannelFromFd(tenants_[caller->tenant - 1].server.get(), fd);  // owns fd
+  // gRPC's endpoint expects a non-blocking socket; it owns the fd from here on.
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  grpc::AddInsecureChannelFromFd(tenants_[caller->tenant - 1].server.get(), fd);
 }
 
 void TenantServers::Shutdown(absl::Time deadline) {

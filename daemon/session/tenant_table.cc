@@ -32,8 +32,8 @@ absl::StatusOr<TenantTable> TenantTable::Create(const std::vector<TenantConfig>&
     std::string token(absl::StripAsciiWhitespace(*text));
     for (const Token& t : table.tokens_) {
       if (t.token == token) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("config key '", std::string(key), "': the same token is already another identity's"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config key '", std::string(key), "': the same token is already another identity's"));
       }
     }
     table.tokens_.push_back({std::move(token), std::move(caller)});
@@ -70,12 +70,14 @@ Caller TenantTable::CallerOf(size_t index) const {
 std::optional<Caller> TenantTable::ForPeer(uid_t uid, gid_t gid) const {
   if (!multi_tenant()) return DefaultCaller();
   for (size_t i = 0; i < tenants_.size(); ++i) {
-    if (std::find(tenants_[i].uids.begin(), tenants_[i].uids.end(), uid) != tenants_[i].uids.end()) {
+    if (std::find(tenants_[i].uids.begin(), tenants_[i].uids.end(), uid) !=
+        tenants_[i].uids.end()) {
       return CallerOf(i);
     }
   }
   for (size_t i = 0; i < tenants_.size(); ++i) {
-    if (std::find(tenants_[i].gids.begin(), tenants_[i].gids.end(), gid) != tenants_[i].gids.end()) {
+    if (std::find(tenants_[i].gids.begin(), tenants_[i].gids.end(), gid) !=
+        tenants_[i].gids.end()) {
       return CallerOf(i);
     }
   }
@@ -103,8 +105,8 @@ absl::StatusOr<Caller> TenantTable::ForConnection(int fd) const {
   }
   std::optional<Caller> caller = ForPeer(peer.uid, peer.gid);
   if (!caller.has_value()) {
-    return absl::PermissionDeniedError(absl::StrCat("no tenant is configured for uid ", peer.uid,
-                                                    " gid ", peer.gid));
+    return absl::PermissionDeniedError(
+        absl::StrCat("no tenant is configured for uid ", peer.uid, " gid ", peer.gid));
   }
   return *caller;
 }

@@ -79,36 +79,50 @@ TEST_P(BadConfigTest, StopsWithAMessageNamingTheKey) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadConfigTest,
-    ::testing::Values(BadCase{"[l1]\ncapasity = \"1GiB\"\n", {}, "l1.capasity"},
-                      BadCase{"[nosuch]\nx = 1\n", {}, "nosuch"},
-                      BadCase{"[l1]\ncapacity = 5\n", {}, "l1.capacity"},
-                      BadCase{"[l1]\ncapacity = \"lots\"\n", {}, "l1.capacity"},
-                      BadCase{"[l1]\neviction_policy = \"mru\"\n", {}, "l1.eviction_policy"},
-                      BadCase{"[l1]\nlow_watermark = 0.99\n", {}, "l1.low_watermark"},
-                      BadCase{"[server]\nsocket = \"relative.sock\"\n", {}, "server.socket"},
-                      BadCase{"[server]\nsocket_mode = \"999\"\n", {}, "server.socket_mode"},
-                      BadCase{
-                          "[server]\ntcp_address = \"0.0.0.0:7470\"\n", {}, "server.tcp_address"},
-                      BadCase{"[server]\ntls_cert_file = \"c.pem\"\n", {}, "tls_key_file"},
-                      BadCase{"[l3]\nenabled = true\n", {}, "l3.path"},
-                      BadCase{"[log]\nlevel = \"loud\"\n", {}, "log.level"},
-                      BadCase{"[sessions]\nmax_sessions = 0\n", {}, "sessions.max_sessions"},
-                      BadCase{"x = [\n", {}, "kvstrata_config_test."},
-                      BadCase{"", {"l1.nope=1"}, "l1.nope"}, BadCase{"", {"noequals"}, "noequals"},
-                      BadCase{"", {"sessions.max_sessions=many"}, "sessions.max_sessions"},
-                      BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"},
-                      BadCase{"", {"l2.write_policy=write-around"}, "l2.write_policy"},
-                      BadCase{"", {"l2.low_watermark=0.99"}, "l2.low_watermark"},
-                      BadCase{"", {"l3.eviction_policy=arc"}, "l3.eviction_policy"},
-                      BadCase{"", {"l2.io_threads=0"}, "l2.io_threads"},
-                      BadCase{"", {"l3.fsync=always"}, "l3.fsync"},
-                      BadCase{"", {"l3.eviction_interval_ms=5"}, "l3.eviction_interval_ms"},
-                      BadCase{"", {"l1.promotion_wait_ms=-1"}, "l1.promotion_wait_ms"},
-                      BadCase{"", {"gpu.copy_streams=0"}, "gpu.copy_streams"},
-                      BadCase{"", {"gpu.copy_streams=9"}, "gpu.copy_streams"},
-                      BadCase{"", {"gpu.copy_strategy=fast"}, "gpu.copy_strategy"},
-                      BadCase{"", {"l2.path=relative/l2"}, "l2.path"},
-                      BadCase{"", {"l3.enabled=true", "l3.path=shared"}, "l3.path"}),
+    ::testing::Values(
+        BadCase{"[l1]\ncapasity = \"1GiB\"\n", {}, "l1.capasity"},
+        BadCase{"[nosuch]\nx = 1\n", {}, "nosuch"},
+        BadCase{"[l1]\ncapacity = 5\n", {}, "l1.capacity"},
+        BadCase{"[l1]\ncapacity = \"lots\"\n", {}, "l1.capacity"},
+        BadCase{"[l1]\neviction_policy = \"mru\"\n", {}, "l1.eviction_policy"},
+        BadCase{"[l1]\nlow_watermark = 0.99\n", {}, "l1.low_watermark"},
+        BadCase{"[server]\nsocket = \"relative.sock\"\n", {}, "server.socket"},
+        BadCase{"[server]\nsocket_mode = \"999\"\n", {}, "server.socket_mode"},
+        BadCase{"[server]\ntcp_address = \"0.0.0.0:7470\"\n", {}, "server.tcp_address"},
+        BadCase{"[server]\ntls_cert_file = \"c.pem\"\n", {}, "tls_key_file"},
+        BadCase{"[l3]\nenabled = true\n", {}, "l3.path"},
+        BadCase{"[log]\nlevel = \"loud\"\n", {}, "log.level"},
+        BadCase{"[sessions]\nmax_sessions = 0\n", {}, "sessions.max_sessions"},
+        BadCase{"x = [\n", {}, "kvstrata_config_test."}, BadCase{"", {"l1.nope=1"}, "l1.nope"},
+        BadCase{"", {"noequals"}, "noequals"},
+        BadCase{"", {"sessions.max_sessions=many"}, "sessions.max_sessions"},
+        BadCase{"", {"l2.enabled=maybe"}, "l2.enabled"},
+        BadCase{"", {"l2.write_policy=write-around"}, "l2.write_policy"},
+        BadCase{"", {"l2.low_watermark=0.99"}, "l2.low_watermark"},
+        BadCase{"", {"l3.eviction_policy=arc"}, "l3.eviction_policy"},
+        BadCase{"", {"l2.io_threads=0"}, "l2.io_threads"},
+        BadCase{"", {"l3.fsync=always"}, "l3.fsync"},
+        BadCase{"", {"l3.eviction_interval_ms=5"}, "l3.eviction_interval_ms"},
+        BadCase{"", {"l1.promotion_wait_ms=-1"}, "l1.promotion_wait_ms"},
+        BadCase{"", {"gpu.copy_streams=0"}, "gpu.copy_streams"},
+        BadCase{"", {"gpu.copy_streams=9"}, "gpu.copy_streams"},
+        BadCase{"", {"gpu.copy_strategy=fast"}, "gpu.copy_strategy"},
+        BadCase{"", {"l2.path=relative/l2"}, "l2.path"},
+        BadCase{"", {"l3.enabled=true", "l3.path=shared"}, "l3.path"},
+        BadCase{"tenants = 3\n", {}, "tenants"},
+        BadCase{"[[tenants]]\nuids = [1]\n", {}, "tenants[0].name"},
+        BadCase{"[[tenants]]\nname = \"Team A\"\nuids = [1]\n", {}, "tenants[0].name"},
+        BadCase{"[[tenants]]\nname = \"default\"\nuids = [1]\n", {}, "tenants[0].name"},
+        BadCase{"[[tenants]]\nname = \"a\"\n", {}, "tenants[0]"},
+        BadCase{"[[tenants]]\nname = \"a\"\nuids = [-1]\n", {}, "tenants[0].uids"},
+        BadCase{"[[tenants]]\nname = \"a\"\ngids = \"7\"\n", {}, "tenants[0].gids"},
+        BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\nrole = \"x\"\n", {}, "tenants[0].role"},
+        BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\nadmin = \"yes\"\n", {}, "tenants[0].admin"},
+        BadCase{"[[tenants]]\nname = \"a\"\ntoken_file = \"t\"\n", {}, "tenants[0].token_file"},
+        BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\n[[tenants]]\nname = \"a\"\n"
+                "gids = [2]\n",
+                {},
+                "tenants[1].name"}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(ConfigLoaderTest, ADirectoryIsNotAConfigFile) {
@@ -131,6 +145,32 @@ TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
   EXPECT_EQ(config->l3.negative_cache_ms, 500);
   EXPECT_EQ(config->l3.fsync, "file-and-dir");
   EXPECT_EQ(config->l3.probe_timeout_ms, 7);
+}
+
+TEST(ConfigLoaderTest, TenantsAreRead) {
+  std::string path = WriteTemp(
+      "[[tenants]]\nname = \"team-a\"\nuids = [1001, 1002]\nshared_memory = true\n"
+      "[[tenants]]\nname = \"ops\"\ngids = [0]\ntoken_file = \"/etc/ops.token\"\nadmin = true\n");
+  absl::StatusOr<Config> config = LoadConfig(path, {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->tenants.size(), 2u);
+  EXPECT_EQ(config->tenants[0].name, "team-a");
+  EXPECT_EQ(config->tenants[0].uids, (std::vector<uint32_t>{1001, 1002}));
+  EXPECT_TRUE(config->tenants[0].shared_memory);
+  EXPECT_FALSE(config->tenants[0].admin);
+  EXPECT_EQ(config->tenants[1].gids, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(config->tenants[1].token_file, "/etc/ops.token");
+  EXPECT_TRUE(config->tenants[1].admin);
+  EXPECT_FALSE(config->tenants[1].shared_memory);
+  EXPECT_TRUE(LoadConfig("", {})->tenants.empty());  // single-tenant by default
+}
+
+TEST(ConfigLoaderTest, TcpWithOnlyATenantTokenIsAccepted) {
+  std::string path = WriteTemp(
+      "[server]\ntcp_address = \"127.0.0.1:7470\"\n"
+      "[[tenants]]\nname = \"remote\"\ntoken_file = \"/etc/remote.token\"\n");
+  absl::StatusOr<Config> config = LoadConfig(path, {});
+  EXPECT_TRUE(config.ok()) << config.status();
 }
 
 TEST(ConfigLoaderTest, MissingFileIsNotFound) {

@@ -1,0 +1,166 @@
+"""Tenant isolation (issue 15, docs/security.md): a daemon with [[tenants]] admits each Unix
+connection by its peer credentials and each TCP caller by its token, and keeps every tenant
+out of the others' sessions, namespaces, blocks, events and admin operations.
+
+Clients of other tenants run with other primary gids (tenants matched by gids), so this needs
+root (it sets the gid of child processes; their uid stays 0, which no tenant lists, since the
+Python under test may live where other uids cannot read it); it fails rather than skips
+without root, like every daemon test here. Matching by uid is TenantTable's unit test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+
+import kvstrata
+from kvs_testing import Daemon, assert_code, mha_spec, run_daemon, short_tmpdir
+
+CHILD = Path(__file__).resolve().parent / "tenant_child.py"
+GID_A, GID_B, GID_NOBODY = 41001, 41002, 41003
+SPEC = mha_spec(salt="tenant-test")
+
+
+@pytest.fixture(scope="module")
+def tenant_daemon():
+    assert os.geteuid() == 0, "test_tenants.py runs clients with other gids: run it as root"
+    workdir = short_tmpdir()
+    with socket.socket() as probe:  # a free port for the TCP listener
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = workdir / "ops.token"
+    token.write_text("ops-secret-token\n")
+    config = workdir / "tenants.toml"
+    config.write_text(f"""
+[server]
+socket_mode = "0666"
+tcp_address = "127.0.0.1:{port}"
+[[tenants]]
+name = "team-a"
+gids = [{GID_A}]
+shared_memory = true
+[[tenants]]
+name = "team-b"
+gids = [{GID_B}]
+[[tenants]]
+name = "ops"
+gids = [0]
+token_file = "{token}"
+admin = true
+""")
+    daemon = Daemon(workdir, {"l2.enabled": "false", "l1.capacity": "64MiB",
+                              "l1.slab_size": "1MiB"})
+    daemon.args.append(f"--config={config}")
+    yield from run_daemon(daemon)
+
+
+def as_gid(gid: int):
+    def become() -> None:
+        os.setgroups([])
+        os.setgid(gid)
+    return become
+
+
+def child(daemon: Daemon, gid: int, **args) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), json.dumps({"endpoint": daemon.endpoint, "spec": SPEC,
+                                                  **args})],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=as_gid(gid), cwd="/", env=env)
+
+
+def result(proc: subprocess.Popen) -> dict:
+    line = proc.stdout.readline()
+    assert line, f"tenant child failed:\n{proc.stderr.read()}"
+    return json.loads(line)
+
+
+def test_tenants_never_reach_each_other(tenant_daemon: Daemon) -> None:
+    a = child(tenant_daemon, GID_A, chain="a", count=8, hold=True)
+    try:
+        ra = result(a)
+        assert ra["store"]["stored"] == 8 and ra["hits"] == 8, ra
+        b = child(tenant_daemon, GID_B, chain="a", count=8,
+                  foreign_session=ra["session_id"], foreign_namespace=ra["namespace_id"])
+        rb = result(b)
+        assert b.wait(timeout=30) == 0, b.stderr.read()
+        # The same spec (salt included) is another namespace for another tenant: none of
+        # A's blocks are visible to B.
+        assert rb["fingerprint"] != ra["fingerprint"]
+        assert rb["hits"] == 0
+        # B may not map the shared region (shared_memory = false): its host-mode store fails.
+        assert rb["store_error"] == "NOT_FOUND"
+        # A's session id is unknown to B on every path.
+        for key in ("foreign_lookup", "foreign_fast_lookup", "foreign_heartbeat", "foreign_close",
+                    "foreign_acquire"):
+            assert rb[key] == "NOT_FOUND", (key, rb)
+        assert rb["listed_sessions"] == [rb["session_id"]]
+        assert rb["listed_namespaces"] == [rb["fingerprint"]]
+        assert rb["listed_salts"] == ["<redacted>"]
+        assert rb["all_events"] == "PERMISSION_DENIED"
+        assert rb["clear"] == "PERMISSION_DENIED" and rb["get_config"] == "PERMISSION_DENIED"
+        assert rb["status"] == "OK"
+        # B's attempts neither ended A's session nor touched its blocks.
+        a.stdin.write("go\n")
+        a.stdin.flush()
+        assert result(a)["hits_after"] == 8
+        assert a.wait(timeout=30) == 0, a.stderr.read()
+    finally:
+        a.kill()
+
+
+def test_the_admin_sees_every_tenant(tenant_daemon: Daemon) -> None:
+    a = child(tenant_daemon, GID_A, chain="admin-view", count=2, hold=True)
+    try:
+        ra = result(a)
+        with tenant_daemon.client(timeout=10.0) as ops:  # gid 0: the "ops" admin tenant
+            assert ra["session_id"] in [s.session_id for s in ops.list_sessions().sessions]
+            listed = {n.fingerprint: n for n in ops.list_namespaces().namespaces}
+            assert listed[ra["fingerprint"]].spec.salt == "<redacted>"
+            assert ops.get_config().toml
+        a.stdin.write("go\n")
+        a.stdin.flush()
+        assert result(a)["hits_after"] == 2
+    finally:
+        a.kill()
+        a.wait(timeout=30)
+
+
+def test_a_peer_no_tenant_claims_is_refused(tenant_daemon: Daemon) -> None:
+    probe = (
+        "import socket,sys,kvstrata\n"
+        "c = kvstrata.Client(sys.argv[1], timeout=3.0)\n"
+        "try:\n"
+        "    c.get_status(); print('grpc:OK')\n"
+        "except kvstrata.KVStrataError as e:\n"
+        "    print('grpc:' + e.code.name)\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1] + '.lookup')\n"
+        "s.settimeout(3.0); print('lookup:' + str(len(s.recv(64)) > 0))\n")
+    out = subprocess.run([sys.executable, "-c", probe, tenant_daemon.endpoint], text=True,
+                         capture_output=True, preexec_fn=as_gid(GID_NOBODY), cwd="/", timeout=60)
+    assert "grpc:UNAVAILABLE" in out.stdout, out
+    assert "lookup:True" in out.stdout, out  # a PERMISSION_DENIED frame, then closed
+    assert "connection_refused socket=grpc" in Path(tenant_daemon.log_path).read_text()
+    assert "lookup_socket_refused" in Path(tenant_daemon.log_path).read_text()
+
+
+def test_tcp_callers_are_their_tokens_tenant(tenant_daemon: Daemon) -> None:
+    with tenant_daemon.client(timeout=10.0) as ops:
+        status = ops.get_status()
+    target = next(l.address for l in status.listeners if l.kind == "tcp")
+    for token, want in (("ops-secret-token", None), ("wrong", grpc.StatusCode.UNAUTHENTICATED),
+                        (None, grpc.StatusCode.UNAUTHENTICATED)):
+        with kvstrata.Client(f"tcp://{target}", token=token, timeout=10.0) as c:
+            if want is None:
+                assert c.get_config().toml  # the admin token: admin operations work
+            else:
+                with pytest.raises(kvstrata.KVStrataError) as err:
+                    c.get_status()
+                assert_code(err, want)
