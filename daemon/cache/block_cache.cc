@@ -28,8 +28,9 @@ BlockCache::BlockCache(SlabAllocator* allocator, BlockCacheOptions options,
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       index_(options_.index_shards),
-      leases_(clock_),
-      policy_(std::move(policy)) {}
+      leases_(clock_, options_.first_id),
+      policy_(std::move(policy)),
+      next_id_(options_.first_id) {}
 
 BlockCache::~BlockCache() {
   // Give every slot back so that the allocator (which outlives us) is consistent.

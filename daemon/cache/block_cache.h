@@ -196,7 +196,7 @@ class BlockCache {
   absl::flat_hash_map<LoadId, Load> loads_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SessionId, Fenced> fenced_ ABSL_GUARDED_BY(mu_);
   uint64_t fenced_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;  // reservation and load ids
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_);  // reservation and load ids (from options.first_id)
   uint64_t open_reservations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t blocks_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> hits_{0};

@@ -40,6 +40,9 @@ struct BlockCacheOptions {
   // freed when it ends or its reservation expires: they stay fenced until ReleaseFenced.
   // Empty = no session is ever fenced. Called with the cache's mutex held; must not block.
   std::function<bool(SessionId)> may_write;
+  // Reservation, load and lease ids count up from here (a partitioned L1 gives each
+  // partition its own range, so an id names its partition: see PartitionedCache).
+  uint64_t first_id = 1;
 };
 
 // A lease and its owner.

@@ -96,7 +96,8 @@ struct TenantConfig {
   std::vector<uint32_t> gids;  // ... or else one of these primary gids
   std::string token_file;      // TCP callers presenting this bearer token
   bool admin = false;          // may run admin operations, sees every tenant
-  bool shared_memory = false;  // may map the whole L1 region (host mode): trusted
+  bool shared_memory = false;  // may map L1 partition 0 (host mode): trusted with its bytes
+  uint64_t l1_capacity = 0;  // an L1 partition of its own (quota; host mode maps only it); 0 = none
 };
 
 // Where an effective value came from, for `kvstrata config`.

@@ -186,8 +186,8 @@ absl::StatusOr<std::vector<uint32_t>> ReadIds(const toml::table& t, size_t index
 absl::StatusOr<TenantConfig> ReadTenant(const toml::node& node, size_t index) {
   const toml::table* t = node.as_table();
   if (t == nullptr) return TenantError(index, "", "must be a table");
-  const std::set<std::string> known = {"name",       "uids",  "gids",
-                                       "token_file", "admin", "shared_memory"};
+  const std::set<std::string> known = {"name",  "uids",          "gids",       "token_file",
+                                       "admin", "shared_memory", "l1_capacity"};
   for (auto&& [key, value] : *t) {
     if (!known.contains(std::string(key.str()))) {
       return TenantError(index, std::string(key.str()), "unknown key");
@@ -208,10 +208,17 @@ absl::StatusOr<TenantConfig> ReadTenant(const toml::node& node, size_t index) {
     out = *n->value<bool>();
     return absl::OkStatus();
   };
-  for (absl::Status s :
-       {text("name", tenant.name), text("token_file", tenant.token_file),
-        flag("admin", tenant.admin), flag("shared_memory", tenant.shared_memory)}) {
+  std::string l1_capacity;
+  for (absl::Status s : {text("name", tenant.name), text("token_file", tenant.token_file),
+                         flag("admin", tenant.admin), flag("shared_memory", tenant.shared_memory),
+                         text("l1_capacity", l1_capacity)}) {
     if (!s.ok()) return s;
+  }
+  if (!l1_capacity.empty()) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(l1_capacity);
+    if (!bytes.ok()) return TenantError(index, "l1_capacity", bytes.status().message());
+    if (*bytes < (1 << 20)) return TenantError(index, "l1_capacity", "must be at least 1MiB");
+    tenant.l1_capacity = *bytes;
   }
   if (tenant.name.empty() || tenant.name.size() > 63 || tenant.name == "default" ||
       tenant.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") !=

@@ -20,7 +20,7 @@ std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
 
 }  // namespace
 
-JobManager::JobManager(BlockCache* cache, TierManager* tiers, TransferEngine* engine,
+JobManager::JobManager(PartitionedCache* cache, TierManager* tiers, TransferEngine* engine,
                        absl::Status engine_status, MetricsSink* metrics)
     : cache_(cache),
       tiers_(tiers),

@@ -33,7 +33,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "daemon/cache/block_cache.h"
+#include "daemon/cache/partitioned_cache.h"
 #include "daemon/common/mutex.h"
 #include "daemon/jobs/completion_queue.h"
 #include "daemon/metrics/metrics_sink.h"
@@ -53,7 +53,7 @@ class JobManager {
   // `tiers` (may be null) promotes L2/L3 blocks before a load acquires them. `metrics`
   // (not owned, may be null) gets each job's GPU<->L1 bytes and latency and failed jobs as
   // errors.
-  JobManager(BlockCache* cache, TierManager* tiers, TransferEngine* engine,
+  JobManager(PartitionedCache* cache, TierManager* tiers, TransferEngine* engine,
              absl::Status engine_status, MetricsSink* metrics = nullptr);
   ~JobManager();
   JobManager(const JobManager&) = delete;
@@ -118,7 +118,7 @@ class JobManager {
   bool FinishJob(uint64_t job, absl::Duration* elapsed = nullptr);
   void Complete(uint64_t session, JobCompletion completion);
 
-  BlockCache* const cache_;
+  PartitionedCache* const cache_;
   TierManager* const tiers_;
   TransferEngine* const engine_;
   const absl::Status engine_status_;

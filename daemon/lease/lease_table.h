@@ -43,7 +43,8 @@ struct Lease {
 
 class LeaseTable {
  public:
-  explicit LeaseTable(Clock* clock) : clock_(clock) {}
+  // Lease ids count up from `first_id` (a partitioned L1 gives each partition its range).
+  explicit LeaseTable(Clock* clock, LeaseId first_id = 1) : clock_(clock), next_id_(first_id) {}
 
   // Records a lease on `keys` for `session` that expires after `ttl`; ids start at 1.
   LeaseId Create(SessionId session, std::vector<BlockKey> keys, absl::Duration ttl);
@@ -66,7 +67,7 @@ class LeaseTable {
  private:
   Clock* const clock_;
   mutable Mutex mu_;
-  LeaseId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  LeaseId next_id_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<LeaseId, Lease> leases_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -29,8 +29,9 @@ absl::Status ErrnoStatus(const char* what) {
   return absl::InternalError(msg);
 }
 
-// memfd_create + ftruncate + mmap; closes the fd on failure.
-absl::StatusOr<Mapping> MapMemfd(const std::string& name, uint64_t bytes, bool huge) {
+// memfd_create + ftruncate + mmap (at `at` when given, MAP_FIXED); closes the fd on failure.
+absl::StatusOr<Mapping> MapMemfd(const std::string& name, uint64_t bytes, bool huge,
+                                 void* at = nullptr) {
   unsigned flags = MFD_CLOEXEC | (huge ? MFD_HUGETLB : 0u);
   uint64_t page = huge ? kHugePageBytes : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   Mapping m;
@@ -42,7 +43,8 @@ absl::StatusOr<Mapping> MapMemfd(const std::string& name, uint64_t bytes, bool h
     close(m.fd);
     return st;
   }
-  m.base = mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+  m.base = mmap(at, m.size, PROT_READ | PROT_WRITE, MAP_SHARED | (at != nullptr ? MAP_FIXED : 0),
+                m.fd, 0);
   if (m.base == MAP_FAILED) {
     absl::Status st = ErrnoStatus("mmap");
     close(m.fd);
@@ -51,19 +53,82 @@ absl::StatusOr<Mapping> MapMemfd(const std::string& name, uint64_t bytes, bool h
   return m;
 }
 
+uint64_t PageBytes(bool huge) {
+  return huge ? kHugePageBytes : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Every partition a memfd of its own, mapped back to back in one reserved range.
+absl::StatusOr<std::vector<Mapping>> MapPartitions(const std::string& name,
+                                                   const std::vector<uint64_t>& sizes, bool huge,
+                                                   void** base, uint64_t* total) {
+  uint64_t page = PageBytes(huge);
+  *total = 0;
+  for (uint64_t s : sizes) *total += (s + page - 1) / page * page;
+  // Reserve the range (no memory behind it), then map each memfd over its part.
+  void* range =
+      mmap(nullptr, *total + page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (range == MAP_FAILED) return ErrnoStatus("mmap (reserve)");
+  auto* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(range) + page - 1) / page *
+                                          page);  // huge-page aligned
+  std::vector<Mapping> parts;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    absl::StatusOr<Mapping> m =
+        MapMemfd(absl::StrCat(name, "-", i), sizes[i], huge, aligned + offset);
+    if (!m.ok()) {
+      for (const Mapping& done : parts) close(done.fd);
+      munmap(range, *total + page);
+      return m.status();
+    }
+    offset += m->size;
+    parts.push_back(*m);
+  }
+  // Give back the unused head and tail of the reservation.
+  if (aligned > static_cast<char*>(range)) munmap(range, aligned - static_cast<char*>(range));
+  char* end = static_cast<char*>(range) + *total + page;
+  if (aligned + *total < end) munmap(aligned + *total, end - (aligned + *total));
+  *base = aligned;
+  return parts;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const ShmRegionOptions& options) {
-  if (options.bytes == 0) return absl::InvalidArgumentError("shared region of 0 bytes");
-  bool huge = options.huge_pages != HugePages::kOff;
-  absl::StatusOr<Mapping> m = MapMemfd(options.name, options.bytes, huge);
-  if (!m.ok() && options.huge_pages == HugePages::kAuto) {
-    huge = false;
-    m = MapMemfd(options.name, options.bytes, false);
+  std::vector<uint64_t> sizes = options.partition_bytes;
+  if (sizes.empty()) sizes.push_back(options.bytes);
+  for (uint64_t s : sizes) {
+    if (s == 0) return absl::InvalidArgumentError("shared region (or partition) of 0 bytes");
   }
-  if (!m.ok()) return m.status();
-  uint64_t page = huge ? kHugePageBytes : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  std::unique_ptr<ShmRegion> region(new ShmRegion(m->fd, m->base, m->size, huge, page));
+  bool huge = options.huge_pages != HugePages::kOff;
+  void* base = nullptr;
+  uint64_t total = 0;
+  std::vector<Partition> parts;
+  if (sizes.size() == 1) {
+    absl::StatusOr<Mapping> m = MapMemfd(options.name, sizes[0], huge);
+    if (!m.ok() && options.huge_pages == HugePages::kAuto) {
+      huge = false;
+      m = MapMemfd(options.name, sizes[0], false);
+    }
+    if (!m.ok()) return m.status();
+    base = m->base;
+    total = m->size;
+    parts.push_back({m->fd, 0, m->size});
+  } else {
+    absl::StatusOr<std::vector<Mapping>> m =
+        MapPartitions(options.name, sizes, huge, &base, &total);
+    if (!m.ok() && options.huge_pages == HugePages::kAuto) {
+      huge = false;
+      m = MapPartitions(options.name, sizes, false, &base, &total);
+    }
+    if (!m.ok()) return m.status();
+    for (const Mapping& p : *m) {
+      parts.push_back({p.fd,
+                       static_cast<uint64_t>(static_cast<char*>(p.base) - static_cast<char*>(base)),
+                       p.size});
+    }
+  }
+  uint64_t page = PageBytes(huge);
+  std::unique_ptr<ShmRegion> region(new ShmRegion(std::move(parts), base, total, huge, page));
   if (options.populate_threads >= 0) {
     int threads = options.populate_threads;
     if (threads == 0) threads = std::clamp<int>(std::thread::hardware_concurrency(), 1, 16);
@@ -78,7 +143,7 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const ShmRegionOpti
 
 ShmRegion::~ShmRegion() {
   munmap(base_, size_);
-  close(fd_);
+  for (const Partition& p : parts_) close(p.fd);
 }
 
 void ShmRegion::Populate(void* base, uint64_t bytes, uint64_t page_bytes, int threads) {

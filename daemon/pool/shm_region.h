@@ -4,7 +4,10 @@
 // and available; with kAuto a failure falls back to normal pages.
 //
 // The fd can be passed to host-mode clients (SCM_RIGHTS); they map it themselves and
-// address slots by offset (see docs/shared-memory.md).
+// address slots by offset (see docs/shared-memory.md). A region may be cut into partitions
+// (one per tenant with its own L1 share, docs/security.md): each is a memfd of its own,
+// mapped back to back so the daemon still sees one contiguous range, and a client is
+// handed only the fd of its partition, so it cannot map another tenant's bytes.
 // Thread safety: immutable after Create; all accessors may be called concurrently.
 // Ownership: the region owns the fd and the mapping; both go away with the object.
 #ifndef KVSTRATA_DAEMON_POOL_SHM_REGION_H_
@@ -15,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,6 +30,9 @@ enum class HugePages { kOff, kAuto, kOn };
 struct ShmRegionOptions {
   std::string name = "kvstrata-l1";  // memfd name (shows in /proc/<pid>/fd)
   uint64_t bytes = 0;                // rounded up to the page size in use
+  // Sizes of the partitions, in order (each rounded up to the page size); empty = one
+  // partition of `bytes` (then `bytes` is the size; else it is ignored).
+  std::vector<uint64_t> partition_bytes;
   HugePages huge_pages = HugePages::kAuto;
   int populate_threads = 0;  // 0: hardware concurrency (capped at 16); <0: no populate
   // Called once after mapping and population, before Create returns (the hook for
@@ -43,7 +50,11 @@ class ShmRegion {
   ShmRegion& operator=(const ShmRegion&) = delete;
   ~ShmRegion();
 
-  int fd() const { return fd_; }
+  int fd() const { return parts_[0].fd; }  // the first partition's
+  size_t partition_count() const { return parts_.size(); }
+  int partition_fd(size_t i) const { return parts_[i].fd; }
+  uint64_t partition_offset(size_t i) const { return parts_[i].offset; }
+  uint64_t partition_size(size_t i) const { return parts_[i].size; }
   void* base() const { return base_; }
   uint8_t* At(uint64_t offset) const { return static_cast<uint8_t*>(base_) + offset; }
   uint64_t size() const { return size_; }
@@ -54,10 +65,15 @@ class ShmRegion {
   static void Populate(void* base, uint64_t bytes, uint64_t page_bytes, int threads);
 
  private:
-  ShmRegion(int fd, void* base, uint64_t size, bool huge, uint64_t page)
-      : fd_(fd), base_(base), size_(size), huge_pages_(huge), page_bytes_(page) {}
+  struct Partition {
+    int fd = -1;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+  };
+  ShmRegion(std::vector<Partition> parts, void* base, uint64_t size, bool huge, uint64_t page)
+      : parts_(std::move(parts)), base_(base), size_(size), huge_pages_(huge), page_bytes_(page) {}
 
-  int fd_;
+  std::vector<Partition> parts_;
   void* base_;
   uint64_t size_;
   bool huge_pages_;

@@ -31,11 +31,16 @@ absl::StatusOr<std::unique_ptr<SlabAllocator>> SlabAllocator::Create(SlabAllocat
   }
   size_t count = options.region_bytes / options.slab_bytes;
   return std::unique_ptr<SlabAllocator>(
-      new SlabAllocator(options.slab_bytes, options.slot_alignment, count));
+      new SlabAllocator(options.slab_bytes, options.slot_alignment, count, options.base_offset));
 }
 
-SlabAllocator::SlabAllocator(uint64_t slab_bytes, uint64_t alignment, size_t slab_count)
-    : slab_bytes_(slab_bytes), alignment_(alignment), slab_count_(slab_count), slabs_(slab_count) {
+SlabAllocator::SlabAllocator(uint64_t slab_bytes, uint64_t alignment, size_t slab_count,
+                             uint64_t base_offset)
+    : slab_bytes_(slab_bytes),
+      alignment_(alignment),
+      base_offset_(base_offset),
+      slab_count_(slab_count),
+      slabs_(slab_count) {
   free_slabs_.reserve(slab_count);
   for (size_t i = slab_count; i > 0; --i) free_slabs_.push_back(static_cast<uint32_t>(i - 1));
 }
@@ -113,18 +118,20 @@ std::optional<SlotHandle> SlabAllocator::Allocate(SizeClassId cls) {
   if (s.used == c.slots_per_slab) c.partial.erase(slab_index);
   used_bytes_ += c.slot_bytes;
   ++allocated_slots_;
-  SlotRef ref{slab_index * slab_bytes_ + slot * c.slot_bytes, c.slot_bytes, cls};
+  SlotRef ref{base_offset_ + slab_index * slab_bytes_ + slot * c.slot_bytes, c.slot_bytes, cls};
   return SlotHandle(this, ref);
 }
 
 void SlabAllocator::Free(const SlotRef& ref) {
   MutexLock lock(&mu_);
-  uint64_t slab_index = ref.offset / slab_bytes_;
+  if (ref.offset < base_offset_) Die("slot offset below the allocator's range");
+  uint64_t offset = ref.offset - base_offset_;
+  uint64_t slab_index = offset / slab_bytes_;
   if (slab_index >= slabs_.size()) Die("slot offset outside the region");
   Slab& s = slabs_[slab_index];
   if (s.cls != ref.size_class || s.used == 0) Die("slot freed twice or with a wrong class");
   SizeClass& c = classes_[ref.size_class];
-  uint64_t in_slab = ref.offset % slab_bytes_;
+  uint64_t in_slab = offset % slab_bytes_;
   if (in_slab % c.slot_bytes != 0) Die("slot offset not on a slot boundary");
   s.freed.push_back(static_cast<uint32_t>(in_slab / c.slot_bytes));
   c.partial.insert(static_cast<uint32_t>(slab_index));

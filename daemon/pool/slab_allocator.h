@@ -27,6 +27,9 @@ struct SlabAllocatorOptions {
   uint64_t region_bytes = 0;       // rounded down to whole slabs (at least one)
   uint64_t slab_bytes = 64 << 20;  // 64 MiB
   uint64_t slot_alignment = 4096;  // slot sizes are rounded up to this (O_DIRECT-friendly)
+  // Added to every offset: the allocator's range starts here in a larger region (a tenant's
+  // partition of the L1 region). A multiple of slab_bytes.
+  uint64_t base_offset = 0;
 };
 
 struct SlabAllocatorStats {
@@ -79,12 +82,13 @@ class SlabAllocator {
     absl::flat_hash_set<uint32_t> partial;  // slabs of this class with a free slot
   };
 
-  SlabAllocator(uint64_t slab_bytes, uint64_t alignment, size_t slab_count);
+  SlabAllocator(uint64_t slab_bytes, uint64_t alignment, size_t slab_count, uint64_t base_offset);
   std::optional<uint32_t> TakeSlabLocked(int cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AssignSlabLocked(uint32_t slab, int cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t slab_bytes_;
   const uint64_t alignment_;
+  const uint64_t base_offset_;
   const size_t slab_count_;
   mutable Mutex mu_;
   std::vector<Slab> slabs_ ABSL_GUARDED_BY(mu_);

@@ -22,11 +22,11 @@ v1::Tier ToProto(Tier tier) {
   return v1::TIER_UNSPECIFIED;
 }
 
-void ToProto(const StoreSlot& slot, v1::SlotRef* out) {
+void ToProto(const StoreSlot& slot, uint64_t base, v1::SlotRef* out) {
   switch (slot.status) {
     case StoreStatus::kReserved:
       out->set_state(v1::SlotRef::STATE_RESERVED);
-      out->set_offset(slot.offset);
+      out->set_offset(slot.offset - base);
       out->set_length(slot.length);
       return;
     case StoreStatus::kAlreadyPresent:
@@ -39,13 +39,13 @@ void ToProto(const StoreSlot& slot, v1::SlotRef* out) {
   }
 }
 
-void ToProto(const LoadSlot& slot, v1::SlotRef* out) {
+void ToProto(const LoadSlot& slot, uint64_t base, v1::SlotRef* out) {
   if (slot.status == LoadStatus::kMissing) {
     out->set_state(v1::SlotRef::STATE_MISSING);
     return;
   }
   out->set_state(v1::SlotRef::STATE_READY);
-  out->set_offset(slot.offset);
+  out->set_offset(slot.offset - base);
   out->set_length(slot.length);
 }
 

@@ -18,8 +18,10 @@ namespace kvstrata {
 // Views of the request's keys; valid while the request lives.
 std::vector<std::string_view> KeyViews(const google::protobuf::RepeatedPtrField<std::string>& keys);
 v1::Tier ToProto(Tier tier);
-void ToProto(const StoreSlot& slot, v1::SlotRef* out);
-void ToProto(const LoadSlot& slot, v1::SlotRef* out);
+// Slot offsets on the wire are offsets in the partition the client maps, which starts at
+// `base` in the region (RequireMappedBase).
+void ToProto(const StoreSlot& slot, uint64_t base, v1::SlotRef* out);
+void ToProto(const LoadSlot& slot, uint64_t base, v1::SlotRef* out);
 
 }  // namespace kvstrata
 

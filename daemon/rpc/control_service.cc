@@ -51,7 +51,9 @@ grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
         static_cast<uint32_t>(absl::ToInt64Milliseconds(session->heartbeat_timeout)));
     response->set_daemon_version(kVersion);
     response->set_daemon_instance_id(context_.identity->instance_id);
-    response->set_shm_region_bytes(context_.shm_region_bytes);
+    std::optional<uint32_t> mapped = MappedPartition(caller);  // what its host mode maps
+    response->set_shm_region_bytes(mapped.has_value() ? context_.region->partition_size(*mapped)
+                                                      : 0);
     response->set_shm_fd_socket(context_.shm_fd_socket);
     response->set_lookup_socket(context_.lookup_socket);
     response->set_packed_transfers(true);
@@ -91,6 +93,8 @@ grpc::Status ControlService::RegisterNamespace(grpc::ServerContext* ctx,
         absl::StatusOr<NamespaceInfo> info =
             context_.namespaces->Register(request->session_id(), std::move(spec));
         if (!info.ok()) return info.status();
+        // The tenant's blocks live in its own L1 partition when it has one.
+        context_.cache->AssignPartition(info->id, caller.partition);
         response->set_namespace_id(info->id);
         response->set_fingerprint(info->fingerprint);
         response->set_bytes_per_block(info->bytes_per_block);

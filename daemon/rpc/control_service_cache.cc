@@ -49,13 +49,15 @@ grpc::ServerUnaryReactor* ControlService::ReserveStore(grpc::CallbackServerConte
         absl::StatusOr<NamespaceInfo> ns = RequireSessionNamespace(
             context_, caller.tenant, request->session_id(), request->namespace_id());
         if (!ns.ok()) return ns.status();
+        absl::StatusOr<uint64_t> base = RequireMappedBase(context_, caller, ns->id);
+        if (!base.ok()) return base.status();
         if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
         std::vector<std::string_view> keys = KeyViews(request->keys());
         absl::StatusOr<ReserveResult> result =
             context_.cache->ReserveStore(request->session_id(), ns->id, ns->bytes_per_block, keys);
         if (!result.ok()) return result.status();
         response->set_reservation_id(result->reservation);
-        for (const StoreSlot& slot : result->slots) ToProto(slot, response->add_slots());
+        for (const StoreSlot& slot : result->slots) ToProto(slot, *base, response->add_slots());
         return absl::OkStatus();
       }));
 }
@@ -93,6 +95,8 @@ grpc::ServerUnaryReactor* ControlService::AcquireLoad(grpc::CallbackServerContex
         absl::StatusOr<NamespaceInfo> ns = RequireSessionNamespace(
             context_, caller.tenant, request->session_id(), request->namespace_id());
         if (!ns.ok()) return ns.status();
+        absl::StatusOr<uint64_t> base = RequireMappedBase(context_, caller, ns->id);
+        if (!base.ok()) return base.status();
         if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
         std::optional<LeaseId> lease;
         if (request->lease_id() != 0) lease = request->lease_id();
@@ -103,7 +107,7 @@ grpc::ServerUnaryReactor* ControlService::AcquireLoad(grpc::CallbackServerContex
             context_.cache->AcquireLoad(request->session_id(), ns->id, keys, lease);
         if (!result.ok()) return result.status();
         response->set_load_id(result->load);
-        for (const LoadSlot& slot : result->slots) ToProto(slot, response->add_slots());
+        for (const LoadSlot& slot : result->slots) ToProto(slot, *base, response->add_slots());
         return absl::OkStatus();
       }));
 }

@@ -59,4 +59,17 @@ absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& cont
   return *info;
 }
 
+absl::StatusOr<uint64_t> RequireMappedBase(const ServiceContext& context, const Caller& caller,
+                                           uint32_t namespace_id) {
+  size_t partition = context.cache->PartitionOf(namespace_id);
+  std::optional<uint32_t> mapped = MappedPartition(caller);
+  if (!mapped.has_value() || *mapped != partition) {
+    return absl::PermissionDeniedError(
+        "host-mode store and load need the shared region, and this tenant may not map the L1 "
+        "partition of this namespace (see tenants[].l1_capacity and shared_memory); use the GPU "
+        "path (register_cuda_kv_caches) instead");
+  }
+  return context.cache->partition(partition).base_offset;
+}
+
 }  // namespace kvstrata

@@ -35,6 +35,11 @@ absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& cont
                                                       TenantId tenant, uint64_t session_id,
                                                       uint32_t namespace_id);
 
+// Host-mode calls: where the L1 partition holding `namespace_id` starts in the region, when
+// `caller`'s clients may map that partition (MappedPartition); PERMISSION_DENIED otherwise.
+absl::StatusOr<uint64_t> RequireMappedBase(const ServiceContext& context, const Caller& caller,
+                                           uint32_t namespace_id);
+
 }  // namespace kvstrata
 
 #endif  // KVSTRATA_DAEMON_RPC_REQUEST_VALIDATION_H_

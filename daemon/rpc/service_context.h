@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/cache/block_cache.h"
+#include "daemon/cache/partitioned_cache.h"
 #include "daemon/config/config.h"
 #include "daemon/events/event_publisher.h"
 #include "daemon/jobs/job_manager.h"
 #include "daemon/metrics/metrics_sink.h"
 #include "daemon/namespaces/namespace_registry.h"
+#include "daemon/pool/shm_region.h"
 #include "daemon/rpc/call_guard.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/session/tenant_table.h"
@@ -44,8 +45,8 @@ struct ServiceContext {
   NamespaceRegistry* namespaces = nullptr;
   CallGuard* guard = nullptr;
   const TenantTable* tenants = nullptr;  // who a connection is (docs/security.md)
-  BlockCache* cache = nullptr;           // The L1 tier.
-  uint64_t shm_region_bytes = 0;         // Size of the shared-memory region.
+  PartitionedCache* cache = nullptr;     // The L1 tier (one partition per tenant share).
+  const ShmRegion* region = nullptr;     // The shared-memory region (its partitions).
   std::string shm_fd_socket;             // Where host-mode clients receive the region's fd.
   std::string lookup_socket;             // The lookup fast path (LookupServer); "" when absent.
   JobManager* jobs = nullptr;            // GPU store/load jobs and KV memory registrations.

@@ -70,18 +70,17 @@ absl::Status Daemon::StartServing() {
   tiers_ = MakeTierManager(config_, &namespaces_);
   tiers_->SetNextListener(&tier_listeners_);  // L1 notices go on to metrics and events.
   tiers_->SetMetrics(metrics_.get());
-  absl::StatusOr<L1Pool> l1 =
-      L1Pool::Create(config_.l1, config_.sessions, tiers_.get(),
-                     [this](SessionId session) { return fence_.MayWrite(session); });
+  absl::StatusOr<L1Pool> l1 = L1Pool::Create(
+      config_.l1, config_.sessions, tiers_.get(),
+      [this](SessionId session) { return fence_.MayWrite(session); }, tenants_.L1Shares());
   if (!l1.ok()) return l1.status();
   l1_ = std::move(*l1);
   tiers_->AttachL1(l1_.cache.get(), static_cast<char*>(l1_.region->base()));
   spdlog::info("l1_ready bytes={} huge_pages={} populate_ms={}", l1_.region->size(),
                l1_.region->huge_pages(), absl::ToInt64Milliseconds(absl::Now() - pool_start));
   std::string fd_socket = config_.server.socket + ".shm";
-  absl::StatusOr<std::unique_ptr<FdServer>> fd_server =
-      FdServer::Start(fd_socket, config_.server.socket_mode, l1_.region->fd(), l1_.region->size(),
-                      &sessions_, &tenants_, &fence_);
+  absl::StatusOr<std::unique_ptr<FdServer>> fd_server = FdServer::Start(
+      fd_socket, config_.server.socket_mode, l1_.region.get(), &sessions_, &tenants_, &fence_);
   if (!fd_server.ok()) return fd_server.status();
   fd_server_ = std::move(*fd_server);
   StartTransferEngine();
@@ -98,7 +97,7 @@ absl::Status Daemon::StartServing() {
   ServiceContext context{&config_,        &identity_,
                          &sessions_,      &namespaces_,
                          guard_.get(),    &tenants_,
-                         l1_.cache.get(), l1_.region->size(),
+                         l1_.cache.get(), l1_.region.get(),
                          fd_socket,       config_.server.socket + ".lookup",
                          jobs_.get(),     tiers_.get(),
                          events_.get(),   metrics_.get()};
@@ -204,7 +203,7 @@ absl::Status Daemon::StartEvents() {
 
 void Daemon::RegisterGauges() {
   MetricsSink& m = *metrics_;
-  BlockCache* l1 = l1_.cache.get();
+  PartitionedCache* l1 = l1_.cache.get();
   auto stat = [l1](uint64_t CacheStats::*field) {
     return [l1, field] { return static_cast<double>((l1->Stats().*field)); };
   };

@@ -46,24 +46,22 @@ void SendSize(int connection, uint64_t size, int fd_to_pass) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FdServer>> FdServer::Start(const std::string& path, uint32_t mode,
-                                                          int region_fd, uint64_t region_bytes,
+                                                          const ShmRegion* region,
                                                           const SessionRegistry* sessions,
                                                           const TenantTable* tenants,
                                                           ProcessFence* fence) {
   absl::StatusOr<int> fd = ListenUnix(path, mode);
   if (!fd.ok()) return fd.status();
-  std::unique_ptr<FdServer> server(
-      new FdServer(path, *fd, region_fd, region_bytes, sessions, tenants, fence));
+  std::unique_ptr<FdServer> server(new FdServer(path, *fd, region, sessions, tenants, fence));
   server->thread_ = std::thread([raw = server.get()] { raw->AcceptLoop(); });
   return server;
 }
 
-FdServer::FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
+FdServer::FdServer(std::string path, int listen_fd, const ShmRegion* region,
                    const SessionRegistry* sessions, const TenantTable* tenants, ProcessFence* fence)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
-      region_fd_(region_fd),
-      region_bytes_(region_bytes),
+      region_(region),
       sessions_(sessions),
       tenants_(tenants),
       fence_(fence) {}
@@ -102,11 +100,13 @@ void FdServer::Serve(int connection) const {
   if (!ReadExactly(connection, &wire, sizeof(wire))) return;
   uint64_t session = le64toh(wire);
   absl::StatusOr<Caller> caller = tenants_->ForConnection(connection);
-  if (!caller.ok() || !caller->shared_memory) {
+  std::optional<uint32_t> partition;
+  if (caller.ok()) partition = MappedPartition(*caller);
+  if (!partition.has_value()) {
     spdlog::warn(
         "shm_fd_refused session={} reason=\"{}\"", session,
         caller.ok()
-            ? std::string("this tenant may not map the shared region (shared_memory = false)")
+            ? std::string("this tenant has no L1 partition it may map (l1_capacity, shared_memory)")
             : std::string(caller.status().message()));
     SendSize(connection, 0, -1);
     return;
@@ -123,7 +123,7 @@ void FdServer::Serve(int connection) const {
     SendSize(connection, 0, -1);
     return;
   }
-  SendSize(connection, region_bytes_, region_fd_);
+  SendSize(connection, region_->partition_size(*partition), region_->partition_fd(*partition));
 }
 
 }  // namespace kvstrata

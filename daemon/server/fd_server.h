@@ -1,14 +1,14 @@
 // Hands the shared-memory region's file descriptor to host-mode clients (SCM_RIGHTS) on a
 // Unix stream socket beside the gRPC socket. Protocol (proto/kvstrata/v1/control.proto):
 // the client sends its session id (8 bytes little-endian); a live session of the peer's
-// tenant (TenantTable::ForConnection) that may map the region (Caller::shared_memory) gets
-// the region size (8 bytes little-endian) with the fd attached; any other a size of 0 and
-// no fd; then the connection closes. Before answering, the peer process (its pidfd) is recorded
-// in the ProcessFence under the session, so that the slots of that session outlive it
-// while the process may still write them. One accept thread hands each connection to a
-// thread of its own (at most kMaxConnections at once; more are closed at once), and each
-// exchange is bounded by a 2 s timeout, so silent clients never delay a good one.
-// Thread-safe; Stop is idempotent and joins every connection thread.
+// tenant (TenantTable::ForConnection) that may map a partition of the region
+// (MappedPartition: its own, else partition 0 when shared_memory) gets that partition's size
+// (8 bytes little-endian) with its fd attached; any other a size of 0 and no fd; then the
+// connection closes. Before answering, the peer process (its pidfd) is recorded in the ProcessFence
+// under the session, so that the slots of that session outlive it while the process may still write
+// them. One accept thread hands each connection to a thread of its own (at most kMaxConnections at
+// once; more are closed at once), and each exchange is bounded by a 2 s timeout, so silent clients
+// never delay a good one. Thread-safe; Stop is idempotent and joins every connection thread.
 #ifndef KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 #define KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 
@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "daemon/pool/shm_region.h"
 #include "daemon/server/connection_threads.h"
 #include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
@@ -31,7 +32,7 @@ class FdServer {
 
   // Listens on `path` (a stale file there is replaced) with permissions `mode`.
   static absl::StatusOr<std::unique_ptr<FdServer>> Start(const std::string& path, uint32_t mode,
-                                                         int region_fd, uint64_t region_bytes,
+                                                         const ShmRegion* region,
                                                          const SessionRegistry* sessions,
                                                          const TenantTable* tenants,
                                                          ProcessFence* fence);
@@ -39,15 +40,14 @@ class FdServer {
   void Stop();
 
  private:
-  FdServer(std::string path, int listen_fd, int region_fd, uint64_t region_bytes,
+  FdServer(std::string path, int listen_fd, const ShmRegion* region,
            const SessionRegistry* sessions, const TenantTable* tenants, ProcessFence* fence);
   void AcceptLoop();
   void Serve(int connection) const;
 
   const std::string path_;
   const int listen_fd_;
-  const int region_fd_;
-  const uint64_t region_bytes_;
+  const ShmRegion* const region_;
   const SessionRegistry* const sessions_;
   const TenantTable* const tenants_;
   ProcessFence* const fence_;

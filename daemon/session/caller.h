@@ -5,6 +5,7 @@
 #define KVSTRATA_DAEMON_SESSION_CALLER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace kvstrata {
@@ -20,9 +21,20 @@ struct Caller {
   // The tenant's name, mixed into the namespaces it registers; "" for the default tenant
   // of a single-tenant daemon (fingerprints stay as they were before tenants existed).
   std::string namespace_scope;
-  // May map the whole L1 region (host mode): a tenant trusted with every tenant's bytes.
+  // May map L1 partition 0 (host mode), where the blocks of every tenant without an L1
+  // partition of its own live: a tenant trusted with their bytes.
   bool shared_memory = true;
+  // Its own L1 partition (TenantConfig::l1_capacity), which holds its blocks and which its
+  // host-mode clients map; 0 = none (its blocks live in partition 0).
+  uint32_t partition = 0;
 };
+
+// The L1 partition this caller's host-mode clients may map, or nullopt (no host mode).
+inline std::optional<uint32_t> MappedPartition(const Caller& caller) {
+  if (caller.partition != 0) return caller.partition;
+  if (caller.shared_memory) return 0;
+  return std::nullopt;
+}
 
 }  // namespace kvstrata
 

@@ -64,7 +64,19 @@ Caller TenantTable::DefaultCaller() const {
 
 Caller TenantTable::CallerOf(size_t index) const {
   const TenantConfig& t = tenants_[index];
-  return Caller{static_cast<TenantId>(index + 1), t.admin, t.name, t.shared_memory};
+  uint32_t partition = 0;
+  if (t.l1_capacity != 0) {  // partitions 1, 2, ... in the order of the tenants with a share
+    for (size_t i = 0; i <= index; ++i) partition += tenants_[i].l1_capacity != 0 ? 1 : 0;
+  }
+  return Caller{static_cast<TenantId>(index + 1), t.admin, t.name, t.shared_memory, partition};
+}
+
+std::vector<uint64_t> TenantTable::L1Shares() const {
+  std::vector<uint64_t> shares;
+  for (const TenantConfig& t : tenants_) {
+    if (t.l1_capacity != 0) shares.push_back(t.l1_capacity);
+  }
+  return shares;
 }
 
 std::optional<Caller> TenantTable::ForPeer(uid_t uid, gid_t gid) const {

@@ -43,6 +43,8 @@ class TenantTable {
 
   // The configured tenants, in TenantId order (1, 2, ...); empty when single-tenant.
   std::vector<Caller> Tenants() const;
+  // The L1 partitions of the tenants with an l1_capacity, in partition order (1, 2, ...).
+  std::vector<uint64_t> L1Shares() const;
   // "default" for the default tenant.
   std::string Name(TenantId tenant) const;
 

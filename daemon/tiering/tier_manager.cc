@@ -32,7 +32,7 @@ void TierManager::AddTier(std::unique_ptr<FileTier> files, LowerTierOptions opti
   tiers_.push_back(std::move(lower));
 }
 
-void TierManager::AttachL1(BlockCache* cache, char* region_base) {
+void TierManager::AttachL1(PartitionedCache* cache, char* region_base) {
   cache_ = cache;
   region_ = region_base;
 }
@@ -213,7 +213,7 @@ void TierManager::ExtendLookup(SessionId session, NamespaceId ns,
   if (lower.empty()) return;
   if (lease_ttl.has_value()) {
     if (!result->lease.has_value()) {
-      absl::StatusOr<LeaseId> lease = cache_->CreateEmptyLease(session, *lease_ttl);
+      absl::StatusOr<LeaseId> lease = cache_->CreateEmptyLease(session, ns, *lease_ttl);
       if (lease.ok()) result->lease = *lease;
     }
     std::optional<LeaseRef> into;

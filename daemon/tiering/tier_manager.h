@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "daemon/cache/block_cache.h"
+#include "daemon/cache/partitioned_cache.h"
 #include "daemon/cache/tier_listener.h"
 #include "daemon/common/mutex.h"
 #include "daemon/metrics/metrics_sink.h"
@@ -66,7 +66,7 @@ class TierManager : public TierListener {
 
   // Set up before serving, in this order: tiers (fastest first), then L1.
   void AddTier(std::unique_ptr<FileTier> files, LowerTierOptions options);
-  void AttachL1(BlockCache* cache, char* region_base);
+  void AttachL1(PartitionedCache* cache, char* region_base);
   // Stops all file I/O (queued writes are dropped). Call before the L1 pool goes.
   void Stop();
   // Where L1 events go on to (metrics, KV events); may be nullptr.
@@ -92,7 +92,7 @@ class TierManager : public TierListener {
   class LoadGuard {
    public:
     LoadGuard() = default;
-    LoadGuard(BlockCache* cache, LeaseId lease) : cache_(cache), lease_(lease) {}
+    LoadGuard(PartitionedCache* cache, LeaseId lease) : cache_(cache), lease_(lease) {}
     LoadGuard(LoadGuard&& other) noexcept
         : cache_(std::exchange(other.cache_, nullptr)), lease_(other.lease_) {}
     LoadGuard& operator=(LoadGuard&& other) noexcept {
@@ -105,7 +105,7 @@ class TierManager : public TierListener {
     }
 
    private:
-    BlockCache* cache_ = nullptr;
+    PartitionedCache* cache_ = nullptr;
     LeaseId lease_ = 0;
   };
   struct Promotion {
@@ -187,7 +187,7 @@ class TierManager : public TierListener {
 
   NamespaceRegistry* const namespaces_;
   const absl::Duration promotion_wait_;
-  BlockCache* cache_ = nullptr;
+  PartitionedCache* cache_ = nullptr;
   char* region_ = nullptr;
   TierListener* next_ = nullptr;
   MetricsSink* metrics_ = nullptr;

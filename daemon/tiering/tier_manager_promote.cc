@@ -135,7 +135,7 @@ TierManager::PendingLoad TierManager::StartLoad(NamespaceId ns,
     // The daemon's own lease holds what lands until the caller's AcquireLoad pins it.
     std::optional<LeaseRef> into;
     absl::StatusOr<LeaseId> lease =
-        cache_->CreateEmptyLease(kDaemonSession, promotion_wait_ + absl::Seconds(30));
+        cache_->CreateEmptyLease(kDaemonSession, ns, promotion_wait_ + absl::Seconds(30));
     if (lease.ok()) {
       into = LeaseRef{kDaemonSession, *lease};
       guard = LoadGuard(cache_, *lease);

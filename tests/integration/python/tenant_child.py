@@ -2,8 +2,10 @@
 the tenant's uid. Opens a session, registers `spec`, stores `count` blocks of `chain` in host
 mode (or records why it cannot), looks them up, then tries what another tenant must not be
 able to do with `foreign_session` / `foreign_namespace`; prints one JSON object of results
-(error codes by name). With "hold", it then waits for a line on stdin, looks its own blocks
-up again, prints {"hits_after"} and exits.
+(error codes by name): with host mode, also the size of the region it maps, whether its
+blocks load back byte-exact, and whether `needle` (hex) occurs anywhere in its mapping. With
+"hold", it then waits for a line on stdin, looks its own blocks up again, prints
+{"hits_after"} and exits.
 """
 from __future__ import annotations
 
@@ -33,10 +35,24 @@ def main() -> None:
     ns = session.register_namespace(**args["spec"])
     out.update(namespace_id=ns.namespace_id, fingerprint=ns.fingerprint)
     keys = chain_keys(args["chain"], int(args["count"]))
+    seed = int(args.get("seed", 1))
     try:
-        stored = session.store(ns, keys, [block_bytes(1, i, ns.bytes_per_block)
-                                          for i in range(len(keys))])
-        out["store"] = stored.as_dict()
+        total = {"stored": 0, "already_present": 0, "dropped": 0}
+        for start in range(0, len(keys), 64):  # a flood comes in engine-sized stores
+            part = session.store(ns, keys[start:start + 64],
+                                 [block_bytes(seed, i, ns.bytes_per_block)
+                                  for i in range(start, min(start + 64, len(keys)))])
+            for k, v in part.as_dict().items():
+                total[k] += v
+        out["store"] = total
+        region = session.shared_region()
+        out["region_bytes"] = len(region.buffer)
+        got = session.load(ns, keys[:64])
+        out["loaded_exact"] = sum(
+            1 for i, b in enumerate(got.blocks)
+            if b is not None and bytes(b) == block_bytes(seed, i, ns.bytes_per_block).tobytes())
+        if args.get("needle"):
+            out["needle_found"] = bytes(region.buffer).find(bytes.fromhex(args["needle"])) >= 0
     except kvstrata.KVStrataError as err:
         out["store_error"] = err.code.name
     out["hits"] = session.lookup(ns, keys).hit_blocks

@@ -20,10 +20,13 @@ import grpc
 import pytest
 
 import kvstrata
+from host_child import block_bytes
 from kvs_testing import Daemon, assert_code, mha_spec, run_daemon, short_tmpdir
 
 CHILD = Path(__file__).resolve().parent / "tenant_child.py"
-GID_A, GID_B, GID_NOBODY = 41001, 41002, 41003
+GID_A, GID_B, GID_NOBODY, GID_C = 41001, 41002, 41003, 41004
+BLOCK = 32 << 10  # mha_spec's block
+A_SHARE = 8 << 20
 SPEC = mha_spec(salt="tenant-test")
 
 
@@ -44,10 +47,14 @@ tcp_address = "127.0.0.1:{port}"
 [[tenants]]
 name = "team-a"
 gids = [{GID_A}]
-shared_memory = true
+l1_capacity = "8MiB"
 [[tenants]]
 name = "team-b"
 gids = [{GID_B}]
+[[tenants]]
+name = "team-c"
+gids = [{GID_C}]
+shared_memory = true
 [[tenants]]
 name = "ops"
 gids = [0]
@@ -164,3 +171,51 @@ def test_tcp_callers_are_their_tokens_tenant(tenant_daemon: Daemon) -> None:
                 with pytest.raises(kvstrata.KVStrataError) as err:
                     c.get_status()
                 assert_code(err, want)
+
+
+def test_a_tenant_with_an_l1_share_maps_only_its_own_partition(tenant_daemon: Daemon) -> None:
+    """team-a has an 8 MiB L1 partition of its own: its host-mode clients map that partition
+    only, and it is team-a's quota; team-c (shared_memory) maps partition 0, where team-a's
+    bytes never are."""
+    a = child(tenant_daemon, GID_A, chain="share-a", count=16, hold=True)
+    try:
+        ra = result(a)
+        assert ra["region_bytes"] == A_SHARE, ra
+        assert ra["store"]["stored"] == 16 and ra["loaded_exact"] == 16, ra
+        c = child(tenant_daemon, GID_C, chain="share-c", count=16, hold=True)
+        try:
+            rc = result(c)
+            assert rc["region_bytes"] == (64 << 20) - A_SHARE, rc
+            assert rc["store"]["stored"] == 16 and rc["loaded_exact"] == 16, rc
+            # A fills far past its share: only A's own blocks are evicted.
+            flood = child(tenant_daemon, GID_A, chain="share-flood", count=600)
+            rf = result(flood)
+            assert flood.wait(timeout=60) == 0, flood.stderr.read()
+            assert rf["region_bytes"] == A_SHARE
+            assert rf["store"]["stored"] + rf["store"].get("dropped", 0) <= 600
+            c.stdin.write("go\n")
+            c.stdin.flush()
+            assert result(c)["hits_after"] == 16  # C's partition 0 was untouched by A's flood
+        finally:
+            c.kill()
+            c.wait(timeout=30)
+        a.stdin.write("go\n")
+        a.stdin.flush()
+        assert result(a)["hits_after"] < 16  # A's own blocks made room for its flood
+    finally:
+        a.kill()
+        a.wait(timeout=30)
+
+
+def test_partition_zero_never_holds_a_partitioned_tenants_bytes(tenant_daemon: Daemon) -> None:
+    """Bytes team-a stores (its own partition) do not appear anywhere in partition 0."""
+    a = child(tenant_daemon, GID_A, chain="needle-a", count=4, seed=99)  # nobody else's seed
+    ra = result(a)
+    assert a.wait(timeout=30) == 0, a.stderr.read()
+    assert ra["loaded_exact"] == 4
+    needle = block_bytes(99, 2, BLOCK).tobytes()[:256].hex()
+    c = child(tenant_daemon, GID_C, chain="needle-c", count=1, needle=needle, seed=7)
+    rc = result(c)
+    assert c.wait(timeout=30) == 0, c.stderr.read()
+    assert rc["region_bytes"] == (64 << 20) - A_SHARE
+    assert rc["needle_found"] is False

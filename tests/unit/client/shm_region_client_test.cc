@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "daemon/pool/shm_region.h"
 #include "daemon/server/fd_server.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/session/tenant_table.h"
@@ -33,19 +34,21 @@ class FdServerFixture {
     char dir[] = "/tmp/kvs_shm_client_XXXXXX";
     dir_ = mkdtemp(dir);
     path_ = dir_ + "/fd.sock";
-    memfd_ = memfd_create("kvs-test", MFD_CLOEXEC);
-    EXPECT_EQ(ftruncate(memfd_, kBytes), 0);
+    ShmRegionOptions options;
+    options.bytes = kBytes;
+    options.huge_pages = HugePages::kOff;
+    options.populate_threads = -1;
+    region_ = *ShmRegion::Create(options);
     session_ =
         sessions_.Open(kDefaultTenant, "client-test", 1, "localhost", absl::ZeroDuration())->id;
-    server_ = *FdServer::Start(path_, 0600, memfd_, kBytes, &sessions_, &tenants_, &fence_);
+    server_ = *FdServer::Start(path_, 0600, region_.get(), &sessions_, &tenants_, &fence_);
   }
   ~FdServerFixture() {
     server_->Stop();
-    close(memfd_);
     rmdir(dir_.c_str());
   }
   const std::string& path() const { return path_; }
-  int memfd() const { return memfd_; }
+  int memfd() const { return region_->fd(); }
   uint64_t session() const { return session_; }
   const ProcessFence& fence() const { return fence_; }
 
@@ -54,7 +57,7 @@ class FdServerFixture {
   TenantTable tenants_;
   ProcessFence fence_;
   std::string dir_, path_;
-  int memfd_ = -1;
+  std::unique_ptr<ShmRegion> region_;
   uint64_t session_ = 0;
   std::unique_ptr<FdServer> server_;
 };

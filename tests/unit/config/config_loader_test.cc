@@ -119,6 +119,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\nrole = \"x\"\n", {}, "tenants[0].role"},
         BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\nadmin = \"yes\"\n", {}, "tenants[0].admin"},
         BadCase{"[[tenants]]\nname = \"a\"\ntoken_file = \"t\"\n", {}, "tenants[0].token_file"},
+        BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\nl1_capacity = \"lots\"\n",
+                {},
+                "tenants[0].l1_capacity"},
+        BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\nl1_capacity = \"1KiB\"\n",
+                {},
+                "tenants[0].l1_capacity"},
         BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\n[[tenants]]\nname = \"a\"\n"
                 "gids = [2]\n",
                 {},
@@ -150,6 +156,7 @@ TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
 TEST(ConfigLoaderTest, TenantsAreRead) {
   std::string path = WriteTemp(
       "[[tenants]]\nname = \"team-a\"\nuids = [1001, 1002]\nshared_memory = true\n"
+      "l1_capacity = \"2GiB\"\n"
       "[[tenants]]\nname = \"ops\"\ngids = [0]\ntoken_file = \"/etc/ops.token\"\nadmin = true\n");
   absl::StatusOr<Config> config = LoadConfig(path, {});
   ASSERT_TRUE(config.ok()) << config.status();
@@ -157,6 +164,8 @@ TEST(ConfigLoaderTest, TenantsAreRead) {
   EXPECT_EQ(config->tenants[0].name, "team-a");
   EXPECT_EQ(config->tenants[0].uids, (std::vector<uint32_t>{1001, 1002}));
   EXPECT_TRUE(config->tenants[0].shared_memory);
+  EXPECT_EQ(config->tenants[0].l1_capacity, 2ULL << 30);
+  EXPECT_EQ(config->tenants[1].l1_capacity, 0u);
   EXPECT_FALSE(config->tenants[0].admin);
   EXPECT_EQ(config->tenants[1].gids, (std::vector<uint32_t>{0}));
   EXPECT_EQ(config->tenants[1].token_file, "/etc/ops.token");

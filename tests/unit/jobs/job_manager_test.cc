@@ -73,7 +73,7 @@ class JobManagerTest : public ::testing::Test {
     BuildTieredCache(&namespaces_, 8, absl::Seconds(10), files, {}, &l1_);
     ASSERT_FALSE(HasFatalFailure());
     tiers_ = l1_.manager.get();
-    cache_ = l1_.cache.get();
+    cache_ = l1_.l1.get();
     jobs_ = std::make_unique<JobManager>(cache_, tiers_, &engine_, absl::OkStatus());
     jobs_->OpenSession(kClient);
     CudaMemorySpec spec;
@@ -129,8 +129,8 @@ class JobManagerTest : public ::testing::Test {
   NamespaceRegistry namespaces_;
   NamespaceId ns_ = 0;
   TieredCache l1_;
-  TierManager* tiers_ = nullptr;  // l1_'s
-  BlockCache* cache_ = nullptr;   // l1_'s
+  TierManager* tiers_ = nullptr;       // l1_'s
+  PartitionedCache* cache_ = nullptr;  // l1_'s
   FakeEngine engine_;
   std::unique_ptr<JobManager> jobs_;
   uint64_t registration_ = 0;

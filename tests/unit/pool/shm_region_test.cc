@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -48,6 +49,34 @@ TEST(ShmRegionTest, HookErrorFailsCreate) {
          return absl::UnavailableError("no GPU");
        }});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(ShmRegionTest, PartitionsAreMemfdsOfTheirOwnBackToBack) {
+  absl::StatusOr<std::unique_ptr<ShmRegion>> r =
+      ShmRegion::Create({.partition_bytes = {4 << 20, 2 << 20, 1 << 20},
+                         .huge_pages = HugePages::kOff,
+                         .populate_threads = 1});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ShmRegion& region = **r;
+  ASSERT_EQ(region.partition_count(), 3u);
+  EXPECT_EQ(region.size(), uint64_t{7} << 20);
+  EXPECT_EQ(region.partition_offset(0), 0u);
+  EXPECT_EQ(region.partition_offset(1), uint64_t{4} << 20);
+  EXPECT_EQ(region.partition_offset(2), uint64_t{6} << 20);
+  EXPECT_EQ(region.partition_size(1), uint64_t{2} << 20);
+  EXPECT_NE(region.partition_fd(0), region.partition_fd(1));
+  EXPECT_EQ(region.fd(), region.partition_fd(0));
+  // What the daemon writes at a partition's offset is what that partition's fd holds at 0,
+  // and no other partition's fd (as big) sees it.
+  std::memset(region.At(region.partition_offset(1) + 4096), 0x5a, 4096);
+  uint8_t byte = 0;
+  ASSERT_EQ(pread(region.partition_fd(1), &byte, 1, 4096), 1);
+  EXPECT_EQ(byte, 0x5a);
+  ASSERT_EQ(pread(region.partition_fd(0), &byte, 1, 4096), 1);
+  EXPECT_EQ(byte, 0);
+  struct stat st {};
+  ASSERT_EQ(fstat(region.partition_fd(2), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);  // a client mapping partition 2 gets only its bytes
 }
 
 TEST(ShmRegionTest, RejectsZeroBytes) {

@@ -21,6 +21,22 @@ TEST(SlabAllocatorTest, RejectsBadOptions) {
   EXPECT_FALSE(SlabAllocator::Create({.region_bytes = 4096, .slab_bytes = 0}).ok());
 }
 
+TEST(SlabAllocatorTest, ABaseOffsetShiftsEverySlot) {
+  constexpr uint64_t kBase = 8 << 20;
+  auto a = *SlabAllocator::Create(
+      {.region_bytes = 2 << 20, .slab_bytes = 1 << 20, .base_offset = kBase});
+  SizeClassId cls = *a->ClassFor(256 << 10);
+  std::vector<SlotRef> slots;
+  while (std::optional<SlotHandle> h = a->Allocate(cls)) slots.push_back(h->Release());
+  ASSERT_EQ(slots.size(), 8u);
+  for (const SlotRef& s : slots) {
+    EXPECT_GE(s.offset, kBase);
+    EXPECT_LE(s.offset + s.length, kBase + (2 << 20));
+  }
+  for (const SlotRef& s : slots) a->Free(s);
+  EXPECT_EQ(a->Stats().used_bytes, 0u);
+}
+
 TEST(SlabAllocatorTest, ClassesRoundUpAndRejectOversizedBlocks) {
   auto a = Make(2);
   SizeClassId c = *a->ClassFor(5000);

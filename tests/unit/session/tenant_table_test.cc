@@ -11,8 +11,8 @@ namespace kvstrata {
 namespace {
 
 std::string WriteToken(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/kvstrata_tenant_" + name + "." +
-                     std::to_string(getpid()) + ".token";
+  std::string path =
+      ::testing::TempDir() + "/kvstrata_tenant_" + name + "." + std::to_string(getpid()) + ".token";
   std::ofstream(path) << text;
   return path;
 }
@@ -25,7 +25,7 @@ TEST(TenantTableTest, SingleTenantAdmitsEveryoneAsTheDefaultAdmin) {
   ASSERT_TRUE(peer.has_value());
   EXPECT_EQ(peer->tenant, kDefaultTenant);
   EXPECT_TRUE(peer->admin && peer->shared_memory);
-  EXPECT_EQ(peer->namespace_scope, "");  // fingerprints as before tenants existed
+  EXPECT_EQ(peer->namespace_scope, "");          // fingerprints as before tenants existed
   EXPECT_TRUE(table->ForToken("").has_value());  // TLS-only TCP: as before
 }
 
@@ -50,6 +50,22 @@ TEST(TenantTableTest, PeersMapByUidFirstThenGid) {
   EXPECT_EQ(table->Name(kDefaultTenant), "default");
   ASSERT_EQ(table->Tenants().size(), 3u);
   EXPECT_EQ(table->Tenants()[2].namespace_scope, "ops");
+}
+
+TEST(TenantTableTest, TenantsWithAnL1ShareGetPartitionsInOrder) {
+  TenantConfig a{"a", {1}, {}, "", false, false, 0};
+  TenantConfig b{"b", {2}, {}, "", false, false, 8 << 20};
+  TenantConfig c{"c", {3}, {}, "", false, true, 0};
+  TenantConfig d{"d", {4}, {}, "", false, false, 4 << 20};
+  absl::StatusOr<TenantTable> table = TenantTable::Create({a, b, c, d}, "");
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ(table->L1Shares(), (std::vector<uint64_t>{8 << 20, 4 << 20}));
+  EXPECT_EQ(table->ForPeer(1, 1)->partition, 0u);
+  EXPECT_EQ(table->ForPeer(2, 2)->partition, 1u);
+  EXPECT_EQ(table->ForPeer(4, 4)->partition, 2u);
+  EXPECT_EQ(MappedPartition(*table->ForPeer(1, 1)), std::nullopt);  // neither: no host mode
+  EXPECT_EQ(MappedPartition(*table->ForPeer(2, 2)), 1u);
+  EXPECT_EQ(MappedPartition(*table->ForPeer(3, 3)), 0u);  // shared_memory: partition 0
 }
 
 TEST(TenantTableTest, TokensMapToTheirTenant) {

@@ -56,6 +56,7 @@ class TierManagerTest : public ::testing::Test {
     if (HasFatalFailure()) return;
     region_ = std::move(built.region);  // The buffer moves with it: AttachL1's pointer holds.
     allocator_ = std::move(built.allocator);
+    l1_ = std::move(built.l1);  // AttachL1's pointer: kept while manager_ lives
     manager_ = std::move(built.manager);
     cache_ = std::move(built.cache);
   }
@@ -129,6 +130,7 @@ class TierManagerTest : public ::testing::Test {
   NamespaceId ns_ = 0;
   std::vector<char> region_;
   std::unique_ptr<SlabAllocator> allocator_;
+  std::unique_ptr<PartitionedCache> l1_;  // over cache_; outlives manager_
   std::unique_ptr<TierManager> manager_;
   std::unique_ptr<BlockCache> cache_;
 };

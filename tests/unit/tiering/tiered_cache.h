@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/cache/block_cache.h"
+#include "daemon/cache/partitioned_cache.h"
 #include "daemon/pool/slab_allocator.h"
 #include "daemon/tiering/tier_manager.h"
 #include "gtest/gtest.h"
@@ -21,6 +22,7 @@ struct TieredCache {
   std::unique_ptr<SlabAllocator> allocator;
   std::unique_ptr<TierManager> manager;
   std::unique_ptr<BlockCache> cache;
+  std::unique_ptr<PartitionedCache> l1;  // over `cache` alone: what the tiers and jobs see
 };
 
 // Fills `out`: `slabs` slabs of L1 (watermarks 1.0: no eviction before it is full) and the
@@ -42,7 +44,9 @@ inline void BuildTieredCache(NamespaceRegistry* namespaces, uint64_t slabs,
   cache_options.low_watermark = 1.0;
   cache_options.listener = out->manager.get();
   out->cache = *BlockCache::Create(out->allocator.get(), cache_options);
-  out->manager->AttachL1(out->cache.get(), out->region.data());
+  out->l1 = std::make_unique<PartitionedCache>(
+      std::vector<PartitionedCache::Partition>{{out->cache.get(), 0, slabs * TieredCache::kSlab}});
+  out->manager->AttachL1(out->l1.get(), out->region.data());
 }
 
 }  // namespace kvstrata
