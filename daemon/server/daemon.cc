@@ -223,6 +223,18 @@ void Daemon::RegisterGauges() {
   m.AddCounter("kvstrata_evictions_total", "Blocks evicted by each tier's eviction policy.",
                tier_l1, stat(&CacheStats::evictions));
   RegisterLowerTierGauges();
+  for (size_t p = 1; p < l1->partition_count(); ++p) {  // tenants with an L1 share of their own
+    std::string tenant;
+    for (const Caller& t : tenants_.Tenants()) {
+      if (t.partition == p) tenant = t.namespace_scope;
+    }
+    const MetricLabelPairs labels = {{"tenant", tenant}};
+    m.AddGauge("kvstrata_tenant_l1_capacity_bytes",
+               "L1 bytes of the tenants with a partition of their own (tenants[].l1_capacity).",
+               labels, [l1, p] { return static_cast<double>(l1->PartitionStats(p).capacity_bytes); });
+    m.AddGauge("kvstrata_tenant_l1_used_bytes", "L1 bytes in use in a tenant's own partition.",
+               labels, [l1, p] { return static_cast<double>(l1->PartitionStats(p).used_bytes); });
+  }
   m.AddCounter("kvstrata_slab_moves_total", "L1 slabs moved between block size classes.", {},
                stat(&CacheStats::slab_moves));
   m.AddGauge("kvstrata_leases_active", "Lookup leases held.", {}, stat(&CacheStats::active_leases));

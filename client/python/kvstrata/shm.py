@@ -98,7 +98,9 @@ def receive_region_fd(fd_socket: str, session_id: int,
             os.close(fd)
         raise SharedRegionError(grpc.StatusCode.NOT_FOUND,
                                 f"the daemon has no shared-memory region for session {session_id} "
-                                "(unknown or ended session)", fd_socket)
+                                "(unknown or ended session, or a tenant that may not map one: "
+                                "see tenants[].l1_capacity / shared_memory in docs/security.md)",
+                                fd_socket)
     if fd is None:
         raise SharedRegionError(grpc.StatusCode.INTERNAL,
                                 f"the daemon answered region size {size} without a descriptor",

@@ -145,6 +145,7 @@ def test_names_types_and_docs_agree(mdaemon: Daemon) -> None:
     exported = {n for n in m.types if n.startswith("kvstrata_")}
     # Families that appear only with some configuration (events) or on first use.
     optional = {"kvstrata_errors_total", "kvstrata_events_queue_depth",
+                "kvstrata_tenant_l1_capacity_bytes", "kvstrata_tenant_l1_used_bytes",
                 "kvstrata_events_dropped_total",
                 "kvstrata_events_published_total", "kvstrata_event_batches_published_total"}
     assert exported - documented == set(), "undocumented metrics"

@@ -21,6 +21,7 @@ import pytest
 
 import kvstrata
 from host_child import block_bytes
+from prom_text import scrape
 from kvs_testing import Daemon, assert_code, mha_spec, run_daemon, short_tmpdir
 
 CHILD = Path(__file__).resolve().parent / "tenant_child.py"
@@ -132,6 +133,9 @@ def test_the_admin_sees_every_tenant(tenant_daemon: Daemon) -> None:
             listed = {n.fingerprint: n for n in ops.list_namespaces().namespaces}
             assert listed[ra["fingerprint"]].spec.salt == "<redacted>"
             assert ops.get_config().toml
+            metrics = scrape(ops.get_status().metrics_address)
+            assert metrics.value("kvstrata_tenant_l1_capacity_bytes", tenant="team-a") == A_SHARE
+            assert metrics.value("kvstrata_tenant_l1_used_bytes", tenant="team-a") >= 2 * BLOCK
         a.stdin.write("go\n")
         a.stdin.flush()
         assert result(a)["hits_after"] == 2
