@@ -101,6 +101,18 @@ TierManager::PendingLoad TierManager::StartLoad(NamespaceId ns,
   if (!in_l1.ok()) return {};
   std::optional<TierNamespace> tn = NamespaceOf(ns);
   if (!tn.has_value()) return {};
+  // While a tier's index is still being scanned (after a restart), a block on disk is
+  // "unknown", not absent: probe the files first, as a lookup does (a load may wait).
+  std::vector<std::string_view> unknown_keys;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if ((*in_l1)[i].has_value()) continue;
+    bool unknown = false;
+    if (!CachedTier(*tn, absl::string_view(keys[i].data(), keys[i].size()), &unknown) &&
+        unknown) {
+      unknown_keys.push_back(keys[i]);
+    }
+  }
+  if (!unknown_keys.empty()) ProbeChain(*tn, unknown_keys, promotion_wait_);
   std::vector<std::shared_ptr<Promotion>> waits;
   std::vector<std::string> promote;
   std::vector<Tier> tiers;

@@ -101,6 +101,7 @@ void FileTier::WarmUp() {
   uint64_t files = 0;
   ForEachBlockDir(options_.root, std::nullopt, [&](absl::string_view fp, const std::string& dir) {
     if (stopping_) return;
+    (void)Fault("scan", dir);  // tests slow the scan down here
     const std::string fingerprint(fp);
     const uint64_t known_bytes = NamespaceFileBytes(fingerprint);
     std::vector<std::pair<std::string, uint64_t>> found;

@@ -42,7 +42,7 @@ class TierManagerTest : public ::testing::Test {
 
   // L1 of `slabs` 64 KiB slabs; one lower tier (L2, or L3 when shared) with `options`.
   void Build(uint64_t slabs, bool shared, LowerTierOptions options,
-             std::function<void(FileTierOptions&)> tweak = nullptr) {
+             std::function<void(FileTierOptions&)> tweak = nullptr, bool wait_warm = true) {
     FileTierOptions files;
     files.name = shared ? "l3" : "l2";
     files.tier = shared ? Tier::kL3 : Tier::kL2;
@@ -52,7 +52,7 @@ class TierManagerTest : public ::testing::Test {
     files.shared_eviction_interval = absl::Hours(1);
     if (tweak) tweak(files);
     TieredCache built;
-    BuildTieredCache(&namespaces_, slabs, absl::Seconds(5), files, options, &built);
+    BuildTieredCache(&namespaces_, slabs, absl::Seconds(5), files, options, &built, wait_warm);
     if (HasFatalFailure()) return;
     region_ = std::move(built.region);  // The buffer moves with it: AttachL1's pointer holds.
     allocator_ = std::move(built.allocator);
@@ -179,6 +179,31 @@ TEST_F(TierManagerTest, LoadWithoutLookupPromotesAndWaits) {
   WaitQueueEmpty();
   ASSERT_EQ(cache_->Clear(ns_), 4u);
   EXPECT_EQ(LoadExact(keys, 500), 4u);
+}
+
+// Issue 15: after a restart, while the tier's index is still being scanned, a load that no
+// lookup preceded must still find the blocks on disk (it probes them, as a lookup does).
+TEST_F(TierManagerTest, LoadWithoutLookupDuringTheRestartScanFindsBlocksOnDisk) {
+  Build(4, /*shared=*/false, {});
+  auto keys = Keys(4);
+  Store(keys, 550);
+  WaitQueueEmpty();
+  // The daemon restarts: empty L1, and an L2 whose warm-up scan takes its time.
+  cache_.reset();
+  manager_.reset();
+  l1_.reset();
+  allocator_.reset();
+  Build(
+      4, /*shared=*/false, {},
+      [](FileTierOptions& f) {
+        f.fault_hook = [](absl::string_view op, const std::string&) {
+          if (op == "scan") absl::SleepFor(absl::Seconds(2));
+          return absl::OkStatus();
+        };
+      },
+      /*wait_warm=*/false);
+  ASSERT_FALSE(manager_->Status()[0].files.warm);
+  EXPECT_EQ(LoadExact(keys, 550), 4u);
 }
 
 TEST_F(TierManagerTest, WriteBackWritesOnlyWhatL1Evicts) {

@@ -26,10 +26,11 @@ struct TieredCache {
 };
 
 // Fills `out`: `slabs` slabs of L1 (watermarks 1.0: no eviction before it is full) and the
-// tier `files` with `options`. Fails the test (ASSERT) when the tier does not open.
+// tier `files` with `options`. Fails the test (ASSERT) when the tier does not open (or, with
+// `wait_warm`, does not finish its warm-up scan in 5 s).
 inline void BuildTieredCache(NamespaceRegistry* namespaces, uint64_t slabs,
                              absl::Duration promotion_wait, const FileTierOptions& files,
-                             LowerTierOptions options, TieredCache* out) {
+                             LowerTierOptions options, TieredCache* out, bool wait_warm = true) {
   out->region.assign(slabs * TieredCache::kSlab, '\0');
   out->allocator = *SlabAllocator::Create({.region_bytes = slabs * TieredCache::kSlab,
                                            .slab_bytes = TieredCache::kSlab,
@@ -37,7 +38,9 @@ inline void BuildTieredCache(NamespaceRegistry* namespaces, uint64_t slabs,
   out->manager = std::make_unique<TierManager>(namespaces, promotion_wait);
   auto tier = FileTier::Open(files);
   ASSERT_TRUE(tier.ok()) << tier.status();
-  ASSERT_TRUE((*tier)->WaitWarm(absl::Seconds(5)));
+  if (wait_warm) {
+    ASSERT_TRUE((*tier)->WaitWarm(absl::Seconds(5)));
+  }
   out->manager->AddTier(*std::move(tier), options);
   BlockCacheOptions cache_options;
   cache_options.high_watermark = 1.0;
