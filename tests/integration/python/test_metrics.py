@@ -164,3 +164,23 @@ def test_events_metrics_when_enabled(tmp_path: Path) -> None:
         assert d.stop() == 0
         d.kill()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_idle_connections_do_not_starve_scrapes(mdaemon: Daemon) -> None:
+    """Issue 15: two TCP connections that never send a request made every scrape time out."""
+    import socket
+    import time
+    import urllib.request
+    with mdaemon.client(timeout=10.0) as c:
+        address = c.get_status().metrics_address
+    host, port = address.rsplit(":", 1)
+    idle = [socket.create_connection((host, int(port))) for _ in range(8)]
+    try:
+        start = time.monotonic()
+        for _ in range(3):
+            with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as response:
+                assert b"kvstrata_uptime_seconds" in response.read()
+        assert time.monotonic() - start < 5
+    finally:
+        for s in idle:
+            s.close()
