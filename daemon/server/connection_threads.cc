@@ -4,19 +4,21 @@
 #include <unistd.h>
 
 #include <system_error>
+
+#include "absl/time/clock.h"
 #include <utility>
 
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
 
-bool ConnectionThreads::Start(int fd, std::function<void(int)> serve) {
+bool ConnectionThreads::Start(int fd, Serve serve) {
   auto connection = std::make_unique<Connection>();
   connection->fd = fd;
   Connection* raw = connection.get();
   try {
     raw->thread = std::thread([raw, serve = std::move(serve)] {
-      serve(raw->fd);
+      serve(raw->fd, &raw->idle_since_ms);
       raw->done.store(true);
     });
   } catch (const std::system_error& e) {
@@ -24,6 +26,20 @@ bool ConnectionThreads::Start(int fd, std::function<void(int)> serve) {
     return false;
   }
   connections_.push_back(std::move(connection));
+  return true;
+}
+
+bool ConnectionThreads::EvictIdlest(absl::Duration min_idle) {
+  const int64_t latest = absl::ToUnixMillis(absl::Now() - min_idle);
+  Connection* idlest = nullptr;
+  for (auto& c : connections_) {
+    int64_t since = c->idle_since_ms.load();
+    if (since == 0 || since > latest || c->done.load() || c->evicted.load()) continue;
+    if (idlest == nullptr || since < idlest->idle_since_ms.load()) idlest = c.get();
+  }
+  if (idlest == nullptr) return false;
+  idlest->evicted.store(true);
+  shutdown(idlest->fd, SHUT_RDWR);  // Its blocked read returns 0: serve() ends.
   return true;
 }
 

@@ -87,7 +87,11 @@ void FdServer::AcceptLoop() {
       close(fd);
       continue;
     }
-    if (!connections_.Start(fd, [this](int connection) { Serve(connection); })) close(fd);
+    if (!connections_.Start(fd, [this](int connection, std::atomic<int64_t>*) {
+          Serve(connection);
+        })) {
+      close(fd);
+    }
   }
   connections_.StopAll();
 }

@@ -162,7 +162,9 @@ void LookupServer::AcceptLoop() {
 }
 
 void LookupServer::Admit(int fd) {
-  if (connections_.full()) {
+  // Full: make room by closing the connection idle the longest (at least 1 s), so idle
+  // connections cannot lock new callers out; refuse only when every one is busy.
+  if (connections_.full() && !connections_.EvictIdlest(absl::Seconds(1))) {
     spdlog::warn("lookup_socket_refused reason=\"{} connections open\"", connections_.size());
     SendError(fd,
               absl::ResourceExhaustedError(absl::StrCat("the lookup socket serves at most ",
@@ -183,17 +185,22 @@ void LookupServer::Admit(int fd) {
   timeval send_timeout{kFrameTimeoutSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
   if (!connections_.Start(
-          fd, [this, tenant = caller->tenant](int connection) { Serve(connection, tenant); })) {
+          fd, [this, tenant = caller->tenant](int connection, std::atomic<int64_t>* idle) {
+            Serve(connection, tenant, idle);
+          })) {
     close(fd);
   }
 }
 
-bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start) const {
+bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start,
+                            std::atomic<int64_t>* idle_since_ms) const {
+  if (idle_since_ms != nullptr) idle_since_ms->store(absl::ToUnixMillis(absl::Now()));
   size_t got = 0;
   int stalls = 0;
   while (got < size) {
     ssize_t n = read(fd, data + got, size - got);
     if (n > 0) {
+      if (idle_since_ms != nullptr) idle_since_ms->store(0);  // a frame has started
       got += static_cast<size_t>(n);
       stalls = 0;
       continue;
@@ -249,10 +256,10 @@ bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes,
   return SendAll(fd, buffers.reply);
 }
 
-void LookupServer::Serve(int fd, TenantId tenant) const {
+void LookupServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const {
   FrameBuffers buffers;
   char header_bytes[wire::kRequestHeaderBytes];
-  while (ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true)) {
+  while (ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true, idle_since_ms)) {
     uint32_t magic = 0;
     wire::internal::Get(header_bytes, &magic);
     if (magic == job_wire::kMagic) {

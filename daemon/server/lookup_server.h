@@ -7,9 +7,12 @@
 //
 // A connection is admitted by its peer credentials (TenantTable::ForConnection: a peer no
 // tenant claims gets a PERMISSION_DENIED frame and is closed); its frames may only name
-// sessions of its tenant. One accept thread and one thread per connection, at most kMaxConnections
-// (a connection beyond that gets a RESOURCE_EXHAUSTED frame and is closed), so a slow or silent
-// client only ever holds its own thread. An idle connection may wait any time for its next frame;
+// sessions of its tenant. One accept thread and one thread per connection, at most
+// kMaxConnections (a connection beyond that first closes the connection idle the longest, if
+// one has waited at least 1 s for its next frame, and else gets a RESOURCE_EXHAUSTED frame
+// and is closed), so a slow or silent client only ever holds its own thread and idle
+// clients cannot lock new ones out (an evicted client reconnects on its next call). An idle
+// connection may otherwise wait any time for its next frame;
 // a frame that has started must arrive whole within kFrameTimeout and a response must be
 // taken within kFrameTimeout, else the connection is dropped. A header that cannot be
 // trusted (magic, version, flags, key count, key size) is answered with INVALID_ARGUMENT
@@ -52,13 +55,16 @@ class LookupServer {
   struct FrameBuffers;  // Per connection, reused from frame to frame.
   // Serves frames until the peer closes, a frame is malformed or Stop is called.
   // Serves frames on `fd`, a connection of `tenant` (admitted by its peer credentials).
-  void Serve(int fd, TenantId tenant) const;
+  // `idle_since_ms`: when it started waiting for a frame (0 while serving one).
+  void Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const;
   // One job frame (its first kRequestHeaderBytes of lookup_wire already read); false when
   // the connection must close.
   bool ServeJob(int fd, TenantId tenant, const char* first_bytes, FrameBuffers& buffers) const;
   // Reads exactly `size` bytes. Before the first byte of a frame (`frame_start`) it waits
   // until Stop; after it, at most kFrameTimeoutSeconds without progress.
-  bool ReadFull(int fd, char* data, size_t size, bool frame_start) const;
+  // `idle_since_ms` (frame starts only) is set while no byte of the frame has come.
+  bool ReadFull(int fd, char* data, size_t size, bool frame_start,
+                std::atomic<int64_t>* idle_since_ms = nullptr) const;
 
   const std::string path_;
   const int listen_fd_;

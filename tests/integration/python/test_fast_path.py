@@ -142,3 +142,29 @@ def test_lookups_over_the_socket_answer_as_grpc_does(session, client, ns) -> Non
     with pytest.raises(kvstrata.KVStrataError) as exc:  # Errors too: a namespace never registered.
         session.lookup(kvstrata.RegisteredNamespace(9999, "f" * 32, 16), keys)
     assert exc.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_idle_connections_cannot_lock_new_callers_out(daemon_factory) -> None:
+    """Issue 15: 300 idle connections held the lookup socket's 256 slots and every new
+    caller was refused. Now the connection idle the longest makes room."""
+    import time
+    d = daemon_factory()
+    with d.client(timeout=10.0) as c, kvstrata.Session(c, client_name="idle-test") as s:
+        ns_ = s.register_namespace(**mha_spec(model="kvstrata-test/idle"))
+        path = s.open_response.lookup_socket
+        idle = []
+        try:
+            for _ in range(300):
+                sock = socket.socket(socket.AF_UNIX)
+                sock.connect(path)
+                idle.append(sock)
+            time.sleep(1.5)  # they have all waited over a second for a frame
+            fast = FastPathSocket(path, timeout=5.0)
+            for _ in range(3):
+                hits, _, _, _ = fast.lookup(s.session_id, ns_.namespace_id, [b"k" * 16], False)
+                assert hits == 0
+            fast.close()
+        finally:
+            for sock in idle:
+                sock.close()
+        assert d.running()
