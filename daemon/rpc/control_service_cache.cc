@@ -46,18 +46,16 @@ grpc::ServerUnaryReactor* ControlService::ReserveStore(grpc::CallbackServerConte
   return Finish(
       ctx,
       context_.guard->Run("Control.ReserveStore", ctx, [&](const Caller& caller) -> absl::Status {
-        absl::StatusOr<NamespaceInfo> ns = RequireSessionNamespace(
-            context_, caller.tenant, request->session_id(), request->namespace_id());
-        if (!ns.ok()) return ns.status();
-        absl::StatusOr<uint64_t> base = RequireMappedBase(context_, caller, ns->id);
-        if (!base.ok()) return base.status();
+        absl::StatusOr<HostModeNamespace> host = RequireHostModeNamespace(
+            context_, caller, request->session_id(), request->namespace_id());
+        if (!host.ok()) return host.status();
         if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
         std::vector<std::string_view> keys = KeyViews(request->keys());
-        absl::StatusOr<ReserveResult> result =
-            context_.cache->ReserveStore(request->session_id(), ns->id, ns->bytes_per_block, keys);
+        absl::StatusOr<ReserveResult> result = context_.cache->ReserveStore(
+            request->session_id(), host->ns.id, host->ns.bytes_per_block, keys);
         if (!result.ok()) return result.status();
         response->set_reservation_id(result->reservation);
-        for (const StoreSlot& slot : result->slots) ToProto(slot, *base, response->add_slots());
+        for (const StoreSlot& slot : result->slots) ToProto(slot, host->base, response->add_slots());
         return absl::OkStatus();
       }));
 }
@@ -92,11 +90,10 @@ grpc::ServerUnaryReactor* ControlService::AcquireLoad(grpc::CallbackServerContex
   return Finish(
       ctx,
       context_.guard->Run("Control.AcquireLoad", ctx, [&](const Caller& caller) -> absl::Status {
-        absl::StatusOr<NamespaceInfo> ns = RequireSessionNamespace(
-            context_, caller.tenant, request->session_id(), request->namespace_id());
-        if (!ns.ok()) return ns.status();
-        absl::StatusOr<uint64_t> base = RequireMappedBase(context_, caller, ns->id);
-        if (!base.ok()) return base.status();
+        absl::StatusOr<HostModeNamespace> host = RequireHostModeNamespace(
+            context_, caller, request->session_id(), request->namespace_id());
+        if (!host.ok()) return host.status();
+        const NamespaceInfo* ns = &host->ns;
         if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
         std::optional<LeaseId> lease;
         if (request->lease_id() != 0) lease = request->lease_id();
@@ -107,7 +104,7 @@ grpc::ServerUnaryReactor* ControlService::AcquireLoad(grpc::CallbackServerContex
             context_.cache->AcquireLoad(request->session_id(), ns->id, keys, lease);
         if (!result.ok()) return result.status();
         response->set_load_id(result->load);
-        for (const LoadSlot& slot : result->slots) ToProto(slot, *base, response->add_slots());
+        for (const LoadSlot& slot : result->slots) ToProto(slot, host->base, response->add_slots());
         return absl::OkStatus();
       }));
 }

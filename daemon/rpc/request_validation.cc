@@ -59,9 +59,14 @@ absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& cont
   return *info;
 }
 
-absl::StatusOr<uint64_t> RequireMappedBase(const ServiceContext& context, const Caller& caller,
-                                           uint32_t namespace_id) {
-  size_t partition = context.cache->PartitionOf(namespace_id);
+absl::StatusOr<HostModeNamespace> RequireHostModeNamespace(const ServiceContext& context,
+                                                           const Caller& caller,
+                                                           uint64_t session_id,
+                                                           uint32_t namespace_id) {
+  absl::StatusOr<NamespaceInfo> ns =
+      RequireSessionNamespace(context, caller.tenant, session_id, namespace_id);
+  if (!ns.ok()) return ns.status();
+  size_t partition = context.cache->PartitionOf(ns->id);
   std::optional<uint32_t> mapped = MappedPartition(caller);
   if (!mapped.has_value() || *mapped != partition) {
     return absl::PermissionDeniedError(
@@ -69,7 +74,7 @@ absl::StatusOr<uint64_t> RequireMappedBase(const ServiceContext& context, const 
         "partition of this namespace (see tenants[].l1_capacity and shared_memory); use the GPU "
         "path (register_cuda_kv_caches) instead");
   }
-  return context.cache->partition(partition).base_offset;
+  return HostModeNamespace{*std::move(ns), context.cache->partition(partition).base_offset};
 }
 
 }  // namespace kvstrata

@@ -35,10 +35,17 @@ absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& cont
                                                       TenantId tenant, uint64_t session_id,
                                                       uint32_t namespace_id);
 
-// Host-mode calls: where the L1 partition holding `namespace_id` starts in the region, when
-// `caller`'s clients may map that partition (MappedPartition); PERMISSION_DENIED otherwise.
-absl::StatusOr<uint64_t> RequireMappedBase(const ServiceContext& context, const Caller& caller,
-                                           uint32_t namespace_id);
+// Host-mode calls (ReserveStore, AcquireLoad): RequireSessionNamespace, and `caller`'s
+// clients may map the L1 partition holding the namespace (MappedPartition; else
+// PERMISSION_DENIED). `base`: where that partition starts in the region.
+struct HostModeNamespace {
+  NamespaceInfo ns;
+  uint64_t base = 0;
+};
+absl::StatusOr<HostModeNamespace> RequireHostModeNamespace(const ServiceContext& context,
+                                                           const Caller& caller,
+                                                           uint64_t session_id,
+                                                           uint32_t namespace_id);
 
 }  // namespace kvstrata
 
