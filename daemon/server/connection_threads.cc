@@ -19,6 +19,7 @@ bool ConnectionThreads::Start(int fd, Serve serve) {
   try {
     raw->thread = std::thread([raw, serve = std::move(serve)] {
       serve(raw->fd, &raw->idle_since_ms);
+      shutdown(raw->fd, SHUT_RDWR);  // The peer sees the end now; the fd closes when reaped.
       raw->done.store(true);
     });
   } catch (const std::system_error& e) {
