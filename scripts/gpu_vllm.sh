@@ -9,6 +9,15 @@
 #   call 2, carry [".vllmcarry/p2"]:  bash scripts/gpu_vllm.sh --part 2
 #   call 3, carry [".bundle"]:        bash scripts/gpu_vllm.sh [--quick] [run.py options]
 #
+# Tensor parallelism 2 (issue 20), machine kind nvidia-h200-x2 (two H200s): the same
+# preparation and calls 1 and 2, then the benchmark in two calls (a call runs 600 s at most;
+# the first ~6 min, the second ~4.5 min); engine.py keeps NVLink multicast off
+# (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1):
+#   call 3, carry [".bundle"]:  bash scripts/gpu_vllm.sh --tp-plan
+#   call 4, carry [".bundle"]:  bash scripts/gpu_vllm.sh --tp-plan --roles kvstrata,kvstrata_b --continue
+# where --tp-plan stands for --tp 2 --sizes 8192,32768 --users 2 --roles none,native
+# --role-timeout 250 (explicit options win). Call 4's summary.txt reports all four roles.
+#
 # Call 3 installs the kvstrata client wheel (.bundle/wheels) into /tmp/kvsite, puts the
 # connector (connector_vllm/) and vLLM (/tmp/site) on PYTHONPATH and runs the benchmark;
 # results in $OUT: vllm_gpu.json, summary.txt, run.log, kvstratad.log, nvidia_smi.txt.
@@ -40,5 +49,6 @@ export PYTHONPATH="$site:$repo/connector_vllm:$PYTHONPATH"
 export KVSTRATA_DAEMON="$repo/.bundle/bin/kvstratad"
 nvidia-smi --query-gpu=name,memory.total,memory.used,pcie.link.gen.current,pcie.link.width.current \
   --format=csv >"$out/nvidia_smi.txt" 2>&1
-python3 -c "import vllm, kvstrata, kvstrata_vllm, torch; print('vllm', vllm.__version__, 'kvstrata', kvstrata.__version__, 'torch', torch.__version__)" || exit 5
+nvidia-smi topo -m >>"$out/nvidia_smi.txt" 2>&1   # how the GPUs are linked (TP runs)
+python3 -c "import vllm, kvstrata, kvstrata_vllm, torch; print('vllm', vllm.__version__, 'kvstrata', kvstrata.__version__, 'torch', torch.__version__, 'gpus', torch.cuda.device_count())" || exit 5
 python3 bench/vllm_gpu/run.py --out "$out" "$@"

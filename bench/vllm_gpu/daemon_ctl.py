@@ -129,6 +129,12 @@ class DaemonCtl:
         """(namespaces, KV cache registrations) of each open session, by client name."""
         return {s.client_name: (s.namespaces, s.registrations) for s in self.sessions()}
 
+    def live_sessions(self) -> List[Dict[str, object]]:
+        """Open sessions of processes still alive (a killed engine's sessions linger until
+        their heartbeat times out): client name, pid, namespaces, KV cache registrations."""
+        return [{"client": s.client_name, "pid": s.pid, "namespaces": s.namespaces,
+                 "registrations": s.registrations} for s in self.sessions() if _alive(s.pid)]
+
     def wait_sessions(self, expected: Dict[str, Tuple[int, int]],
                       timeout_s: float = 30.0) -> float:
         """Until every client in `expected` (from registered() before a restart) has a

@@ -11,6 +11,13 @@ torch.compile on, the same GPU KV budget, greedy sampling):
   kvstrata_b  KVStrataConnector in a second, fresh engine process: cross-instance hits,
               then L2 hits after daemon restarts, then the daemon killed during a load
 Results go to --out as JSON, written after every phase (a run cut short keeps what it did).
+
+With spec["tp"] > 1 every role runs tensor-parallel over that many GPUs (vLLM's
+multiprocessing executor, one worker process a rank; num_gpu_blocks_override is per rank).
+NVLink multicast stays off (parallel_env). VLLM_WORKER_MULTIPROC_METHOD is left to vLLM:
+0.26 forks its processes unless CUDA is initialised in the forking one, and then switches to
+spawn by itself (_maybe_force_spawn); this script imports no torch of its own and keeps its
+work under the __main__ guard that spawn needs.
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from typing import Any, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import kvstrata  # noqa: E402
 from daemon_ctl import DaemonCtl  # noqa: E402
 
 
@@ -36,6 +44,26 @@ def log(msg: str) -> None:
 
 
 VOCAB = 128256
+
+# Tensor-parallel engines on the lent multi-GPU machines: NVLink multicast must stay off (a
+# multicast object can take the host's GPUs out of service), in NCCL, in PyTorch's symmetric
+# memory and in NVSHMEM; vLLM's torch-symmetric-memory all-reduce is not used (it
+# rendezvouses multicast buffers). vLLM's custom all-reduce (CUDA IPC) and NCCL remain.
+# vLLM 0.26 sets none of these itself (and needs no NCCL_CUMEM_ENABLE).
+TP_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+          "NVSHMEM_DISABLE_NVLS": "1", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
+
+
+def parallel_env(tp: int) -> None:
+    """Before vLLM is imported (its engine-core and worker processes inherit it)."""
+    if tp > 1:
+        os.environ.update(TP_ENV)
+        log(f"tensor parallel {tp}: " + " ".join(f"{k}={v}" for k, v in TP_ENV.items()))
+
+
+def parallel_args(tp: int) -> Dict[str, Any]:
+    """vllm.LLM arguments of a tensor-parallel engine ({} at 1: the call stays as it was)."""
+    return {"tensor_parallel_size": tp, "distributed_executor_backend": "mp"} if tp > 1 else {}
 
 
 def prompt(seed: int, n: int) -> List[int]:
@@ -47,7 +75,8 @@ def prompt(seed: int, n: int) -> List[int]:
 class Bench:
     def __init__(self, role: str, spec: Dict[str, Any], out: Path) -> None:
         self.role, self.spec, self.out = role, spec, out
-        self.result: Dict[str, Any] = {"role": role, "phases": {}}
+        self.tp = int(spec.get("tp", 1))
+        self.result: Dict[str, Any] = {"role": role, "tp": self.tp, "phases": {}}
         self._tiny = 0
         self.daemon = DaemonCtl(**spec["daemon"]) if role.startswith("kvstrata") else None
         from vllm import LLM, SamplingParams  # noqa: PLC0415
@@ -81,14 +110,41 @@ class Bench:
                        num_gpu_blocks_override=spec["gpu_blocks"],
                        gpu_memory_utilization=spec["gpu_memory_utilization"],
                        max_num_seqs=spec.get("max_num_seqs", 64), seed=0,
-                       disable_log_stats=False, kv_transfer_config=kvt)
+                       disable_log_stats=False, kv_transfer_config=kvt,
+                       **parallel_args(self.tp))
         self.result["engine_start_s"] = round(time.monotonic() - t0, 1)
-        log(f"{role}: engine up in {self.result['engine_start_s']} s")
+        log(f"{role}: engine up in {self.result['engine_start_s']} s (tp {self.tp})")
         self.warm_up()
+        self.record_sessions()
         self.save()
 
     def save(self) -> None:
         self.out.write_text(json.dumps(self.result, indent=1))
+
+    def record_sessions(self, timeout_s: float = 10.0) -> None:
+        """KVStrata roles: the daemon's live sessions (ListSessions) once every rank's worker
+        session (vllm-worker-tp<rank>) holds a KV cache registration, or after timeout_s;
+        ranks_registered counts those ranks (a TP=2 engine: both)."""
+        if self.daemon is None:
+            return
+        t0 = time.monotonic()
+        sessions: List[Dict[str, Any]] = []
+        ranks: set = set()
+        while time.monotonic() - t0 < timeout_s:
+            try:
+                sessions = sorted(self.daemon.live_sessions(), key=lambda x: str(x["client"]))
+            except kvstrata.KVStrataError as err:
+                self.result["daemon_sessions_error"] = str(err)
+            ranks = {x["client"] for x in sessions
+                     if str(x["client"]).startswith("vllm-worker-") and x["registrations"]}
+            if len(ranks) >= self.tp:
+                break
+            time.sleep(0.1)
+        self.result["daemon_sessions"] = sessions
+        self.result["ranks_registered"] = len(ranks)
+        log(f"{self.role}: {len(ranks)} of {self.tp} ranks registered with the daemon; sessions "
+            + ", ".join(f"{x['client']} (ns {x['namespaces']}, reg {x['registrations']})"
+                        for x in sessions))
 
     def phase(self, name: str, value: Any) -> None:
         self.result["phases"][name] = value
@@ -133,7 +189,8 @@ class Bench:
                 continue
             if m0 <= e["t"] <= m1:
                 e["at_ms"] = round((e.pop("t") - m0) * 1e3, 2)
-                e.pop("pid", None)
+                if self.tp == 1:  # under TP the pid tells the ranks' worker events apart
+                    e.pop("pid", None)
                 events.append(e)
         return events
 
@@ -334,6 +391,7 @@ def main() -> int:
     spec = json.loads(Path(args.spec).read_text())
     global VOCAB
     VOCAB = spec["vocab"]
+    parallel_env(int(spec.get("tp", 1)))
     b = Bench(args.role, spec, Path(args.out))
     if args.role in ("none", "native", "kvstrata"):
         b.single(hits=args.role != "none")
