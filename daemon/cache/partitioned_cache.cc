@@ -32,8 +32,8 @@ BlockCache* PartitionedCache::ForId(uint64_t id) const {
 }
 
 absl::StatusOr<size_t> PartitionedCache::CommitStore(
-    SessionId session, ReservationId reservation,
-    std::optional<absl::Span<const uint32_t>> written, std::optional<LeaseRef> into) {
+    SessionId session, ReservationId reservation, std::optional<absl::Span<const uint32_t>> written,
+    std::optional<LeaseRef> into) {
   BlockCache* cache = ForId(reservation);
   if (cache == nullptr) return UnknownId("reservation", reservation);
   if (into.has_value() && ForId(into->lease) != cache) into.reset();  // cannot hold them
@@ -135,7 +135,8 @@ CacheStats PartitionedCache::Stats() const {
     total.active_reservations += s.active_reservations;
     total.active_loads += s.active_loads;
     total.fenced_bytes += s.fenced_bytes;
-    for (const auto& [ns, blocks] : s.blocks_per_namespace) total.blocks_per_namespace[ns] += blocks;
+    for (const auto& [ns, blocks] : s.blocks_per_namespace)
+      total.blocks_per_namespace[ns] += blocks;
   }
   return total;
 }

@@ -341,4 +341,11 @@ size_t JobManager::registrations() const {
   return registrations_.size();
 }
 
+size_t JobManager::registrations(uint64_t session) const {
+  MutexLock lock(&mu_);
+  size_t count = 0;
+  for (const auto& [id, reg] : registrations_) count += reg.session == session ? 1 : 0;
+  return count;
+}
+
 }  // namespace kvstrata

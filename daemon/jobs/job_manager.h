@@ -80,6 +80,7 @@ class JobManager {
   size_t active_jobs() const;
   size_t active_jobs(JobCompletion::Kind kind) const;
   size_t registrations() const;
+  size_t registrations(uint64_t session) const;  // of one session
 
  private:
   struct Registration {

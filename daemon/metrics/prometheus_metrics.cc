@@ -160,9 +160,9 @@ absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Create(
       // CivetWeb gives each connection a worker until its request arrives: with more
       // workers than a few idle connections, and a short wait for the request, connections
       // that never send one (a port scan, a stuck client) cannot starve the scrapes.
-      impl->exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-          "listening_ports", address, "num_threads", "16", "request_timeout_ms", "2000",
-          "keep_alive_timeout_ms", "500"});
+      impl->exposer = std::make_unique<prometheus::Exposer>(
+          std::vector<std::string>{"listening_ports", address, "num_threads", "16",
+                                   "request_timeout_ms", "2000", "keep_alive_timeout_ms", "500"});
     } catch (const std::exception& e) {
       return absl::UnavailableError(
           absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));

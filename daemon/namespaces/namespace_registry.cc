@@ -50,6 +50,13 @@ bool NamespaceRegistry::IsRegisteredBy(uint32_t id, uint64_t session_id) const {
   return id != 0 && id <= entries_.size() && entries_[id - 1].sessions.contains(session_id);
 }
 
+size_t NamespaceRegistry::CountRegisteredBy(uint64_t session_id) const {
+  MutexLock lock(&mu_);
+  size_t count = 0;
+  for (const Entry& entry : entries_) count += entry.sessions.contains(session_id) ? 1 : 0;
+  return count;
+}
+
 std::vector<NamespaceInfo> NamespaceRegistry::List() const {
   MutexLock lock(&mu_);
   std::vector<NamespaceInfo> out;

@@ -38,6 +38,8 @@ class NamespaceRegistry {
   std::optional<NamespaceInfo> FindByFingerprint(const std::string& fingerprint) const;
   // True when `session_id` registered namespace `id`.
   bool IsRegisteredBy(uint32_t id, uint64_t session_id) const;
+  // How many namespaces `session_id` registered.
+  size_t CountRegisteredBy(uint64_t session_id) const;
   std::vector<NamespaceInfo> List() const;
   size_t size() const;
 

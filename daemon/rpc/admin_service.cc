@@ -139,6 +139,8 @@ grpc::Status AdminService::ListSessions(grpc::ServerContext* ctx, const v1::List
       out->set_hostname(info.hostname);
       out->set_opened_unix_ms(UnixMillis(info.opened));
       out->set_last_heartbeat_unix_ms(UnixMillis(info.last_heartbeat));
+      out->set_namespaces(static_cast<uint32_t>(context_.namespaces->CountRegisteredBy(info.id)));
+      out->set_registrations(static_cast<uint32_t>(context_.jobs->registrations(info.id)));
     }
     return absl::OkStatus();
   });

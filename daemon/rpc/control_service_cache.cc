@@ -43,21 +43,21 @@ grpc::Status ControlService::ReleaseLease(grpc::ServerContext* ctx,
 grpc::ServerUnaryReactor* ControlService::ReserveStore(grpc::CallbackServerContext* ctx,
                                                        const v1::ReserveStoreRequest* request,
                                                        v1::ReserveStoreResponse* response) {
-  return Finish(
-      ctx,
-      context_.guard->Run("Control.ReserveStore", ctx, [&](const Caller& caller) -> absl::Status {
-        absl::StatusOr<HostModeNamespace> host = RequireHostModeNamespace(
-            context_, caller, request->session_id(), request->namespace_id());
-        if (!host.ok()) return host.status();
-        if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-        std::vector<std::string_view> keys = KeyViews(request->keys());
-        absl::StatusOr<ReserveResult> result = context_.cache->ReserveStore(
-            request->session_id(), host->ns.id, host->ns.bytes_per_block, keys);
-        if (!result.ok()) return result.status();
-        response->set_reservation_id(result->reservation);
-        for (const StoreSlot& slot : result->slots) ToProto(slot, host->base, response->add_slots());
-        return absl::OkStatus();
-      }));
+  return Finish(ctx, context_.guard->Run(
+                         "Control.ReserveStore", ctx, [&](const Caller& caller) -> absl::Status {
+                           absl::StatusOr<HostModeNamespace> host = RequireHostModeNamespace(
+                               context_, caller, request->session_id(), request->namespace_id());
+                           if (!host.ok()) return host.status();
+                           if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+                           std::vector<std::string_view> keys = KeyViews(request->keys());
+                           absl::StatusOr<ReserveResult> result = context_.cache->ReserveStore(
+                               request->session_id(), host->ns.id, host->ns.bytes_per_block, keys);
+                           if (!result.ok()) return result.status();
+                           response->set_reservation_id(result->reservation);
+                           for (const StoreSlot& slot : result->slots)
+                             ToProto(slot, host->base, response->add_slots());
+                           return absl::OkStatus();
+                         }));
 }
 
 grpc::ServerUnaryReactor* ControlService::CommitStore(grpc::CallbackServerContext* ctx,
@@ -87,26 +87,27 @@ grpc::ServerUnaryReactor* ControlService::CommitStore(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ControlService::AcquireLoad(grpc::CallbackServerContext* ctx,
                                                       const v1::AcquireLoadRequest* request,
                                                       v1::AcquireLoadResponse* response) {
-  return Finish(
-      ctx,
-      context_.guard->Run("Control.AcquireLoad", ctx, [&](const Caller& caller) -> absl::Status {
-        absl::StatusOr<HostModeNamespace> host = RequireHostModeNamespace(
-            context_, caller, request->session_id(), request->namespace_id());
-        if (!host.ok()) return host.status();
-        const NamespaceInfo* ns = &host->ns;
-        if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-        std::optional<LeaseId> lease;
-        if (request->lease_id() != 0) lease = request->lease_id();
-        std::vector<std::string_view> keys = KeyViews(request->keys());
-        TierManager::LoadGuard promoted;
-        if (context_.tiers != nullptr) promoted = context_.tiers->PrepareLoad(ns->id, keys);
-        absl::StatusOr<LoadResult> result =
-            context_.cache->AcquireLoad(request->session_id(), ns->id, keys, lease);
-        if (!result.ok()) return result.status();
-        response->set_load_id(result->load);
-        for (const LoadSlot& slot : result->slots) ToProto(slot, host->base, response->add_slots());
-        return absl::OkStatus();
-      }));
+  return Finish(ctx, context_.guard->Run(
+                         "Control.AcquireLoad", ctx, [&](const Caller& caller) -> absl::Status {
+                           absl::StatusOr<HostModeNamespace> host = RequireHostModeNamespace(
+                               context_, caller, request->session_id(), request->namespace_id());
+                           if (!host.ok()) return host.status();
+                           const NamespaceInfo* ns = &host->ns;
+                           if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+                           std::optional<LeaseId> lease;
+                           if (request->lease_id() != 0) lease = request->lease_id();
+                           std::vector<std::string_view> keys = KeyViews(request->keys());
+                           TierManager::LoadGuard promoted;
+                           if (context_.tiers != nullptr)
+                             promoted = context_.tiers->PrepareLoad(ns->id, keys);
+                           absl::StatusOr<LoadResult> result = context_.cache->AcquireLoad(
+                               request->session_id(), ns->id, keys, lease);
+                           if (!result.ok()) return result.status();
+                           response->set_load_id(result->load);
+                           for (const LoadSlot& slot : result->slots)
+                             ToProto(slot, host->base, response->add_slots());
+                           return absl::OkStatus();
+                         }));
 }
 
 grpc::ServerUnaryReactor* ControlService::ReleaseLoad(grpc::CallbackServerContext* ctx,

@@ -5,8 +5,8 @@
 
 #include <system_error>
 
-#include "absl/time/clock.h"
 #include <utility>
+#include "absl/time/clock.h"
 
 #include "spdlog/spdlog.h"
 

@@ -231,7 +231,8 @@ void Daemon::RegisterGauges() {
     const MetricLabelPairs labels = {{"tenant", tenant}};
     m.AddGauge("kvstrata_tenant_l1_capacity_bytes",
                "L1 bytes of the tenants with a partition of their own (tenants[].l1_capacity).",
-               labels, [l1, p] { return static_cast<double>(l1->PartitionStats(p).capacity_bytes); });
+               labels,
+               [l1, p] { return static_cast<double>(l1->PartitionStats(p).capacity_bytes); });
     m.AddGauge("kvstrata_tenant_l1_used_bytes", "L1 bytes in use in a tenant's own partition.",
                labels, [l1, p] { return static_cast<double>(l1->PartitionStats(p).used_bytes); });
   }

@@ -87,9 +87,8 @@ void FdServer::AcceptLoop() {
       close(fd);
       continue;
     }
-    if (!connections_.Start(fd, [this](int connection, std::atomic<int64_t>*) {
-          Serve(connection);
-        })) {
+    if (!connections_.Start(fd,
+                            [this](int connection, std::atomic<int64_t>*) { Serve(connection); })) {
       close(fd);
     }
   }

@@ -107,8 +107,7 @@ TierManager::PendingLoad TierManager::StartLoad(NamespaceId ns,
   for (size_t i = 0; i < keys.size(); ++i) {
     if ((*in_l1)[i].has_value()) continue;
     bool unknown = false;
-    if (!CachedTier(*tn, absl::string_view(keys[i].data(), keys[i].size()), &unknown) &&
-        unknown) {
+    if (!CachedTier(*tn, absl::string_view(keys[i].data(), keys[i].size()), &unknown) && unknown) {
       unknown_keys.push_back(keys[i]);
     }
   }

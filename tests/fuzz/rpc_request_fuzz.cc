@@ -54,8 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!Parse(data, size, aim, &q)) return 0;
       if (!kvstrata::ValidateKeys(q.keys()).ok()) return 0;
       std::vector<std::string_view> keys = kvstrata::KeyViews(q.keys());
-      auto answer = kvstrata::RunLookup(ctx, {caller.tenant, q.session_id(), q.namespace_id(),
-                                              keys, q.acquire_lease(), q.lease_ttl_ms()});
+      auto answer = kvstrata::RunLookup(ctx, {caller.tenant, q.session_id(), q.namespace_id(), keys,
+                                              q.acquire_lease(), q.lease_ttl_ms()});
       Expect(answer.ok(), q.session_id());
       if (answer.ok() && answer->result.lease.has_value()) {
         (void)ctx.cache->ReleaseLease(q.session_id(), *answer->result.lease);
@@ -70,15 +70,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (load ? !Parse(data, size, aim, &ql) : !Parse(data, size, aim, &qs)) return 0;
       auto blocks = load ? kvstrata::JobBlocksFromRequest(ql) : kvstrata::JobBlocksFromRequest(qs);
       if (!blocks.ok()) return 0;
-      kvstrata::JobCall call{load ? kvstrata::JobCall::Kind::kLoad : kvstrata::JobCall::Kind::kStore,
-                             caller.tenant,
-                             load ? ql.session_id() : qs.session_id(),
-                             load ? ql.namespace_id() : qs.namespace_id(),
-                             load ? ql.registration_id() : qs.registration_id(),
-                             blocks->keys,
-                             blocks->block_ids,
-                             load ? 0 : qs.wait_event(),
-                             load ? ql.lease_id() : 0};
+      kvstrata::JobCall call{
+          load ? kvstrata::JobCall::Kind::kLoad : kvstrata::JobCall::Kind::kStore,
+          caller.tenant,
+          load ? ql.session_id() : qs.session_id(),
+          load ? ql.namespace_id() : qs.namespace_id(),
+          load ? ql.registration_id() : qs.registration_id(),
+          blocks->keys,
+          blocks->block_ids,
+          load ? 0 : qs.wait_event(),
+          load ? ql.lease_id() : 0};
       auto job = kvstrata::RunSubmitJob(ctx, call);
       if (job.ok()) __builtin_trap();  // no registration exists: no job may start
       return 0;

@@ -14,13 +14,13 @@
 #include <cstring>
 #include <vector>
 
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    cudaError_t e = (x);                                                               \
-    if (e != cudaSuccess) {                                                            \
-      std::printf("FAIL %s: %s\n", #x, cudaGetErrorString(e));                         \
-      return 1;                                                                        \
-    }                                                                                  \
+#define CHECK(x)                                               \
+  do {                                                         \
+    cudaError_t e = (x);                                       \
+    if (e != cudaSuccess) {                                    \
+      std::printf("FAIL %s: %s\n", #x, cudaGetErrorString(e)); \
+      return 1;                                                \
+    }                                                          \
   } while (0)
 
 int main() {
@@ -28,16 +28,18 @@ int main() {
   size_t total = 0;
   for (size_t s : sizes) total += s;
   const size_t page = 2 << 20;
-  void* range = mmap(nullptr, total + page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+  void* range =
+      mmap(nullptr, total + page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (range == MAP_FAILED) return std::printf("FAIL reserve\n"), 1;
-  char* base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(range) + page - 1) / page * page);
+  char* base =
+      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(range) + page - 1) / page * page);
   std::vector<int> fds;
   std::vector<size_t> offsets;
   size_t offset = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     int fd = memfd_create("kvstrata-l1-check", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, static_cast<off_t>(sizes[i])) != 0) return std::printf("FAIL memfd\n"), 1;
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(sizes[i])) != 0)
+      return std::printf("FAIL memfd\n"), 1;
     if (mmap(base + offset, sizes[i], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
         MAP_FAILED) {
       return std::printf("FAIL map partition %zu\n", i), 1;
@@ -47,7 +49,8 @@ int main() {
     offsets.push_back(offset);
     offset += sizes[i];
   }
-  CHECK(cudaHostRegister(base, total, cudaHostRegisterPortable | cudaHostRegisterMapped));  // as the engine
+  CHECK(cudaHostRegister(base, total,
+                         cudaHostRegisterPortable | cudaHostRegisterMapped));  // as the engine
   std::printf("PASS cudaHostRegister over %zu partitions (%zu MiB, one range)\n", sizes.size(),
               total >> 20);
   // Device -> host into the middle of partition 2, host -> device from partition 1.

@@ -61,12 +61,20 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags) {
   char pattern[] = "/tmp/kvstrata-it-XXXXXX";
   dir_ = mkdtemp(pattern);
   socket_ = dir_ + "/kvstrata.sock";
-  flags_ = {BinaryPath(), "--socket=" + socket_, "--metrics_address=off",
-            "--set=l1.capacity=64MiB,l1.slab_size=4MiB,l2.enabled=false"};
+  // One --set holds the small defaults and every --set of `extra_flags` after them: a
+  // repeated --set flag would replace the earlier one (the last wins), and the daemon would
+  // then run the embedded 4 GiB L1 with L2 in the home directory.
+  std::string set = "--set=l1.capacity=64MiB,l1.slab_size=4MiB,l2.enabled=false";
+  flags_ = {BinaryPath(), "--socket=" + socket_, "--metrics_address=off"};
   for (const std::string& flag : extra_flags) {
     if (flag.rfind("--socket=", 0) == 0) socket_ = flag.substr(9);  // The last one wins.
-    flags_.push_back(flag);
+    if (flag.rfind("--set=", 0) == 0) {
+      set += "," + flag.substr(6);
+    } else {
+      flags_.push_back(flag);
+    }
   }
+  flags_.push_back(set);
 }
 
 DaemonProcess::~DaemonProcess() {

@@ -9,7 +9,7 @@ import pytest
 
 import kvstrata
 from kvstrata import pb
-from kvs_testing import L1_CAPACITY, assert_code
+from kvs_testing import L1_CAPACITY, assert_code, mha_spec
 
 MIB = 1 << 20
 
@@ -89,3 +89,7 @@ def test_list_sessions_reports_the_client(client: kvstrata.Client) -> None:
         info = {x.session_id: x for x in client.list_sessions().sessions}[s.session_id]
         assert (info.client_name, info.hostname, info.pid) == ("pytest-admin", "node-c", os.getpid())
         assert abs(info.opened_unix_ms - time.time() * 1000) < 60_000
+        assert (info.namespaces, info.registrations) == (0, 0)
+        s.register_namespace(**mha_spec(model="kvstrata-test/admin-sessions"))
+        info = {x.session_id: x for x in client.list_sessions().sessions}[s.session_id]
+        assert (info.namespaces, info.registrations) == (1, 0)  # it was always 0 before
