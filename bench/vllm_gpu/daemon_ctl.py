@@ -110,6 +110,16 @@ class DaemonCtl:
         with kvstrata.Client(self.endpoint, timeout=2.0) as client:
             return {t.name: t for t in client.list_tiers().tiers}
 
+    def namespaces(self) -> List[object]:
+        """ListNamespaces: NamespaceInfo (fingerprint, spec incl. tp_rank, blocks in all tiers)."""
+        with kvstrata.Client(self.endpoint, timeout=5.0) as client:
+            return list(client.list_namespaces().namespaces)
+
+    def clear(self, fingerprint: str, timeout_s: float = 60.0) -> List[str]:
+        """Clear one namespace in every tier (blocks in use stay); the daemon's messages."""
+        with kvstrata.Client(self.endpoint, timeout=timeout_s) as client:
+            return [p.message for p in client.clear(fingerprint=fingerprint)]
+
     def wait_idle(self, timeout_s: float = 30.0) -> float:
         """Until no session has a job in flight and L2 has no pending write; seconds."""
         t0 = time.monotonic()
@@ -143,7 +153,8 @@ class DaemonCtl:
         while time.monotonic() - t0 < timeout_s:
             try:
                 now = self.registered()
-                if all(name in now and now[name] >= want for name, want in expected.items()):
+                if all(name in now and all(a >= b for a, b in zip(now[name], want))
+                       for name, want in expected.items()):
                     return time.monotonic() - t0
             except kvstrata.KVStrataError:
                 pass

@@ -9,7 +9,9 @@ torch.compile on, the same GPU KV budget, greedy sampling):
   native      vLLM's OffloadingConnector (CPU): cold + hit TTFT, the users rounds
   kvstrata    KVStrataConnector: cold + L1 hit TTFT, the users rounds
   kvstrata_b  KVStrataConnector in a second, fresh engine process: cross-instance hits,
-              then L2 hits after daemon restarts, then the daemon killed during a load
+              then L2 hits after daemon restarts, then the daemon killed during a load;
+              with tp > 1 last "one rank misses" (tp_rank 1's namespace cleared; the
+              `none` role computes its reference prompt)
 Results go to --out as JSON, written after every phase (a run cut short keeps what it did).
 
 With spec["tp"] > 1 every role runs tensor-parallel over that many GPUs (vLLM's
@@ -359,6 +361,95 @@ class Bench:
             f"{row['after']['cached']} in {row['after']['ms']} ms")
         self.phase("fault", row)
 
+    # ------------------------------------------------------------------ tp > 1
+
+    MISS_SEED = 30_000_000  # seed of the one-rank-miss prompt (no other role stores it)
+
+    def miss_prompt(self) -> List[int]:
+        n = int(self.spec.get("one_rank_miss_tokens", 8192))
+        return prompt(self.MISS_SEED, n)
+
+    def one_rank_miss_ref(self) -> None:
+        """Role `none`, tp > 1: the one-rank-miss prompt without KVStrata (the reference
+        output of kvstrata_b's one_rank_miss)."""
+        r = self.generate([self.miss_prompt()])
+        self.phase("one_rank_miss_ref", {"prompt_tokens": len(self.miss_prompt()),
+                                         "tokens": r["requests"][0]["tokens"],
+                                         "top5": r["requests"][0]["top5"]})
+
+    def rank_blocks(self) -> Dict[str, int]:
+        """Blocks (all tiers) of this engine's namespaces, by tp_rank ("tp0", "tp1", ...)."""
+        assert self.daemon is not None
+        return {f"tp{ns.spec.tp_rank}": int(ns.blocks) for ns in self.miss_namespaces(None)}
+
+    def miss_namespaces(self, rank: Optional[int]) -> List[Any]:
+        """This model's namespaces of this TP size (of one rank, or all); the connector names
+        the model by vLLM's model path, the spec's --model (all of them if none matches)."""
+        assert self.daemon is not None
+        mine = [ns for ns in self.daemon.namespaces() if ns.spec.tp_size == self.tp
+                and (rank is None or ns.spec.tp_rank == rank)]
+        same_model = [ns for ns in mine if ns.spec.model == str(self.spec["model"])]
+        return same_model or mine
+
+    def one_rank_miss(self) -> None:
+        """A fresh prompt stored by both ranks (a control hit through KVStrata proves it),
+        then tp_rank 1's whole namespace cleared (every tier) and the GPU prefix cache reset:
+        the prompt must be a miss on every rank -- no KVStrata tokens, no load submitted by
+        rank 0 alone -- and recompute the same output. Last phase: it drops every block of
+        rank 1, which later phases (cross-instance hits) would need."""
+        assert self.daemon is not None
+        p = self.miss_prompt()
+        want = (len(p) - 1) // self.spec["block_size"] * self.spec["block_size"]
+        row: Dict[str, Any] = {"prompt_tokens": len(p), "cleared_rank": 1}
+
+        def brief(r: Dict[str, Any], events: List[Dict[str, Any]]) -> Dict[str, Any]:
+            return {"ms": round(r["wall_s"] * 1e3, 2), "cached": r["requests"][0]["cached"],
+                    "tokens": r["requests"][0]["tokens"], "top5": r["requests"][0]["top5"],
+                    "load_submits": sum(e["ev"] == "load_submit" for e in events),
+                    "lookup_units": [e.get("units") for e in events if e["ev"] == "lookup"],
+                    "timeline": r["timeline"]}
+
+        first = self.generate([p])
+        self.settle()
+        row["first"] = brief(first, first["timeline"])
+        # Until the daemon serves it from both ranks (the stores are in): a hit of `want`.
+        control = None
+        for _ in range(20):
+            self.reset_gpu_cache()
+            control = self.generate([p])
+            self.settle()
+            if (control["requests"][0]["cached"] or 0) >= want:
+                break
+            time.sleep(0.1)
+        assert control is not None
+        row["control"] = brief(control, control["timeline"])
+        row["blocks_before"] = self.rank_blocks()
+        self.reset_gpu_cache()
+        m0 = time.monotonic()
+        row["clear"] = []
+        targets = self.miss_namespaces(1)
+        for _ in range(20):  # blocks still leased are skipped by Clear: again until none left
+            for ns in targets:
+                row["clear"] += [f"{ns.fingerprint[:16]}: {m}"
+                                 for m in self.daemon.clear(ns.fingerprint)]
+            left = sum(int(ns.blocks) for ns in self.miss_namespaces(1))
+            if left == 0:
+                break
+            time.sleep(0.1)
+        row["blocks_after"] = self.rank_blocks()
+        # Rank 1 holds none of its blocks now, every other rank still holds its own.
+        row["cleared"] = (bool(targets) and row["blocks_after"].get("tp1", 0) == 0
+                          and all(v > 0 for k, v in row["blocks_after"].items() if k != "tp1"))
+        miss = self.generate([p])
+        # From before the clear to the end of the request: no rank may have submitted a load.
+        row["miss"] = brief(miss, self.timeline(m0, time.monotonic()))
+        self.settle()
+        log(f"{self.role} one rank misses: control cached {row['control']['cached']}, rank "
+            f"blocks {row['blocks_before']} -> {row['blocks_after']}, then cached "
+            f"{row['miss']['cached']}, load_submit {row['miss']['load_submits']}, "
+            f"{row['miss']['ms']} ms")
+        self.phase("one_rank_miss", row)
+
 
 def pct(sorted_values: List[float], p: int) -> Optional[float]:
     if not sorted_values:
@@ -396,10 +487,18 @@ def main() -> int:
     if args.role in ("none", "native", "kvstrata"):
         b.single(hits=args.role != "none")
         b.users()
+        if args.role == "none" and b.tp > 1:
+            b.one_rank_miss_ref()
     else:
         b.cross_instance()
         b.l2_hits()
         b.fault()
+        if b.tp > 1:
+            try:
+                b.one_rank_miss()
+            except (kvstrata.KVStrataError, RuntimeError) as err:  # reported, not fatal
+                log(f"{args.role} one rank misses: {err}")
+                b.phase("one_rank_miss", {"error": str(err)})
     b.result["done"] = True
     b.save()
     log(f"{args.role}: done")

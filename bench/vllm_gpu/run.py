@@ -12,7 +12,10 @@ targets of the vLLM GPU issue and writes DIR/vllm_gpu.json (everything), DIR/sum
 (the tables), DIR/run.log and DIR/kvstratad.log.
 
 --tp N runs every engine tensor-parallel over N GPUs (--gpu-blocks is per rank); --tp-plan is
-the TP=2 run of issue 20 in two device calls of < 10 minutes each (see TP_PLAN).
+the TP=2 run of issue 20 in two device calls of < 10 minutes each (see TP_PLAN). Under --tp > 1
+the run also measures each GPU's host-to-device copy ceiling before the first role (ceiling.py;
+once per --workdir) and reports each rank's KVStrata L1 load bandwidth against it, and
+kvstrata_b ends with the "one rank misses" check (engine.py, one_rank_miss).
 """
 from __future__ import annotations
 
@@ -136,6 +139,28 @@ def wait_gpu_free(timeout_s: float = 30.0) -> None:
         if not out:
             return
         time.sleep(0.5)
+
+
+def copy_ceiling(devices: int, timeout_s: float = 180.0) -> Dict[str, Any]:
+    """ceiling.py in a process of its own, on idle GPUs: each device's pinned host-to-device
+    copy bandwidth alone and with every device copying at once ({"error": ...} if it fails)."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, str(HERE / "ceiling.py"), "--devices", str(devices)],
+                           capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"ceiling.py did not finish in {timeout_s:.0f} s"}
+    finally:
+        wait_gpu_free()
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        return {"error": f"ceiling.py exited with {p.returncode}: {p.stderr.strip()[-2000:]}"}
+    try:
+        out = json.loads(lines[-1])
+    except ValueError:
+        return {"error": f"ceiling.py printed no JSON: {lines[-1][:500]}"}
+    out["seconds"] = round(time.monotonic() - t0, 1)
+    return out
 
 
 def disk_baseline(directory: Path, gib: int = 4) -> Dict[str, Any]:
@@ -300,7 +325,110 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
     target("daemon killed during a load: request completes, hits resume after restart",
            fault.get("after", {}).get("cached") if fault else None,
            None if not fault else bool(fault.get("completed") and after and after["cached"] > 0))
+    if spec.get("tp", 1) > 1:
+        load_bandwidth(results, spec, rep)
+        one_rank_miss(results, rep, target)
     return rep
+
+
+def kv_bytes_per_token(spec: Dict[str, Any]) -> Optional[int]:
+    """KV cache bytes of one token on one TP rank: K and V of every layer, the rank's share
+    of the KV heads, from the model's config.json (Llama-3.1-8B bf16, TP 2: 64 KiB)."""
+    try:
+        cfg = json.loads((Path(spec["model"]) / "config.json").read_text())
+        layers = int(cfg["num_hidden_layers"])
+        heads = int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
+        head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    dtype_bytes = {"float32": 4, "float": 4}.get(str(spec["dtype"]), 2)  # bf16 / fp16
+    return 2 * layers * max(1, heads // spec.get("tp", 1)) * head_dim * dtype_bytes
+
+
+def load_bandwidth(results: Dict[str, Any], spec: Dict[str, Any], rep: Dict[str, Any]) -> None:
+    """Each rank's load bandwidth in the kvstrata role's L1 hit timelines (the last repeat
+    of each size): its KV bytes / (load_done - load_submit, the worker's events; the submit
+    event is logged when the submit call returns), against its device's copy ceiling (rank r
+    runs on GPU r); and whether the ranks' loads overlapped in time."""
+    ceiling = results.get("ceiling") or {}
+    rep["copy_ceiling"] = ceiling
+    devices = {d["device"]: d for d in ceiling.get("devices", [])}
+    kvs = results.get("kvstrata", {})
+    per_token = kv_bytes_per_token(spec)
+    rep["kv_bytes_per_token_per_rank"] = per_token
+    rank_of = {x["pid"]: int(str(x["client"]).rsplit("tp", 1)[1])
+               for x in kvs.get("daemon_sessions", [])
+               if str(x["client"]).startswith("vllm-worker-tp")}
+    out: Dict[str, Any] = {}
+    for n, row in kvs.get("phases", {}).get("single", {}).items():
+        tokens = row["cached"][-1] or 0
+        spans: Dict[int, Dict[str, float]] = {}
+        for e in row.get("timeline", []):
+            if e["ev"] == "load_submit" and e["pid"] not in spans:
+                spans[e["pid"]] = {"submit": e["at_ms"], "submit_call_ms": e.get("ms", 0.0)}
+            elif e["ev"] == "load_done" and "done" not in spans.get(e["pid"], {"done": 0}):
+                spans[e["pid"]].update(done=e["at_ms"], failed=e.get("failed", 0))
+        ranks = []
+        for pid, sp in sorted(spans.items(), key=lambda x: (rank_of.get(x[0], 1 << 30), x[0])):
+            if "done" not in sp:
+                continue
+            rank = rank_of.get(pid)
+            ms = sp["done"] - sp["submit"]
+            nbytes = tokens * per_token if per_token else None
+            rate = round(nbytes / 1e9 / (ms / 1e3), 2) if nbytes and ms > 0 else None
+            dev = devices.get(rank, {})
+            ranks.append({"rank": rank, "pid": pid, "tokens": tokens, "bytes": nbytes,
+                          "submit_ms": sp["submit"], "done_ms": sp["done"],
+                          "load_ms": round(ms, 2), "failed": sp["failed"], "gbps": rate,
+                          "pct_of_concurrent_ceiling": round(100 * rate / dev["concurrent_gbps"], 1)
+                          if rate and dev.get("concurrent_gbps") else None,
+                          "pct_of_alone_ceiling": round(100 * rate / dev["alone_gbps"], 1)
+                          if rate and dev.get("alone_gbps") else None})
+        overlap = None
+        if len(ranks) > 1:  # > 0: every rank's load was in flight at once for that long
+            overlap = round(min(r["done_ms"] for r in ranks)
+                            - max(r["submit_ms"] for r in ranks), 2)
+        out[n] = {"ranks": ranks, "overlap_ms": overlap,
+                  "overlapped": None if overlap is None else overlap > 0,
+                  "aggregate_gbps": None}
+        span = (max(r["done_ms"] for r in ranks) - min(r["submit_ms"] for r in ranks)
+                if ranks else 0)
+        if per_token and span > 0:  # every rank's bytes over the first submit -> last done
+            out[n]["aggregate_gbps"] = round(sum(r["bytes"] for r in ranks) / 1e9 / (span / 1e3), 2)
+    rep["load_bandwidth"] = out
+
+
+def one_rank_miss(results: Dict[str, Any], rep: Dict[str, Any], target) -> None:
+    """kvstrata_b's last phase: a prompt both ranks held (the control hit), then tp_rank 1's
+    namespace cleared: the prompt must be a miss on every rank (no KVStrata tokens, no load
+    submitted by any rank) and recompute the output of the `none` role (or of its own first,
+    cold run)."""
+    row = results.get("kvstrata_b", {}).get("phases", {}).get("one_rank_miss")
+    ref = results.get("none", {}).get("phases", {}).get("one_rank_miss_ref")
+    if not row or "miss" not in row:
+        target("a unit one rank lacks is a miss on every rank (no one-rank load)",
+               (row or {}).get("error"), None)
+        return
+    miss, first = row["miss"], row["first"]
+    ref_name = "none" if ref else "its first run"
+    ref = ref or first
+    same = same_output(ref, miss["tokens"], miss["top5"], tol=0.0)
+    premise = bool(row["control"]["cached"] and row["cleared"])  # both held it, one lost it
+    rep["one_rank_miss"] = {
+        "prompt_tokens": row["prompt_tokens"], "first_cached": first["cached"],
+        "control_cached": row["control"]["cached"],
+        "control_load_submits": row["control"]["load_submits"],
+        "namespace_blocks_before": row["blocks_before"], "namespace_blocks_after": row["blocks_after"],
+        "cleared": row["cleared"], "miss_cached": miss["cached"],
+        "miss_load_submits": miss["load_submits"], "miss_lookup_units": miss["lookup_units"],
+        "miss_ms": miss["ms"], "output_reference": ref_name, "output_same": same,
+        "first_same_as_none": same_output(ref, first["tokens"], first["top5"]) if ref_name == "none"
+        else None}
+    target("a unit one rank lacks is a miss on every rank (no one-rank load)",
+           f"cached {miss['cached']}, load_submit {miss['load_submits']}, output "
+           f"{'same as' if same else 'differs from'} {ref_name}"
+           + ("" if premise else " (no control hit or rank 1 not cleared: not tested)"),
+           None if not premise else (miss["cached"] == 0 and miss["load_submits"] == 0 and same))
 
 
 def registrations(results: Dict[str, Any], rep: Dict[str, Any], target) -> None:
@@ -357,11 +485,22 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
         lines.append(f"  {n:>6}: " + ", ".join(
             f"{e['ev']}@{e['at_ms']}" + (f"({e['ms']})" if "ms" in e else "")
             for e in row.get("timeline", [])) + f" | end@{row['runs_ms'][-1]}")
+    render_tp(rep, lines)
     if "l2_read" in rep:
         lines.append("")
         lines.append(f"L2 read: {json.dumps(rep['l2_read'])}")
     lines.append("")
     lines.append(f"Fault: {json.dumps(rep.get('fault'))}")
+    if "one_rank_miss" in rep:
+        m = rep["one_rank_miss"]
+        lines.append(
+            f"One rank misses ({m['prompt_tokens']} tokens, kvstrata_b): first run cached "
+            f"{m['first_cached']}; control hit cached {m['control_cached']} with "
+            f"{m['control_load_submits']} load_submit; tp_rank 1's namespace cleared "
+            f"(blocks by rank before {m['namespace_blocks_before']}, after "
+            f"{m['namespace_blocks_after']}); then cached {m['miss_cached']}, lookup units "
+            f"{m['miss_lookup_units']}, load_submit {m['miss_load_submits']}, {m['miss_ms']} ms, "
+            f"output {'same as' if m['output_same'] else 'DIFFERS from'} {m['output_reference']}")
     lines.append(f"Correctness: {rep['correctness']['mismatched']} mismatches of "
                  f"{rep['correctness']['checked']} checked")
     for role, reg in rep.get("registrations", {}).items():
@@ -378,6 +517,37 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
     for t in rep["targets"]:
         lines.append(f"  {t['verdict']:4} {t['target']}: {t['value']}")
     return "\n".join(lines)
+
+
+def render_tp(rep: Dict[str, Any], lines: List[str]) -> None:
+    """TP > 1: the copy ceilings and each rank's L1 load bandwidth against its device's."""
+    c = rep.get("copy_ceiling")
+    if c is None:
+        return
+    lines.append("")
+    if not c.get("devices"):
+        lines.append(f"Host-to-device copy ceilings: {c.get('error', 'not measured')}")
+    else:
+        lines.append(f"Host-to-device copy ceilings ({c['bytes'] / GIB:g} GiB pinned -> device, "
+                     f"median of {c['repeats']}, GB/s): " + ", ".join(
+                         f"GPU{d['device']} alone {d['alone_gbps']} concurrent "
+                         f"{d['concurrent_gbps']}" for d in c["devices"])
+                     + f"; all at once {c['concurrent_aggregate_gbps']} aggregate")
+    lines.append(f"KVStrata L1 hit load bandwidth per rank ({rep.get('kv_bytes_per_token_per_rank')}"
+                 " KV bytes per token per rank; load_submit -> load_done)")
+    lines.append(f"  {'tokens':>6} {'rank':>4} {'pid':>7} {'MB':>8} {'load ms':>8} {'GB/s':>7} "
+                 f"{'% conc':>7} {'% alone':>8}  overlap")
+    for n, row in rep.get("load_bandwidth", {}).items():
+        for r in row["ranks"]:
+            def f(v, w):
+                return f"{v:>{w}}" if v is not None else f"{'-':>{w}}"
+            lines.append(f"  {n:>6} {f(r['rank'], 4)} {r['pid']:>7} "
+                         f"{f(round(r['bytes'] / 1e6, 1) if r['bytes'] else None, 8)} "
+                         f"{r['load_ms']:>8} {f(r['gbps'], 7)} "
+                         f"{f(r['pct_of_concurrent_ceiling'], 7)} {f(r['pct_of_alone_ceiling'], 8)}"
+                         + (f"  {'yes' if row['overlapped'] else 'no'} ({row['overlap_ms']} ms),"
+                            f" aggregate {row['aggregate_gbps']} GB/s" if r is row["ranks"][0]
+                            and row["overlap_ms"] is not None else ""))
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -438,7 +608,7 @@ def main() -> int:
         if spec.get("tp", 1) != args.tp:
             print(f"--continue: the spec's tp {spec.get('tp', 1)} applies, not --tp {args.tp}",
                   flush=True)
-        for role in ROLES + ("disk",):
+        for role in ROLES + ("disk", "ceiling"):
             f = workdir / "roles" / f"{role}.json"
             if f.is_file():
                 results[role] = json.loads(f.read_text())
@@ -455,6 +625,11 @@ def main() -> int:
                 results["disk"] = disk_baseline(Path(spec["daemon"]["workdir"]))
                 (workdir / "roles" / "disk.json").write_text(json.dumps(results["disk"]))
                 print(f"disk under L2: {results['disk']}", flush=True)
+            if spec.get("tp", 1) > 1 and "ceiling" not in results:  # before any engine
+                results["ceiling"] = copy_ceiling(spec["tp"])
+                (workdir / "roles" / "ceiling.json").write_text(json.dumps(results["ceiling"]))
+                print(f"host-to-device copy ceilings: {json.dumps(results['ceiling'])}",
+                      flush=True)
             if daemon.pid() is None:
                 print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
             for role in args.roles.split(","):
