@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "client/cli/commands.h"
 #include "client/cli/output.h"
+#include "daemon/common/program_usage.h"
 #include "daemon/common/runtime_paths.h"
 #include "daemon/common/version.h"
 
@@ -28,23 +29,34 @@ ABSL_FLAG(int64_t, iterations, 0, "top: frames to print, then exit (0 = until in
 
 namespace {
 
-int Usage() {
-  std::cerr << "usage: kvstrata [--endpoint=E] [--json] <command> [args]\n\ncommands:\n";
+// What the program does, its commands and exit codes (--help adds the flags).
+std::string UsageText() {
+  std::string text =
+      "the admin CLI of kvstratad, the KVStrata KV-cache daemon.\n\n"
+      "usage: kvstrata [flags] <command> [args]   (kvstrata --help lists the flags)\n\n"
+      "commands:\n";
   for (const auto& [name, command] : kvstrata::Commands()) {
-    std::cerr << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ')
-              << command.summary << "\n";
+    text += "  " + name + std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') +
+            command.summary + "\n";
   }
-  std::cerr << "  version     print the CLI version\n\nexit codes: 0 ok, 1 usage, "
-               "2 daemon unreachable, 3 daemon answered an error\n";
+  text +=
+      "  version     print the CLI version\n\nexit codes: 0 ok, 1 usage, "
+      "2 daemon unreachable, 3 daemon answered an error";
+  return text;
+}
+
+int Usage(const std::string& problem = "") {
+  if (!problem.empty()) std::cerr << "kvstrata: " << problem << "\n\n";
+  std::cerr << "kvstrata: " << UsageText() << "\n";
   return kvstrata::kExitUsage;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("kvstrata [flags] <command> [args]");
+  kvstrata::SetProgramUsage(UsageText());
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() < 2) return Usage();
+  if (positional.size() < 2) return Usage("no command given");
   std::string name = positional[1];
   if (name == "version") {
     if (absl::GetFlag(FLAGS_json)) {
@@ -55,7 +67,7 @@ int main(int argc, char** argv) {
     return kvstrata::kExitOk;
   }
   auto command = kvstrata::Commands().find(name);
-  if (command == kvstrata::Commands().end()) return Usage();
+  if (command == kvstrata::Commands().end()) return Usage("unknown command '" + name + "'");
   kvstrata::ClientOptions options;
   options.endpoint = absl::GetFlag(FLAGS_endpoint);
   options.tls_root_cert_file = absl::GetFlag(FLAGS_tls_ca);

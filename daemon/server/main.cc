@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "daemon/common/program_usage.h"
 #include "daemon/common/version.h"
 #include "daemon/config/config_loader.h"
 #include "daemon/log/logging.h"
@@ -90,7 +91,11 @@ int Run() {
 }  // namespace kvstrata
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("kvstratad [--config=FILE] [--set=key=value,...] [flags]");
+  kvstrata::SetProgramUsage(
+      "the KVStrata KV-cache daemon. It serves the KV blocks of the vLLM and SGLang\n"
+      "engines of this node from a shared-memory L1, local-disk L2 and shared-filesystem L3,\n"
+      "over gRPC on a Unix socket (docs/configuration.md, docs/wire-protocol.md).\n\n"
+      "usage: kvstratad [--config=FILE] [--set=section.key=value,...] [flags]");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_version)) {
     std::cout << "kvstratad " << kvstrata::kVersion << "\n";

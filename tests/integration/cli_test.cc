@@ -119,7 +119,19 @@ TEST_F(CliTest, CacheCommandsLookupPinEvictClearAndStats) {
 TEST_F(CliTest, UnknownCommandIsAUsageError) {
   ExitResult result = Cli(daemon_.socket(), "frobnicate");
   EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("unknown command 'frobnicate'"));
   EXPECT_THAT(result.output, HasSubstr("usage:"));
+}
+
+// Issue 18: --help printed "No flags matched." for both programs.
+TEST(CliHelpTest, HelpListsCommandsAndFlags) {
+  ExitResult result = RunCommand(std::string(KVSTRATA_CLI_PATH) + " --help");
+  EXPECT_THAT(result.output, HasSubstr("commands:"));
+  EXPECT_THAT(result.output, HasSubstr("drain"));
+  for (const char* flag : {"--endpoint", "--json", "--tier", "--timeout", "--token_file"}) {
+    EXPECT_THAT(result.output, HasSubstr(flag));
+  }
+  EXPECT_THAT(result.output, Not(HasSubstr("No flags matched")));
 }
 
 TEST(CliDaemonDownTest, SaysSoInOneLineAndExitsNonZero) {

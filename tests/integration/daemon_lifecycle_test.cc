@@ -147,6 +147,16 @@ TEST(DaemonLifecycleTest, BadConfigurationStopsAtStartNamingTheKey) {
   EXPECT_THAT(bad_flag.output, HasSubstr("no_such_flag"));
 }
 
+// Issue 18: --help printed "No flags matched.".
+TEST(DaemonLifecycleTest, HelpSaysWhatItIsAndListsItsFlags) {
+  ExitResult help = DaemonProcess::RunToExit({"--help"});
+  EXPECT_THAT(help.output, HasSubstr("KV-cache daemon"));
+  for (const char* flag : {"--config", "--set", "--socket", "--check_config", "--version"}) {
+    EXPECT_THAT(help.output, HasSubstr(flag));
+  }
+  EXPECT_THAT(help.output, Not(HasSubstr("No flags matched")));
+}
+
 TEST(DaemonLifecycleTest, PrintsTheEmbeddedDefaultConfig) {
   ExitResult printed = DaemonProcess::RunToExit({"--print_default_config"});
   EXPECT_EQ(printed.exit_code, 0);
