@@ -91,11 +91,26 @@ struct LoadResult {
 struct SessionEndResult {
   size_t leases = 0, reservations = 0, loads = 0;
   size_t fenced_slots = 0;  // kept from the pool: the session's process may still touch them
+
+  SessionEndResult& operator+=(const SessionEndResult& o) {
+    leases += o.leases;
+    reservations += o.reservations;
+    loads += o.loads;
+    fenced_slots += o.fenced_slots;
+    return *this;
+  }
 };
 
 struct ReapResult {
   size_t leases = 0, reservations = 0;
   size_t fenced_slots = 0;  // of expired reservations whose process may still write them
+
+  ReapResult& operator+=(const ReapResult& o) {
+    leases += o.leases;
+    reservations += o.reservations;
+    fenced_slots += o.fenced_slots;
+    return *this;
+  }
 };
 
 struct CacheStats {
@@ -111,6 +126,20 @@ struct CacheStats {
   uint64_t active_leases = 0, active_reservations = 0, active_loads = 0;
   uint64_t fenced_bytes = 0;  // slots held for ended sessions whose process may still write
   absl::flat_hash_map<NamespaceId, uint64_t> blocks_per_namespace;
+
+  // Adds another cache's figures (the partitions of one L1).
+  CacheStats& operator+=(const CacheStats& o) {
+    for (uint64_t CacheStats::*f :
+         {&CacheStats::capacity_bytes, &CacheStats::used_bytes, &CacheStats::blocks,
+          &CacheStats::hits, &CacheStats::misses, &CacheStats::evictions,
+          &CacheStats::dropped_stores, &CacheStats::not_admitted, &CacheStats::slab_moves,
+          &CacheStats::active_leases, &CacheStats::active_reservations, &CacheStats::active_loads,
+          &CacheStats::fenced_bytes}) {
+      this->*f += o.*f;
+    }
+    for (const auto& [ns, blocks] : o.blocks_per_namespace) blocks_per_namespace[ns] += blocks;
+    return *this;
+  }
 };
 
 }  // namespace kvstrata

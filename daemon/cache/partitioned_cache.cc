@@ -83,24 +83,13 @@ absl::Status PartitionedCache::ReleaseLease(SessionId session, LeaseId lease) {
 
 SessionEndResult PartitionedCache::EndSession(SessionId session) {
   SessionEndResult total;
-  for (const Partition& p : partitions_) {
-    SessionEndResult r = p.cache->EndSession(session);
-    total.leases += r.leases;
-    total.reservations += r.reservations;
-    total.loads += r.loads;
-    total.fenced_slots += r.fenced_slots;
-  }
+  for (const Partition& p : partitions_) total += p.cache->EndSession(session);
   return total;
 }
 
 ReapResult PartitionedCache::ReapExpired() {
   ReapResult total;
-  for (const Partition& p : partitions_) {
-    ReapResult r = p.cache->ReapExpired();
-    total.leases += r.leases;
-    total.reservations += r.reservations;
-    total.fenced_slots += r.fenced_slots;
-  }
+  for (const Partition& p : partitions_) total += p.cache->ReapExpired();
   return total;
 }
 
@@ -120,24 +109,7 @@ size_t PartitionedCache::Clear(std::optional<NamespaceId> ns) {
 CacheStats PartitionedCache::Stats() const {
   if (partitions_.size() == 1) return partitions_[0].cache->Stats();
   CacheStats total;
-  for (const Partition& p : partitions_) {
-    CacheStats s = p.cache->Stats();
-    total.capacity_bytes += s.capacity_bytes;
-    total.used_bytes += s.used_bytes;
-    total.blocks += s.blocks;
-    total.hits += s.hits;
-    total.misses += s.misses;
-    total.evictions += s.evictions;
-    total.dropped_stores += s.dropped_stores;
-    total.not_admitted += s.not_admitted;
-    total.slab_moves += s.slab_moves;
-    total.active_leases += s.active_leases;
-    total.active_reservations += s.active_reservations;
-    total.active_loads += s.active_loads;
-    total.fenced_bytes += s.fenced_bytes;
-    for (const auto& [ns, blocks] : s.blocks_per_namespace)
-      total.blocks_per_namespace[ns] += blocks;
-  }
+  for (const Partition& p : partitions_) total += p.cache->Stats();
   return total;
 }
 

@@ -223,12 +223,10 @@ void Daemon::RegisterGauges() {
   m.AddCounter("kvstrata_evictions_total", "Blocks evicted by each tier's eviction policy.",
                tier_l1, stat(&CacheStats::evictions));
   RegisterLowerTierGauges();
-  for (size_t p = 1; p < l1->partition_count(); ++p) {  // tenants with an L1 share of their own
-    std::string tenant;
-    for (const Caller& t : tenants_.Tenants()) {
-      if (t.partition == p) tenant = t.namespace_scope;
-    }
-    const MetricLabelPairs labels = {{"tenant", tenant}};
+  for (const Caller& t : tenants_.Tenants()) {  // tenants with an L1 partition of their own
+    if (t.partition == 0) continue;
+    const size_t p = t.partition;
+    const MetricLabelPairs labels = {{"tenant", t.namespace_scope}};
     m.AddGauge("kvstrata_tenant_l1_capacity_bytes",
                "L1 bytes of the tenants with a partition of their own (tenants[].l1_capacity).",
                labels,

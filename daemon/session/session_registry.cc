@@ -11,6 +11,14 @@ absl::Status UnknownSession(uint64_t id) {
   return absl::NotFoundError(absl::StrCat("session ", id, " is unknown or has ended"));
 }
 
+// The session when it exists and is `tenant`'s (any other is unknown); else nullptr.
+template <typename Sessions>
+auto Owned(Sessions& sessions, uint64_t id, TenantId tenant)
+    -> decltype(&sessions.begin()->second) {
+  auto it = sessions.find(id);
+  return it == sessions.end() || it->second.tenant != tenant ? nullptr : &it->second;
+}
+
 }  // namespace
 
 SessionRegistry::SessionRegistry(SessionLimits limits, Clock clock)
@@ -45,25 +53,23 @@ absl::StatusOr<SessionInfo> SessionRegistry::Open(TenantId tenant, std::string c
 
 absl::Status SessionRegistry::Heartbeat(uint64_t session_id, TenantId tenant) {
   MutexLock lock(&mu_);
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end() || it->second.tenant != tenant) return UnknownSession(session_id);
-  it->second.last_heartbeat = clock_();
+  SessionInfo* session = Owned(sessions_, session_id, tenant);
+  if (session == nullptr) return UnknownSession(session_id);
+  session->last_heartbeat = clock_();
   return absl::OkStatus();
 }
 
 absl::Status SessionRegistry::Check(uint64_t session_id, TenantId tenant) const {
   MutexLock lock(&mu_);
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end() || it->second.tenant != tenant) return UnknownSession(session_id);
-  return absl::OkStatus();
+  return Owned(sessions_, session_id, tenant) != nullptr ? absl::OkStatus()
+                                                         : UnknownSession(session_id);
 }
 
 absl::Status SessionRegistry::Close(uint64_t session_id, TenantId tenant) {
   {
     MutexLock lock(&mu_);
-    auto it = sessions_.find(session_id);
-    if (it == sessions_.end() || it->second.tenant != tenant) return UnknownSession(session_id);
-    sessions_.erase(it);
+    if (Owned(sessions_, session_id, tenant) == nullptr) return UnknownSession(session_id);
+    sessions_.erase(session_id);
   }
   NotifyEnded({session_id});
   return absl::OkStatus();

@@ -25,6 +25,13 @@ absl::StatusOr<TenantTable> TenantTable::Create(const std::vector<TenantConfig>&
                                                 const std::string& admin_token_file) {
   TenantTable table;
   table.tenants_ = tenants;
+  uint32_t partitions = 0;  // 1, 2, ... in the order of the tenants with an L1 share
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    const TenantConfig& t = tenants[i];
+    uint32_t partition = t.l1_capacity != 0 ? ++partitions : 0;
+    table.callers_.push_back(
+        Caller{static_cast<TenantId>(i + 1), t.admin, t.name, t.shared_memory, partition});
+  }
   auto add_token = [&table](const std::string& path, std::string_view key,
                             Caller caller) -> absl::Status {
     absl::StatusOr<std::string> text = ReadSecretFile(path, key);
@@ -49,7 +56,7 @@ absl::StatusOr<TenantTable> TenantTable::Create(const std::vector<TenantConfig>&
   for (size_t i = 0; i < tenants.size(); ++i) {
     if (tenants[i].token_file.empty()) continue;
     if (absl::Status s = add_token(tenants[i].token_file,
-                                   absl::StrCat("tenants[", i, "].token_file"), table.CallerOf(i));
+                                   absl::StrCat("tenants[", i, "].token_file"), table.callers_[i]);
         !s.ok()) {
       return s;
     }
@@ -60,15 +67,6 @@ absl::StatusOr<TenantTable> TenantTable::Create(const std::vector<TenantConfig>&
 Caller TenantTable::DefaultCaller() const {
   // Single-tenant: the default tenant's namespaces keep their pre-tenant fingerprints.
   return Caller{kDefaultTenant, true, multi_tenant() ? "default" : "", true};
-}
-
-Caller TenantTable::CallerOf(size_t index) const {
-  const TenantConfig& t = tenants_[index];
-  uint32_t partition = 0;
-  if (t.l1_capacity != 0) {  // partitions 1, 2, ... in the order of the tenants with a share
-    for (size_t i = 0; i <= index; ++i) partition += tenants_[i].l1_capacity != 0 ? 1 : 0;
-  }
-  return Caller{static_cast<TenantId>(index + 1), t.admin, t.name, t.shared_memory, partition};
 }
 
 std::vector<uint64_t> TenantTable::L1Shares() const {
@@ -84,13 +82,13 @@ std::optional<Caller> TenantTable::ForPeer(uid_t uid, gid_t gid) const {
   for (size_t i = 0; i < tenants_.size(); ++i) {
     if (std::find(tenants_[i].uids.begin(), tenants_[i].uids.end(), uid) !=
         tenants_[i].uids.end()) {
-      return CallerOf(i);
+      return callers_[i];
     }
   }
   for (size_t i = 0; i < tenants_.size(); ++i) {
     if (std::find(tenants_[i].gids.begin(), tenants_[i].gids.end(), gid) !=
         tenants_[i].gids.end()) {
-      return CallerOf(i);
+      return callers_[i];
     }
   }
   return std::nullopt;
@@ -121,12 +119,6 @@ absl::StatusOr<Caller> TenantTable::ForConnection(int fd) const {
         absl::StrCat("no tenant is configured for uid ", peer.uid, " gid ", peer.gid));
   }
   return *caller;
-}
-
-std::vector<Caller> TenantTable::Tenants() const {
-  std::vector<Caller> out;
-  for (size_t i = 0; i < tenants_.size(); ++i) out.push_back(CallerOf(i));
-  return out;
 }
 
 std::string TenantTable::Name(TenantId tenant) const {

@@ -42,7 +42,7 @@ class TenantTable {
   absl::StatusOr<Caller> ForConnection(int fd) const;
 
   // The configured tenants, in TenantId order (1, 2, ...); empty when single-tenant.
-  std::vector<Caller> Tenants() const;
+  const std::vector<Caller>& Tenants() const { return callers_; }
   // The L1 partitions of the tenants with an l1_capacity, in partition order (1, 2, ...).
   std::vector<uint64_t> L1Shares() const;
   // "default" for the default tenant.
@@ -53,10 +53,10 @@ class TenantTable {
     std::string token;
     Caller caller;
   };
-  Caller CallerOf(size_t index) const;
   Caller DefaultCaller() const;
 
   std::vector<TenantConfig> tenants_;  // tenant id = index + 1
+  std::vector<Caller> callers_;        // tenants_[i]'s caller at i
   std::vector<Token> tokens_;
 };
 
