@@ -18,7 +18,12 @@ _OVERRIDABLE_FIELDS = {"model", "salt", "engine", "engine_kind"}
 
 _KNOWN = {"endpoint", "tokens_per_unit", "offload", "store_threshold_tokens",
           "namespace", "lease_ttl_ms", "reconnect_interval_s", "timeout_s",
-          "max_pending_store_bytes", "store_timeout_s"}
+          "max_pending_store_bytes", "store_timeout_s", "load_mode"}
+# How a hit is loaded: "auto" loads L1 hits of a GPU engine in the step that uses them, layer
+# by layer (vLLM's wait_for_layer_load), and anything on disk (or on a CPU engine) before
+# the request is scheduled; "sync" loads L1 hits in the step on CPU engines too; "async"
+# always loads before the request is scheduled (vLLM's load_async).
+LOAD_MODES = ("auto", "sync", "async")
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class ConnectorConfig:
     timeout_s: float = 5.0
     max_pending_store_bytes: int = 1 << 30   # host mode: gathered units awaiting the store
     store_timeout_s: float = 30.0
+    load_mode: str = "auto"                 # LOAD_MODES
 
     def unit_tokens(self, block_size: int) -> int:
         """Tokens per stored unit; ValueError unless a positive multiple of block_size."""
@@ -77,6 +83,10 @@ def parse_config(extra: Optional[Mapping[str, Any]]) -> ConnectorConfig:
     if offload not in ("prompt", "all"):
         raise ValueError(f"kv_connector_extra_config.offload must be \"prompt\" (prompt "
                          f"blocks only) or \"all\" (decode blocks too), got {offload!r}")
+    load_mode = extra.get("load_mode", "auto")
+    if load_mode not in LOAD_MODES:
+        raise ValueError(f"kv_connector_extra_config.load_mode must be one of "
+                         f"{', '.join(LOAD_MODES)}, got {load_mode!r}")
     namespace = extra.get("namespace", {})
     if not isinstance(namespace, Mapping):
         raise ValueError(f"kv_connector_extra_config.namespace must be an object, got "
@@ -99,7 +109,7 @@ def parse_config(extra: Optional[Mapping[str, Any]]) -> ConnectorConfig:
         reconnect_interval_s=_float(extra, "reconnect_interval_s", 5.0, 0.0),
         timeout_s=_float(extra, "timeout_s", 5.0, 0.1),
         max_pending_store_bytes=_int(extra, "max_pending_store_bytes", 1 << 30, 0),
-        store_timeout_s=_float(extra, "store_timeout_s", 30.0, 0.1))
+        store_timeout_s=_float(extra, "store_timeout_s", 30.0, 0.1), load_mode=load_mode)
 
 
 def max_offload_tokens(kv_transfer_params: Optional[Mapping[str, Any]]) -> Optional[int]:

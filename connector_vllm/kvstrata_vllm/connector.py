@@ -66,10 +66,13 @@ class KVStrataConnector(KVConnectorBase_V1):
         assert self.worker is not None
         meta = self._connector_metadata
         if isinstance(meta, KVStrataMetadata):
-            self.worker.start_load(meta)
+            mode = getattr(forward_context, "cudagraph_runtime_mode", None)
+            self.worker.start_load(meta, full_cuda_graph=getattr(mode, "name", "") == "FULL")
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        return  # Loads are asynchronous to the scheduler: done before the request runs.
+        """A same-step load: the current stream waits for this layer's blocks (GPU-side)."""
+        assert self.worker is not None
+        self.worker.wait_layer(layer_name)
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
                       **kwargs: Any) -> None:

@@ -27,6 +27,9 @@ class UnitTransfer:
 class RequestTransfer:
     req_id: str
     units: List[UnitTransfer]
+    # Loads: scheduled in this very step (load_async=False), so the blocks must be there
+    # before the forward pass reads them: on GPUs layer by layer (wait_for_layer_load).
+    sync: bool = False
 
 
 @dataclass

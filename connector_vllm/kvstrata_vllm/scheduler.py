@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -47,6 +47,7 @@ class _Req:
     block_ids: List[int] = field(default_factory=list)  # its blocks, from SchedulerOutput
     load_blocks: Set[int] = field(default_factory=set)  # blocks of the load in flight
     load_failed: bool = False                     # a load of it failed: no second attempt
+    sync: bool = False                            # its load runs in the step that uses it
 
 
 class SchedulerSide:
@@ -80,6 +81,8 @@ class SchedulerSide:
         self.link = Link(cfg, "vllm-scheduler", on_session=self._register)
         self._reqs: Dict[str, _Req] = {}
         self._loads: List[RequestTransfer] = []
+        # Per built step, the requests whose loads run in it (sync): done at its output.
+        self._sync_steps: "deque[List[str]]" = deque()
         self._delayed: Set[str] = set()
         self._event_info: "OrderedDict[bytes, Tuple[List[int], Optional[bytes], int]]" = OrderedDict()
         self._events: List[Any] = []
@@ -171,7 +174,16 @@ class SchedulerSide:
         self.stats.add("hit_tokens", matched)
         st.plan = (num_computed_tokens, start_u, hit)
         st.local_tokens = num_computed_tokens
-        return matched, True
+        st.sync = self._sync_load(st.tiers[start_u:hit])
+        return matched, not st.sync
+
+    def _sync_load(self, tiers: List[int]) -> bool:
+        """Whether units in these tiers load in the step that uses them (config.LOAD_MODES):
+        only from L1 (a disk read in the engine's step would stall it)."""
+        mode = self.cfg.load_mode
+        if mode == "async" or (mode == "auto" and self.host_mode):
+            return False
+        return all(0 < t <= 1 for t in tiers)
 
     def hit_sources(self, request: Any, num_external_tokens: int) -> Dict[str, int]:
         """Tokens of the external hit by tier: "host" (L1, DRAM) or "disk" (L2/L3)."""
@@ -216,7 +228,7 @@ class SchedulerSide:
             if any(b >= 0 for b in ids):
                 units.append(UnitTransfer(keys[i], ids))
         if units:
-            self._loads.append(RequestTransfer(request.request_id, units))
+            self._loads.append(RequestTransfer(request.request_id, units, sync=st.sync))
             st.loading = True
             st.load_blocks = {b for u in units for b in u.block_ids if b >= 0}
             trace.event("alloc", request.request_id, units=len(units))
@@ -279,6 +291,7 @@ class SchedulerSide:
         meta = KVStrataMetadata(loads=self._loads, delayed_frees=self._delayed,
                                 preempted=set(getattr(so, "preempted_req_ids", None) or ()))
         self._loads, self._delayed = [], set()
+        self._sync_steps.append([r.req_id for r in meta.loads if r.sync])
         self._track_blocks(so)
         for new in so.scheduled_new_reqs:
             n = so.num_scheduled_tokens.get(new.req_id, 0)
@@ -324,7 +337,10 @@ class SchedulerSide:
             for st in self._reqs.values():
                 if st.loading and st.load_blocks & invalid:
                     st.load_failed = True
-        for req_id in output.finished_recving or ():
+        # One output per built step, in order: its same-step loads are done (failed blocks
+        # are in `invalid`, and vLLM recomputes them).
+        synced = self._sync_steps.popleft() if self._sync_steps else []
+        for req_id in list(output.finished_recving or ()) + synced:
             trace.event("load_reported", req_id)
             st = self._reqs.get(req_id)
             if st is not None:

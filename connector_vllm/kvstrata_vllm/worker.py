@@ -10,8 +10,18 @@ Two data paths, chosen by where vLLM's KV cache lives:
   completions arrive on the session's completion stream. One unit = one vLLM block here
   (the daemon copies engine blocks one to one).
 
+Loads in the step that uses them (RequestTransfer.sync, config load_mode): in CUDA mode all
+of a step's are one layer-wise job, submitted in start_load_kv; the daemon answers once it
+queued every layer's copies and an IPC event per layer after them, and wait_for_layer_load
+makes the forward pass's stream wait for its layer's event (no CPU wait). When the forward
+pass runs as one full CUDA graph (no per-layer hook), start_load_kv waits for every layer
+instead; a layer whose hook never ran makes the whole job count as failed. get_finished
+waits for the job's completion, so its failed blocks reach vLLM in the same step (vLLM
+then discards the step's output for those requests and recomputes).
+
 Any block that could not be loaded is reported by get_block_ids_with_load_errors (vLLM then
-recomputes it); the request is still reported finished receiving in the same step.
+recomputes it); an asynchronous load's request is still reported finished receiving in the
+same step.
 """
 from __future__ import annotations
 
@@ -205,6 +215,12 @@ class WorkerSide:
         self._jobs: Dict[int, Tuple[str, str, List[int], List[bytes]]] = {}
         self._req_jobs: Dict[Tuple[str, str], Set[int]] = {}
         self._disabled_reason: Optional[str] = None
+        self._layer_of: Dict[str, int] = {}  # vLLM layer name -> registered layer number
+        # This step's layer-wise load: (job id or None, block ids), and the layers waited.
+        self._sync_job: Optional[Tuple[Optional[int], List[int]]] = None
+        self._sync_waited: Set[int] = set()
+        self._sync_waited_all = False
+        self._warned_hooks = False
 
     # ------------------------------------------------------------------ registration
 
@@ -216,6 +232,8 @@ class WorkerSide:
         if layout:
             self.fields["kv_layout"] = layout
         self.kv_caches = kv_caches
+        if isinstance(kv_caches, dict) and layout != "vllm_cross_layer":
+            self._layer_of = {str(n): i for i, n in enumerate(kvstrata.cuda.layer_names(kv_caches))}
         try:
             if devices == {"cpu"}:
                 self.mode = "host"
@@ -245,7 +263,8 @@ class WorkerSide:
         if self.mode == "cuda" and self.reg is None:
             layout = "vllm_cross_layer" if self.layout == "vllm_cross_layer" else "vllm"
             try:
-                self.reg = s.register_cuda_kv_caches(ns, self.kv_caches, layout)
+                self.reg = s.register_cuda_kv_caches(ns, self.kv_caches, layout,
+                                                     layer_events=True)
             except (ValueError, TypeError) as err:  # The tensors do not fit: not transient.
                 self._disable(f"registering the CUDA KV caches: {err}")
 
@@ -270,13 +289,19 @@ class WorkerSide:
 
     # ------------------------------------------------------------------ loads
 
-    def start_load(self, meta: KVStrataMetadata) -> None:
+    def start_load(self, meta: KVStrataMetadata, full_cuda_graph: bool = False) -> None:
         """Every step's first hook (start_load_kv), with or without a forward pass: it also
         takes the step's delayed frees, which wait_for_save (skipped by steps without a
-        forward pass) must not be the only one to see."""
+        forward pass) must not be the only one to see. full_cuda_graph: the forward pass
+        runs as one CUDA graph, so wait_for_layer_load will not be called."""
         with self._lock:
             self._delayed |= meta.delayed_frees
+        layered = [r for r in meta.loads if r.sync] if self.mode == "cuda" else []
+        if layered:
+            self._load_layered(layered, full_cuda_graph)
         for req in meta.loads:
+            if req.sync and self.mode == "cuda":
+                continue
             try:
                 if self.mode == "host":
                     self._load_host(req)
@@ -292,8 +317,69 @@ class WorkerSide:
         with self._lock:
             for i in unit_indices:
                 self._invalid.update(b for b in req.units[i].block_ids if b >= 0)
-            self._recved.add(req.req_id)
+            if not req.sync:
+                self._recved.add(req.req_id)
         self.stats.add("load_failed_units", len(unit_indices))
+
+    def _load_layered(self, reqs: List[RequestTransfer], full_cuda_graph: bool) -> None:
+        """One layer-wise job for all of this step's same-step loads (see the module doc)."""
+        keys = [u.key for r in reqs for u in r.units]
+        ids = [u.block_ids[0] for r in reqs for u in r.units]
+        s, ns = self.session_and_ns()
+        reg = self.reg
+        job = None
+        if s is not None and ns is not None and reg is not None:
+            t0 = time.monotonic()
+            job = self.link.guard("submit_load", lambda: s.submit_load(
+                ns, reg, keys, ids, layer_events=True), None)
+            trace.event("load_submit", reqs[0].req_id, ms=round((time.monotonic() - t0) * 1e3, 3),
+                        units=len(ids), layered=len(reqs))
+        if job is None:
+            with self._lock:
+                self._invalid.update(ids)
+            self.stats.add("load_failed_units", len(ids))
+            return
+        self._sync_job = (job, ids)
+        self._sync_waited = set()
+        self._sync_waited_all = full_cuda_graph
+        if full_cuda_graph:
+            reg.layer_events.wait_all()
+
+    def wait_layer(self, layer_name: str) -> None:
+        """wait_for_layer_load: the current stream waits for this layer's blocks."""
+        if self._sync_job is None or self.reg is None or self.reg.layer_events is None:
+            return
+        layer = self._layer_of.get(layer_name, 0)
+        self.reg.layer_events.wait(layer)
+        self._sync_waited.add(layer)
+
+    def _finish_layered(self) -> None:
+        """The step's layer-wise load is over: its failed blocks become invalid."""
+        job, ids = self._sync_job
+        self._sync_job = None
+        layers = len(self.reg.layer_events) if self.reg is not None and \
+            self.reg.layer_events is not None else 0
+        unwaited = not self._sync_waited_all and len(self._sync_waited) < layers
+        if unwaited and not self._warned_hooks:
+            self._warned_hooks = True
+            log.warning("kvstrata_vllm: the forward pass read %d of %d layers without "
+                        "wait_for_layer_load; those loads count as failed (recomputed)",
+                        layers - len(self._sync_waited), layers)
+        s = self.link._session
+        done = None
+        if s is not None:
+            try:
+                done = s.wait_jobs([job], timeout=self.cfg.store_timeout_s).get(job)
+            except (TimeoutError, kvstrata.KVStrataError) as err:
+                log.warning("kvstrata_vllm: layer-wise load: %s (recomputing)", err)
+        failed = set(range(len(ids))) if done is None or unwaited else set(done.failed_blocks)
+        if done is not None and not done.ok and not failed:
+            failed = set(range(len(ids)))
+        with self._lock:
+            self._invalid.update(ids[i] for i in failed)
+        self.stats.add("loaded_units", len(ids) - len(failed))
+        self.stats.add("load_failed_units", len(failed))
+        trace.event("load_done", "layered", failed=len(failed))
 
     def _load_host(self, req: RequestTransfer) -> None:
         assert self.host is not None
@@ -324,8 +410,9 @@ class WorkerSide:
         missing = [i for i in range(n) if not found[i]]
         if missing:
             self._fail_load(req, missing)
-        with self._lock:
-            self._recved.add(req.req_id)
+        if not req.sync:
+            with self._lock:
+                self._recved.add(req.req_id)
 
     def _load_cuda(self, req: RequestTransfer) -> None:
         s, ns = self.session_and_ns()
@@ -447,6 +534,8 @@ class WorkerSide:
                             trace.event("load_done", req_id, failed=len(failed))
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        if self._sync_job is not None:
+            self._finish_layered()
         if self.mode == "cuda" and self._jobs:
             s = self.link._session
             if s is not None:

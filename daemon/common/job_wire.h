@@ -5,8 +5,9 @@
 //
 // Request  (48 bytes + key_count * key_bytes + key_count * 4):
 //   u32 magic "KVSJ" | u16 version (1) | u16 kind (1 store, 2 load) | u64 session_id |
-//   u32 namespace_id | u32 key_count | u32 key_bytes (1..32) | u32 wait_event (stores: as
-//   SubmitStoreRequest.wait_event) | u64 registration_id | u64 lease_id (loads) |
+//   u32 namespace_id | u32 key_count | u32 key_bytes (1..32) | u32 event (stores: as
+//   SubmitStoreRequest.wait_event; loads: as SubmitLoadRequest.layer_events) |
+//   u64 registration_id | u64 lease_id (loads) |
 //   keys, key_count * key_bytes bytes | block_ids, key_count u32.
 // Response (20 bytes + message_bytes):
 //   u32 magic "KVSJ" | u32 status (0 OK, else a gRPC status code number) | u64 job_id |
@@ -36,7 +37,7 @@ struct RequestHeader {
   uint32_t namespace_id = 0;
   uint32_t key_count = 0;
   uint32_t key_bytes = 0;
-  uint32_t wait_event = 0;
+  uint32_t event = 0;  // Stores: wait_event; loads: layer_events.
   uint64_t registration_id = 0;
   uint64_t lease_id = 0;
 };
@@ -52,7 +53,7 @@ struct ResponseHeader {
 inline void EncodeRequestHeader(const RequestHeader& h, char* out) {
   using lookup_wire::internal::Put;
   out = Put(Put(Put(Put(out, h.magic), h.version), h.kind), h.session_id);
-  out = Put(Put(Put(Put(out, h.namespace_id), h.key_count), h.key_bytes), h.wait_event);
+  out = Put(Put(Put(Put(out, h.namespace_id), h.key_count), h.key_bytes), h.event);
   Put(Put(out, h.registration_id), h.lease_id);
 }
 
@@ -61,7 +62,7 @@ inline RequestHeader DecodeRequestHeader(const char* in) {
   using lookup_wire::internal::Get;
   RequestHeader h;
   in = Get(Get(Get(Get(in, &h.magic), &h.version), &h.kind), &h.session_id);
-  in = Get(Get(Get(Get(in, &h.namespace_id), &h.key_count), &h.key_bytes), &h.wait_event);
+  in = Get(Get(Get(Get(in, &h.namespace_id), &h.key_count), &h.key_bytes), &h.event);
   Get(Get(in, &h.registration_id), &h.lease_id);
   return h;
 }

@@ -190,13 +190,16 @@ absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
 
 absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
                                                 uint64_t registration, const JobBlocks& blocks,
-                                                std::optional<uint64_t> lease) {
+                                                std::optional<uint64_t> lease,
+                                                std::optional<uint32_t> layer_events) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
   TierManager::PendingLoad pending;
-  if (tiers_ != nullptr) pending = tiers_->StartLoad(ns, blocks.keys);
+  // A layer-wise load runs now, in the engine's step: nothing waits for a disk.
+  if (tiers_ != nullptr && !layer_events.has_value()) pending = tiers_->StartLoad(ns, blocks.keys);
   const uint64_t job = StartJob(session, JobCompletion::Kind::kLoad);
   if (pending.waits.empty()) {
-    if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease); !s.ok()) {
+    if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease, layer_events);
+        !s.ok()) {
       return s;
     }
     return job;
@@ -247,7 +250,8 @@ void JobManager::DeferredLoop() {
 }
 
 absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, uint64_t registration,
-                                 const JobBlocks& blocks, std::optional<uint64_t> lease) {
+                                 const JobBlocks& blocks, std::optional<uint64_t> lease,
+                                 std::optional<uint32_t> layer_events) {
   const absl::Time entered = absl::Now();
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
   if (!acquired.ok()) {
@@ -255,7 +259,8 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
     return acquired.status();
   }
   const absl::Time pinned = absl::Now();
-  TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt};
+  TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt,
+                          layer_events};
   std::vector<uint32_t> picked, missing;
   for (uint32_t i = 0; i < acquired->slots.size(); ++i) {
     if (acquired->slots[i].status != LoadStatus::kReady) {

@@ -7,6 +7,9 @@
 namespace kvstrata {
 namespace {
 
+// Store events plus one layer event per layer of the largest models (126 layers and more).
+constexpr int kMaxIpcEvents = 512;
+
 absl::StatusOr<IpcHandleBytes> Handle(const std::string& bytes, absl::string_view field) {
   if (bytes.size() != kCudaIpcHandleBytes) {
     return absl::InvalidArgumentError(
@@ -26,8 +29,9 @@ absl::StatusOr<CudaMemorySpec> FromProto(const v1::CudaKvMemory& proto) {
   if (proto.tensors().empty() || proto.tensors_size() > 65536) {
     return absl::InvalidArgumentError("cuda.tensors: 1..65536 tensors are required");
   }
-  if (proto.ipc_events_size() > 64) {
-    return absl::InvalidArgumentError("cuda.ipc_events: at most 64 events");
+  if (proto.ipc_events_size() > kMaxIpcEvents) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda.ipc_events: at most ", kMaxIpcEvents, " events"));
   }
   CudaMemorySpec spec;
   spec.gpu_uuid = proto.gpu_uuid();

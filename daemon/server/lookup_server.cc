@@ -248,8 +248,9 @@ bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes,
                h.registration_id,
                buffers.views,
                buffers.block_ids,
-               h.wait_event,
-               h.lease_id};
+               h.kind == job_wire::kKindStore ? h.event : 0,
+               h.lease_id,
+               h.kind == job_wire::kKindLoad ? h.event : 0};
   absl::StatusOr<uint64_t> job = RunSubmitJob(context_, call);
   EncodeJobReply(job.status(), job.value_or(0), &buffers.reply);
   metrics_->RecordRpc(method, absl::StatusCodeToString(job.status().code()), absl::Now() - start);

@@ -112,6 +112,7 @@ void CudaLane::IssueLoop() {
       free_slots_.pop_back();
     }
     CopyError error = Issue(job, slots_[slot]);
+    if (job.issued) job.issued();
     {
       MutexLock lock(&mu_);
       issued_.push_back({std::move(job), slot, error});
@@ -163,6 +164,23 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
     CopyError waited = WaitForEngineEvent(job);
     if (!waited.ok()) return waited;
   }
+  if (!job.layer_events.empty()) {
+    const absl::Span<const PieceCopy> pieces(job.pieces);
+    for (size_t layer = 0; layer < job.layer_events.size(); ++layer) {
+      const size_t first = job.layer_bounds[layer];
+      const size_t end = job.layer_bounds[layer + 1];
+      std::vector<size_t> bounds =
+          PartitionByBytes(pieces.subspan(first, end - first), streams_.size(), kMinLayerPartBytes);
+      for (size_t& b : bounds) b += first;
+      CopyError error = IssueRuns(job, slot, bounds);
+      if (!error.ok()) return error;
+      cudaError_t record = cudaEventRecord(job.layer_events[layer], streams_[0]);
+      if (record != cudaSuccess) return {record, "cudaEventRecord(layer event)"};
+    }
+    cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
+    if (record != cudaSuccess) return {record, "cudaEventRecord"};
+    return {};
+  }
   // Run boundaries: into the pieces, or into the blocks for kStaged (equal-sized blocks).
   std::vector<size_t> bounds;
   if (job.launch.strategy == CopyStrategy::kStaged) {
@@ -174,7 +192,16 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
   } else {
     bounds = PartitionByBytes(job.pieces, streams_.size(), kMinPartBytes);
   }
+  CopyError error = IssueRuns(job, slot, bounds);
+  if (!error.ok()) return error;
+  cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
+  if (record != cudaSuccess) return {record, "cudaEventRecord"};
+  return {};
+}
+
+CopyError CudaLane::IssueRuns(const LaneJob& job, Slot& slot, const std::vector<size_t>& bounds) {
   for (size_t run = 0; run + 1 < bounds.size(); ++run) {
+    if (bounds[run] == bounds[run + 1]) continue;
     CopyError error = IssueRun(job, slot, run, bounds[run], bounds[run + 1]);
     if (!error.ok()) return error;
     if (run == 0) continue;
@@ -182,8 +209,6 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
     if (joined == cudaSuccess) joined = cudaStreamWaitEvent(streams_[0], slot.joined[run], 0);
     if (joined != cudaSuccess) return {joined, "joining the copy streams"};
   }
-  cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
-  if (record != cudaSuccess) return {record, "cudaEventRecord"};
   return {};
 }
 

@@ -4,7 +4,8 @@
 // on its own stream, so one engine request keeps several copy engines busy as many requests would;
 // the other streams' ends are joined into the first, where the job's event is recorded. The
 // completion thread waits for those events in order and runs each job's `done` exactly once, after
-// every run landed. Up to kSlots jobs are in flight, so issuing the next transfer overlaps the
+// every run landed. A layer-wise load is issued layer by layer, each layer cut into runs
+// as above and joined, with one event recorded per layer. Up to kSlots jobs are in flight, so issuing the next transfer overlaps the
 // copies of the previous ones. CUDA build only. Thread-safe.
 #ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 #define KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
@@ -40,6 +41,13 @@ struct LaneJob {
   // becomes true (its session ended) or after kEngineEventWaitLimit.
   cudaEvent_t wait_event = nullptr;
   std::shared_ptr<const std::atomic<bool>> abandon;
+  // Layer-wise loads: `pieces` grouped by layer ([layer_bounds[i], layer_bounds[i+1]) is
+  // layer i, filled by `plan`), layer_events[i] recorded once layer i landed.
+  std::vector<size_t> layer_bounds;
+  std::vector<cudaEvent_t> layer_events;
+  // Runs on the issue thread once every copy and record of the job was issued (or failed
+  // to be); may be empty.
+  std::function<void()> issued;
   size_t num_blocks = 0;  // Reported failed as a whole on a CUDA error.
   std::function<void(TransferResult)> done;
 };
@@ -60,6 +68,7 @@ class CudaLane {
  private:
   static constexpr size_t kSlots = 4;
   static constexpr uint64_t kMinPartBytes = 8ULL << 20;
+  static constexpr uint64_t kMinLayerPartBytes = 2ULL << 20;
   struct Slot {
     cudaEvent_t event = nullptr;                    // Recorded on streams_[0]: the job is done.
     std::array<cudaEvent_t, kMaxStreams> joined{};  // [i > 0]: the end of stream i's run.
@@ -78,6 +87,8 @@ class CudaLane {
   void IssueLoop();
   void CompleteLoop();
   CopyError Issue(LaneJob& job, Slot& slot);
+  // Runs [bounds[i], bounds[i+1]) on streams_[i], the other streams joined into streams_[0].
+  CopyError IssueRuns(const LaneJob& job, Slot& slot, const std::vector<size_t>& bounds);
   void Complete(Issued issued);
 
   const int device_;

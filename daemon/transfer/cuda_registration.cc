@@ -45,7 +45,7 @@ absl::Status CudaTransferEngine::OpenMemory(int device, const CudaMemorySpec& sp
     ++it->second.refs;
     reg->memory_keys.push_back(key);
     uint64_t base = reinterpret_cast<uint64_t>(it->second.base);
-    reg->tensors.push_back({base + t.base_offset, t.block_stride, t.piece_bytes});
+    reg->tensors.push_back({base + t.base_offset, t.block_stride, t.piece_bytes, t.layer});
   }
   return absl::OkStatus();
 }
@@ -106,6 +106,7 @@ absl::StatusOr<uint64_t> CudaTransferEngine::Register(uint64_t session, const Cu
     Release(reg.get());
     return status;
   }
+  reg->num_layers = TensorLayers(reg->tensors).size();
   return Insert(std::move(reg));
 }
 
@@ -126,9 +127,10 @@ absl::StatusOr<uint64_t> CudaTransferEngine::RegisterLocalForTesting(
   for (size_t i = 0; i < allocations.size(); ++i) {
     const CudaTensorSpec& t = geometry.tensors[i];
     uint64_t base = reinterpret_cast<uint64_t>(allocations[i]);
-    reg->tensors.push_back({base + t.base_offset, t.block_stride, t.piece_bytes});
+    reg->tensors.push_back({base + t.base_offset, t.block_stride, t.piece_bytes, t.layer});
   }
   reg->events = events;
+  reg->num_layers = TensorLayers(reg->tensors).size();
   MutexLock lock(&mu_);
   return Insert(std::move(reg));
 }

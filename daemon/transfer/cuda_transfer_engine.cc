@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/transfer/cuda_util.h"
 #include "daemon/transfer/transfer_validation.h"
 
@@ -150,8 +151,9 @@ absl::StatusOr<std::shared_ptr<CudaTransferEngine::Registration>> CudaTransferEn
     return absl::FailedPreconditionError(
         absl::StrCat("registration ", request.registration, " belongs to another session"));
   }
-  RequestLimits limits{reg.num_blocks, reg.events.size(), reg.block_bytes, options_.host_bytes,
-                       options_.max_blocks_per_transfer};
+  RequestLimits limits{reg.num_blocks,        reg.events.size(),
+                       reg.block_bytes,       options_.host_bytes,
+                       options_.max_blocks_per_transfer, reg.num_layers};
   absl::Status status = ValidateRequest(request, limits);
   if (!status.ok()) return status;
   ++reg.in_flight;
@@ -175,20 +177,32 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
   if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBytes) {
     job.launch.strategy = CopyStrategy::kBatch;  // A block must fit the staging buffer.
   }
+  const bool layered = request.layer_events.has_value();
+  if (layered && job.launch.strategy != CopyStrategy::kMemcpyLoop) {
+    // Staging moves whole blocks (every layer at once), and the kernel's descriptor buffer
+    // is one per run: layer by layer, the pieces go by DMA.
+    job.launch.strategy = CopyStrategy::kBatch;
+  }
   uint64_t host_base = job.launch.strategy == CopyStrategy::kKernel
                            ? device.host_device_base
                            : reinterpret_cast<uint64_t>(options_.host_base);
   job.num_blocks = request.blocks.size();
   // The registration's tensors stay valid while the job is in flight (in_flight > 0).
   job.plan = [tensors = &reg.tensors, blocks = std::move(request.blocks), host_base,
-              block_bytes = reg.block_bytes](LaneJob& planned) {
-    if (planned.launch.strategy == CopyStrategy::kStaged) {
+              block_bytes = reg.block_bytes, layered](LaneJob& planned) {
+    if (layered) {
+      planned.pieces = PlanLayerCopies(*tensors, blocks, host_base, &planned.layer_bounds);
+    } else if (planned.launch.strategy == CopyStrategy::kStaged) {
       planned.staged = PlanStaged(*tensors, blocks, host_base, block_bytes);
     } else {
       planned.pieces = PlanCopies(*tensors, blocks, host_base);
     }
   };
   if (request.wait_event.has_value()) job.wait_event = reg.events[*request.wait_event];
+  if (layered) {
+    auto first = reg.events.begin() + *request.layer_events;
+    job.layer_events.assign(first, first + static_cast<std::ptrdiff_t>(reg.num_layers));
+  }
   job.abandon = reg.ending;
   job.done = std::move(done);
   return job;
@@ -204,10 +218,16 @@ absl::Status CudaTransferEngine::Submit(uint64_t session, TransferRequest reques
     Finish(held.get());
   };
   const bool load = request.direction == TransferDirection::kHostToGpu;
+  const bool layered = request.layer_events.has_value();
   LaneJob job = MakeJob(*held, std::move(request), std::move(finish));
+  auto issued = std::make_shared<absl::Notification>();
+  if (layered) job.issued = [issued] { issued->Notify(); };
   Device& device = devices_[held->device];
   CudaLane* lane = load ? device.load_lane.get() : device.store_lane.get();
   lane->Enqueue(std::move(job));
+  // The engine's stream may wait on the layer events as soon as this returns: a wait on
+  // an event whose record was not issued yet would not wait at all.
+  if (layered) issued->WaitForNotification();
   return absl::OkStatus();
 }
 

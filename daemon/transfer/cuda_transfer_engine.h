@@ -70,6 +70,7 @@ class CudaTransferEngine final : public TransferEngine {
     uint64_t block_bytes = 0;
     uint64_t max_piece_bytes = 0;
     std::vector<TensorLayout> tensors;
+    size_t num_layers = 0;  // TensorLayers(tensors).size()
     std::vector<cudaEvent_t> events;
     bool owns_events = false;
     std::vector<std::string> memory_keys;  // Into opened_; released with the registration.

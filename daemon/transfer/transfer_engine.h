@@ -9,6 +9,10 @@
 // In an L1 slot the pieces of one block are stored back to back in tensor order, so the
 // slot holds sum(piece_bytes) == the namespace's bytes_per_block.
 //
+// Layer-wise loads: a load with `layer_events` is copied layer by layer (each layer split
+// over the copy streams, then joined), recording one of the registration's IPC events per
+// layer, so that the engine can start a layer's attention once that layer landed.
+//
 // Ordering: a store first waits (polling from the daemon's issue thread) for the IPC event
 // the engine recorded after the forward pass, giving up when the session ends; a
 // transfer's completion callback runs only after every copy of it finished on the GPU.
@@ -68,6 +72,10 @@ struct TransferRequest {
   TransferDirection direction = TransferDirection::kGpuToHost;
   std::vector<BlockCopy> blocks;
   std::optional<uint32_t> wait_event;  // Index into CudaMemorySpec.ipc_events (stores).
+  // Loads only: index into CudaMemorySpec.ipc_events of the first of one event per layer
+  // (the tensors' distinct `layer` values, ascending). Event i is recorded once layer i's
+  // copies landed, and Submit returns only after every record was issued.
+  std::optional<uint32_t> layer_events;
 };
 
 struct TransferResult {
@@ -121,7 +129,8 @@ class TransferEngine {
   // Queues the copies; `done` runs once they finished (or failed). INVALID_ARGUMENT for a
   // block id >= num_blocks, a slot outside the region, an event index out of range;
   // NOT_FOUND / FAILED_PRECONDITION for the registration as above. On error `done` is
-  // not called.
+  // not called. Returns at once, except with `layer_events`: then it blocks until the
+  // copies and the layer events' records were issued (queued on the GPU, not finished).
   virtual absl::Status Submit(uint64_t session, TransferRequest request,
                               std::function<void(TransferResult)> done) = 0;
 };

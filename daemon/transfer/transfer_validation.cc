@@ -89,6 +89,14 @@ absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits
                                                    " events registered)"));
   }
   bool load = request.direction == TransferDirection::kHostToGpu;
+  if (request.layer_events.has_value()) {
+    if (!load) return absl::InvalidArgumentError("layer_events is for loads only");
+    if (uint64_t{*request.layer_events} + limits.num_layers > limits.num_events) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer_events ", *request.layer_events, " + ", limits.num_layers,
+                       " layers out of range (", limits.num_events, " events registered)"));
+    }
+  }
   std::unordered_set<uint64_t> destinations;
   destinations.reserve(request.blocks.size());
   for (const BlockCopy& block : request.blocks) {
@@ -148,6 +156,48 @@ StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
   }
   plan.first_piece.push_back(static_cast<uint32_t>(plan.pieces.size()));
   return plan;
+}
+
+std::vector<uint32_t> TensorLayers(const std::vector<TensorLayout>& tensors) {
+  std::vector<uint32_t> layers;
+  for (const TensorLayout& t : tensors) layers.push_back(t.layer);
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  return layers;
+}
+
+std::vector<PieceCopy> PlanLayerCopies(const std::vector<TensorLayout>& tensors,
+                                       const std::vector<BlockCopy>& blocks, uint64_t host_base,
+                                       std::vector<size_t>* layer_bounds) {
+  std::vector<uint64_t> slot_offset;  // Of each tensor's piece inside a slot.
+  uint64_t offset = 0;
+  for (const TensorLayout& t : tensors) {
+    slot_offset.push_back(offset);
+    offset += t.piece_bytes;
+  }
+  std::vector<PieceCopy> pieces;
+  pieces.reserve(blocks.size() * tensors.size());
+  layer_bounds->assign(1, 0);
+  for (uint32_t layer : TensorLayers(tensors)) {
+    for (const BlockCopy& block : blocks) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const TensorLayout& t = tensors[i];
+        if (t.layer != layer) continue;
+        uint64_t gpu = t.block0 + uint64_t{block.block_id} * t.block_stride;
+        uint64_t host = host_base + block.host_offset + slot_offset[i];
+        if (pieces.size() > layer_bounds->back()) {
+          PieceCopy& last = pieces.back();
+          if (last.gpu + last.bytes == gpu && last.host + last.bytes == host) {
+            last.bytes += t.piece_bytes;
+            continue;
+          }
+        }
+        pieces.push_back({gpu, host, t.piece_bytes});
+      }
+    }
+    layer_bounds->push_back(pieces.size());
+  }
+  return pieces;
 }
 
 std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t max_bytes) {

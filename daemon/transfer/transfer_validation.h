@@ -27,10 +27,12 @@ struct RequestLimits {
   uint64_t block_bytes = 0;  // One L1 slot.
   uint64_t host_bytes = 0;   // The L1 region.
   uint32_t max_blocks = 0;   // Per transfer.
+  size_t num_layers = 0;     // Distinct tensor layers of the registration.
 };
 
 // INVALID_ARGUMENT for a block id >= num_blocks, a slot outside the region, an event
-// index out of range, too many blocks, or a destination written twice (the same block id
+// index out of range (layer_events: all num_layers of them), layer_events on a store,
+// too many blocks, or a destination written twice (the same block id
 // in a load, the same slot in a store).
 absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits& limits);
 
@@ -39,6 +41,7 @@ struct TensorLayout {
   uint64_t block0 = 0;  // Allocation address + base_offset.
   uint64_t block_stride = 0;
   uint64_t piece_bytes = 0;
+  uint32_t layer = 0;  // CudaTensorSpec.layer.
 };
 
 // One contiguous copy between GPU address `gpu` and host address `host`.
@@ -53,6 +56,16 @@ struct PieceCopy {
 // merged (cross-layer blocks in consecutive slots become one copy).
 std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
                                   const std::vector<BlockCopy>& blocks, uint64_t host_base);
+
+// The distinct `layer` values of the tensors (ascending): a registration's layers.
+std::vector<uint32_t> TensorLayers(const std::vector<TensorLayout>& tensors);
+
+// As PlanCopies, but grouped by layer: the pieces of every block for the first of
+// TensorLayers(tensors), then the second, ... (blocks in order within a layer).
+// *layer_bounds gets the group boundaries [0, b1, ..., pieces.size()], one group per layer.
+std::vector<PieceCopy> PlanLayerCopies(const std::vector<TensorLayout>& tensors,
+                                       const std::vector<BlockCopy>& blocks, uint64_t host_base,
+                                       std::vector<size_t>* layer_bounds);
 
 // Splits pieces longer than `max_bytes` (for the copy kernel's load balance).
 // Blocks for kStaged: each block's pieces with `host` = offset inside its L1 slot.

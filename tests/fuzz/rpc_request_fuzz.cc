@@ -79,7 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           blocks->keys,
           blocks->block_ids,
           load ? 0 : qs.wait_event(),
-          load ? ql.lease_id() : 0};
+          load ? ql.lease_id() : 0,
+          load ? ql.layer_events() : 0};
       auto job = kvstrata::RunSubmitJob(ctx, call);
       if (job.ok()) __builtin_trap();  // no registration exists: no job may start
       return 0;

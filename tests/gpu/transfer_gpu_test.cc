@@ -216,6 +216,57 @@ TEST(TransferGpuEventTest, StoreWaitsForEvent) {
   cudaStreamDestroy(stream);
 }
 
+// A layer-wise load: Submit returns only after every layer event's record was issued, so
+// a stream that waits on the last layer event (before the completion arrives) sees every
+// block loaded; the completion still comes, with no failure.
+TEST(TransferGpuEventTest, LayeredLoadRecordsEveryLayerBeforeSubmitReturns) {
+  SKIP_WITHOUT_GPU();
+  KvGeometry geometry = PerLayerGeometry(kBlocks);
+  auto f = std::make_unique<Fixture>(geometry, CopyStrategy::kAuto);
+  ASSERT_TRUE(f->engine && f->cache.ok()) << f->status;
+  std::vector<cudaEvent_t> events(33);  // one store event, then 32 layer events
+  for (cudaEvent_t& e : events) {
+    ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  }
+  auto reg = f->engine->RegisterLocalForTesting(kSession, 0, geometry.spec, f->cache.allocations(),
+                                                geometry.block_bytes, events);
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 6; ++round) {
+    for (uint64_t i = 0; i < f->region.size(); i += 8) {
+      uint64_t v = rng();
+      std::memcpy(f->region.data() + i, &v, 8);
+    }
+    f->cache.Poison(0xCD);
+    std::vector<uint32_t> targets = Pick(rng, 0, kBlocks, 1 + rng() % kBlocks);
+    std::vector<BlockCopy> loads;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      loads.push_back({targets[i], i * geometry.block_bytes});
+      f->cache.ApplyLoad(targets[i], f->region.data() + i * geometry.block_bytes);
+    }
+    TransferRequest request{*reg, TransferDirection::kHostToGpu, loads, std::nullopt, 1u};
+    Waiter waiter;
+    std::function<void(TransferResult)> done = waiter.Callback();
+    ASSERT_TRUE(f->engine->Submit(kSession, request, done).ok());
+    ASSERT_EQ(cudaStreamWaitEvent(stream, events.back(), 0), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(f->cache.Verify(), "") << "round " << round << ": read after the last layer event";
+    waiter.Wait();
+    ASSERT_EQ(waiter.failed_blocks(), 0u) << waiter.first_error();
+  }
+  // Out of range (33 events: the first of 32 layer events can be 0 or 1), and not on stores.
+  TransferRequest bad{*reg, TransferDirection::kHostToGpu, {{0, 0}}, std::nullopt, 2u};
+  EXPECT_FALSE(f->engine->Submit(kSession, bad, [](TransferResult) {}).ok());
+  bad.direction = TransferDirection::kGpuToHost;
+  bad.layer_events = 0u;
+  EXPECT_FALSE(f->engine->Submit(kSession, bad, [](TransferResult) {}).ok());
+  f->engine->EndSession(kSession);
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  cudaStreamDestroy(stream);
+}
+
 TEST(TransferGpuErrorsTest, BadRequestsAndSessions) {
   SKIP_WITHOUT_GPU();
   KvGeometry geometry = PerLayerGeometry(4);

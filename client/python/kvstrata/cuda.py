@@ -239,11 +239,16 @@ def _is_tensor_like(obj: Any) -> bool:
     return callable(getattr(obj, "data_ptr", None)) and hasattr(obj, "shape")
 
 
+def layer_names(kv_caches: Mapping) -> List[Any]:
+    """The keys of a dict of per-layer caches in layer order: describe_kv_caches gives the
+    caches of the i-th of them `layer` i (ordered by the numbers in the keys)."""
+    return sorted(kv_caches, key=lambda k: _natural_key(str(k)))
+
+
 def _tensor_list(kv_caches: Any, what: str) -> List[Tuple[str, Any]]:
     """(name, tensor) pairs: a dict ordered by the layer numbers in its keys, or a list."""
     if isinstance(kv_caches, Mapping):
-        names = sorted(kv_caches, key=lambda k: _natural_key(str(k)))
-        return [(f"{what}[{n!r}]", kv_caches[n]) for n in names]
+        return [(f"{what}[{n!r}]", kv_caches[n]) for n in layer_names(kv_caches)]
     if _is_tensor_like(kv_caches):
         return [(what, kv_caches)]
     if isinstance(kv_caches, (list, tuple)):
@@ -668,6 +673,43 @@ class IpcEventPool:
         return index + 1
 
 
+class LayerEvents:
+    """One interprocess CUDA event per layer of a registration, recorded by the daemon.
+
+    A layer-wise load (Session.submit_load(..., layer_events=True)) returns once the daemon
+    queued every layer's copies and the record of that layer's event after them, so the
+    engine's stream can wait for a layer without blocking the CPU: wait(i) before the
+    attention of layer i reads the loaded blocks. Layers are the pieces' distinct `layer`
+    values, ascending (one event for a cross-layer cache).
+    """
+
+    def __init__(self, device_index: int, layers: Sequence[int]) -> None:
+        import torch
+
+        self.layers = sorted(set(int(x) for x in layers))
+        self.index = {layer: i for i, layer in enumerate(self.layers)}
+        with torch.cuda.device(int(device_index)):
+            self.events = [torch.cuda.Event(interprocess=True) for _ in self.layers]
+            self.handles: List[bytes] = [bytes(e.ipc_handle()) for e in self.events]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def wait(self, layer: int, stream: Any = None) -> None:
+        """Make `stream` (default: the current stream) wait for the layer's copies."""
+        import torch
+
+        (stream or torch.cuda.current_stream()).wait_event(self.events[self.index[layer]])
+
+    def wait_all(self, stream: Any = None) -> None:
+        """Make `stream` wait for every layer (when no per-layer hook will run)."""
+        import torch
+
+        stream = stream or torch.cuda.current_stream()
+        for e in self.events:
+            stream.wait_event(e)
+
+
 # ---------------------------------------------------------------------- registrations
 
 
@@ -678,11 +720,15 @@ class CudaRegistration:
     """
 
     def __init__(self, registration_id: int, namespace_id: int, description: KvCacheDescription,
-                 events: Optional[IpcEventPool], tensors: Sequence[Any]) -> None:
+                 events: Optional[IpcEventPool], tensors: Sequence[Any],
+                 layer_events: Optional[LayerEvents] = None) -> None:
         self.registration_id = int(registration_id)
         self.namespace_id = int(namespace_id)
         self.description = description
         self.events = events
+        # Sent after the store events: the first layer event's index in ipc_events.
+        self.layer_events = layer_events
+        self.first_layer_event = len(events) if events is not None else 0
         self._tensors = list(tensors)
         self.unregistered = False
 

@@ -53,15 +53,16 @@ class FastPathSocket:
         self._lock = threading.Lock()
 
     def submit(self, kind: int, session_id: int, namespace_id: int, registration_id: int,
-               keys: List[bytes], block_ids: List[int], wait_event: int = 0,
+               keys: List[bytes], block_ids: List[int], event: int = 0,
                lease_id: int = 0) -> int:
-        """The daemon's job id. keys: all of one length (1..32 bytes). KVStrataError for the
-        daemon's answer, DaemonUnavailable when the socket fails, NotSpoken (see above)."""
+        """The daemon's job id. keys: all of one length (1..32 bytes). event: a store's
+        wait_event or a load's layer_events. KVStrataError for the daemon's answer,
+        DaemonUnavailable when the socket fails, NotSpoken (see above)."""
         ids = array.array("I", block_ids)
         if sys.byteorder != "little":
             ids.byteswap()
         frame = b"".join((_REQUEST.pack(MAGIC, VERSION, kind, session_id, namespace_id,
-                                        len(keys), len(keys[0]) if keys else 0, wait_event,
+                                        len(keys), len(keys[0]) if keys else 0, event,
                                         registration_id, lease_id),
                           b"".join(keys), ids.tobytes()))
         (_, status, job_id, _), message = self._exchange(frame, _RESPONSE, MAGIC,

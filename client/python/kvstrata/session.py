@@ -37,8 +37,8 @@ from google.protobuf.message import Message
 
 from .client import Client, TlsRootCert
 from . import pb
-from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, block_transfers,
-                   checked_block_ids, describe_kv_caches, flatten_tensors)
+from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerEvents,
+                   block_transfers, checked_block_ids, describe_kv_caches, flatten_tensors)
 from .errors import DaemonUnavailable, KVStrataError
 from .fast_path import KIND_LOAD, KIND_STORE, FastPathSocket, NotSpoken
 from .host import (LoadResult, LookupResult, RegionCopier, StoreResult, as_destination,
@@ -460,6 +460,7 @@ class Session:
     def register_cuda_kv_caches(self, ns: NamespaceArg, kv_caches: Any, layout: str, *,
                                 num_events: int = 4, tokens_per_block: Optional[int] = None,
                                 block_dim: Optional[int] = None, exporter: Any = "driver",
+                                layer_events: bool = False,
                                 timeout: Optional[float] = None) -> CudaRegistration:
         """Register the engine's CUDA KV caches with the daemon (RegisterKvMemory).
 
@@ -468,7 +469,9 @@ class Session:
         also be a KvCacheDescription from it (layout is then ignored). With the
         RegisteredNamespace, the pieces must add up to its bytes_per_block (ValueError
         before any call otherwise). num_events interprocess CUDA events are created and
-        sent along (0 = none: stores then never wait). Returns a CudaRegistration:
+        sent along (0 = none: stores then never wait). layer_events: also one event per
+        layer, for layer-wise loads (submit_load(..., layer_events=True); the registration's
+        `.layer_events.wait(layer)`). Returns a CudaRegistration:
         `.registration_id`, `.record_event()`, `.description`; it keeps the tensors alive.
         Also opens the session's completion stream, before any job can be submitted.
         """
@@ -483,13 +486,16 @@ class Session:
                                       tokens_per_block=tokens_per_block, block_dim=block_dim,
                                       exporter=exporter)
         events = IpcEventPool(desc.device_index, num_events) if num_events else None
+        layers = (LayerEvents(desc.device_index, [p.layer for p in desc.pieces])
+                  if layer_events else None)
+        handles = (events.handles if events is not None else []) + (
+            layers.handles if layers is not None else [])
         sid = self._sid()
         self.completions()  # Start watching before the first job exists.
         r = self._call("register_kv_memory", sid, namespace_id=_namespace_id(ns),
-                       cuda=desc.to_proto(events.handles if events is not None else ()),
-                       timeout=timeout)
+                       cuda=desc.to_proto(handles), timeout=timeout)
         reg = CudaRegistration(r.registration_id, _namespace_id(ns), desc, events,
-                               flatten_tensors(kv_caches))
+                               flatten_tensors(kv_caches), layers)
         with self._lock:
             if sid != self.open_response.session_id:
                 raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
@@ -544,7 +550,7 @@ class Session:
         else:
             raise TypeError(f"event must be None, True or an int, got {type(event).__name__}")
         sid, tag = self._sid_tag()
-        job_id = self._submit_fast(KIND_STORE, sid, ns, reg, keys, blocks, wait_event=wait_event)
+        job_id = self._submit_fast(KIND_STORE, sid, ns, reg, keys, blocks, event=wait_event)
         if job_id is None:
             job_id = int(self._call("submit_store", sid, namespace_id=_namespace_id(ns),
                                     registration_id=int(reg), wait_event=wait_event,
@@ -552,26 +558,39 @@ class Session:
         return self._expect(job_id, tag, pb.JobCompletion.KIND_STORE, len(keys))
 
     def submit_load(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
-                    block_ids: Sequence[int], lease_id: int = 0) -> int:
+                    block_ids: Sequence[int], lease_id: int = 0,
+                    layer_events: bool = False) -> int:
         """SubmitLoad: the daemon copies keys[i] into block_ids[i] of the KV cache; job id.
 
         The completion's failed_blocks lists the indices that were not loaded (missing:
         recompute them); the blocks are usable once the completion arrived. lease_id: a
         lease from lookup(lease=True) covering the keys; it is consumed.
+        layer_events (a registration made with layer_events=True): a layer-wise load. It
+        returns once every copy was queued on the GPU, and `reg.layer_events.wait(layer)`
+        then makes a stream wait for one layer's blocks; only blocks in L1 are loaded (the
+        others fail at once, nothing is read from disk). The completion still reports the
+        outcome: blocks it lists failed hold garbage.
         """
         known = self._registration(reg)
         keys = key_bytes(keys)
         blocks = self._job_blocks(keys, block_ids, known)
+        event = 0
+        if layer_events:
+            if known is None or known.layer_events is None:
+                raise ValueError("layer_events=True needs a registration made with "
+                                 "register_cuda_kv_caches(..., layer_events=True)")
+            event = 1 + known.first_layer_event
         sid, tag = self._sid_tag()
-        job_id = self._submit_fast(KIND_LOAD, sid, ns, reg, keys, blocks, lease_id=lease_id)
+        job_id = self._submit_fast(KIND_LOAD, sid, ns, reg, keys, blocks, event=event,
+                                   lease_id=lease_id)
         if job_id is None:
             job_id = int(self._call("submit_load", sid, namespace_id=_namespace_id(ns),
                                     registration_id=int(reg), lease_id=lease_id,
-                                    **blocks).job_id)
+                                    layer_events=event, **blocks).job_id)
         return self._expect(job_id, tag, pb.JobCompletion.KIND_LOAD, len(keys))
 
     def _submit_fast(self, kind: int, sid: int, ns: NamespaceArg, reg: RegistrationArg,
-                     keys: List[bytes], blocks: dict, wait_event: int = 0,
+                     keys: List[bytes], blocks: dict, event: int = 0,
                      lease_id: int = 0) -> Optional[int]:
         """The job id from a job frame on the daemon's fast-path socket; None when that path
         does not apply (see fast_path): then the caller submits through gRPC."""
@@ -580,7 +599,7 @@ class Session:
             return None
         try:
             return socket_.submit(kind, sid, _namespace_id(ns), int(reg), keys,
-                                  blocks["block_ids"], wait_event, lease_id)
+                                  blocks["block_ids"], event, lease_id)
         except NotSpoken:
             self.fast_path = False
             return None

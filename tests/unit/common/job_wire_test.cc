@@ -16,7 +16,7 @@ TEST(JobWireTest, RequestHeaderRoundTripsAtTheDocumentedOffsets) {
   h.namespace_id = 7;
   h.key_count = 512;
   h.key_bytes = 32;
-  h.wait_event = 3;
+  h.event = 3;
   h.registration_id = 0xABCDEFULL;
   h.lease_id = 99;
   char bytes[kRequestHeaderBytes];
@@ -38,7 +38,7 @@ TEST(JobWireTest, RequestHeaderRoundTripsAtTheDocumentedOffsets) {
   EXPECT_EQ(back.namespace_id, 7u);
   EXPECT_EQ(back.key_count, 512u);
   EXPECT_EQ(back.key_bytes, 32u);
-  EXPECT_EQ(back.wait_event, 3u);
+  EXPECT_EQ(back.event, 3u);
   EXPECT_EQ(back.registration_id, 0xABCDEFULL);
   EXPECT_EQ(back.lease_id, 99u);
 }

@@ -158,6 +158,47 @@ TEST(PlanCopiesTest, MergesContiguousCrossLayerBlocks) {
               ElementsAre(PieceCopy{0x14000, 0, 0x2000}, PieceCopy{0x17000, 0x2000, 0x1000}));
 }
 
+TEST(ValidateRequestTest, LayerEventsAreForLoadsAndMustFit) {
+  RequestLimits limits = Limits();
+  limits.num_events = 6;
+  limits.num_layers = 4;
+  TransferRequest load = Request(TransferDirection::kHostToGpu, {{0, 0}});
+  load.layer_events = 2;  // events 2..5
+  EXPECT_TRUE(ValidateRequest(load, limits).ok());
+  load.layer_events = 3;  // events 3..6: one past the end
+  EXPECT_THAT(Message(ValidateRequest(load, limits)), HasSubstr("layer_events 3 + 4 layers"));
+  TransferRequest store = Request(TransferDirection::kGpuToHost, {{0, 0}});
+  store.layer_events = 0;
+  EXPECT_THAT(Message(ValidateRequest(store, limits)), HasSubstr("loads only"));
+}
+
+TEST(PlanLayerCopiesTest, GroupsPiecesByLayerInBlockOrder) {
+  // Layer 1's K and V are adjacent in memory (one allocation), layer 0 is K and V apart;
+  // the tensors are not listed in layer order.
+  std::vector<TensorLayout> tensors = {{0x90000, 0x100, 0x40, 1},
+                                       {0x10000, 0x100, 0x40, 0},
+                                       {0x20000, 0x100, 0x40, 0}};
+  std::vector<size_t> bounds;
+  std::vector<PieceCopy> pieces =
+      PlanLayerCopies(tensors, {{2, 0x1000}, {0, 0x5000}}, 0x100000, &bounds);
+  EXPECT_THAT(TensorLayers(tensors), ElementsAre(0u, 1u));
+  EXPECT_THAT(bounds, ElementsAre(0u, 4u, 6u));
+  EXPECT_THAT(pieces, ElementsAre(
+                          // layer 0: block 2 (slot 0x1000), then block 0 (slot 0x5000)
+                          PieceCopy{0x10200, 0x101040, 0x40}, PieceCopy{0x20200, 0x101080, 0x40},
+                          PieceCopy{0x10000, 0x105040, 0x40}, PieceCopy{0x20000, 0x105080, 0x40},
+                          // layer 1
+                          PieceCopy{0x90200, 0x101000, 0x40}, PieceCopy{0x90000, 0x105000, 0x40}));
+}
+
+TEST(PlanLayerCopiesTest, CrossLayerIsOneGroupAndMerges) {
+  std::vector<TensorLayout> tensors = {{0x10000, 0x1000, 0x1000, 0}};
+  std::vector<size_t> bounds;
+  std::vector<PieceCopy> pieces = PlanLayerCopies(tensors, {{4, 0}, {5, 0x1000}}, 0, &bounds);
+  EXPECT_THAT(bounds, ElementsAre(0u, 1u));
+  EXPECT_THAT(pieces, ElementsAre(PieceCopy{0x14000, 0, 0x2000}));
+}
+
 TEST(SplitPiecesTest, CutsLongPieces) {
   EXPECT_THAT(SplitPieces({{0, 100, 10}, {50, 200, 4}}, 4),
               ElementsAre(PieceCopy{0, 100, 4}, PieceCopy{4, 104, 4}, PieceCopy{8, 108, 2},
