@@ -74,6 +74,10 @@ def prompt(seed: int, n: int) -> List[int]:
     return [rng.randrange(min(1000, VOCAB // 4), VOCAB - 1) for _ in range(n)]
 
 
+# kvstrata_async: the connector as before layer-wise loads (every load before the request is
+# scheduled), in its own namespace (another salt) so that it shares nothing with `kvstrata`.
+ASYNC_EXTRA = {"kvstrata_async": {"load_mode": "async", "namespace": {"salt": "async-role"}}}
+
 class Bench:
     def __init__(self, role: str, spec: Dict[str, Any], out: Path) -> None:
         self.role, self.spec, self.out = role, spec, out
@@ -98,7 +102,8 @@ class Bench:
                                    kv_load_failure_policy="recompute",
                                    kv_connector_extra_config={
                                        "endpoint": self.daemon.endpoint,
-                                       **spec.get("kvstrata_extra", {})})
+                                       **spec.get("kvstrata_extra", {}),
+                                       **ASYNC_EXTRA.get(role, {})})
         self.trace: Optional[Path] = None
         if role.startswith("kvstrata"):  # the connector's per-request timeline (trace.py)
             self.trace = out.with_suffix(".trace.jsonl")
@@ -475,7 +480,7 @@ def summarize(cold: Optional[Dict[str, Any]], runs: List[Dict[str, Any]]) -> Dic
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--role", required=True,
-                    choices=("none", "native", "kvstrata", "kvstrata_b"))
+                    choices=("none", "native", "kvstrata", "kvstrata_async", "kvstrata_b"))
     ap.add_argument("--spec", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -484,7 +489,7 @@ def main() -> int:
     VOCAB = spec["vocab"]
     parallel_env(int(spec.get("tp", 1)))
     b = Bench(args.role, spec, Path(args.out))
-    if args.role in ("none", "native", "kvstrata"):
+    if args.role in ("none", "native", "kvstrata", "kvstrata_async"):
         b.single(hits=args.role != "none")
         b.users()
         if args.role == "none" and b.tp > 1:

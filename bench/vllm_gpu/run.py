@@ -3,11 +3,14 @@
 
     python3 bench/vllm_gpu/run.py --out DIR [--quick]      # (scripts/gpu_vllm.sh runs it)
 
-Starts one kvstratad (its L2 on local disk), then four engine processes one after the other
+Starts one kvstratad (its L2 on local disk), then five engine processes one after the other
 (engine.py; each the same dummy Llama-3.1-8B, bf16, block 16, CUDA graphs on, the same GPU
-KV budget): `none` (no connector), `native` (vLLM's OffloadingConnector, CPU), `kvstrata`
-(engine A) and `kvstrata_b` (a second, fresh engine: cross-instance hits, L2 hits after
-daemon restarts, the daemon killed during a load). It then compares them against the
+KV budget): `none` (no connector), `native` (vLLM's OffloadingConnector, CPU),
+`kvstrata_async` (the connector with load_mode=async: every load before the request is
+scheduled, as before layer-wise loads; its own namespace), `kvstrata` (engine A, the default
+load_mode: L1 hits loaded layer by layer in the step that uses them) and `kvstrata_b` (a
+second, fresh engine: cross-instance hits, L2 hits after daemon restarts, the daemon killed
+during a load). It then compares them against the
 targets of the vLLM GPU issue and writes DIR/vllm_gpu.json (everything), DIR/summary.txt
 (the tables), DIR/run.log and DIR/kvstratad.log.
 
@@ -36,7 +39,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 GIB = 1 << 30
-ROLES = ("none", "native", "kvstrata", "kvstrata_b")
+ROLES = ("none", "native", "kvstrata_async", "kvstrata", "kvstrata_b")
 # --tp-plan: tensor parallel 2 (nvidia-h200-x2), 8K and 32K prompts, 2 users, in two calls
 # (one device call runs 600 s at most; the four roles take ~10 min, mostly engine starts):
 #   run.py --tp-plan                                              none, native (~6 min)
@@ -219,13 +222,16 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
     b = results.get("kvstrata_b", {}).get("phases", {})
     l2 = b.get("l2_hit", {}).get("rows", {})
     for n in sizes:
-        none, native, kvs = (single_ms(results, r, n) for r in ("none", "native", "kvstrata"))
+        none, native, kvs, kva = (single_ms(results, r, n)
+                                  for r in ("none", "native", "kvstrata", "kvstrata_async"))
         l2ms = l2.get(n, {}).get("median_ms")
         gpu_hit = results.get("kvstrata", {}).get("phases", {}).get("single", {}).get(n, {}).get(
             "gpu_hit_ms")
         rep["ttft"].append({"tokens": int(n), "recompute_ms": none, "native_hit_ms": native,
                             "kvstrata_l1_hit_ms": kvs, "kvstrata_l2_hit_ms": l2ms,
+                            "kvstrata_async_l1_hit_ms": kva,
                             "l1_vs_native": ratio(kvs, native),
+                            "async_l1_vs_native": ratio(kva, native),
                             "l1_speedup_vs_recompute": ratio(none, kvs),
                             "l2_speedup_vs_recompute": ratio(none, l2ms),
                             "gpu_cache_hit_ms": gpu_hit})
@@ -262,17 +268,19 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
            None if not fractions else min(fractions.values()) >= 0.95)
 
     users = {r: results.get(r, {}).get("phases", {}).get("users", {}) for r in
-             ("none", "native", "kvstrata")}
+             ("none", "native", "kvstrata", "kvstrata_async") if r in results}
     rep["users"] = {r: {rnd: {k: v for k, v in u.get(rnd, {}).items()
                               if k not in ("outputs", "first_top5")} for rnd in ("round1", "round2")}
                     for r, u in users.items()}
-    tput = {r: u.get("round2", {}).get("prompt_tok_per_s") for r, u in users.items()}
+    tput = {r: users.get(r, {}).get("round2", {}).get("prompt_tok_per_s")
+            for r in ("none", "native", "kvstrata", "kvstrata_async")}
     # With fewer users' prefix tokens than the GPU holds, round 2 hits the GPU prefix cache.
     beyond = spec["users"] * spec["user_tokens"] > spec["gpu_blocks"] * spec["block_size"]
     target("beyond-HBM throughput: KVStrata >= native", ratio(tput["kvstrata"], tput["native"]),
            None if not (beyond and tput["kvstrata"] and tput["native"])
            else tput["kvstrata"] >= tput["native"])
-    t1 = {r: u.get("round1", {}).get("wall_s") for r, u in users.items()}
+    t1 = {r: users.get(r, {}).get("round1", {}).get("wall_s")
+          for r in ("none", "native", "kvstrata", "kvstrata_async")}
     overhead = ratio(t1["kvstrata"], t1["none"])
     target("no-reuse overhead <= 2% (round-1 wall time KVStrata / none)", overhead,
            None if overhead is None else overhead <= 1.02)
@@ -294,10 +302,11 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
     for n in sizes:
         row = none_single.get(n)
         ref = {"tokens": row["cold_tokens"], "top5": row["cold_top5"]} if row else None
-        kv = results.get("kvstrata", {}).get("phases", {}).get("single", {}).get(n)
-        if kv:
-            for i, (t, p) in enumerate(zip(kv["tokens"], kv["top5"])):
-                check(f"L1 hit {n} #{i}", ref, t, p)
+        for role in ("kvstrata", "kvstrata_async"):
+            kv = results.get(role, {}).get("phases", {}).get("single", {}).get(n)
+            if kv:
+                for i, (t, p) in enumerate(zip(kv["tokens"], kv["top5"])):
+                    check(f"{role} L1 hit {n} #{i}", ref, t, p)
         if n in cross:
             check(f"cross-instance {n}", ref, cross[n]["tokens"], cross[n]["top5"])
         if n in l2:
@@ -456,14 +465,16 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
     lines = [header(spec), "",
              "Single-request TTFT (wall time of generate(max_tokens=1), median of repeats, ms)",
              f"{'tokens':>7} {'recompute':>10} {'native':>8} {'KVS L1':>8} {'KVS L2':>8} "
-             f"{'L1/native':>10} {'L1 speedup':>11} {'L2 speedup':>11} {'GPU hit':>8}"]
+             f"{'L1/native':>10} {'L1 speedup':>11} {'L2 speedup':>11} {'GPU hit':>8} "
+             f"{'async L1':>9} {'async/nat':>10}"]
     for r in rep["ttft"]:
         def f(v, w=8):
             return f"{v:>{w}.1f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
         lines.append(f"{r['tokens']:>7} {f(r['recompute_ms'], 10)} {f(r['native_hit_ms'])} "
                      f"{f(r['kvstrata_l1_hit_ms'])} {f(r['kvstrata_l2_hit_ms'])} "
                      f"{f(r['l1_vs_native'], 10)} {f(r['l1_speedup_vs_recompute'], 11)} "
-                     f"{f(r['l2_speedup_vs_recompute'], 11)} {f(r['gpu_cache_hit_ms'])}")
+                     f"{f(r['l2_speedup_vs_recompute'], 11)} {f(r['gpu_cache_hit_ms'])} "
+                     f"{f(r['kvstrata_async_l1_hit_ms'], 9)} {f(r['async_l1_vs_native'], 10)}")
     lines.append("")
     lines.append("Cross-instance (engine B, fresh process): " + ", ".join(
         f"{n}: {c['cached']}/{c['prompt_tokens']} tokens hit, {c['ms']} ms"

@@ -27,6 +27,17 @@ from .stats import KVStrataPromMetrics, KVStrataStats
 from .worker import WorkerSide
 
 
+def per_layer_hooks(forward_context: Any) -> bool:
+    """Whether this step's forward pass will call wait_for_layer_load: not when it replays
+    one full CUDA graph (vLLM's V1 runner says so in the context; the V2 runner calls
+    start_load_kv outside the context, whose attention metadata is then None, and the
+    attention ops skip the hook without metadata)."""
+    if forward_context is None or getattr(forward_context, "attn_metadata", None) is None:
+        return False
+    mode = getattr(forward_context, "cudagraph_runtime_mode", None)
+    return getattr(mode, "name", "") != "FULL"
+
+
 class KVStrataConnector(KVConnectorBase_V1):
     """Works on vLLM 0.26.x and 0.33.x: it uses only the hooks both call, and methods that
     only the newer vLLM calls (hit sources, requires_kv_delivery) are simply unused on 0.26.
@@ -66,8 +77,7 @@ class KVStrataConnector(KVConnectorBase_V1):
         assert self.worker is not None
         meta = self._connector_metadata
         if isinstance(meta, KVStrataMetadata):
-            mode = getattr(forward_context, "cudagraph_runtime_mode", None)
-            self.worker.start_load(meta, full_cuda_graph=getattr(mode, "name", "") == "FULL")
+            self.worker.start_load(meta, per_layer_hooks=per_layer_hooks(forward_context))
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         """A same-step load: the current stream waits for this layer's blocks (GPU-side)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -81,8 +81,9 @@ class SchedulerSide:
         self.link = Link(cfg, "vllm-scheduler", on_session=self._register)
         self._reqs: Dict[str, _Req] = {}
         self._loads: List[RequestTransfer] = []
-        # Per built step, the requests whose loads run in it (sync): done at its output.
-        self._sync_steps: "deque[List[str]]" = deque()
+        # Requests whose loads ran in the last built step (sync): their leases are released
+        # when the next step is built (the workers have pinned the blocks by then).
+        self._sync_last: List[_Req] = []
         self._delayed: Set[str] = set()
         self._event_info: "OrderedDict[bytes, Tuple[List[int], Optional[bytes], int]]" = OrderedDict()
         self._events: List[Any] = []
@@ -127,6 +128,7 @@ class SchedulerSide:
             return 0, False
         self._release(st)   # Called again for the same request: answer afresh.
         st.plan = None
+        st.sync = False
         if st.load_failed:
             # vLLM recomputes what a failed load left out and asks again; offering the same
             # hit again would retry a failing load every step (e.g. while this engine's
@@ -291,7 +293,14 @@ class SchedulerSide:
         meta = KVStrataMetadata(loads=self._loads, delayed_frees=self._delayed,
                                 preempted=set(getattr(so, "preempted_req_ids", None) or ()))
         self._loads, self._delayed = [], set()
-        self._sync_steps.append([r.req_id for r in meta.loads if r.sync])
+        for st in self._sync_last:
+            self._release(st)
+        self._sync_last = []
+        for r in meta.loads:
+            st = self._reqs.get(r.req_id)
+            if r.sync and st is not None:
+                st.loading = False  # Running in this step; load_blocks kept for the errors.
+                self._sync_last.append(st)
         self._track_blocks(so)
         for new in so.scheduled_new_reqs:
             n = so.num_scheduled_tokens.get(new.req_id, 0)
@@ -335,12 +344,9 @@ class SchedulerSide:
         invalid = set(getattr(output, "invalid_block_ids", None) or ())
         if invalid:
             for st in self._reqs.values():
-                if st.loading and st.load_blocks & invalid:
+                if (st.loading or st.sync) and st.load_blocks & invalid:
                     st.load_failed = True
-        # One output per built step, in order: its same-step loads are done (failed blocks
-        # are in `invalid`, and vLLM recomputes them).
-        synced = self._sync_steps.popleft() if self._sync_steps else []
-        for req_id in list(output.finished_recving or ()) + synced:
+        for req_id in output.finished_recving or ():
             trace.event("load_reported", req_id)
             st = self._reqs.get(req_id)
             if st is not None:

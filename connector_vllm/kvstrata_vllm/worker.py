@@ -216,8 +216,8 @@ class WorkerSide:
         self._req_jobs: Dict[Tuple[str, str], Set[int]] = {}
         self._disabled_reason: Optional[str] = None
         self._layer_of: Dict[str, int] = {}  # vLLM layer name -> registered layer number
-        # This step's layer-wise load: (job id or None, block ids), and the layers waited.
-        self._sync_job: Optional[Tuple[Optional[int], List[int]]] = None
+        # This step's layer-wise load: (job id, block ids, request ids), the layers waited.
+        self._sync_job: Optional[Tuple[int, List[int], List[str]]] = None
         self._sync_waited: Set[int] = set()
         self._sync_waited_all = False
         self._warned_hooks = False
@@ -289,16 +289,16 @@ class WorkerSide:
 
     # ------------------------------------------------------------------ loads
 
-    def start_load(self, meta: KVStrataMetadata, full_cuda_graph: bool = False) -> None:
+    def start_load(self, meta: KVStrataMetadata, per_layer_hooks: bool = True) -> None:
         """Every step's first hook (start_load_kv), with or without a forward pass: it also
         takes the step's delayed frees, which wait_for_save (skipped by steps without a
-        forward pass) must not be the only one to see. full_cuda_graph: the forward pass
-        runs as one CUDA graph, so wait_for_layer_load will not be called."""
+        forward pass) must not be the only one to see. per_layer_hooks: False when the
+        forward pass will not call wait_for_layer_load (one full CUDA graph)."""
         with self._lock:
             self._delayed |= meta.delayed_frees
         layered = [r for r in meta.loads if r.sync] if self.mode == "cuda" else []
         if layered:
-            self._load_layered(layered, full_cuda_graph)
+            self._load_layered(layered, wait_all=not per_layer_hooks)
         for req in meta.loads:
             if req.sync and self.mode == "cuda":
                 continue
@@ -321,7 +321,7 @@ class WorkerSide:
                 self._recved.add(req.req_id)
         self.stats.add("load_failed_units", len(unit_indices))
 
-    def _load_layered(self, reqs: List[RequestTransfer], full_cuda_graph: bool) -> None:
+    def _load_layered(self, reqs: List[RequestTransfer], wait_all: bool) -> None:
         """One layer-wise job for all of this step's same-step loads (see the module doc)."""
         keys = [u.key for r in reqs for u in r.units]
         ids = [u.block_ids[0] for r in reqs for u in r.units]
@@ -339,10 +339,10 @@ class WorkerSide:
                 self._invalid.update(ids)
             self.stats.add("load_failed_units", len(ids))
             return
-        self._sync_job = (job, ids)
+        self._sync_job = (job, ids, [r.req_id for r in reqs])
         self._sync_waited = set()
-        self._sync_waited_all = full_cuda_graph
-        if full_cuda_graph:
+        self._sync_waited_all = wait_all
+        if wait_all:
             reg.layer_events.wait_all()
 
     def wait_layer(self, layer_name: str) -> None:
@@ -355,7 +355,7 @@ class WorkerSide:
 
     def _finish_layered(self) -> None:
         """The step's layer-wise load is over: its failed blocks become invalid."""
-        job, ids = self._sync_job
+        job, ids, req_ids = self._sync_job
         self._sync_job = None
         layers = len(self.reg.layer_events) if self.reg is not None and \
             self.reg.layer_events is not None else 0
@@ -369,9 +369,11 @@ class WorkerSide:
         done = None
         if s is not None:
             try:
-                done = s.wait_jobs([job], timeout=self.cfg.store_timeout_s).get(job)
+                done = s.wait_jobs([job], timeout=max(self.cfg.timeout_s, 5.0)).get(job)
             except (TimeoutError, kvstrata.KVStrataError) as err:
                 log.warning("kvstrata_vllm: layer-wise load: %s (recomputing)", err)
+        if done is None and self.reg is not None and self.reg.layer_events is not None:
+            self.reg.layer_events.release()  # The forward pass must not wait forever.
         failed = set(range(len(ids))) if done is None or unwaited else set(done.failed_blocks)
         if done is not None and not done.ok and not failed:
             failed = set(range(len(ids)))
@@ -379,7 +381,8 @@ class WorkerSide:
             self._invalid.update(ids[i] for i in failed)
         self.stats.add("loaded_units", len(ids) - len(failed))
         self.stats.add("load_failed_units", len(failed))
-        trace.event("load_done", "layered", failed=len(failed))
+        for req_id in req_ids:
+            trace.event("load_done", req_id, failed=len(failed))
 
     def _load_host(self, req: RequestTransfer) -> None:
         assert self.host is not None

@@ -688,7 +688,8 @@ class LayerEvents:
 
         self.layers = sorted(set(int(x) for x in layers))
         self.index = {layer: i for i, layer in enumerate(self.layers)}
-        with torch.cuda.device(int(device_index)):
+        self.device_index = int(device_index)
+        with torch.cuda.device(self.device_index):
             self.events = [torch.cuda.Event(interprocess=True) for _ in self.layers]
             self.handles: List[bytes] = [bytes(e.ipc_handle()) for e in self.events]
 
@@ -708,6 +709,17 @@ class LayerEvents:
         stream = stream or torch.cuda.current_stream()
         for e in self.events:
             stream.wait_event(e)
+
+    def release(self) -> None:
+        """Best effort after a failed load (e.g. the daemon died before its records ran):
+        record every event again from this process, on a stream of its own, so that streams
+        waiting for them are not left waiting for records that will never run."""
+        import torch
+
+        with torch.cuda.device(self.device_index):
+            side = torch.cuda.Stream()
+            for e in self.events:
+                e.record(side)
 
 
 # ---------------------------------------------------------------------- registrations

@@ -236,6 +236,64 @@ def test_load_errors_are_recomputed(model_dir, daemon, engines):
     assert e.outputs[r.request_id] == first
 
 
+def test_same_step_load_runs_the_request_at_once(model_dir, daemon, engines):
+    """load_mode=sync: an L1 hit is loaded in the step that schedules the request (vLLM's
+    load_async=False): the request never waits for remote KVs, its KV is exact, the output is
+    the same, and the lookup's lease is released by the next step."""
+    from vllm.v1.request import RequestStatus
+
+    first = warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon, load_mode="sync"))
+    r = e.add(PROMPT)
+    so = e.step()
+    assert r.status == RequestStatus.RUNNING
+    assert [n.req_id for n in so.scheduled_new_reqs] == [r.request_id]
+    assert so.scheduled_new_reqs[0].num_computed_tokens == 6 * BLOCK   # the hit, this step
+    verify(e, r.request_id)
+    assert e.stats.get("loaded_units") == 6 and not e.invalid_reported
+    e.step()
+    assert not e.connector.scheduler._reqs[r.request_id].leases
+    run_and_verify(e, r.request_id)
+    assert e.outputs[r.request_id] == first
+
+
+def test_same_step_load_errors_are_recomputed(model_dir, daemon, engines):
+    """A same-step load that misses units (evicted after the lookup): their blocks are
+    reported invalid in that very step, vLLM discards the step's output for the request and
+    recomputes from the first bad block; the output is unchanged."""
+    first = warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon, load_mode="sync"))
+    r = e.add(PROMPT)
+    w = e.workers[0].connector.worker
+    real = w._load_host
+
+    def lose_units(req):
+        assert req.sync
+        req.units = req.units[:3] + [type(u)(b"\x00" * 32, u.block_ids) for u in req.units[3:]]
+        real(req)
+
+    w._load_host = lose_units
+    run_and_verify(e, r.request_id)
+    assert len(e.invalid_reported) == 3
+    assert e.stats["load_failed_units"] == 3 and e.stats["loaded_units"] == 3
+    assert e.outputs[r.request_id] == first
+
+
+def test_auto_load_mode_keeps_cpu_engines_asynchronous(model_dir, daemon, engines):
+    """load_mode=auto (the default) loads asynchronously on a CPU engine (same-step loads
+    are for GPU engines), and so does sync for units that are not in L1."""
+    from vllm.v1.request import RequestStatus
+
+    warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon))
+    r = e.add(PROMPT)
+    e.step()
+    assert r.status == RequestStatus.WAITING_FOR_REMOTE_KVS or e.stats.get("loaded_units")
+    assert e.connector.scheduler._sync_load([1, 1]) is False
+    s = engines(model_dir, ext(daemon, load_mode="sync")).connector.scheduler
+    assert s._sync_load([1, 1]) is True and s._sync_load([1, 2]) is False
+
+
 def test_abort_mid_load(model_dir, daemon, engines):
     """A request aborted while waiting for its load: blocks freed, leases released, the
     engine keeps serving the next request."""

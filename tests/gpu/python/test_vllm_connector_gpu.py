@@ -100,6 +100,47 @@ def test_store_then_load_in_another_worker(gpu_daemon, salt):
     dst.shutdown()
 
 
+def test_layer_wise_load_in_the_step(gpu_daemon, salt):
+    """A same-step load (RequestTransfer.sync): one layer-wise job; after wait_layer for every
+    layer, work on the current stream reads the loaded blocks without any CPU wait; the
+    missing unit's block is invalid in the same step's get_finished. A step whose forward
+    pass skipped a layer's hook counts the whole job as failed (recompute)."""
+    src, src_kv = worker(gpu_daemon, salt, fill=True)
+    keys = [f"{salt}-lw-{i}".encode()[:32] for i in range(6)]
+    src_blocks = [3, 9, 10, 11, 40, 63]
+    store = KVStrataMetadata(
+        stores=[RequestTransfer("r1", [UnitTransfer(k, [b]) for k, b in zip(keys, src_blocks)])],
+        delayed_frees={"r1"})
+    src.start_load(store)
+    src.save(store)
+    wait_finished(src, "sent", "r1")
+
+    dst, dst_kv = worker(gpu_daemon, salt, fill=False)
+    dst_blocks = [1, 2, 5, 7, 8, 30]
+    load = KVStrataMetadata(loads=[RequestTransfer("r2", [
+        UnitTransfer(k, [b]) for k, b in zip(keys, dst_blocks)] + [
+        UnitTransfer(f"{salt}-never".encode(), [31])], sync=True)])
+    dst.start_load(load)
+    same = []
+    for name in dst_kv:  # the forward pass, layer by layer (no synchronize in between)
+        dst.wait_layer(name)
+        same.append(all(torch.equal(src_kv[name][:, s], dst_kv[name][:, d])
+                        for s, d in zip(src_blocks, dst_blocks)))
+    sent, recved = dst.get_finished(set())
+    assert not recved                      # a same-step load is never "finished receiving"
+    assert dst.take_invalid() == {31}
+    assert all(same), [n for n, ok in zip(dst_kv, same) if not ok]
+
+    names = list(dst_kv)
+    dst.start_load(load)
+    for name in names[:-1]:                # the last layer's hook never runs
+        dst.wait_layer(name)
+    dst.get_finished(set())
+    assert dst.take_invalid() == set(dst_blocks) | {31}
+    src.shutdown()
+    dst.shutdown()
+
+
 def test_preempted_request_stores_finish_before_reuse(gpu_daemon, salt):
     w, _ = worker(gpu_daemon, salt, fill=True)
     keys = [f"{salt}-p-{i}".encode()[:32] for i in range(8)]

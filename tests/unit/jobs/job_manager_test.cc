@@ -41,6 +41,7 @@ class FakeEngine : public TransferEngine {
     {
       std::lock_guard<std::mutex> lock(mu_);
       copies_ += request.blocks.size();
+      layer_events_ = request.layer_events;
     }
     done(TransferResult{});
     return absl::OkStatus();
@@ -49,10 +50,15 @@ class FakeEngine : public TransferEngine {
     std::lock_guard<std::mutex> lock(mu_);
     return copies_;
   }
+  std::optional<uint32_t> layer_events() {  // Of the last transfer.
+    std::lock_guard<std::mutex> lock(mu_);
+    return layer_events_;
+  }
 
  private:
   std::mutex mu_;
   size_t copies_ = 0;
+  std::optional<uint32_t> layer_events_;
 };
 
 class JobManagerTest : public ::testing::Test {
@@ -108,13 +114,14 @@ class JobManagerTest : public ::testing::Test {
     EXPECT_EQ(cache_->Clear(ns_), keys.size());
     return keys;
   }
-  absl::StatusOr<uint64_t> Load(const std::vector<std::string>& keys) {
+  absl::StatusOr<uint64_t> Load(const std::vector<std::string>& keys,
+                                std::optional<uint32_t> layer_events = std::nullopt) {
     JobBlocks blocks;
     for (size_t i = 0; i < keys.size(); ++i) {
       blocks.keys.emplace_back(keys[i]);
       blocks.block_ids.push_back(static_cast<uint32_t>(i));
     }
-    return jobs_->SubmitLoad(kClient, ns_, registration_, blocks, std::nullopt);
+    return jobs_->SubmitLoad(kClient, ns_, registration_, blocks, std::nullopt, layer_events);
   }
   std::vector<JobCompletion> WaitCompletions(size_t n) {
     std::vector<JobCompletion> out;
@@ -172,6 +179,25 @@ TEST_F(JobManagerTest, LoadOfL1BlocksStaysSynchronous) {
   ASSERT_EQ(done.size(), 1u);
   EXPECT_TRUE(done[0].ok());
   EXPECT_EQ(engine_.copies(), 6u);
+}
+
+// A layer-wise load runs in the engine's step: L1 blocks are copied at once (the layer
+// events passed to the engine), blocks only on disk fail at once and nothing is promoted.
+TEST_F(JobManagerTest, LayerWiseLoadCopiesL1BlocksAndNeverWaitsForTheDisk) {
+  auto keys = StoreOnlyInL2(2);
+  auto first = Load({keys[0]});  // keys[0] back in L1; keys[1] only on disk.
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(WaitCompletions(1).size(), 1u);
+  hold_reads_ = true;  // Any disk read would now hang the test.
+  const uint64_t promotions = tiers_->Status()[0].promotions;
+  auto job = Load(keys, 4u);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(engine_.layer_events(), std::optional<uint32_t>(4u));
+  auto done = jobs_->completions().Poll(kClient, 0);  // Completed inside the call.
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].failed_blocks, std::vector<uint32_t>{1});
+  EXPECT_EQ(engine_.copies(), 2u);  // The first load's block and this one's L1 block.
+  EXPECT_EQ(tiers_->Status()[0].promotions, promotions);
 }
 
 TEST_F(JobManagerTest, MissingBlocksFailOnceAndSessionEndDropsQueuedLoads) {
