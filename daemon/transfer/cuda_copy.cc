@@ -71,6 +71,42 @@ CopyError IssueKernel(const CopyLaunch& launch, absl::Span<const PieceCopy> piec
 
 }  // namespace
 
+CopyError IssueKernelLayers(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
+                            const std::vector<size_t>& bounds, CopyScratch* scratch,
+                            cudaStream_t stream,
+                            const std::function<CopyError(size_t layer)>& after_layer) {
+  std::vector<PieceCopy> chunks;
+  std::vector<size_t> chunk_bounds = {0};
+  for (size_t layer = 0; layer + 1 < bounds.size(); ++layer) {
+    std::vector<PieceCopy> split = SplitPieces(
+        pieces.subspan(bounds[layer], bounds[layer + 1] - bounds[layer]), kCopyKernelChunkBytes);
+    chunks.insert(chunks.end(), split.begin(), split.end());
+    chunk_bounds.push_back(chunks.size());
+  }
+  cudaError_t error = scratch->Reserve(chunks.size());
+  if (error != cudaSuccess) return {error, "cudaMalloc(copy descriptors)"};
+  bool store = launch.direction == TransferDirection::kGpuToHost;
+  CopyDescriptor* staging = scratch->staging();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const PieceCopy& c = chunks[i];
+    staging[i] = {store ? GpuPtr(c) : HostPtr(c), store ? HostPtr(c) : GpuPtr(c), c.bytes};
+  }
+  error = cudaMemcpyAsync(scratch->device(), staging, chunks.size() * sizeof(CopyDescriptor),
+                          cudaMemcpyHostToDevice, stream);
+  if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
+  for (size_t layer = 0; layer + 1 < chunk_bounds.size(); ++layer) {
+    const size_t count = chunk_bounds[layer + 1] - chunk_bounds[layer];
+    if (count > 0) {
+      error = LaunchCopyKernel(scratch->device() + chunk_bounds[layer],
+                               static_cast<uint32_t>(count), launch.grid_blocks, stream);
+      if (error != cudaSuccess) return {error, "copy kernel launch"};
+    }
+    CopyError after = after_layer(layer);
+    if (!after.ok()) return after;
+  }
+  return {};
+}
+
 CopyScratch::~CopyScratch() {
   Free();
   if (blocks_ != nullptr) cudaFree(blocks_);

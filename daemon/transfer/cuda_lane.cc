@@ -164,6 +164,20 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
     CopyError waited = WaitForEngineEvent(job);
     if (!waited.ok()) return waited;
   }
+  if (!job.layer_events.empty() && job.launch.strategy == CopyStrategy::kKernel) {
+    // One stream: the kernel fills PCIe by itself (grid_blocks thread blocks).
+    CopyError error = IssueKernelLayers(
+        job.launch, job.pieces, job.layer_bounds, &slot.scratch[0], streams_[0],
+        [&](size_t layer) -> CopyError {
+          cudaError_t record = cudaEventRecord(job.layer_events[layer], streams_[0]);
+          if (record != cudaSuccess) return {record, "cudaEventRecord(layer event)"};
+          return {};
+        });
+    if (!error.ok()) return error;
+    cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
+    if (record != cudaSuccess) return {record, "cudaEventRecord"};
+    return {};
+  }
   if (!job.layer_events.empty()) {
     const absl::Span<const PieceCopy> pieces(job.pieces);
     for (size_t layer = 0; layer < job.layer_events.size(); ++layer) {
