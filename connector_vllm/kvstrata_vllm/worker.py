@@ -11,13 +11,14 @@ Two data paths, chosen by where vLLM's KV cache lives:
   (the daemon copies engine blocks one to one).
 
 Loads in the step that uses them (RequestTransfer.sync, config load_mode): in CUDA mode all
-of a step's are one layer-wise job, submitted in start_load_kv; the daemon answers once it
-queued every layer's copies and an IPC event per layer after them, and wait_for_layer_load
-makes the forward pass's stream wait for its layer's event (no CPU wait). When the forward
-pass runs as one full CUDA graph (no per-layer hook), start_load_kv waits for every layer
-instead; a layer whose hook never ran makes the whole job count as failed. get_finished
-waits for the job's completion, so its failed blocks reach vLLM in the same step (vLLM
-then discards the step's output for those requests and recomputes).
+of a step's are one layer-wise job, submitted in start_load_kv; the daemon writes the job's
+value into a per-layer GPU word once that layer's copies landed, and wait_for_layer_load
+makes the forward pass's stream wait for its layer's word (cuStreamWaitValue64: no CPU
+wait). When the forward pass runs as one full CUDA graph (no per-layer hook), start_load_kv
+waits for every layer instead; a layer whose hook never ran makes the whole job count as
+failed. get_finished waits for the job's completion, so its failed blocks reach vLLM in the
+same step (vLLM then discards the step's output for those requests and recomputes); words
+the daemon did not write are written here, so the stream never waits forever.
 
 Any block that could not be loaded is reported by get_block_ids_with_load_errors (vLLM then
 recomputes it); an asynchronous load's request is still reported finished receiving in the
@@ -216,8 +217,10 @@ class WorkerSide:
         self._req_jobs: Dict[Tuple[str, str], Set[int]] = {}
         self._disabled_reason: Optional[str] = None
         self._layer_of: Dict[str, int] = {}  # vLLM layer name -> registered layer number
-        # This step's layer-wise load: (job id, block ids, request ids), the layers waited.
-        self._sync_job: Optional[Tuple[int, List[int], List[str]]] = None
+        # This step's layer-wise load: (job id, block ids, request ids, flag value), its
+        # completion if it came early, and the layers waited.
+        self._sync_job: Optional[Tuple[int, List[int], List[str], int]] = None
+        self._sync_done: Any = None
         self._sync_waited: Set[int] = set()
         self._sync_waited_all = False
         self._warned_hooks = False
@@ -264,7 +267,7 @@ class WorkerSide:
             layout = "vllm_cross_layer" if self.layout == "vllm_cross_layer" else "vllm"
             try:
                 self.reg = s.register_cuda_kv_caches(ns, self.kv_caches, layout,
-                                                     layer_events=True)
+                                                     layer_flags=True)
             except (ValueError, TypeError) as err:  # The tensors do not fit: not transient.
                 self._disable(f"registering the CUDA KV caches: {err}")
 
@@ -328,10 +331,11 @@ class WorkerSide:
         s, ns = self.session_and_ns()
         reg = self.reg
         job = None
-        if s is not None and ns is not None and reg is not None:
+        if s is not None and ns is not None and reg is not None and reg.layer_flags is not None:
+            value = reg.layer_flags.next_value()
             t0 = time.monotonic()
             job = self.link.guard("submit_load", lambda: s.submit_load(
-                ns, reg, keys, ids, layer_events=True), None)
+                ns, reg, keys, ids, layer_flag_value=value), None)
             trace.event("load_submit", reqs[0].req_id, ms=round((time.monotonic() - t0) * 1e3, 3),
                         units=len(ids), layered=len(reqs))
         if job is None:
@@ -339,26 +343,40 @@ class WorkerSide:
                 self._invalid.update(ids)
             self.stats.add("load_failed_units", len(ids))
             return
-        self._sync_job = (job, ids, [r.req_id for r in reqs])
+        self._sync_job = (job, ids, [r.req_id for r in reqs], value)
         self._sync_waited = set()
         self._sync_waited_all = wait_all
+        # A load that already failed as a whole (e.g. nothing was in L1 any more) never
+        # writes the flags: let the forward pass through now, not only in get_finished.
+        early = self.link.guard("take_completions", s.take_completions, {})
+        self._sync_done = early.pop(job, None)
+        self._complete(early)
+        if self._sync_done is not None and (not self._sync_done.ok or
+                                            self._sync_done.failed_blocks):
+            reg.layer_flags.release(value)
         if wait_all:
-            reg.layer_events.wait_all()
+            reg.layer_flags.wait_all(value)
 
     def wait_layer(self, layer_name: str) -> None:
-        """wait_for_layer_load: the current stream waits for this layer's blocks."""
-        if self._sync_job is None or self.reg is None or self.reg.layer_events is None:
+        """wait_for_layer_load: the current stream waits (on the GPU) for this layer."""
+        if self._sync_job is None or self.reg is None or self.reg.layer_flags is None:
             return
         layer = self._layer_of.get(layer_name, 0)
-        self.reg.layer_events.wait(layer)
+        try:
+            self.reg.layer_flags.wait(layer, self._sync_job[3])
+        except Exception as err:  # noqa: BLE001 - unwaited: the job counts as failed
+            if not self._warned_hooks:
+                self._warned_hooks = True
+                log.warning("kvstrata_vllm: waiting for a layer-wise load: %s", err)
+            return
         self._sync_waited.add(layer)
 
     def _finish_layered(self) -> None:
         """The step's layer-wise load is over: its failed blocks become invalid."""
-        job, ids, req_ids = self._sync_job
+        job, ids, req_ids, value = self._sync_job
         self._sync_job = None
-        layers = len(self.reg.layer_events) if self.reg is not None and \
-            self.reg.layer_events is not None else 0
+        flags = self.reg.layer_flags if self.reg is not None else None
+        layers = len(flags) if flags is not None else 0
         unwaited = not self._sync_waited_all and len(self._sync_waited) < layers
         if unwaited and not self._warned_hooks:
             self._warned_hooks = True
@@ -366,17 +384,17 @@ class WorkerSide:
                         "wait_for_layer_load; those loads count as failed (recomputed)",
                         layers - len(self._sync_waited), layers)
         s = self.link._session
-        done = None
-        if s is not None:
+        done, self._sync_done = self._sync_done, None
+        if done is None and s is not None:
             try:
                 done = s.wait_jobs([job], timeout=max(self.cfg.timeout_s, 5.0)).get(job)
             except (TimeoutError, kvstrata.KVStrataError) as err:
                 log.warning("kvstrata_vllm: layer-wise load: %s (recomputing)", err)
-        if done is None and self.reg is not None and self.reg.layer_events is not None:
-            self.reg.layer_events.release()  # The forward pass must not wait forever.
         failed = set(range(len(ids))) if done is None or unwaited else set(done.failed_blocks)
         if done is not None and not done.ok and not failed:
             failed = set(range(len(ids)))
+        if (done is None or failed) and flags is not None:
+            flags.release(value)  # Words the daemon never wrote must not stall the stream.
         with self._lock:
             self._invalid.update(ids[i] for i in failed)
         self.stats.add("loaded_units", len(ids) - len(failed))

@@ -6,7 +6,7 @@
 // Request  (48 bytes + key_count * key_bytes + key_count * 4):
 //   u32 magic "KVSJ" | u16 version (1) | u16 kind (1 store, 2 load) | u64 session_id |
 //   u32 namespace_id | u32 key_count | u32 key_bytes (1..32) | u32 event (stores: as
-//   SubmitStoreRequest.wait_event; loads: as SubmitLoadRequest.layer_events) |
+//   SubmitStoreRequest.wait_event; loads: as SubmitLoadRequest.layer_flag_value) |
 //   u64 registration_id | u64 lease_id (loads) |
 //   keys, key_count * key_bytes bytes | block_ids, key_count u32.
 // Response (20 bytes + message_bytes):
@@ -37,7 +37,7 @@ struct RequestHeader {
   uint32_t namespace_id = 0;
   uint32_t key_count = 0;
   uint32_t key_bytes = 0;
-  uint32_t event = 0;  // Stores: wait_event; loads: layer_events.
+  uint32_t event = 0;  // Stores: wait_event; loads: layer_flag_value.
   uint64_t registration_id = 0;
   uint64_t lease_id = 0;
 };

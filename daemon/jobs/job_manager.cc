@@ -191,14 +191,14 @@ absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
 absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
                                                 uint64_t registration, const JobBlocks& blocks,
                                                 std::optional<uint64_t> lease,
-                                                std::optional<uint32_t> layer_events) {
+                                                std::optional<uint64_t> layer_flag_value) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
   TierManager::PendingLoad pending;
   // A layer-wise load runs now, in the engine's step: nothing waits for a disk.
-  if (tiers_ != nullptr && !layer_events.has_value()) pending = tiers_->StartLoad(ns, blocks.keys);
+  if (tiers_ != nullptr && !layer_flag_value.has_value()) pending = tiers_->StartLoad(ns, blocks.keys);
   const uint64_t job = StartJob(session, JobCompletion::Kind::kLoad);
   if (pending.waits.empty()) {
-    if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease, layer_events);
+    if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease, layer_flag_value);
         !s.ok()) {
       return s;
     }
@@ -251,7 +251,7 @@ void JobManager::DeferredLoop() {
 
 absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, uint64_t registration,
                                  const JobBlocks& blocks, std::optional<uint64_t> lease,
-                                 std::optional<uint32_t> layer_events) {
+                                 std::optional<uint64_t> layer_flag_value) {
   const absl::Time entered = absl::Now();
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
   if (!acquired.ok()) {
@@ -260,7 +260,7 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
   }
   const absl::Time pinned = absl::Now();
   TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt,
-                          layer_events};
+                          layer_flag_value};
   std::vector<uint32_t> picked, missing;
   for (uint32_t i = 0; i < acquired->slots.size(); ++i) {
     if (acquired->slots[i].status != LoadStatus::kReady) {

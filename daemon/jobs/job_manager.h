@@ -67,11 +67,11 @@ class JobManager {
   absl::StatusOr<uint64_t> SubmitStore(uint64_t session, uint32_t ns, uint64_t block_bytes,
                                        uint64_t registration, const JobBlocks& blocks,
                                        std::optional<uint32_t> wait_event);
-  // `layer_events` (TransferRequest.layer_events): a layer-wise load, answered only once
-  // its copies were issued; it promotes nothing (blocks not in L1 fail).
+  // `layer_flag_value` (TransferRequest.layer_flag_value): a layer-wise load; it promotes
+  // nothing (blocks not in L1 fail), so it runs now, in the engine's step.
   absl::StatusOr<uint64_t> SubmitLoad(uint64_t session, uint32_t ns, uint64_t registration,
                                       const JobBlocks& blocks, std::optional<uint64_t> lease,
-                                      std::optional<uint32_t> layer_events = std::nullopt);
+                                      std::optional<uint64_t> layer_flag_value = std::nullopt);
   // True when the job was still running: its result is discarded (a store commits nothing)
   // and its completion says "cancelled". NOT_FOUND when unknown or already completed.
   absl::StatusOr<bool> Cancel(uint64_t session, uint64_t job);
@@ -114,7 +114,7 @@ class JobManager {
   // On error the job is finished (no completion) and the error returned.
   absl::Status RunLoad(uint64_t job, uint64_t session, uint32_t ns, uint64_t registration,
                        const JobBlocks& blocks, std::optional<uint64_t> lease,
-                       std::optional<uint32_t> layer_events = std::nullopt);
+                       std::optional<uint64_t> layer_flag_value = std::nullopt);
   void DeferredLoop();
   uint64_t StartJob(uint64_t session, JobCompletion::Kind kind);
   // Reports one finished job's copies to the metrics sink.

@@ -69,7 +69,7 @@ grpc::Status ControlService::SubmitLoad(grpc::ServerContext* ctx,
         JobCall::Kind::kLoad,       caller.tenant, request->session_id(), request->namespace_id(),
         request->registration_id(), blocks->keys,  blocks->block_ids};
     call.lease_id = request->lease_id();
-    call.layer_events = request->layer_events();
+    call.layer_flag_value = request->layer_flag_value();
     absl::StatusOr<uint64_t> job = RunSubmitJob(context_, call);
     if (!job.ok()) return job.status();
     response->set_job_id(*job);

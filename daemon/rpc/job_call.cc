@@ -27,10 +27,10 @@ absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCa
   }
   std::optional<uint64_t> lease;
   if (call.lease_id != 0) lease = call.lease_id;
-  std::optional<uint32_t> layer_events;
-  if (call.layer_events != 0) layer_events = call.layer_events - 1;
+  std::optional<uint64_t> layer_flag_value;
+  if (call.layer_flag_value != 0) layer_flag_value = call.layer_flag_value;
   return context.jobs->SubmitLoad(call.session_id, ns->id, call.registration_id, blocks, lease,
-                                  layer_events);
+                                  layer_flag_value);
 }
 
 }  // namespace kvstrata

@@ -2,8 +2,7 @@
 // and the fast-path socket's job frames (LookupServer) both run after decoding their
 // request. Checks the session and namespace (RequireSessionNamespace) and the blocks
 // (JobBlocks: keys as ValidateKeys, one block id per key), in that order, then hands the
-// job to the JobManager, which answers at once (it never waits for copies or disks; a
-// layer-wise load waits until its copies were issued).
+// job to the JobManager, which answers at once (it never waits for copies or disks).
 // Returns the job id. Thread-safe (as JobManager is).
 #ifndef KVSTRATA_DAEMON_RPC_JOB_CALL_H_
 #define KVSTRATA_DAEMON_RPC_JOB_CALL_H_
@@ -28,7 +27,7 @@ struct JobCall {
   absl::Span<const uint32_t> block_ids;     // Same length as keys.
   uint32_t wait_event = 0;                  // Stores: 1 + event index; 0 = no wait.
   uint64_t lease_id = 0;                    // Loads: 0 = none.
-  uint32_t layer_events = 0;                // Loads: 1 + first layer event index; 0 = none.
+  uint32_t layer_flag_value = 0;            // Loads: layer-wise when > 0.
 };
 
 absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCall& call);

@@ -7,8 +7,7 @@
 namespace kvstrata {
 namespace {
 
-// Store events plus one layer event per layer of the largest models (126 layers and more).
-constexpr int kMaxIpcEvents = 512;
+constexpr int kMaxIpcEvents = 64;
 
 absl::StatusOr<IpcHandleBytes> Handle(const std::string& bytes, absl::string_view field) {
   if (bytes.size() != kCudaIpcHandleBytes) {
@@ -49,6 +48,12 @@ absl::StatusOr<CudaMemorySpec> FromProto(const v1::CudaKvMemory& proto) {
         Handle(proto.ipc_events(i), absl::StrCat("cuda.ipc_events[", i, "]"));
     if (!handle.ok()) return handle.status();
     spec.ipc_events.push_back(*handle);
+  }
+  if (proto.has_layer_flags()) {
+    const v1::CudaLayerFlags& f = proto.layer_flags();
+    absl::StatusOr<IpcHandleBytes> handle = Handle(f.ipc_handle(), "cuda.layer_flags.ipc_handle");
+    if (!handle.ok()) return handle.status();
+    spec.layer_flags = CudaLayerFlagsSpec{*handle, f.offset(), f.allocation_bytes()};
   }
   return spec;
 }

@@ -1,6 +1,10 @@
 #include "daemon/transfer/cuda_copy.h"
 
+#include <cuda.h>
+
 #include <algorithm>
+
+#include "daemon/transfer/cuda_util.h"
 
 namespace kvstrata {
 namespace {
@@ -71,40 +75,22 @@ CopyError IssueKernel(const CopyLaunch& launch, absl::Span<const PieceCopy> piec
 
 }  // namespace
 
-CopyError IssueKernelLayers(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
-                            const std::vector<size_t>& bounds, CopyScratch* scratch,
-                            cudaStream_t stream,
-                            const std::function<CopyError(size_t layer)>& after_layer) {
-  std::vector<PieceCopy> chunks;
-  std::vector<size_t> chunk_bounds = {0};
-  for (size_t layer = 0; layer + 1 < bounds.size(); ++layer) {
-    std::vector<PieceCopy> split = SplitPieces(
-        pieces.subspan(bounds[layer], bounds[layer + 1] - bounds[layer]), kCopyKernelChunkBytes);
-    chunks.insert(chunks.end(), split.begin(), split.end());
-    chunk_bounds.push_back(chunks.size());
-  }
-  cudaError_t error = scratch->Reserve(chunks.size());
-  if (error != cudaSuccess) return {error, "cudaMalloc(copy descriptors)"};
-  bool store = launch.direction == TransferDirection::kGpuToHost;
-  CopyDescriptor* staging = scratch->staging();
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const PieceCopy& c = chunks[i];
-    staging[i] = {store ? GpuPtr(c) : HostPtr(c), store ? HostPtr(c) : GpuPtr(c), c.bytes};
-  }
-  error = cudaMemcpyAsync(scratch->device(), staging, chunks.size() * sizeof(CopyDescriptor),
-                          cudaMemcpyHostToDevice, stream);
-  if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
-  for (size_t layer = 0; layer + 1 < chunk_bounds.size(); ++layer) {
-    const size_t count = chunk_bounds[layer + 1] - chunk_bounds[layer];
-    if (count > 0) {
-      error = LaunchCopyKernel(scratch->device() + chunk_bounds[layer],
-                               static_cast<uint32_t>(count), launch.grid_blocks, stream);
-      if (error != cudaSuccess) return {error, "copy kernel launch"};
+cudaError_t StreamWriteValue64(cudaStream_t stream, uint64_t address, uint64_t value) {
+  using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  static WriteValue64 write = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
     }
-    CopyError after = after_layer(layer);
-    if (!after.ok()) return after;
-  }
-  return {};
+    return reinterpret_cast<WriteValue64>(fn);
+  }();
+  if (write == nullptr) return cudaErrorNotSupported;
+  CUresult result = write(reinterpret_cast<CUstream>(stream), static_cast<CUdeviceptr>(address),
+                          static_cast<cuuint64_t>(value), 0);
+  return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown;
 }
 
 CopyScratch::~CopyScratch() {

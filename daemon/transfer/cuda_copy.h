@@ -6,7 +6,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
-#include <functional>
 #include <vector>
 
 #include "daemon/transfer/copy_kernel.h"
@@ -65,14 +64,6 @@ struct CopyLaunch {
 // device view of the pinned region (cudaHostGetDevicePointer).
 CopyError IssueCopies(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                       CopyScratch* scratch, cudaStream_t stream);
-
-// kKernel, layer by layer, on one stream: every layer's descriptors are staged in one
-// buffer and copied to the device once, then one kernel per layer [bounds[i],
-// bounds[i+1]) of `pieces`, each followed by after_layer(i) (e.g. an event record).
-CopyError IssueKernelLayers(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
-                            const std::vector<size_t>& bounds, CopyScratch* scratch,
-                            cudaStream_t stream,
-                            const std::function<CopyError(size_t layer)>& after_layer);
 
 // kStaged: per chunk of blocks that fits the staging buffer, a load DMAs whole slots into
 // staging and scatters the pieces on the GPU; a store gathers on the GPU, then DMAs.

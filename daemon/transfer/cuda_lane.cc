@@ -112,7 +112,6 @@ void CudaLane::IssueLoop() {
       free_slots_.pop_back();
     }
     CopyError error = Issue(job, slots_[slot]);
-    if (job.issued) job.issued();
     {
       MutexLock lock(&mu_);
       issued_.push_back({std::move(job), slot, error});
@@ -164,23 +163,9 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
     CopyError waited = WaitForEngineEvent(job);
     if (!waited.ok()) return waited;
   }
-  if (!job.layer_events.empty() && job.launch.strategy == CopyStrategy::kKernel) {
-    // One stream: the kernel fills PCIe by itself (grid_blocks thread blocks).
-    CopyError error = IssueKernelLayers(
-        job.launch, job.pieces, job.layer_bounds, &slot.scratch[0], streams_[0],
-        [&](size_t layer) -> CopyError {
-          cudaError_t record = cudaEventRecord(job.layer_events[layer], streams_[0]);
-          if (record != cudaSuccess) return {record, "cudaEventRecord(layer event)"};
-          return {};
-        });
-    if (!error.ok()) return error;
-    cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
-    if (record != cudaSuccess) return {record, "cudaEventRecord"};
-    return {};
-  }
-  if (!job.layer_events.empty()) {
+  if (job.layer_flags != 0) {
     const absl::Span<const PieceCopy> pieces(job.pieces);
-    for (size_t layer = 0; layer < job.layer_events.size(); ++layer) {
+    for (size_t layer = 0; layer + 1 < job.layer_bounds.size(); ++layer) {
       const size_t first = job.layer_bounds[layer];
       const size_t end = job.layer_bounds[layer + 1];
       std::vector<size_t> bounds =
@@ -188,8 +173,9 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
       for (size_t& b : bounds) b += first;
       CopyError error = IssueRuns(job, slot, bounds);
       if (!error.ok()) return error;
-      cudaError_t record = cudaEventRecord(job.layer_events[layer], streams_[0]);
-      if (record != cudaSuccess) return {record, "cudaEventRecord(layer event)"};
+      cudaError_t flag =
+          StreamWriteValue64(streams_[0], job.layer_flags + 8 * layer, job.layer_flag_value);
+      if (flag != cudaSuccess) return {flag, "cuStreamWriteValue64(layer flag)"};
     }
     cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
     if (record != cudaSuccess) return {record, "cudaEventRecord"};

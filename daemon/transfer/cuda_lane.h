@@ -5,7 +5,7 @@
 // the other streams' ends are joined into the first, where the job's event is recorded. The
 // completion thread waits for those events in order and runs each job's `done` exactly once, after
 // every run landed. A layer-wise load is issued layer by layer, each layer cut into runs
-// as above and joined, with one event recorded per layer. Up to kSlots jobs are in flight, so issuing the next transfer overlaps the
+// as above and joined, then its flag word written on the first stream. Up to kSlots jobs are in flight, so issuing the next transfer overlaps the
 // copies of the previous ones. CUDA build only. Thread-safe.
 #ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 #define KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
@@ -41,13 +41,12 @@ struct LaneJob {
   // becomes true (its session ended) or after kEngineEventWaitLimit.
   cudaEvent_t wait_event = nullptr;
   std::shared_ptr<const std::atomic<bool>> abandon;
-  // Layer-wise loads: `pieces` grouped by layer ([layer_bounds[i], layer_bounds[i+1]) is
-  // layer i, filled by `plan`), layer_events[i] recorded once layer i landed.
+  // Layer-wise loads (layer_flags != 0): `pieces` grouped by layer ([layer_bounds[i],
+  // layer_bounds[i+1]) is layer i, filled by `plan`); once layer i landed, the value is
+  // written to the device address layer_flags + 8 * i.
   std::vector<size_t> layer_bounds;
-  std::vector<cudaEvent_t> layer_events;
-  // Runs on the issue thread once every copy and record of the job was issued (or failed
-  // to be); may be empty.
-  std::function<void()> issued;
+  uint64_t layer_flags = 0;
+  uint64_t layer_flag_value = 0;
   size_t num_blocks = 0;  // Reported failed as a whole on a CUDA error.
   std::function<void(TransferResult)> done;
 };

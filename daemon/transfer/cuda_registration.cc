@@ -26,26 +26,41 @@ uint64_t MaxPiece(const CudaMemorySpec& spec) {
 
 }  // namespace
 
+absl::StatusOr<uint64_t> CudaTransferEngine::OpenAllocation(int device,
+                                                             const IpcHandleBytes& ipc_handle,
+                                                             const std::string& what,
+                                                             Registration* reg) {
+  std::string key = MemoryKey(devices_[device].index, ipc_handle);
+  auto it = opened_.find(key);
+  if (it == opened_.end()) {
+    cudaIpcMemHandle_t handle{};
+    std::copy(ipc_handle.begin(), ipc_handle.end(), handle.reserved);
+    void* base = nullptr;
+    cudaError_t error = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
+    if (error != cudaSuccess) {
+      return CudaError(error, absl::StrCat("cudaIpcOpenMemHandle(", what, ")").c_str());
+    }
+    it = opened_.emplace(key, OpenedMemory{devices_[device].index, base, 0}).first;
+  }
+  ++it->second.refs;
+  reg->memory_keys.push_back(key);
+  return reinterpret_cast<uint64_t>(it->second.base);
+}
+
 absl::Status CudaTransferEngine::OpenMemory(int device, const CudaMemorySpec& spec,
                                             Registration* reg) {
   for (size_t i = 0; i < spec.tensors.size(); ++i) {
     const CudaTensorSpec& t = spec.tensors[i];
-    std::string key = MemoryKey(devices_[device].index, t.ipc_handle);
-    auto it = opened_.find(key);
-    if (it == opened_.end()) {
-      cudaIpcMemHandle_t handle{};
-      std::copy(t.ipc_handle.begin(), t.ipc_handle.end(), handle.reserved);
-      void* base = nullptr;
-      cudaError_t error = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
-      if (error != cudaSuccess) {
-        return CudaError(error, absl::StrCat("cudaIpcOpenMemHandle(tensor ", i, ")").c_str());
-      }
-      it = opened_.emplace(key, OpenedMemory{devices_[device].index, base, 0}).first;
-    }
-    ++it->second.refs;
-    reg->memory_keys.push_back(key);
-    uint64_t base = reinterpret_cast<uint64_t>(it->second.base);
-    reg->tensors.push_back({base + t.base_offset, t.block_stride, t.piece_bytes, t.layer});
+    absl::StatusOr<uint64_t> base =
+        OpenAllocation(device, t.ipc_handle, absl::StrCat("tensor ", i), reg);
+    if (!base.ok()) return base.status();
+    reg->tensors.push_back({*base + t.base_offset, t.block_stride, t.piece_bytes, t.layer});
+  }
+  if (spec.layer_flags.has_value()) {
+    absl::StatusOr<uint64_t> base =
+        OpenAllocation(device, spec.layer_flags->ipc_handle, "layer flags", reg);
+    if (!base.ok()) return base.status();
+    reg->layer_flags = *base + spec.layer_flags->offset;
   }
   return absl::OkStatus();
 }
@@ -106,14 +121,13 @@ absl::StatusOr<uint64_t> CudaTransferEngine::Register(uint64_t session, const Cu
     Release(reg.get());
     return status;
   }
-  reg->num_layers = TensorLayers(reg->tensors).size();
   return Insert(std::move(reg));
 }
 
 absl::StatusOr<uint64_t> CudaTransferEngine::RegisterLocalForTesting(
     uint64_t session, int device, const CudaMemorySpec& geometry,
     const std::vector<void*>& allocations, uint64_t block_bytes,
-    const std::vector<cudaEvent_t>& events) {
+    const std::vector<cudaEvent_t>& events, void* layer_flags) {
   absl::Status status = ValidateGeometry(geometry, block_bytes);
   if (!status.ok()) return status;
   if (device < 0 || device >= device_count()) {
@@ -130,7 +144,7 @@ absl::StatusOr<uint64_t> CudaTransferEngine::RegisterLocalForTesting(
     reg->tensors.push_back({base + t.base_offset, t.block_stride, t.piece_bytes, t.layer});
   }
   reg->events = events;
-  reg->num_layers = TensorLayers(reg->tensors).size();
+  reg->layer_flags = reinterpret_cast<uint64_t>(layer_flags);
   MutexLock lock(&mu_);
   return Insert(std::move(reg));
 }

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "daemon/transfer/cuda_util.h"
 #include "daemon/transfer/transfer_validation.h"
 
@@ -151,9 +150,9 @@ absl::StatusOr<std::shared_ptr<CudaTransferEngine::Registration>> CudaTransferEn
     return absl::FailedPreconditionError(
         absl::StrCat("registration ", request.registration, " belongs to another session"));
   }
-  RequestLimits limits{reg.num_blocks,        reg.events.size(),
-                       reg.block_bytes,       options_.host_bytes,
-                       options_.max_blocks_per_transfer, reg.num_layers};
+  RequestLimits limits{reg.num_blocks,  reg.events.size(),
+                       reg.block_bytes, options_.host_bytes,
+                       options_.max_blocks_per_transfer, reg.layer_flags != 0};
   absl::Status status = ValidateRequest(request, limits);
   if (!status.ok()) return status;
   ++reg.in_flight;
@@ -177,14 +176,12 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
   if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBytes) {
     job.launch.strategy = CopyStrategy::kBatch;  // A block must fit the staging buffer.
   }
-  const bool layered = request.layer_events.has_value();
-  if (layered && (job.launch.strategy == CopyStrategy::kStaged ||
-                  job.launch.strategy == CopyStrategy::kAuto)) {
-    // Staging moves whole blocks (every layer at once). The kernel reads each layer's
-    // pieces straight from the pinned region at ~90 % of PCIe (batched DMA of 16-32 KiB
-    // pieces: 50-70 %), and issuing a kernel per layer costs microseconds where
-    // cudaMemcpyBatchAsync costs ~0.7 us per piece (22 ms for an 8K-token load).
-    job.launch.strategy = CopyStrategy::kKernel;
+  const bool layered = request.layer_flag_value.has_value();
+  if (layered && job.launch.strategy != CopyStrategy::kMemcpyLoop) {
+    // Staging moves whole blocks (every layer at once), a kernel's descriptors are one
+    // buffer per run, and a kernel in this process would time-slice the GPU with the
+    // engine's forward pass: layer by layer, the pieces go by DMA on the copy engines.
+    job.launch.strategy = CopyStrategy::kBatch;
   }
   uint64_t host_base = job.launch.strategy == CopyStrategy::kKernel
                            ? device.host_device_base
@@ -203,8 +200,8 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
   };
   if (request.wait_event.has_value()) job.wait_event = reg.events[*request.wait_event];
   if (layered) {
-    auto first = reg.events.begin() + *request.layer_events;
-    job.layer_events.assign(first, first + static_cast<std::ptrdiff_t>(reg.num_layers));
+    job.layer_flags = reg.layer_flags;
+    job.layer_flag_value = *request.layer_flag_value;
   }
   job.abandon = reg.ending;
   job.done = std::move(done);
@@ -221,16 +218,10 @@ absl::Status CudaTransferEngine::Submit(uint64_t session, TransferRequest reques
     Finish(held.get());
   };
   const bool load = request.direction == TransferDirection::kHostToGpu;
-  const bool layered = request.layer_events.has_value();
   LaneJob job = MakeJob(*held, std::move(request), std::move(finish));
-  auto issued = std::make_shared<absl::Notification>();
-  if (layered) job.issued = [issued] { issued->Notify(); };
   Device& device = devices_[held->device];
   CudaLane* lane = load ? device.load_lane.get() : device.store_lane.get();
   lane->Enqueue(std::move(job));
-  // The engine's stream may wait on the layer events as soon as this returns: a wait on
-  // an event whose record was not issued yet would not wait at all.
-  if (layered) issued->WaitForNotification();
   return absl::OkStatus();
 }
 

@@ -40,12 +40,15 @@ class CudaTransferEngine final : public TransferEngine {
 
   // Like Register, for memory of this process: `allocations[i]` is the device pointer of
   // tensor i's allocation (the IPC handles in `geometry` are ignored), `events` stand in
-  // for geometry.ipc_events and stay owned by the caller. For tests and benchmarks.
+  // for geometry.ipc_events and stay owned by the caller, `layer_flags` (device memory
+  // of this process, one 8-byte word per layer, or null) for geometry.layer_flags. For
+  // tests and benchmarks.
   absl::StatusOr<uint64_t> RegisterLocalForTesting(uint64_t session, int device,
                                                    const CudaMemorySpec& geometry,
                                                    const std::vector<void*>& allocations,
                                                    uint64_t block_bytes,
-                                                   const std::vector<cudaEvent_t>& events = {});
+                                                   const std::vector<cudaEvent_t>& events = {},
+                                                   void* layer_flags = nullptr);
 
   int device_count() const { return static_cast<int>(devices_.size()); }
 
@@ -70,7 +73,7 @@ class CudaTransferEngine final : public TransferEngine {
     uint64_t block_bytes = 0;
     uint64_t max_piece_bytes = 0;
     std::vector<TensorLayout> tensors;
-    size_t num_layers = 0;  // TensorLayers(tensors).size()
+    uint64_t layer_flags = 0;  // Device address of the layer flag words; 0 = none.
     std::vector<cudaEvent_t> events;
     bool owns_events = false;
     std::vector<std::string> memory_keys;  // Into opened_; released with the registration.
@@ -84,6 +87,10 @@ class CudaTransferEngine final : public TransferEngine {
   absl::Status InitDevice(int index);
   absl::StatusOr<int> DeviceByUuid(const std::string& uuid) const;
   absl::Status OpenMemory(int device, const CudaMemorySpec& spec, Registration* reg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens (or references again) one IPC allocation for `reg`; its base address.
+  absl::StatusOr<uint64_t> OpenAllocation(int device, const IpcHandleBytes& ipc_handle,
+                                          const std::string& what, Registration* reg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenEvents(int device, const CudaMemorySpec& spec, Registration* reg);
   void Release(Registration* reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

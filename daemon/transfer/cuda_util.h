@@ -17,6 +17,12 @@ inline absl::Status CudaError(cudaError_t error, const char* call) {
   return absl::FailedPreconditionError(absl::StrCat(call, ": ", cudaGetErrorString(error)));
 }
 
+// cuStreamWriteValue64 (the driver API, found through the runtime, so that the daemon
+// links no libcuda): writes `value` to the device address once the stream's earlier work
+// finished, after a memory barrier that makes that work's writes visible first.
+// cudaErrorNotSupported when the driver lacks it.
+cudaError_t StreamWriteValue64(cudaStream_t stream, uint64_t address, uint64_t value);
+
 }  // namespace kvstrata
 
 #endif  // KVSTRATA_DAEMON_TRANSFER_CUDA_UTIL_H_

@@ -9,9 +9,10 @@
 // In an L1 slot the pieces of one block are stored back to back in tensor order, so the
 // slot holds sum(piece_bytes) == the namespace's bytes_per_block.
 //
-// Layer-wise loads: a load with `layer_events` is copied layer by layer (each layer split
-// over the copy streams, then joined), recording one of the registration's IPC events per
-// layer, so that the engine can start a layer's attention once that layer landed.
+// Layer-wise loads: a load with `layer_flag_value` is copied layer by layer (each layer
+// split over the copy streams, then joined), writing the value into the registration's
+// flag word of that layer, so that the engine's stream, waiting for the word, can start a
+// layer's attention once that layer landed (while later layers still copy).
 //
 // Ordering: a store first waits (polling from the daemon's issue thread) for the IPC event
 // the engine recorded after the forward pass, giving up when the session ends; a
@@ -52,11 +53,20 @@ struct CudaTensorSpec {
   uint32_t kv_index = 0;
 };
 
+// One 8-byte word per layer (the tensors' distinct `layer` values, ascending) in the
+// engine's GPU memory, for layer-wise loads (TransferRequest.layer_flag_value).
+struct CudaLayerFlagsSpec {
+  IpcHandleBytes ipc_handle{};
+  uint64_t offset = 0;  // Of word 0 from the allocation's start.
+  uint64_t allocation_bytes = 0;
+};
+
 struct CudaMemorySpec {
   std::string gpu_uuid;  // "GPU-xxxxxxxx-..."
   uint32_t num_blocks = 0;
   std::vector<CudaTensorSpec> tensors;
   std::vector<IpcHandleBytes> ipc_events;
+  std::optional<CudaLayerFlagsSpec> layer_flags;
 };
 
 // One engine block <-> one L1 slot.
@@ -72,10 +82,11 @@ struct TransferRequest {
   TransferDirection direction = TransferDirection::kGpuToHost;
   std::vector<BlockCopy> blocks;
   std::optional<uint32_t> wait_event;  // Index into CudaMemorySpec.ipc_events (stores).
-  // Loads only: index into CudaMemorySpec.ipc_events of the first of one event per layer
-  // (the tensors' distinct `layer` values, ascending). Event i is recorded once layer i's
-  // copies landed, and Submit returns only after every record was issued.
-  std::optional<uint32_t> layer_events;
+  // Loads only, on a registration with layer_flags: copy layer by layer and, once layer i's
+  // copies landed, write this value into flag word i (a GPU-side write on the copy stream,
+  // after a memory barrier). Loads of one registration must be submitted one at a time for
+  // the words to only grow.
+  std::optional<uint64_t> layer_flag_value;
 };
 
 struct TransferResult {
@@ -129,8 +140,7 @@ class TransferEngine {
   // Queues the copies; `done` runs once they finished (or failed). INVALID_ARGUMENT for a
   // block id >= num_blocks, a slot outside the region, an event index out of range;
   // NOT_FOUND / FAILED_PRECONDITION for the registration as above. On error `done` is
-  // not called. Returns at once, except with `layer_events`: then it blocks until the
-  // copies and the layer events' records were issued (queued on the GPU, not finished).
+  // not called. Returns at once.
   virtual absl::Status Submit(uint64_t session, TransferRequest request,
                               std::function<void(TransferResult)> done) = 0;
 };

@@ -61,7 +61,23 @@ absl::Status ValidateGeometry(const CudaMemorySpec& spec, uint64_t block_bytes) 
     return absl::InvalidArgumentError(
         absl::StrCat("pieces add up to ", sum, " bytes, block_bytes is ", block_bytes));
   }
+  if (spec.layer_flags.has_value()) {
+    const CudaLayerFlagsSpec& f = *spec.layer_flags;
+    const uint64_t bytes = 8 * uint64_t{SpecLayers(spec)};
+    if (f.offset % 8 != 0 || !FitsSum(f.offset, bytes, f.allocation_bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer_flags: ", bytes, " bytes at offset ", f.offset,
+                       " must be 8-aligned and inside the ", f.allocation_bytes,
+                       "-byte allocation"));
+    }
+  }
   return absl::OkStatus();
+}
+
+size_t SpecLayers(const CudaMemorySpec& spec) {
+  std::vector<TensorLayout> layers;
+  for (const CudaTensorSpec& t : spec.tensors) layers.push_back({0, 0, 0, t.layer});
+  return TensorLayers(layers).size();
 }
 
 absl::Status ValidateIpcHandles(const CudaMemorySpec& spec) {
@@ -74,6 +90,9 @@ absl::Status ValidateIpcHandles(const CudaMemorySpec& spec) {
     if (AllZero(spec.ipc_events[i])) {
       return absl::InvalidArgumentError(absl::StrCat("event ", i, ": empty IPC event handle"));
     }
+  }
+  if (spec.layer_flags.has_value() && AllZero(spec.layer_flags->ipc_handle)) {
+    return absl::InvalidArgumentError("layer_flags: empty IPC memory handle");
   }
   return absl::OkStatus();
 }
@@ -89,12 +108,15 @@ absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits
                                                    " events registered)"));
   }
   bool load = request.direction == TransferDirection::kHostToGpu;
-  if (request.layer_events.has_value()) {
-    if (!load) return absl::InvalidArgumentError("layer_events is for loads only");
-    if (uint64_t{*request.layer_events} + limits.num_layers > limits.num_events) {
+  if (request.layer_flag_value.has_value()) {
+    if (!load) return absl::InvalidArgumentError("layer_flag_value is for loads only");
+    if (!limits.layer_flags) {
       return absl::InvalidArgumentError(
-          absl::StrCat("layer_events ", *request.layer_events, " + ", limits.num_layers,
-                       " layers out of range (", limits.num_events, " events registered)"));
+          "layer_flag_value: the registration has no layer_flags (register them for layer-wise "
+          "loads)");
+    }
+    if (*request.layer_flag_value == 0) {
+      return absl::InvalidArgumentError("layer_flag_value must be > 0");
     }
   }
   std::unordered_set<uint64_t> destinations;

@@ -15,11 +15,15 @@
 namespace kvstrata {
 
 // INVALID_ARGUMENT unless every tensor's blocks lie inside its allocation, blocks do not
-// overlap, all sizes are non-zero and the pieces add up to `block_bytes`.
+// overlap, all sizes are non-zero, the pieces add up to `block_bytes` and the layer flags
+// (if any: one 8-byte word per layer, 8-aligned) lie inside their allocation.
 absl::Status ValidateGeometry(const CudaMemorySpec& spec, uint64_t block_bytes);
 
 // INVALID_ARGUMENT for an all-zero IPC memory or event handle (never a valid export).
 absl::Status ValidateIpcHandles(const CudaMemorySpec& spec);
+
+// How many distinct `layer` values the spec's tensors have.
+size_t SpecLayers(const CudaMemorySpec& spec);
 
 struct RequestLimits {
   uint32_t num_blocks = 0;   // Of the registration.
@@ -27,11 +31,11 @@ struct RequestLimits {
   uint64_t block_bytes = 0;  // One L1 slot.
   uint64_t host_bytes = 0;   // The L1 region.
   uint32_t max_blocks = 0;   // Per transfer.
-  size_t num_layers = 0;     // Distinct tensor layers of the registration.
+  bool layer_flags = false;  // The registration has layer flags.
 };
 
 // INVALID_ARGUMENT for a block id >= num_blocks, a slot outside the region, an event
-// index out of range (layer_events: all num_layers of them), layer_events on a store,
+// index out of range, layer_flag_value on a store or without layer flags (or 0),
 // too many blocks, or a destination written twice (the same block id
 // in a load, the same slot in a store).
 absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits& limits);

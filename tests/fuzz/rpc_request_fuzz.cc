@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           blocks->block_ids,
           load ? 0 : qs.wait_event(),
           load ? ql.lease_id() : 0,
-          load ? ql.layer_events() : 0};
+          load ? ql.layer_flag_value() : 0};
       auto job = kvstrata::RunSubmitJob(ctx, call);
       if (job.ok()) __builtin_trap();  // no registration exists: no job may start
       return 0;

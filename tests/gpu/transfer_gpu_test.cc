@@ -216,25 +216,24 @@ TEST(TransferGpuEventTest, StoreWaitsForEvent) {
   cudaStreamDestroy(stream);
 }
 
-// A layer-wise load: Submit returns only after every layer event's record was issued, so
-// a stream that waits on the last layer event (before the completion arrives) sees every
-// block loaded; the completion still comes, with no failure.
-TEST(TransferGpuEventTest, LayeredLoadRecordsEveryLayerBeforeSubmitReturns) {
+// A layer-wise load: once a layer's flag word holds the load's value, that layer's blocks
+// are on the GPU (the daemon writes the word on its copy stream after the layer's copies,
+// behind a memory barrier); the last layer's word is read here before the completion
+// arrives, and every block is exact. The completion comes with no failure.
+TEST(TransferGpuEventTest, LayeredLoadWritesEachLayerFlagAfterItsCopies) {
   SKIP_WITHOUT_GPU();
   KvGeometry geometry = PerLayerGeometry(kBlocks);
   auto f = std::make_unique<Fixture>(geometry, CopyStrategy::kAuto);
   ASSERT_TRUE(f->engine && f->cache.ok()) << f->status;
-  std::vector<cudaEvent_t> events(33);  // one store event, then 32 layer events
-  for (cudaEvent_t& e : events) {
-    ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
-  }
+  constexpr size_t kLayers = 32;
+  uint64_t* flags = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&flags), kLayers * 8), cudaSuccess);
+  ASSERT_EQ(cudaMemset(flags, 0, kLayers * 8), cudaSuccess);
   auto reg = f->engine->RegisterLocalForTesting(kSession, 0, geometry.spec, f->cache.allocations(),
-                                                geometry.block_bytes, events);
+                                                geometry.block_bytes, {}, flags);
   ASSERT_TRUE(reg.ok()) << reg.status();
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::mt19937_64 rng(7);
-  for (int round = 0; round < 6; ++round) {
+  for (uint64_t round = 1; round <= 6; ++round) {
     for (uint64_t i = 0; i < f->region.size(); i += 8) {
       uint64_t v = rng();
       std::memcpy(f->region.data() + i, &v, 8);
@@ -246,25 +245,30 @@ TEST(TransferGpuEventTest, LayeredLoadRecordsEveryLayerBeforeSubmitReturns) {
       loads.push_back({targets[i], i * geometry.block_bytes});
       f->cache.ApplyLoad(targets[i], f->region.data() + i * geometry.block_bytes);
     }
-    TransferRequest request{*reg, TransferDirection::kHostToGpu, loads, std::nullopt, 1u};
+    TransferRequest request{*reg, TransferDirection::kHostToGpu, loads, std::nullopt, round};
     Waiter waiter;
     std::function<void(TransferResult)> done = waiter.Callback();
     ASSERT_TRUE(f->engine->Submit(kSession, request, done).ok());
-    ASSERT_EQ(cudaStreamWaitEvent(stream, events.back(), 0), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    ASSERT_EQ(f->cache.Verify(), "") << "round " << round << ": read after the last layer event";
+    uint64_t last = 0;
+    for (int spin = 0; spin < 200000 && last != round; ++spin) {
+      ASSERT_EQ(cudaMemcpy(&last, flags + kLayers - 1, 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    ASSERT_EQ(last, round) << "the last layer's flag was never written";
+    ASSERT_EQ(f->cache.Verify(), "") << "round " << round << ": read after the last layer flag";
     waiter.Wait();
     ASSERT_EQ(waiter.failed_blocks(), 0u) << waiter.first_error();
+    std::vector<uint64_t> all(kLayers);
+    ASSERT_EQ(cudaMemcpy(all.data(), flags, kLayers * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (uint64_t v : all) ASSERT_EQ(v, round);
   }
-  // Out of range (33 events: the first of 32 layer events can be 0 or 1), and not on stores.
-  TransferRequest bad{*reg, TransferDirection::kHostToGpu, {{0, 0}}, std::nullopt, 2u};
+  // A value of 0, and a store, are refused; so is a registration without flags.
+  TransferRequest bad{*reg, TransferDirection::kHostToGpu, {{0, 0}}, std::nullopt, 0u};
   EXPECT_FALSE(f->engine->Submit(kSession, bad, [](TransferResult) {}).ok());
   bad.direction = TransferDirection::kGpuToHost;
-  bad.layer_events = 0u;
+  bad.layer_flag_value = 1u;
   EXPECT_FALSE(f->engine->Submit(kSession, bad, [](TransferResult) {}).ok());
   f->engine->EndSession(kSession);
-  for (cudaEvent_t e : events) cudaEventDestroy(e);
-  cudaStreamDestroy(stream);
+  cudaFree(flags);
 }
 
 TEST(TransferGpuErrorsTest, BadRequestsAndSessions) {

@@ -17,7 +17,7 @@ from __future__ import annotations
 from . import pb
 from .client import ADMIN, CONTROL, Client, ResponseStream
 from .cuda import (CudaPiece, CudaRegistration, IpcAllocation, IpcEventPool,
-                   KvCacheDescription, LayerEvents, describe_kv_caches, format_gpu_uuid, gpu_uuid)
+                   KvCacheDescription, LayerFlags, describe_kv_caches, format_gpu_uuid, gpu_uuid)
 from .endpoint import Endpoint, default_endpoint, parse_endpoint
 from .errors import DaemonUnavailable, KVStrataError
 from .host import LoadResult, LookupResult, StoreResult
@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ADMIN", "CONTROL", "Client", "CompletionTracker", "CudaPiece", "CudaRegistration",
     "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
-    "KvCacheDescription", "LayerEvents", "LoadResult", "LookupResult", "RegisteredNamespace", "ResponseStream",
+    "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "RegisteredNamespace", "ResponseStream",
     "Session", "SharedRegion", "SharedRegionError", "StoreResult", "default_endpoint",
     "describe_kv_caches", "format_gpu_uuid", "gpu_uuid", "namespace_spec", "parse_endpoint",
     "pb", "receive_region_fd",

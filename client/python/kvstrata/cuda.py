@@ -121,15 +121,16 @@ class KvCacheDescription:
         """Number of distinct CUDA allocations the pieces live in."""
         return len({p.ipc_handle for p in self.pieces})
 
-    def to_proto(self, ipc_events: Sequence[bytes] = ()) -> Any:
-        """A kvstrata.pb.CudaKvMemory, with the given IPC event handles."""
+    def to_proto(self, ipc_events: Sequence[bytes] = (), layer_flags: Any = None) -> Any:
+        """A kvstrata.pb.CudaKvMemory, with the given IPC event handles (and layer flags)."""
         for i, h in enumerate(ipc_events):
             if len(h) != CUDA_IPC_HANDLE_BYTES:
                 raise ValueError(f"ipc_events[{i}] is {len(h)} bytes, expected {CUDA_IPC_HANDLE_BYTES}")
         return pb.CudaKvMemory(gpu_uuid=self.gpu_uuid, device_index=self.device_index,
                                num_blocks=self.num_blocks,
                                tensors=[p.to_proto() for p in self.pieces],
-                               ipc_events=[bytes(h) for h in ipc_events])
+                               ipc_events=[bytes(h) for h in ipc_events],
+                               layer_flags=layer_flags)
 
 
 @dataclass(frozen=True)
@@ -483,6 +484,7 @@ class _Driver:
         except OSError as err:
             raise CudaDriverError(f"cannot load libcuda.so.1 (no NVIDIA driver?): {err}") from err
         self._lock = threading.Lock()
+        self._wait_value64: Any = None
         self._check("cuInit", self.lib.cuInit(ctypes.c_uint(0)))
 
     def _error_name(self, rc: int) -> str:
@@ -538,6 +540,18 @@ class _Driver:
             return bytes(handle.raw)
         with self._lock:
             return self._with_context(device_index, run)
+
+    def stream_wait_value64(self, stream: int, address: int, value: int) -> None:
+        """cuStreamWaitValue64(stream, address, value, GEQ): the stream's later work waits
+        (on the GPU) until the 8-byte word at `address` is >= value. The calling thread's
+        current context must own the stream (as torch's streams on torch's thread)."""
+        fn = self._wait_value64
+        if fn is None:
+            fn = getattr(self.lib, "cuStreamWaitValue64_v2", None) or self.lib.cuStreamWaitValue64
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint]
+            fn.restype = ctypes.c_int
+            self._wait_value64 = fn
+        self._check("cuStreamWaitValue64", fn(stream, address, value, 0))  # 0 = GEQ
 
     def device_uuid(self, device_index: int) -> bytes:
         dev = ctypes.c_int()
@@ -673,53 +687,72 @@ class IpcEventPool:
         return index + 1
 
 
-class LayerEvents:
-    """One interprocess CUDA event per layer of a registration, recorded by the daemon.
+class LayerFlags:
+    """One 8-byte word per layer in GPU memory, for layer-wise loads (sent with the
+    registration as CudaKvMemory.layer_flags; layers are the pieces' distinct `layer`
+    values, ascending: one word for a cross-layer cache).
 
-    A layer-wise load (Session.submit_load(..., layer_events=True)) returns once the daemon
-    queued every layer's copies and the record of that layer's event after them, so the
-    engine's stream can wait for a layer without blocking the CPU: wait(i) before the
-    attention of layer i reads the loaded blocks. Layers are the pieces' distinct `layer`
-    values, ascending (one event for a cross-layer cache).
+    A layer-wise load (Session.submit_load(..., layer_flag_value=v)) makes the daemon write
+    v into layer i's word once layer i's blocks landed, on its own copy stream; wait(i, v)
+    makes an engine stream wait on the GPU until the word is >= v (no CPU wait, no ordering
+    between the submit and the wait). Values only grow: next_value() per load, one load of
+    the registration at a time.
     """
 
-    def __init__(self, device_index: int, layers: Sequence[int]) -> None:
+    def __init__(self, device_index: int, layers: Sequence[int], exporter: Exporter) -> None:
         import torch
 
         self.layers = sorted(set(int(x) for x in layers))
         self.index = {layer: i for i, layer in enumerate(self.layers)}
         self.device_index = int(device_index)
-        with torch.cuda.device(self.device_index):
-            self.events = [torch.cuda.Event(interprocess=True) for _ in self.layers]
-            self.handles: List[bytes] = [bytes(e.ipc_handle()) for e in self.events]
+        self.words = torch.zeros(len(self.layers), dtype=torch.int64,
+                                 device=f"cuda:{self.device_index}")
+        alloc = exporter(self.words)
+        self.ptr = int(self.words.data_ptr())
+        self.ipc_handle = alloc.handle
+        self.offset = self.ptr - alloc.base
+        self.allocation_bytes = alloc.size
+        self._value = 0
+        self._lock = threading.Lock()
+        self._side: Any = None  # release()'s stream
 
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self.layers)
 
-    def wait(self, layer: int, stream: Any = None) -> None:
-        """Make `stream` (default: the current stream) wait for the layer's copies."""
+    def to_proto(self) -> Any:
+        return pb.CudaLayerFlags(ipc_handle=self.ipc_handle, offset=self.offset,
+                                 allocation_bytes=self.allocation_bytes)
+
+    def next_value(self) -> int:
+        """The value for the next layer-wise load (1, 2, ...; below 2**32)."""
+        with self._lock:
+            self._value += 1
+            return self._value
+
+    def wait(self, layer: int, value: int, stream: Any = None) -> None:
+        """Make `stream` (default: the current stream) wait until the layer landed."""
         import torch
 
-        (stream or torch.cuda.current_stream()).wait_event(self.events[self.index[layer]])
+        s = stream or torch.cuda.current_stream()
+        _driver().stream_wait_value64(int(s.cuda_stream), self.ptr + 8 * self.index[layer],
+                                      int(value))
 
-    def wait_all(self, stream: Any = None) -> None:
+    def wait_all(self, value: int, stream: Any = None) -> None:
         """Make `stream` wait for every layer (when no per-layer hook will run)."""
-        import torch
+        for layer in self.layers:
+            self.wait(layer, value, stream)
 
-        stream = stream or torch.cuda.current_stream()
-        for e in self.events:
-            stream.wait_event(e)
-
-    def release(self) -> None:
-        """Best effort after a failed load (e.g. the daemon died before its records ran):
-        record every event again from this process, on a stream of its own, so that streams
-        waiting for them are not left waiting for records that will never run."""
+    def release(self, value: int) -> None:
+        """After a failed or lost load (e.g. the daemon died before writing every word):
+        write `value` into every word from this process, on a stream of its own, so that
+        streams waiting for it go on (the caller reports those blocks failed)."""
         import torch
 
         with torch.cuda.device(self.device_index):
-            side = torch.cuda.Stream()
-            for e in self.events:
-                e.record(side)
+            if self._side is None:
+                self._side = torch.cuda.Stream()
+            with torch.cuda.stream(self._side):
+                self.words.clamp_(min=int(value))
 
 
 # ---------------------------------------------------------------------- registrations
@@ -733,14 +766,12 @@ class CudaRegistration:
 
     def __init__(self, registration_id: int, namespace_id: int, description: KvCacheDescription,
                  events: Optional[IpcEventPool], tensors: Sequence[Any],
-                 layer_events: Optional[LayerEvents] = None) -> None:
+                 layer_flags: Optional[LayerFlags] = None) -> None:
         self.registration_id = int(registration_id)
         self.namespace_id = int(namespace_id)
         self.description = description
         self.events = events
-        # Sent after the store events: the first layer event's index in ipc_events.
-        self.layer_events = layer_events
-        self.first_layer_event = len(events) if events is not None else 0
+        self.layer_flags = layer_flags
         self._tensors = list(tensors)
         self.unregistered = False
 

@@ -56,7 +56,7 @@ class FastPathSocket:
                keys: List[bytes], block_ids: List[int], event: int = 0,
                lease_id: int = 0) -> int:
         """The daemon's job id. keys: all of one length (1..32 bytes). event: a store's
-        wait_event or a load's layer_events. KVStrataError for the daemon's answer,
+        wait_event or a load's layer_flag_value. KVStrataError for the daemon's answer,
         DaemonUnavailable when the socket fails, NotSpoken (see above)."""
         ids = array.array("I", block_ids)
         if sys.byteorder != "little":

@@ -37,8 +37,8 @@ from google.protobuf.message import Message
 
 from .client import Client, TlsRootCert
 from . import pb
-from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerEvents,
-                   block_transfers, checked_block_ids, describe_kv_caches, flatten_tensors)
+from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlags,
+                   _resolve_exporter, block_transfers, checked_block_ids, describe_kv_caches, flatten_tensors)
 from .errors import DaemonUnavailable, KVStrataError
 from .fast_path import KIND_LOAD, KIND_STORE, FastPathSocket, NotSpoken
 from .host import (LoadResult, LookupResult, RegionCopier, StoreResult, as_destination,
@@ -460,7 +460,7 @@ class Session:
     def register_cuda_kv_caches(self, ns: NamespaceArg, kv_caches: Any, layout: str, *,
                                 num_events: int = 4, tokens_per_block: Optional[int] = None,
                                 block_dim: Optional[int] = None, exporter: Any = "driver",
-                                layer_events: bool = False,
+                                layer_flags: bool = False,
                                 timeout: Optional[float] = None) -> CudaRegistration:
         """Register the engine's CUDA KV caches with the daemon (RegisterKvMemory).
 
@@ -469,9 +469,9 @@ class Session:
         also be a KvCacheDescription from it (layout is then ignored). With the
         RegisteredNamespace, the pieces must add up to its bytes_per_block (ValueError
         before any call otherwise). num_events interprocess CUDA events are created and
-        sent along (0 = none: stores then never wait). layer_events: also one event per
-        layer, for layer-wise loads (submit_load(..., layer_events=True); the registration's
-        `.layer_events.wait(layer)`). Returns a CudaRegistration:
+        sent along (0 = none: stores then never wait). layer_flags: also one GPU word per
+        layer (`reg.layer_flags`, a LayerFlags), for layer-wise loads
+        (submit_load(..., layer_flag_value=...)). Returns a CudaRegistration:
         `.registration_id`, `.record_event()`, `.description`; it keeps the tensors alive.
         Also opens the session's completion stream, before any job can be submitted.
         """
@@ -486,16 +486,16 @@ class Session:
                                       tokens_per_block=tokens_per_block, block_dim=block_dim,
                                       exporter=exporter)
         events = IpcEventPool(desc.device_index, num_events) if num_events else None
-        layers = (LayerEvents(desc.device_index, [p.layer for p in desc.pieces])
-                  if layer_events else None)
-        handles = (events.handles if events is not None else []) + (
-            layers.handles if layers is not None else [])
+        flags = (LayerFlags(desc.device_index, [p.layer for p in desc.pieces],
+                            _resolve_exporter(exporter)) if layer_flags else None)
         sid = self._sid()
         self.completions()  # Start watching before the first job exists.
         r = self._call("register_kv_memory", sid, namespace_id=_namespace_id(ns),
-                       cuda=desc.to_proto(handles), timeout=timeout)
+                       cuda=desc.to_proto(events.handles if events is not None else (),
+                                          flags.to_proto() if flags is not None else None),
+                       timeout=timeout)
         reg = CudaRegistration(r.registration_id, _namespace_id(ns), desc, events,
-                               flatten_tensors(kv_caches), layers)
+                               flatten_tensors(kv_caches), flags)
         with self._lock:
             if sid != self.open_response.session_id:
                 raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
@@ -559,34 +559,34 @@ class Session:
 
     def submit_load(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
                     block_ids: Sequence[int], lease_id: int = 0,
-                    layer_events: bool = False) -> int:
+                    layer_flag_value: int = 0) -> int:
         """SubmitLoad: the daemon copies keys[i] into block_ids[i] of the KV cache; job id.
 
         The completion's failed_blocks lists the indices that were not loaded (missing:
         recompute them); the blocks are usable once the completion arrived. lease_id: a
         lease from lookup(lease=True) covering the keys; it is consumed.
-        layer_events (a registration made with layer_events=True): a layer-wise load. It
-        returns once every copy was queued on the GPU, and `reg.layer_events.wait(layer)`
-        then makes a stream wait for one layer's blocks; only blocks in L1 are loaded (the
-        others fail at once, nothing is read from disk). The completion still reports the
-        outcome: blocks it lists failed hold garbage.
+        layer_flag_value (> 0; a registration made with layer_flags=True, value from
+        `reg.layer_flags.next_value()`): a layer-wise load. The daemon copies layer by layer
+        and writes the value into each layer's word once it landed;
+        `reg.layer_flags.wait(layer, value)` makes a stream wait for that (on the GPU, right
+        after this returns). Only blocks in L1 are loaded (the others fail at once, nothing
+        is read from disk). The completion still reports the outcome: blocks it lists
+        failed hold garbage, and if it never comes (the daemon died) release(value) lets
+        the waiting streams go on.
         """
         known = self._registration(reg)
         keys = key_bytes(keys)
         blocks = self._job_blocks(keys, block_ids, known)
-        event = 0
-        if layer_events:
-            if known is None or known.layer_events is None:
-                raise ValueError("layer_events=True needs a registration made with "
-                                 "register_cuda_kv_caches(..., layer_events=True)")
-            event = 1 + known.first_layer_event
+        if layer_flag_value and (known is None or known.layer_flags is None):
+            raise ValueError("layer_flag_value needs a registration made with "
+                             "register_cuda_kv_caches(..., layer_flags=True)")
         sid, tag = self._sid_tag()
-        job_id = self._submit_fast(KIND_LOAD, sid, ns, reg, keys, blocks, event=event,
-                                   lease_id=lease_id)
+        job_id = self._submit_fast(KIND_LOAD, sid, ns, reg, keys, blocks,
+                                   event=layer_flag_value, lease_id=lease_id)
         if job_id is None:
             job_id = int(self._call("submit_load", sid, namespace_id=_namespace_id(ns),
                                     registration_id=int(reg), lease_id=lease_id,
-                                    layer_events=event, **blocks).job_id)
+                                    layer_flag_value=layer_flag_value, **blocks).job_id)
         return self._expect(job_id, tag, pb.JobCompletion.KIND_LOAD, len(keys))
 
     def _submit_fast(self, kind: int, sid: int, ns: NamespaceArg, reg: RegistrationArg,

@@ -41,7 +41,7 @@ class FakeEngine : public TransferEngine {
     {
       std::lock_guard<std::mutex> lock(mu_);
       copies_ += request.blocks.size();
-      layer_events_ = request.layer_events;
+      layer_flag_value_ = request.layer_flag_value;
     }
     done(TransferResult{});
     return absl::OkStatus();
@@ -50,15 +50,15 @@ class FakeEngine : public TransferEngine {
     std::lock_guard<std::mutex> lock(mu_);
     return copies_;
   }
-  std::optional<uint32_t> layer_events() {  // Of the last transfer.
+  std::optional<uint64_t> layer_flag_value() {  // Of the last transfer.
     std::lock_guard<std::mutex> lock(mu_);
-    return layer_events_;
+    return layer_flag_value_;
   }
 
  private:
   std::mutex mu_;
   size_t copies_ = 0;
-  std::optional<uint32_t> layer_events_;
+  std::optional<uint64_t> layer_flag_value_;
 };
 
 class JobManagerTest : public ::testing::Test {
@@ -115,13 +115,13 @@ class JobManagerTest : public ::testing::Test {
     return keys;
   }
   absl::StatusOr<uint64_t> Load(const std::vector<std::string>& keys,
-                                std::optional<uint32_t> layer_events = std::nullopt) {
+                                std::optional<uint64_t> layer_flag_value = std::nullopt) {
     JobBlocks blocks;
     for (size_t i = 0; i < keys.size(); ++i) {
       blocks.keys.emplace_back(keys[i]);
       blocks.block_ids.push_back(static_cast<uint32_t>(i));
     }
-    return jobs_->SubmitLoad(kClient, ns_, registration_, blocks, std::nullopt, layer_events);
+    return jobs_->SubmitLoad(kClient, ns_, registration_, blocks, std::nullopt, layer_flag_value);
   }
   std::vector<JobCompletion> WaitCompletions(size_t n) {
     std::vector<JobCompletion> out;
@@ -181,8 +181,8 @@ TEST_F(JobManagerTest, LoadOfL1BlocksStaysSynchronous) {
   EXPECT_EQ(engine_.copies(), 6u);
 }
 
-// A layer-wise load runs in the engine's step: L1 blocks are copied at once (the layer
-// events passed to the engine), blocks only on disk fail at once and nothing is promoted.
+// A layer-wise load runs in the engine's step: L1 blocks are copied at once (the flag value
+// passed to the engine), blocks only on disk fail at once and nothing is promoted.
 TEST_F(JobManagerTest, LayerWiseLoadCopiesL1BlocksAndNeverWaitsForTheDisk) {
   auto keys = StoreOnlyInL2(2);
   auto first = Load({keys[0]});  // keys[0] back in L1; keys[1] only on disk.
@@ -192,7 +192,7 @@ TEST_F(JobManagerTest, LayerWiseLoadCopiesL1BlocksAndNeverWaitsForTheDisk) {
   const uint64_t promotions = tiers_->Status()[0].promotions;
   auto job = Load(keys, 4u);
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(engine_.layer_events(), std::optional<uint32_t>(4u));
+  EXPECT_EQ(engine_.layer_flag_value(), std::optional<uint64_t>(4u));
   auto done = jobs_->completions().Poll(kClient, 0);  // Completed inside the call.
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].failed_blocks, std::vector<uint32_t>{1});

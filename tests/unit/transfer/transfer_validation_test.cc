@@ -158,18 +158,34 @@ TEST(PlanCopiesTest, MergesContiguousCrossLayerBlocks) {
               ElementsAre(PieceCopy{0x14000, 0, 0x2000}, PieceCopy{0x17000, 0x2000, 0x1000}));
 }
 
-TEST(ValidateRequestTest, LayerEventsAreForLoadsAndMustFit) {
+TEST(ValidateRequestTest, LayerFlagValueNeedsALoadFlagsAndAValue) {
   RequestLimits limits = Limits();
-  limits.num_events = 6;
-  limits.num_layers = 4;
   TransferRequest load = Request(TransferDirection::kHostToGpu, {{0, 0}});
-  load.layer_events = 2;  // events 2..5
+  load.layer_flag_value = 7;
+  EXPECT_THAT(Message(ValidateRequest(load, limits)), HasSubstr("no layer_flags"));
+  limits.layer_flags = true;
   EXPECT_TRUE(ValidateRequest(load, limits).ok());
-  load.layer_events = 3;  // events 3..6: one past the end
-  EXPECT_THAT(Message(ValidateRequest(load, limits)), HasSubstr("layer_events 3 + 4 layers"));
+  load.layer_flag_value = 0;
+  EXPECT_THAT(Message(ValidateRequest(load, limits)), HasSubstr("must be > 0"));
   TransferRequest store = Request(TransferDirection::kGpuToHost, {{0, 0}});
-  store.layer_events = 0;
+  store.layer_flag_value = 7;
   EXPECT_THAT(Message(ValidateRequest(store, limits)), HasSubstr("loads only"));
+}
+
+TEST(ValidateGeometryTest, LayerFlagsMustBeAlignedAndInside) {
+  CudaMemorySpec spec;
+  spec.num_blocks = 4;
+  spec.tensors = {{{1}, 0, 4096, 1024, 1024, 0, 0}, {{2}, 0, 4096, 1024, 1024, 1, 0}};
+  spec.layer_flags = CudaLayerFlagsSpec{{3}, 8, 24};  // 2 layers: 16 bytes at 8
+  EXPECT_TRUE(ValidateGeometry(spec, 2048).ok());
+  EXPECT_EQ(SpecLayers(spec), 2u);
+  spec.layer_flags->offset = 12;
+  EXPECT_THAT(Message(ValidateGeometry(spec, 2048)), HasSubstr("8-aligned"));
+  spec.layer_flags->offset = 16;  // 16 + 16 > 24
+  EXPECT_THAT(Message(ValidateGeometry(spec, 2048)), HasSubstr("inside"));
+  spec.layer_flags->offset = 8;
+  spec.layer_flags->ipc_handle = {};
+  EXPECT_THAT(Message(ValidateIpcHandles(spec)), HasSubstr("layer_flags"));
 }
 
 TEST(PlanLayerCopiesTest, GroupsPiecesByLayerInBlockOrder) {
