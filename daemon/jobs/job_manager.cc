@@ -195,7 +195,8 @@ absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
   TierManager::PendingLoad pending;
   // A layer-wise load runs now, in the engine's step: nothing waits for a disk.
-  if (tiers_ != nullptr && !layer_flag_value.has_value()) pending = tiers_->StartLoad(ns, blocks.keys);
+  if (tiers_ != nullptr && !layer_flag_value.has_value())
+    pending = tiers_->StartLoad(ns, blocks.keys);
   const uint64_t job = StartJob(session, JobCompletion::Kind::kLoad);
   if (pending.waits.empty()) {
     if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease, layer_flag_value);
@@ -259,8 +260,8 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
     return acquired.status();
   }
   const absl::Time pinned = absl::Now();
-  TransferRequest request{registration, TransferDirection::kHostToGpu, {}, std::nullopt,
-                          layer_flag_value};
+  TransferRequest request{
+      registration, TransferDirection::kHostToGpu, {}, std::nullopt, layer_flag_value};
   std::vector<uint32_t> picked, missing;
   for (uint32_t i = 0; i < acquired->slots.size(); ++i) {
     if (acquired->slots[i].status != LoadStatus::kReady) {

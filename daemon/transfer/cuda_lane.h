@@ -5,8 +5,9 @@
 // the other streams' ends are joined into the first, where the job's event is recorded. The
 // completion thread waits for those events in order and runs each job's `done` exactly once, after
 // every run landed. A layer-wise load is issued layer by layer, each layer cut into runs
-// as above and joined, then its flag word written on the first stream. Up to kSlots jobs are in flight, so issuing the next transfer overlaps the
-// copies of the previous ones. CUDA build only. Thread-safe.
+// as above and joined, then its flag word written on the first stream. Up to kSlots jobs are in
+// flight, so issuing the next transfer overlaps the copies of the previous ones. CUDA build only.
+// Thread-safe.
 #ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 #define KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 

@@ -27,9 +27,9 @@ uint64_t MaxPiece(const CudaMemorySpec& spec) {
 }  // namespace
 
 absl::StatusOr<uint64_t> CudaTransferEngine::OpenAllocation(int device,
-                                                             const IpcHandleBytes& ipc_handle,
-                                                             const std::string& what,
-                                                             Registration* reg) {
+                                                            const IpcHandleBytes& ipc_handle,
+                                                            const std::string& what,
+                                                            Registration* reg) {
   std::string key = MemoryKey(devices_[device].index, ipc_handle);
   auto it = opened_.find(key);
   if (it == opened_.end()) {

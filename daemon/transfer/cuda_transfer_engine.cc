@@ -150,9 +150,12 @@ absl::StatusOr<std::shared_ptr<CudaTransferEngine::Registration>> CudaTransferEn
     return absl::FailedPreconditionError(
         absl::StrCat("registration ", request.registration, " belongs to another session"));
   }
-  RequestLimits limits{reg.num_blocks,  reg.events.size(),
-                       reg.block_bytes, options_.host_bytes,
-                       options_.max_blocks_per_transfer, reg.layer_flags != 0};
+  RequestLimits limits{reg.num_blocks,
+                       reg.events.size(),
+                       reg.block_bytes,
+                       options_.host_bytes,
+                       options_.max_blocks_per_transfer,
+                       reg.layer_flags != 0};
   absl::Status status = ValidateRequest(request, limits);
   if (!status.ok()) return status;
   ++reg.in_flight;

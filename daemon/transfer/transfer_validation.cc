@@ -65,10 +65,9 @@ absl::Status ValidateGeometry(const CudaMemorySpec& spec, uint64_t block_bytes) 
     const CudaLayerFlagsSpec& f = *spec.layer_flags;
     const uint64_t bytes = 8 * uint64_t{SpecLayers(spec)};
     if (f.offset % 8 != 0 || !FitsSum(f.offset, bytes, f.allocation_bytes)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layer_flags: ", bytes, " bytes at offset ", f.offset,
-                       " must be 8-aligned and inside the ", f.allocation_bytes,
-                       "-byte allocation"));
+      return absl::InvalidArgumentError(absl::StrCat("layer_flags: ", bytes, " bytes at offset ",
+                                                     f.offset, " must be 8-aligned and inside the ",
+                                                     f.allocation_bytes, "-byte allocation"));
     }
   }
   return absl::OkStatus();

@@ -191,9 +191,8 @@ TEST(ValidateGeometryTest, LayerFlagsMustBeAlignedAndInside) {
 TEST(PlanLayerCopiesTest, GroupsPiecesByLayerInBlockOrder) {
   // Layer 1's K and V are adjacent in memory (one allocation), layer 0 is K and V apart;
   // the tensors are not listed in layer order.
-  std::vector<TensorLayout> tensors = {{0x90000, 0x100, 0x40, 1},
-                                       {0x10000, 0x100, 0x40, 0},
-                                       {0x20000, 0x100, 0x40, 0}};
+  std::vector<TensorLayout> tensors = {
+      {0x90000, 0x100, 0x40, 1}, {0x10000, 0x100, 0x40, 0}, {0x20000, 0x100, 0x40, 0}};
   std::vector<size_t> bounds;
   std::vector<PieceCopy> pieces =
       PlanLayerCopies(tensors, {{2, 0x1000}, {0, 0x5000}}, 0x100000, &bounds);
