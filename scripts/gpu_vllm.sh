@@ -9,6 +9,12 @@
 #   call 2, carry [".vllmcarry/p2"]:  bash scripts/gpu_vllm.sh --part 2
 #   call 3, carry [".bundle"]:        bash scripts/gpu_vllm.sh [--quick] [run.py options]
 #
+# All five roles take more than one call's 600 s on an H100; the full run (bench/RESULTS.md,
+# runs 7-9) is two calls after calls 1 and 2:
+#   call 3: bash scripts/gpu_vllm.sh --roles none,native,kvstrata_async,kvstrata \
+#             --keep-daemon --role-timeout 170                      (~9 min)
+#   call 4: bash scripts/gpu_vllm.sh --roles kvstrata_b --continue --role-timeout 330
+#
 # Tensor parallelism 2 (issue 20), machine kind nvidia-h200-x2 (two H200s): the same
 # preparation and calls 1 and 2, then the benchmark in two calls (a call runs 600 s at most;
 # the first ~6 min, the second ~4.5 min); engine.py keeps NVLink multicast off

@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE))
 GIB = 1 << 30
 ROLES = ("none", "native", "kvstrata_async", "kvstrata", "kvstrata_b")
 # --tp-plan: tensor parallel 2 (nvidia-h200-x2), 8K and 32K prompts, 2 users, in two calls
-# (one device call runs 600 s at most; the four roles take ~10 min, mostly engine starts):
+# (one device call runs 600 s at most; the five roles take ~12 min, mostly engine starts):
 #   run.py --tp-plan                                              none, native (~6 min)
 #   run.py --tp-plan --roles kvstrata,kvstrata_b --continue       the rest (~4.5 min)
 # Options given on the command line win over the plan's.
