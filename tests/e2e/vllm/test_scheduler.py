@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import List
 
+import pytest
+
 
 from harness import BLOCK, Engine, finished
 from kvstrata_vllm.metadata import KVStrataMetadata
@@ -215,17 +217,21 @@ def test_namespace_model_override_isolates(model_dir, daemon, engines):
     assert e.stats.get("hit_tokens", 0) == 0
 
 
-def test_load_errors_are_recomputed(model_dir, daemon, engines):
+@pytest.mark.parametrize("load_mode", ["auto", "sync"])
+def test_load_errors_are_recomputed(model_dir, daemon, engines, load_mode):
     """Units evicted between the lookup and the load: their blocks are reported invalid and
     vLLM recomputes them (kv_load_failure_policy=recompute); the request completes with
-    correct KV and output."""
+    correct KV and output. Asynchronous loads (auto, on a CPU engine) and same-step loads
+    (sync: the failed blocks come back in the very step, vLLM discards its output for the
+    request and recomputes from the first bad block) alike."""
     first = warm(engines, model_dir, daemon)
-    e = engines(model_dir, ext(daemon))
+    e = engines(model_dir, ext(daemon, load_mode=load_mode))
     r = e.add(PROMPT)
     w = e.workers[0].connector.worker
     real = w._load_host
 
     def lose_units(req):   # The daemon answers a miss for units 3..5 (as after an eviction).
+        assert req.sync == (load_mode == "sync")
         req.units = req.units[:3] + [type(u)(b"\x00" * 32, u.block_ids) for u in req.units[3:]]
         real(req)
 
@@ -254,28 +260,6 @@ def test_same_step_load_runs_the_request_at_once(model_dir, daemon, engines):
     e.step()
     assert not e.connector.scheduler._reqs[r.request_id].leases
     run_and_verify(e, r.request_id)
-    assert e.outputs[r.request_id] == first
-
-
-def test_same_step_load_errors_are_recomputed(model_dir, daemon, engines):
-    """A same-step load that misses units (evicted after the lookup): their blocks are
-    reported invalid in that very step, vLLM discards the step's output for the request and
-    recomputes from the first bad block; the output is unchanged."""
-    first = warm(engines, model_dir, daemon)
-    e = engines(model_dir, ext(daemon, load_mode="sync"))
-    r = e.add(PROMPT)
-    w = e.workers[0].connector.worker
-    real = w._load_host
-
-    def lose_units(req):
-        assert req.sync
-        req.units = req.units[:3] + [type(u)(b"\x00" * 32, u.block_ids) for u in req.units[3:]]
-        real(req)
-
-    w._load_host = lose_units
-    run_and_verify(e, r.request_id)
-    assert len(e.invalid_reported) == 3
-    assert e.stats["load_failed_units"] == 3 and e.stats["loaded_units"] == 3
     assert e.outputs[r.request_id] == first
 
 

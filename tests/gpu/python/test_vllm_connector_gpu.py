@@ -69,16 +69,25 @@ def wait_finished(w, kind: str, req_id: str, timeout: float = 30.0) -> None:
     raise AssertionError(f"{req_id} not reported {kind} within {timeout}s")
 
 
-def test_store_then_load_in_another_worker(gpu_daemon, salt):
+SRC_BLOCKS = [3, 9, 10, 11, 40, 63]
+
+
+def stored_worker(gpu_daemon, salt, prefix: str):
+    """A worker with random KV that stored SRC_BLOCKS as six units: (worker, its KV, keys)."""
     src, src_kv = worker(gpu_daemon, salt, fill=True)
-    keys = [f"{salt}-unit-{i}".encode()[:32] for i in range(6)]
-    src_blocks = [3, 9, 10, 11, 40, 63]
+    keys = [f"{salt}-{prefix}-{i}".encode()[:32] for i in range(6)]
     store = KVStrataMetadata(
-        stores=[RequestTransfer("r1", [UnitTransfer(k, [b]) for k, b in zip(keys, src_blocks)])],
+        stores=[RequestTransfer("r1", [UnitTransfer(k, [b]) for k, b in zip(keys, SRC_BLOCKS)])],
         delayed_frees={"r1"})
     src.start_load(store)  # every step's first hook (vLLM's start_load_kv): takes the frees
     src.save(store)   # records the IPC event on the current stream: after this "forward"
     wait_finished(src, "sent", "r1")
+    return src, src_kv, keys
+
+
+def test_store_then_load_in_another_worker(gpu_daemon, salt):
+    src, src_kv, keys = stored_worker(gpu_daemon, salt, "unit")
+    src_blocks = SRC_BLOCKS
     stats = src.stats.take()
     assert stats is not None and stats.data.get("stored_units") == 6, stats
 
@@ -105,15 +114,8 @@ def test_layer_wise_load_in_the_step(gpu_daemon, salt):
     layer, work on the current stream reads the loaded blocks without any CPU wait; the
     missing unit's block is invalid in the same step's get_finished. A step whose forward
     pass skipped a layer's hook counts the whole job as failed (recompute)."""
-    src, src_kv = worker(gpu_daemon, salt, fill=True)
-    keys = [f"{salt}-lw-{i}".encode()[:32] for i in range(6)]
-    src_blocks = [3, 9, 10, 11, 40, 63]
-    store = KVStrataMetadata(
-        stores=[RequestTransfer("r1", [UnitTransfer(k, [b]) for k, b in zip(keys, src_blocks)])],
-        delayed_frees={"r1"})
-    src.start_load(store)
-    src.save(store)
-    wait_finished(src, "sent", "r1")
+    src, src_kv, keys = stored_worker(gpu_daemon, salt, "lw")
+    src_blocks = SRC_BLOCKS
 
     dst, dst_kv = worker(gpu_daemon, salt, fill=False)
     dst_blocks = [1, 2, 5, 7, 8, 30]
