@@ -61,7 +61,7 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
         "enforce_eager": args.eager,
         "block_size": args.block_size,
         "sizes": sizes,
-        "repeats": 3,
+        "repeats": args.repeats,
         "max_model_len": args.max_model_len,
         # 3072 blocks of 16 tokens = 48K tokens (6 GiB): the 32K prompt fits, the users'
         # prefixes (12 x 8K = 96K tokens) do not. Per rank under --tp (each rank holds its
@@ -586,6 +586,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
     ap.add_argument("--sizes", help="prompt sizes of the single-request rows, e.g. 1024,8192")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="hit runs per size (single-request rows, L2 rows); the median is reported")
     ap.add_argument("--users", type=int, default=0)
     ap.add_argument("--user-tokens", type=int, default=8192)
     ap.add_argument("--gpu-blocks", type=int, default=3072)
