@@ -19,6 +19,7 @@ from .client import ADMIN, CONTROL, Client, ResponseStream
 from .cuda import (CudaPiece, CudaRegistration, IpcAllocation, IpcEventPool,
                    KvCacheDescription, LayerFlags, describe_kv_caches, format_gpu_uuid, gpu_uuid)
 from .endpoint import Endpoint, default_endpoint, parse_endpoint
+from .tier import Tier
 from .errors import DaemonUnavailable, KVStrataError
 from .host import LoadResult, LookupResult, StoreResult
 from .jobs import CompletionTracker
@@ -31,7 +32,7 @@ __all__ = [
     "ADMIN", "CONTROL", "Client", "CompletionTracker", "CudaPiece", "CudaRegistration",
     "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
     "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "RegisteredNamespace", "ResponseStream",
-    "Session", "SharedRegion", "SharedRegionError", "StoreResult", "default_endpoint",
+    "Session", "SharedRegion", "SharedRegionError", "StoreResult", "Tier", "default_endpoint",
     "describe_kv_caches", "format_gpu_uuid", "gpu_uuid", "namespace_spec", "parse_endpoint",
     "pb", "receive_region_fd",
 ]

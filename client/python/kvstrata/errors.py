@@ -33,5 +33,10 @@ def from_rpc_error(err: grpc.RpcError, endpoint: Optional[str] = None) -> KVStra
     """Translate a grpc.RpcError (which is also a grpc.Call) into a KVStrataError."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     message = (err.details() if hasattr(err, "details") else None) or "(no details from the server)"
+    if code == grpc.StatusCode.UNAVAILABLE and message.startswith("failed to connect"):
+        # gRPC's "failed to connect to all addresses; last error: ...: connect failed: addr:
+        # unix:... error: No such file or directory": the operating system's reason is it.
+        reason = message.rsplit("error: ", 1)[-1].strip()
+        message = f"cannot connect ({reason}): is kvstratad running?"
     cls = DaemonUnavailable if code == grpc.StatusCode.UNAVAILABLE else KVStrataError
     return cls(code if code is not None else grpc.StatusCode.UNKNOWN, message, endpoint)

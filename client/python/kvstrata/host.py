@@ -19,10 +19,11 @@ _KEY_TYPES = (bytes, bytearray, memoryview)
 
 @dataclass(frozen=True)
 class LookupResult:
-    """Lookup: leading present blocks, the tier of each (kvstrata.pb.Tier values), lease."""
+    """Lookup: leading present blocks, the tier of each (kvstrata.Tier: IntEnum of the
+    kvstrata.pb.Tier values), lease."""
 
     hit_blocks: int
-    tiers: List[int] = field(default_factory=list)
+    tiers: List[int] = field(default_factory=list)  # Tier members (ints: unknown tiers)
     lease_id: int = 0                  # 0 when no lease was taken (not asked, or no hit)
     lease_expires_unix_ms: int = 0
 

@@ -40,6 +40,7 @@ from . import pb
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlags,
                    _resolve_exporter, block_transfers, checked_block_ids, describe_kv_caches, flatten_tensors)
 from .errors import DaemonUnavailable, KVStrataError
+from .tier import Tier
 from .fast_path import KIND_LOAD, KIND_STORE, FastPathSocket, NotSpoken
 from .host import (LoadResult, LookupResult, RegionCopier, StoreResult, as_destination,
                    as_source, key_bytes, new_block)
@@ -320,15 +321,16 @@ class Session:
         if fast is not None:
             sid = self._sid()
             try:
-                return LookupResult(*fast.lookup(sid, _namespace_id(ns), keys, lease,
-                                                 lease_ttl_ms))
+                hits, tiers, lease_id, expires = fast.lookup(sid, _namespace_id(ns), keys,
+                                                             lease, lease_ttl_ms)
+                return LookupResult(hits, [Tier.of(t) for t in tiers], lease_id, expires)
             except NotSpoken:
                 self.fast_path = False  # Then through gRPC below.
             except KVStrataError as err:
                 raise self._failed(err, sid) from None
         r = self._call("lookup", namespace_id=_namespace_id(ns), keys=keys,
                        acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
-        return LookupResult(r.hit_blocks, [loc.tier for loc in r.locations], r.lease_id,
+        return LookupResult(r.hit_blocks, [Tier.of(loc.tier) for loc in r.locations], r.lease_id,
                             r.lease_expires_unix_ms)
 
     def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:

@@ -78,3 +78,20 @@ def test_error_formatting() -> None:
     assert isinstance(err, kvstrata.KVStrataError)
     assert str(err) == "UNAVAILABLE: connect failed (kvstratad at unix:///x)"
     assert err.details == "connect failed"
+
+
+def test_unreachable_daemon_is_one_short_line(tmp_path) -> None:
+    """No daemon at the socket: one DaemonUnavailable whose text is one line with the
+    operating system's reason, not gRPC's address dump."""
+    with kvstrata.Client(str(tmp_path / "none.sock"), timeout=2.0) as c:
+        with pytest.raises(kvstrata.DaemonUnavailable) as info:
+            c.get_status()
+    text = str(info.value)
+    assert "\n" not in text and "failed to connect to all addresses" not in text
+    assert "cannot connect (No such file or directory): is kvstratad running?" in text
+
+
+def test_tiers_are_named() -> None:
+    assert kvstrata.Tier.of(1) is kvstrata.Tier.L1 and str(kvstrata.Tier.of(2)) == "L2"
+    assert kvstrata.Tier.L3 == kvstrata.pb.TIER_L3_SHARED
+    assert kvstrata.Tier.of(99) == 99  # a tier this client does not know stays an int
