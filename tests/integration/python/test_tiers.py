@@ -343,6 +343,19 @@ def test_drain_without_lower_tiers_is_a_clear_error(workdir: Path, cli) -> None:
         a.close()
 
 
+def test_drain_to_a_tier_not_enabled_names_the_setting(workdir: Path, cli) -> None:
+    """L2 only, `drain --tier=l3`: the error speaks the configuration's words (no proto
+    enum name)."""
+    a = Node(workdir, l2_settings(workdir / "l2"), fresh_salt("nol3"))
+    try:
+        out = cli(a.daemon, "drain", "--tier=l3")
+        assert out.returncode != 0 and "the l3 tier is not enabled in this daemon (set " \
+            "l3.enabled = true" in out.stderr, out.stderr
+        assert "TIER_L3_SHARED" not in out.stderr
+    finally:
+        a.close()
+
+
 def test_cli_tiers_lookup_evict_and_clear_on_l2(workdir: Path, cli) -> None:
     salt, l2 = fresh_salt("cli"), workdir / "l2"
     a = Node(workdir, l2_settings(l2), salt)
