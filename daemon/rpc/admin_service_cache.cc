@@ -43,10 +43,9 @@ absl::StatusOr<TierChoice> ChooseTiers(const ServiceContext& context, v1::Tier t
         if (st.tier == lower) return TierChoice{false, true, lower};
       }
       const char* name = lower == Tier::kL2 ? "l2" : "l3";
-      return absl::FailedPreconditionError(absl::StrCat("the ", name,
-                                                        " tier is not enabled in this daemon (set ",
-                                                        name, ".enabled = true and ", name,
-                                                        ".path in its configuration)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the ", name, " tier is not enabled in this daemon (set ", name,
+                       ".enabled = true and ", name, ".path in its configuration)"));
     }
     default:
       return absl::InvalidArgumentError(absl::StrCat("unknown tier ", static_cast<int>(tier)));
