@@ -185,7 +185,7 @@ class SchedulerSide:
         mode = self.cfg.load_mode
         if mode == "async" or (mode == "auto" and self.host_mode):
             return False
-        return all(0 < t <= 1 for t in tiers)
+        return all(t == kvstrata.Tier.L1 for t in tiers)
 
     def hit_sources(self, request: Any, num_external_tokens: int) -> Dict[str, int]:
         """Tokens of the external hit by tier: "host" (L1, DRAM) or "disk" (L2/L3)."""

@@ -56,6 +56,13 @@ def tp_rank() -> int:
     return 0
 
 
+def failed_indices(completion: Any, count: int) -> Set[int]:
+    """The job indices a JobCompletion reports failed; every one of the `count` when the
+    job failed without naming blocks."""
+    failed = set(completion.failed_blocks)
+    return failed if completion.ok or failed else set(range(count))
+
+
 def kv_layout_name(vllm_config: Any) -> str:
     """The namespace's kv_layout from vLLM's resolved KV cache layout name.
 
@@ -236,7 +243,8 @@ class WorkerSide:
             self.fields["kv_layout"] = layout
         self.kv_caches = kv_caches
         if isinstance(kv_caches, dict) and layout != "vllm_cross_layer":
-            self._layer_of = {str(n): i for i, n in enumerate(kvstrata.cuda.layer_names(kv_caches))}
+            names = kvstrata.cuda.layer_names(kv_caches)
+            self._layer_of = {str(n): i for i, n in enumerate(names)}
         try:
             if devices == {"cpu"}:
                 self.mode = "host"
@@ -299,12 +307,14 @@ class WorkerSide:
         forward pass will not call wait_for_layer_load (one full CUDA graph)."""
         with self._lock:
             self._delayed |= meta.delayed_frees
-        layered = [r for r in meta.loads if r.sync] if self.mode == "cuda" else []
+        # On a GPU a step's same-step loads are one layer-wise job; the rest load one by one.
+        layered: List[RequestTransfer] = []
+        single: List[RequestTransfer] = []
+        for r in meta.loads:
+            (layered if r.sync and self.mode == "cuda" else single).append(r)
         if layered:
             self._load_layered(layered, wait_all=not per_layer_hooks)
-        for req in meta.loads:
-            if req.sync and self.mode == "cuda":
-                continue
+        for req in single:
             try:
                 if self.mode == "host":
                     self._load_host(req)
@@ -351,8 +361,7 @@ class WorkerSide:
         early = self.link.guard("take_completions", s.take_completions, {})
         self._sync_done = early.pop(job, None)
         self._complete(early)
-        if self._sync_done is not None and (not self._sync_done.ok or
-                                            self._sync_done.failed_blocks):
+        if self._sync_done is not None and failed_indices(self._sync_done, len(ids)):
             reg.layer_flags.release(value)
         if wait_all:
             reg.layer_flags.wait_all(value)
@@ -390,9 +399,8 @@ class WorkerSide:
                 done = s.wait_jobs([job], timeout=max(self.cfg.timeout_s, 5.0)).get(job)
             except (TimeoutError, kvstrata.KVStrataError) as err:
                 log.warning("kvstrata_vllm: layer-wise load: %s (recomputing)", err)
-        failed = set(range(len(ids))) if done is None or unwaited else set(done.failed_blocks)
-        if done is not None and not done.ok and not failed:
-            failed = set(range(len(ids)))
+        failed = set(range(len(ids))) if done is None or unwaited else \
+            failed_indices(done, len(ids))
         if (done is None or failed) and flags is not None:
             flags.release(value)  # Words the daemon never wrote must not stall the stream.
         with self._lock:
@@ -531,9 +539,7 @@ class WorkerSide:
                 if info is None:
                     continue
                 kind, req_id, ids, keys = info
-                failed = set(c.failed_blocks)
-                if not c.ok and not failed:
-                    failed = set(range(len(ids)))
+                failed = failed_indices(c, len(ids))
                 if kind == "load":
                     self._invalid.update(ids[i] for i in failed)
                     self.stats.add("loaded_units", len(ids) - len(failed))

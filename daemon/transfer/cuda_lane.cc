@@ -163,39 +163,41 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
     CopyError waited = WaitForEngineEvent(job);
     if (!waited.ok()) return waited;
   }
-  if (job.layer_flags != 0) {
-    const absl::Span<const PieceCopy> pieces(job.pieces);
-    for (size_t layer = 0; layer + 1 < job.layer_bounds.size(); ++layer) {
-      const size_t first = job.layer_bounds[layer];
-      const size_t end = job.layer_bounds[layer + 1];
-      std::vector<size_t> bounds =
-          PartitionByBytes(pieces.subspan(first, end - first), streams_.size(), kMinLayerPartBytes);
-      for (size_t& b : bounds) b += first;
-      CopyError error = IssueRuns(job, slot, bounds);
-      if (!error.ok()) return error;
-      cudaError_t flag =
-          StreamWriteValue64(streams_[0], job.layer_flags + 8 * layer, job.layer_flag_value);
-      if (flag != cudaSuccess) return {flag, "cuStreamWriteValue64(layer flag)"};
-    }
-    cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
-    if (record != cudaSuccess) return {record, "cudaEventRecord"};
-    return {};
-  }
-  // Run boundaries: into the pieces, or into the blocks for kStaged (equal-sized blocks).
-  std::vector<size_t> bounds;
-  if (job.launch.strategy == CopyStrategy::kStaged) {
-    const size_t blocks = job.staged.slots.size();
-    const uint64_t runs =
-        std::clamp<uint64_t>(blocks * job.staged.block_bytes / kMinPartBytes, 1,
-                             std::min<uint64_t>(streams_.size(), std::max<size_t>(blocks, 1)));
-    for (uint64_t r = 0; r <= runs; ++r) bounds.push_back(static_cast<size_t>(r * blocks / runs));
-  } else {
-    bounds = PartitionByBytes(job.pieces, streams_.size(), kMinPartBytes);
-  }
-  CopyError error = IssueRuns(job, slot, bounds);
+  CopyError error = job.layer_flags != 0 ? IssueLayers(job, slot) : IssueRuns(job, slot, Runs(job));
   if (!error.ok()) return error;
   cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
   if (record != cudaSuccess) return {record, "cudaEventRecord"};
+  return {};
+}
+
+std::vector<size_t> CudaLane::Runs(const LaneJob& job) const {
+  // Into the pieces, or into the blocks for kStaged (equal-sized blocks).
+  if (job.launch.strategy != CopyStrategy::kStaged) {
+    return PartitionByBytes(job.pieces, streams_.size(), kMinPartBytes);
+  }
+  std::vector<size_t> bounds;
+  const size_t blocks = job.staged.slots.size();
+  const uint64_t runs =
+      std::clamp<uint64_t>(blocks * job.staged.block_bytes / kMinPartBytes, 1,
+                           std::min<uint64_t>(streams_.size(), std::max<size_t>(blocks, 1)));
+  for (uint64_t r = 0; r <= runs; ++r) bounds.push_back(static_cast<size_t>(r * blocks / runs));
+  return bounds;
+}
+
+CopyError CudaLane::IssueLayers(const LaneJob& job, Slot& slot) {
+  const absl::Span<const PieceCopy> pieces(job.pieces);
+  for (size_t layer = 0; layer + 1 < job.layer_bounds.size(); ++layer) {
+    const size_t first = job.layer_bounds[layer];
+    const size_t end = job.layer_bounds[layer + 1];
+    std::vector<size_t> bounds =
+        PartitionByBytes(pieces.subspan(first, end - first), streams_.size(), kMinLayerPartBytes);
+    for (size_t& b : bounds) b += first;
+    CopyError error = IssueRuns(job, slot, bounds);
+    if (!error.ok()) return error;
+    cudaError_t flag =
+        StreamWriteValue64(streams_[0], job.layer_flags + 8 * layer, job.layer_flag_value);
+    if (flag != cudaSuccess) return {flag, "cuStreamWriteValue64(layer flag)"};
+  }
   return {};
 }
 

@@ -87,8 +87,12 @@ class CudaLane {
   void IssueLoop();
   void CompleteLoop();
   CopyError Issue(LaneJob& job, Slot& slot);
+  // The boundaries of a (not layer-wise) job's runs, one per stream at most.
+  std::vector<size_t> Runs(const LaneJob& job) const;
   // Runs [bounds[i], bounds[i+1]) on streams_[i], the other streams joined into streams_[0].
   CopyError IssueRuns(const LaneJob& job, Slot& slot, const std::vector<size_t>& bounds);
+  // A layer-wise job: each layer's runs, then its flag word written on streams_[0].
+  CopyError IssueLayers(const LaneJob& job, Slot& slot);
   void Complete(Issued issued);
 
   const int device_;

@@ -1,4 +1,5 @@
-// Small helpers shared by the CUDA transfer sources. CUDA build only. Thread-safe.
+// Small helpers shared by the CUDA transfer sources (cuda_util.cc). CUDA build only.
+// Thread-safe.
 #ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_UTIL_H_
 #define KVSTRATA_DAEMON_TRANSFER_CUDA_UTIL_H_
 

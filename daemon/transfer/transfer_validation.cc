@@ -74,9 +74,10 @@ absl::Status ValidateGeometry(const CudaMemorySpec& spec, uint64_t block_bytes) 
 }
 
 size_t SpecLayers(const CudaMemorySpec& spec) {
-  std::vector<TensorLayout> layers;
-  for (const CudaTensorSpec& t : spec.tensors) layers.push_back({0, 0, 0, t.layer});
-  return TensorLayers(layers).size();
+  std::vector<uint32_t> layers;
+  for (const CudaTensorSpec& t : spec.tensors) layers.push_back(t.layer);
+  std::sort(layers.begin(), layers.end());
+  return static_cast<size_t>(std::unique(layers.begin(), layers.end()) - layers.begin());
 }
 
 absl::Status ValidateIpcHandles(const CudaMemorySpec& spec) {

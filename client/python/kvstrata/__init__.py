@@ -17,22 +17,23 @@ from __future__ import annotations
 from . import pb
 from .client import ADMIN, CONTROL, Client, ResponseStream
 from .cuda import (CudaPiece, CudaRegistration, IpcAllocation, IpcEventPool,
-                   KvCacheDescription, LayerFlags, describe_kv_caches, format_gpu_uuid, gpu_uuid)
+                   KvCacheDescription, LayerFlags, describe_kv_caches, format_gpu_uuid,
+                   gpu_uuid)
 from .endpoint import Endpoint, default_endpoint, parse_endpoint
-from .tier import Tier
 from .errors import DaemonUnavailable, KVStrataError
 from .host import LoadResult, LookupResult, StoreResult
 from .jobs import CompletionTracker
 from .session import RegisteredNamespace, Session
 from .shm import SharedRegion, SharedRegionError, receive_region_fd
 from .spec import namespace_spec
+from .tier import Tier
 
 __version__ = "0.1.0"
 __all__ = [
     "ADMIN", "CONTROL", "Client", "CompletionTracker", "CudaPiece", "CudaRegistration",
     "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
-    "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "RegisteredNamespace", "ResponseStream",
-    "Session", "SharedRegion", "SharedRegionError", "StoreResult", "Tier", "default_endpoint",
-    "describe_kv_caches", "format_gpu_uuid", "gpu_uuid", "namespace_spec", "parse_endpoint",
-    "pb", "receive_region_fd",
+    "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "RegisteredNamespace",
+    "ResponseStream", "Session", "SharedRegion", "SharedRegionError", "StoreResult", "Tier",
+    "default_endpoint", "describe_kv_caches", "format_gpu_uuid", "gpu_uuid", "namespace_spec",
+    "parse_endpoint", "pb", "receive_region_fd",
 ]

@@ -699,7 +699,8 @@ class LayerFlags:
     the registration at a time.
     """
 
-    def __init__(self, device_index: int, layers: Sequence[int], exporter: Exporter) -> None:
+    def __init__(self, device_index: int, layers: Sequence[int],
+                 exporter: Union[str, Exporter] = "driver") -> None:
         import torch
 
         self.layers = sorted(set(int(x) for x in layers))
@@ -707,7 +708,7 @@ class LayerFlags:
         self.device_index = int(device_index)
         self.words = torch.zeros(len(self.layers), dtype=torch.int64,
                                  device=f"cuda:{self.device_index}")
-        alloc = exporter(self.words)
+        alloc = _resolve_exporter(exporter)(self.words)
         self.ptr = int(self.words.data_ptr())
         self.ipc_handle = alloc.handle
         self.offset = self.ptr - alloc.base

@@ -38,15 +38,15 @@ from google.protobuf.message import Message
 from .client import Client, TlsRootCert
 from . import pb
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlags,
-                   _resolve_exporter, block_transfers, checked_block_ids, describe_kv_caches, flatten_tensors)
+                   block_transfers, checked_block_ids, describe_kv_caches, flatten_tensors)
 from .errors import DaemonUnavailable, KVStrataError
-from .tier import Tier
 from .fast_path import KIND_LOAD, KIND_STORE, FastPathSocket, NotSpoken
 from .host import (LoadResult, LookupResult, RegionCopier, StoreResult, as_destination,
                    as_source, key_bytes, new_block)
 from .jobs import JOB_TAG_MASK, CompletionTracker, job_tag
 from .shm import SharedRegion, SharedRegionError
 from .spec import namespace_spec
+from .tier import Tier
 
 log = logging.getLogger("kvstrata")
 
@@ -330,8 +330,8 @@ class Session:
                 raise self._failed(err, sid) from None
         r = self._call("lookup", namespace_id=_namespace_id(ns), keys=keys,
                        acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
-        return LookupResult(r.hit_blocks, [Tier.of(loc.tier) for loc in r.locations], r.lease_id,
-                            r.lease_expires_unix_ms)
+        return LookupResult(r.hit_blocks, [Tier.of(loc.tier) for loc in r.locations],
+                            r.lease_id, r.lease_expires_unix_ms)
 
     def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:
         """The daemon's fast-path socket for these keys, or None (then use gRPC): remote or
@@ -488,8 +488,8 @@ class Session:
                                       tokens_per_block=tokens_per_block, block_dim=block_dim,
                                       exporter=exporter)
         events = IpcEventPool(desc.device_index, num_events) if num_events else None
-        flags = (LayerFlags(desc.device_index, [p.layer for p in desc.pieces],
-                            _resolve_exporter(exporter)) if layer_flags else None)
+        flags = (LayerFlags(desc.device_index, [p.layer for p in desc.pieces], exporter)
+                 if layer_flags else None)
         sid = self._sid()
         self.completions()  # Start watching before the first job exists.
         r = self._call("register_kv_memory", sid, namespace_id=_namespace_id(ns),
