@@ -25,6 +25,7 @@ from test_scheduler import PROMPT, ext
     ({"namespace": {"model": 7}}, "namespace.model must be a string"),
     ({"lease_ttl_ms": 10}, "lease_ttl_ms must be an integer >= 1000"),
     ({"timeout_s": True}, "timeout_s must be a number"),
+    ({"load_mode": "layerwise"}, "load_mode must be one of auto, sync, async"),
 ])
 def test_bad_options_name_the_option(extra, words):
     with pytest.raises(ValueError) as info:
