@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace kvstrata {
 namespace {
@@ -44,8 +45,13 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
     }
     return count * factor;
   }
+  std::string units;
+  for (const auto& [name, factor] : kUnits) {
+    if (!name.empty()) absl::StrAppend(&units, units.empty() ? "" : ", ", name);
+  }
   return absl::InvalidArgumentError(absl::StrCat("byte size '", text, "' has unknown unit '", unit,
-                                                 "' (use B, KiB, MiB, GiB, TiB)"));
+                                                 "' (expected one of ", units,
+                                                 ", or no unit for bytes)"));
 }
 
 std::string FormatByteSize(uint64_t bytes) {
@@ -55,6 +61,15 @@ std::string FormatByteSize(uint64_t bytes) {
     if (bytes >= factor && bytes % factor == 0) return absl::StrCat(bytes / factor, name);
   }
   return absl::StrCat(bytes, "B");
+}
+
+std::string HumanByteSize(uint64_t bytes) {
+  constexpr std::array<absl::string_view, 5> kNames = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < kNames.size()) value /= 1024, ++unit;
+  if (unit == 0) return absl::StrCat(bytes, " B");
+  return absl::StrFormat("%.1f %s", value, kNames[unit]);
 }
 
 }  // namespace kvstrata

@@ -4,21 +4,29 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <set>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/byte_size.h"
 #include "daemon/common/runtime_paths.h"
+#include "daemon/config/config_address.h"
 
 namespace kvstrata {
 namespace {
 
-// Reads typed values out of one section; the first failure is kept in `status`.
+// Reads typed values out of one section; every failure is added to `errors`, naming the
+// key, the value and what is expected.
 class SectionReader {
  public:
-  SectionReader(const toml::table& merged, std::string section)
-      : table_(*merged.get_as<toml::table>(section)), section_(std::move(section)) {}
+  SectionReader(const toml::table& merged, std::string section, std::vector<std::string>& errors)
+      : table_(*merged.get_as<toml::table>(section)),
+        section_(std::move(section)),
+        errors_(errors) {}
 
   std::string String(const char* key) { return *table_[key].value<std::string>(); }
   bool Bool(const char* key) { return *table_[key].value<bool>(); }
@@ -26,14 +34,20 @@ class SectionReader {
 
   int64_t Int(const char* key, int64_t min, int64_t max) {
     int64_t value = *table_[key].value<int64_t>();
-    if (value < min || value > max) Fail(key, absl::StrCat("must be in [", min, ", ", max, "]"));
+    if (value < min || value > max) {
+      Fail(key,
+           absl::StrCat(value, " is out of range: expected an integer from ", min, " to ", max));
+    }
     return value;
   }
 
   uint64_t Bytes(const char* key, uint64_t min) {
-    absl::StatusOr<uint64_t> bytes = ParseByteSize(String(key));
+    std::string text = String(key);
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
     if (!bytes.ok()) return Fail(key, bytes.status().message()), 0;
-    if (*bytes < min) Fail(key, absl::StrCat("must be at least ", FormatByteSize(min)));
+    if (*bytes < min) {
+      Fail(key, absl::StrCat("'", text, "' is too small: expected at least ", FormatByteSize(min)));
+    }
     return *bytes;
   }
 
@@ -47,18 +61,34 @@ class SectionReader {
     return value;
   }
 
-  void Fail(const char* key, absl::string_view why) {
-    if (status_.ok()) {
-      status_ =
-          absl::InvalidArgumentError(absl::StrCat("config key '", section_, ".", key, "': ", why));
+  // `text` checked by `check` (nullopt = fine) unless empty.
+  std::string Address(const char* key,
+                      const std::function<std::optional<std::string>(absl::string_view)>& check) {
+    std::string text = String(key);
+    if (!text.empty()) {
+      if (std::optional<std::string> why = check(text); why.has_value()) Fail(key, *why);
     }
+    return text;
   }
-  absl::Status status() const { return status_; }
+
+  void Fail(const char* key, absl::string_view why) {
+    failed_.insert(key);
+    errors_.push_back(absl::StrCat("config key '", section_, ".", key, "': ", why));
+  }
+  // Whether every one of `keys` was read without a failure (checks between keys skip
+  // values already reported).
+  bool Ok(std::initializer_list<const char*> keys) const {
+    for (const char* key : keys) {
+      if (failed_.contains(key)) return false;
+    }
+    return true;
+  }
 
  private:
   const toml::table& table_;
   std::string section_;
-  absl::Status status_;
+  std::vector<std::string>& errors_;
+  std::set<std::string> failed_;
 };
 
 const std::set<std::string> kPolicies = {"lru", "arc", "s3fifo"};
@@ -66,38 +96,64 @@ const std::set<std::string> kPolicies = {"lru", "arc", "s3fifo"};
 void ReadServer(SectionReader& r, ServerConfig& s) {
   s.socket = r.String("socket");
   if (s.socket.empty()) s.socket = DefaultSocketPath();
-  if (s.socket.front() != '/') r.Fail("socket", "must be an absolute path");
-  if (s.socket.size() > 100) r.Fail("socket", "path is longer than 100 bytes");
+  if (s.socket.front() != '/') {
+    r.Fail("socket", absl::StrCat("'", s.socket, "' is relative: expected an absolute path"));
+  }
+  if (s.socket.size() > 100) {
+    r.Fail("socket", absl::StrCat("'", s.socket, "' is ", s.socket.size(),
+                                  " bytes long: expected a path of at most 100 bytes"));
+  }
   char* end = nullptr;
   std::string mode = r.String("socket_mode");
   s.socket_mode = static_cast<uint32_t>(std::strtoul(mode.c_str(), &end, 8));
-  if (mode.empty() || *end != '\0' || s.socket_mode > 0777) r.Fail("socket_mode", "not octal");
-  s.tcp_address = r.String("tcp_address");
+  if (mode.empty() || *end != '\0' || s.socket_mode > 0777) {
+    r.Fail("socket_mode",
+           absl::StrCat("'", mode, "' is not an octal file mode: expected e.g. \"0660\""));
+  }
+  s.tcp_address = r.Address("tcp_address",
+                            [](absl::string_view a) { return CheckHostPort(a, PortRule::kFixed); });
   s.tls_cert_file = r.String("tls_cert_file");
   s.tls_key_file = r.String("tls_key_file");
   s.auth_token_file = r.String("auth_token_file");
   if (s.tls_cert_file.empty() != s.tls_key_file.empty()) {
-    r.Fail("tls_key_file", "tls_cert_file and tls_key_file go together");
+    r.Fail("tls_key_file",
+           "tls_cert_file and tls_key_file go together: expected both set, or neither");
   }
-  s.metrics_address = r.String("metrics_address");
+  s.metrics_address = r.Address("metrics_address", [](absl::string_view a) {
+    return CheckHostPort(a, PortRule::kZeroIsAny);
+  });
   s.max_message_bytes = r.Bytes("max_message_bytes", 64 << 10);
-  if (s.max_message_bytes > (1ULL << 30)) r.Fail("max_message_bytes", "must be at most 1GiB");
+  if (s.max_message_bytes > (1ULL << 30)) {
+    r.Fail("max_message_bytes", absl::StrCat("'", r.String("max_message_bytes"),
+                                             "' is too large: expected at most 1GiB"));
+  }
   s.shutdown_timeout_seconds = r.Int("shutdown_timeout_seconds", 0, 3600);
 }
 
 void ReadSessions(SectionReader& r, SessionsConfig& s) {
   s.max_heartbeat_timeout_ms = r.Int("max_heartbeat_timeout_ms", 100, 86'400'000);
+  if (!r.Ok({"max_heartbeat_timeout_ms"})) s.max_heartbeat_timeout_ms = 86'400'000;
   s.heartbeat_timeout_ms = r.Int("heartbeat_timeout_ms", 100, s.max_heartbeat_timeout_ms);
   s.max_sessions = r.Int("max_sessions", 1, 1'000'000);
   s.max_lease_ttl_ms = r.Int("max_lease_ttl_ms", 1, 3'600'000);
+  if (!r.Ok({"max_lease_ttl_ms"})) s.max_lease_ttl_ms = 3'600'000;
   s.lease_ttl_ms = r.Int("lease_ttl_ms", 1, s.max_lease_ttl_ms);
 }
 
 void ReadWatermarks(SectionReader& r, double& high, double& low) {
   high = r.Double("high_watermark");
   low = r.Double("low_watermark");
-  if (!(high > 0 && high <= 1)) r.Fail("high_watermark", "not in (0, 1]");
-  if (!(low > 0 && low < high)) r.Fail("low_watermark", "must be above 0 and below high_watermark");
+  if (!(high > 0 && high <= 1)) {
+    r.Fail("high_watermark", absl::StrCat(high,
+                                          " is out of range: expected a number above 0 and "
+                                          "at most 1"));
+  }
+  if (!(low > 0 && low < high)) {
+    r.Fail("low_watermark", absl::StrCat(low,
+                                         " is out of range: expected a number above 0 and "
+                                         "below high_watermark (",
+                                         high, ")"));
+  }
 }
 
 void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
@@ -105,7 +161,9 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
   t.enabled = r.Bool("enabled");
   t.path = r.String("path");
   // A relative path would follow the daemon's working directory (/ under systemd).
-  if (!t.path.empty() && t.path.front() != '/') r.Fail("path", "must be an absolute path");
+  if (!t.path.empty() && t.path.front() != '/') {
+    r.Fail("path", absl::StrCat("'", t.path, "' is relative: expected an absolute path"));
+  }
   t.capacity_bytes = r.Bytes("capacity", 1 << 20);
   // The shared tier orders by the access times every daemon records: oldest first.
   t.eviction_policy =
@@ -132,8 +190,14 @@ void ReadL1(SectionReader& r, L1Config& l1) {
   l1.admission_threshold = r.Int("admission_threshold", 0, 1'000'000);
   l1.huge_pages = r.OneOf("huge_pages", {"auto", "on", "off"});
   l1.slab_bytes = r.Bytes("slab_size", 1 << 20);
-  if (l1.slab_bytes % (1 << 20) != 0) r.Fail("slab_size", "must be a multiple of 1MiB");
-  if (l1.slab_bytes > l1.capacity_bytes) r.Fail("slab_size", "must not exceed l1.capacity");
+  if (r.Ok({"slab_size"}) && l1.slab_bytes % (1 << 20) != 0) {
+    r.Fail("slab_size", absl::StrCat("'", r.String("slab_size"),
+                                     "' is not whole MiB: expected a multiple of 1MiB"));
+  }
+  if (r.Ok({"slab_size", "capacity"}) && l1.slab_bytes > l1.capacity_bytes) {
+    r.Fail("slab_size", absl::StrCat("'", r.String("slab_size"), "' is more than l1.capacity ('",
+                                     r.String("capacity"), "'): expected at most l1.capacity"));
+  }
   l1.promotion_wait_ms = r.Int("promotion_wait_ms", 0, 600'000);
 }
 
@@ -145,15 +209,17 @@ void ReadGpu(SectionReader& r, GpuConfig& g) {
 
 void ReadEvents(SectionReader& r, EventsConfig& e) {
   e.enabled = r.Bool("enabled");
-  e.endpoint = r.String("endpoint");
-  e.replay_endpoint = r.String("replay_endpoint");
+  e.endpoint = r.Address("endpoint", CheckZmqEndpoint);
+  e.replay_endpoint = r.Address("replay_endpoint", CheckZmqEndpoint);
   e.pod_id = r.String("pod_id");
   if (e.pod_id.empty()) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     e.pod_id = host[0] != '\0' ? host : "kvstrata";
   }
-  if (e.pod_id.find('@') != std::string::npos) r.Fail("pod_id", "must not contain '@'");
+  if (e.pod_id.find('@') != std::string::npos) {
+    r.Fail("pod_id", absl::StrCat("'", e.pod_id, "' contains '@': expected a name without '@'"));
+  }
   e.encoding = r.OneOf("encoding", {"array", "map"});
   e.data_parallel_rank = r.Int("data_parallel_rank", 0, 1 << 20);
   e.buffer_batches = r.Int("buffer_batches", 1, 10'000'000);
@@ -197,21 +263,25 @@ absl::StatusOr<TenantConfig> ReadTenant(const toml::node& node, size_t index) {
   auto text = [&](const char* key, std::string& out) -> absl::Status {
     const toml::node* n = t->get(key);
     if (n == nullptr) return absl::OkStatus();
-    if (!n->is_string()) return TenantError(index, key, "must be a string");
+    if (!n->is_string()) return TenantError(index, key, "expected a string (in quotes)");
     out = *n->value<std::string>();
     return absl::OkStatus();
   };
   auto flag = [&](const char* key, bool& out) -> absl::Status {
     const toml::node* n = t->get(key);
     if (n == nullptr) return absl::OkStatus();
-    if (!n->is_boolean()) return TenantError(index, key, "must be true or false");
+    if (!n->is_boolean()) return TenantError(index, key, "expected a boolean (true or false)");
     out = *n->value<bool>();
     return absl::OkStatus();
   };
   std::string l1_capacity;
-  for (absl::Status s : {text("name", tenant.name), text("token_file", tenant.token_file),
-                         flag("admin", tenant.admin), flag("shared_memory", tenant.shared_memory),
-                         text("l1_capacity", l1_capacity)}) {
+  if (const toml::node* n = t->get("l1_capacity"); n != nullptr && n->is_integer()) {
+    l1_capacity = absl::StrCat(*n->value<int64_t>());  // a bare number is bytes
+  }
+  for (absl::Status s :
+       {text("name", tenant.name), text("token_file", tenant.token_file),
+        flag("admin", tenant.admin), flag("shared_memory", tenant.shared_memory),
+        l1_capacity.empty() ? text("l1_capacity", l1_capacity) : absl::OkStatus()}) {
     if (!s.ok()) return s;
   }
   if (!l1_capacity.empty()) {
@@ -241,28 +311,42 @@ absl::StatusOr<TenantConfig> ReadTenant(const toml::node& node, size_t index) {
   return tenant;
 }
 
-absl::StatusOr<std::vector<TenantConfig>> ReadTenants(const toml::table& merged) {
+std::vector<TenantConfig> ReadTenants(const toml::table& merged, std::vector<std::string>& errors) {
   std::vector<TenantConfig> tenants;
   const toml::array* list = merged.get_as<toml::array>("tenants");
   if (list == nullptr) return tenants;
   for (size_t i = 0; i < list->size(); ++i) {
     absl::StatusOr<TenantConfig> tenant = ReadTenant(*list->get(i), i);
-    if (!tenant.ok()) return tenant.status();
-    for (const TenantConfig& other : tenants) {
-      if (other.name == tenant->name) return TenantError(i, "name", "is used twice");
+    if (!tenant.ok()) {
+      errors.emplace_back(tenant.status().message());
+      continue;
+    }
+    bool twice = false;
+    for (const TenantConfig& other : tenants) twice = twice || other.name == tenant->name;
+    if (twice) {
+      errors.emplace_back(
+          TenantError(i, "name", absl::StrCat("'", tenant->name, "' is used twice")).message());
+      continue;
     }
     tenants.push_back(std::move(*tenant));
   }
   return tenants;
 }
 
+const std::set<std::string, std::less<>> kByteSizeKeys = {
+    "server.max_message_bytes",  "l1.capacity", "l1.slab_size", "l2.capacity", "l3.capacity",
+    "gpu.staged_max_piece_bytes"};
+
 }  // namespace
 
-absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
+bool IsByteSizeKey(std::string_view dotted) { return kByteSizeKeys.contains(dotted); }
+
+Config ExtractConfig(const toml::table& merged, std::vector<std::string>& errors) {
   Config config;
-  SectionReader server(merged, "server"), log(merged, "log"), sessions(merged, "sessions"),
-      l1(merged, "l1"), l2(merged, "l2"), l3(merged, "l3"), gpu(merged, "gpu"),
-      events(merged, "events");
+  auto reader = [&](const char* section) { return SectionReader(merged, section, errors); };
+  SectionReader server = reader("server"), log = reader("log"), sessions = reader("sessions"),
+                l1 = reader("l1"), l2 = reader("l2"), l3 = reader("l3"), gpu = reader("gpu"),
+                events = reader("events");
   ReadServer(server, config.server);
   config.log.level = log.OneOf("level", {"trace", "debug", "info", "warn", "error"});
   config.log.format = log.OneOf("format", {"text", "json"});
@@ -271,21 +355,19 @@ absl::StatusOr<Config> ExtractConfig(const toml::table& merged) {
   ReadTier(l2, "l2", config.l2);
   if (config.l2.path.empty()) config.l2.path = DefaultL2Path();
   ReadTier(l3, "l3", config.l3);
-  if (config.l3.enabled && config.l3.path.empty()) l3.Fail("path", "required when l3 is enabled");
+  if (config.l3.enabled && config.l3.path.empty()) {
+    l3.Fail("path",
+            "is empty: expected the shared directory (an absolute path) when l3 is enabled");
+  }
   ReadGpu(gpu, config.gpu);
   ReadEvents(events, config.events);
-  for (const SectionReader* r : {&server, &log, &sessions, &l1, &l2, &l3, &gpu, &events}) {
-    if (!r->status().ok()) return r->status();
-  }
-  absl::StatusOr<std::vector<TenantConfig>> tenants = ReadTenants(merged);
-  if (!tenants.ok()) return tenants.status();
-  config.tenants = std::move(*tenants);
+  config.tenants = ReadTenants(merged, errors);
   const ServerConfig& s = config.server;
   bool any_token = !s.auth_token_file.empty() ||
                    std::any_of(config.tenants.begin(), config.tenants.end(),
                                [](const TenantConfig& t) { return !t.token_file.empty(); });
   if (!s.tcp_address.empty() && s.tls_cert_file.empty() && !any_token) {
-    return absl::InvalidArgumentError(
+    errors.push_back(
         "config key 'server.tcp_address': TCP needs TLS (tls_cert_file, tls_key_file) and/or a "
         "token (server.auth_token_file, tenants[].token_file)");
   }

@@ -4,13 +4,22 @@
 
 #include <toml++/toml.h>
 
-#include "absl/status/statusor.h"
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "daemon/config/config.h"
 
 namespace kvstrata {
 
-// INVALID_ARGUMENT names the key whose value is out of range or malformed.
-absl::StatusOr<Config> ExtractConfig(const toml::table& merged);
+// The Config of `merged`. Each value out of range or malformed adds one line to `errors`
+// naming the key, the value and what is expected; the Config is meaningful only when
+// `errors` stays empty.
+Config ExtractConfig(const toml::table& merged, std::vector<std::string>& errors);
+
+// Whether the key ("section.key") holds a byte size (a string with a unit, or a bare
+// number of bytes).
+bool IsByteSizeKey(std::string_view dotted);
 
 }  // namespace kvstrata
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <system_error>
 
@@ -45,19 +46,56 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return buffer.str();
 }
 
-bool SameType(const toml::node& want, const toml::node& got) {
-  if (want.type() == got.type()) return true;
-  return want.is_floating_point() && got.is_integer();
+std::string NodeText(const toml::node& node);
+
+// What a value of `want`'s type is, in words, for key `dotted`.
+std::string Expected(const std::string& dotted, const toml::node& want) {
+  if (IsByteSizeKey(dotted)) return "a size such as \"4GiB\" or a number of bytes";
+  if (want.is_boolean()) return "a boolean (true or false)";
+  if (want.is_integer()) return "an integer";
+  if (want.is_floating_point()) return "a number";
+  return "a string (in quotes)";
 }
 
-// Copies every key of `file` over `merged`; keys must exist in the default already.
-absl::Status MergeFile(const toml::table& file, toml::table& merged, Sources& sources) {
+// `got` in words: its type and, for a single value, the value.
+std::string Described(const toml::node& got) {
+  if (got.is_table()) return "a table";
+  if (got.is_array()) return "an array";
+  if (got.is_string()) return absl::StrCat("the string \"", NodeText(got), "\"");
+  const char* kind = got.is_boolean()          ? "boolean"
+                     : got.is_integer()        ? "integer"
+                     : got.is_floating_point() ? "number"
+                                               : "value";
+  return absl::StrCat("the ", kind, " ", NodeText(got));
+}
+
+// `value` as the type of `want`, or nullopt when it is not one: a float key takes an
+// integer, a byte-size key a bare integer (bytes).
+bool Assign(const std::string& dotted, const toml::node& want, const toml::node& value,
+            std::string_view key, toml::table& target) {
+  if (want.type() == value.type()) {
+    target.insert_or_assign(key, value);
+  } else if (want.is_floating_point() && value.is_integer()) {
+    target.insert_or_assign(key, static_cast<double>(*value.value<int64_t>()));
+  } else if (want.is_string() && value.is_integer() && IsByteSizeKey(dotted)) {
+    target.insert_or_assign(key, absl::StrCat(*value.value<int64_t>()));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Copies every key of `file` over `merged`; keys must exist in the default already. Each
+// mistake adds a line to `errors`; the other keys are still merged.
+void MergeFile(const toml::table& file, toml::table& merged, Sources& sources,
+               std::vector<std::string>& errors) {
   for (auto&& [section_key, section_node] : file) {
     std::string section(section_key.str());
     if (section == "tenants") {  // [[tenants]]: an array of tables, checked by ExtractConfig
       if (!section_node.is_array()) {
-        return absl::InvalidArgumentError(
-            "config: 'tenants' must be written as [[tenants]] tables");
+        errors.push_back(absl::StrCat("config key 'tenants': got ", Described(section_node),
+                                      ": expected [[tenants]] tables"));
+        continue;
       }
       merged.insert_or_assign("tenants", section_node);
       sources["tenants"] = "file";
@@ -65,23 +103,31 @@ absl::Status MergeFile(const toml::table& file, toml::table& merged, Sources& so
     }
     toml::table* target = merged[section].as_table();
     if (target == nullptr || !section_node.is_table()) {
-      return absl::InvalidArgumentError(absl::StrCat("config: unknown section '", section, "'"));
+      std::string known;
+      for (auto&& [name, node] : merged) {
+        if (node.is_table())
+          absl::StrAppend(&known, known.empty() ? "" : ", ", std::string(name.str()));
+      }
+      errors.push_back(absl::StrCat("config: unknown section '", section, "': expected one of ",
+                                    known, ", or [[tenants]]"));
+      continue;
     }
     for (auto&& [key, value] : *section_node.as_table()) {
       std::string dotted = absl::StrCat(section, ".", std::string(key.str()));
       toml::node* current = target->get(key.str());
       if (current == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat("config: unknown key '", dotted, "'"));
+        errors.push_back(absl::StrCat("config: unknown key '", dotted,
+                                      "' (kvstratad --print_default_config lists every key)"));
+        continue;
       }
-      if (!SameType(*current, value)) {
-        return absl::InvalidArgumentError(absl::StrCat("config key '", dotted, "': expected a ",
-                                                       current->type(), ", got a ", value.type()));
+      if (!Assign(dotted, *current, value, key.str(), *target)) {
+        errors.push_back(absl::StrCat("config key '", dotted, "': got ", Described(value),
+                                      ": expected ", Expected(dotted, *current)));
+        continue;
       }
-      target->insert_or_assign(key.str(), value);
       sources[dotted] = "file";
     }
   }
-  return absl::OkStatus();
 }
 
 absl::Status AssignTyped(toml::table& section, const std::string& key, const std::string& dotted,
@@ -103,7 +149,7 @@ absl::Status AssignTyped(toml::table& section, const std::string& key, const std
   }
   if (!ok) {
     return absl::InvalidArgumentError(
-        absl::StrCat("flag --set ", dotted, ": '", text, "' is not a ", current.type()));
+        absl::StrCat("flag --set ", dotted, ": '", text, "' is not ", Expected(dotted, current)));
   }
   return absl::OkStatus();
 }
@@ -120,11 +166,21 @@ absl::Status ApplyOverride(const std::string& assignment, toml::table& merged, S
   std::string dotted = assignment.substr(0, eq);
   toml::table* target = merged[section].as_table();
   if (target == nullptr || target->get(key) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("flag --set: unknown key '", dotted, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --set: unknown key '", dotted,
+                     "' (kvstratad --print_default_config lists every key)"));
   }
   absl::Status status = AssignTyped(*target, key, dotted, assignment.substr(eq + 1));
   if (status.ok()) sources[dotted] = "flag";
   return status;
+}
+
+// One error as it is; several as a count and one per line.
+absl::Status Errors(const std::vector<std::string>& errors) {
+  if (errors.size() == 1) return absl::InvalidArgumentError(errors[0]);
+  std::string text = absl::StrCat(errors.size(), " configuration errors:");
+  for (const std::string& e : errors) absl::StrAppend(&text, "\n  ", e);
+  return absl::InvalidArgumentError(text);
 }
 
 std::string NodeText(const toml::node& node) {
@@ -165,22 +221,26 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
   absl::StatusOr<toml::table> merged = ParseToml(kDefaultConfigToml, "default_config.toml");
   if (!merged.ok()) return merged.status();
   Sources sources;
+  std::vector<std::string> errors;
   if (!path.empty()) {
     absl::StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) return text.status();
     absl::StatusOr<toml::table> file = ParseToml(*text, path);
     if (!file.ok()) return file.status();
-    if (absl::Status s = MergeFile(*file, *merged, sources); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
-    }
+    std::vector<std::string> file_errors;
+    MergeFile(*file, *merged, sources, file_errors);
+    for (const std::string& e : file_errors) errors.push_back(absl::StrCat(path, ": ", e));
   }
   for (const std::string& assignment : overrides) {
-    if (absl::Status s = ApplyOverride(assignment, *merged, sources); !s.ok()) return s;
+    if (absl::Status s = ApplyOverride(assignment, *merged, sources); !s.ok()) {
+      errors.emplace_back(s.message());
+    }
   }
-  absl::StatusOr<Config> config = ExtractConfig(*merged);
-  if (!config.ok()) return config.status();
-  config->config_path = path;
-  RecordEntries(*merged, sources, *config);
+  // Values that failed above keep their default, so every other mistake is found too.
+  Config config = ExtractConfig(*merged, errors);
+  if (!errors.empty()) return Errors(errors);
+  config.config_path = path;
+  RecordEntries(*merged, sources, config);
   return config;
 }
 

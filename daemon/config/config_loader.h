@@ -15,8 +15,9 @@ namespace kvstrata {
 absl::string_view DefaultConfigToml();
 
 // Default, then the file at `path` (if non-empty), then each "section.key=value" override.
-// INVALID_ARGUMENT names the offending key (or the file position for TOML syntax errors);
-// NOT_FOUND when the file does not exist.
+// INVALID_ARGUMENT lists every mistake found (one per line after a count when there are
+// several), each naming the key, the value and what is expected; a TOML syntax error is
+// reported alone, with its file position. NOT_FOUND when the file does not exist.
 absl::StatusOr<Config> LoadConfig(const std::string& path,
                                   const std::vector<std::string>& overrides);
 

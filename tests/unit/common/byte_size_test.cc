@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace kvstrata {
 namespace {
 
@@ -20,6 +22,25 @@ TEST(ByteSizeTest, RejectsMalformedSizes) {
     EXPECT_EQ(ParseByteSize(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(ParseByteSize("20000000TiB").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ByteSizeTest, UnknownUnitListsEveryAcceptedUnit) {
+  absl::StatusOr<uint64_t> bad = ParseByteSize("3XB");
+  ASSERT_FALSE(bad.ok());
+  std::string message(bad.status().message());
+  EXPECT_NE(message.find("'3XB'"), std::string::npos) << message;
+  for (const char* unit : {"B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB"}) {
+    EXPECT_NE(message.find(std::string(" ") + unit), std::string::npos) << unit << ": " << message;
+  }
+  EXPECT_EQ(*ParseByteSize("2GB"), 2'000'000'000ULL);
+}
+
+TEST(ByteSizeTest, HumanSizesHaveOneDecimal) {
+  EXPECT_EQ(HumanByteSize(4ULL << 30), "4.0 GiB");
+  EXPECT_EQ(HumanByteSize(1536ULL << 20), "1.5 GiB");
+  EXPECT_EQ(HumanByteSize(64ULL << 20), "64.0 MiB");
+  EXPECT_EQ(HumanByteSize(1000), "1000 B");
+  EXPECT_EQ(HumanByteSize(2ULL << 40), "2.0 TiB");
 }
 
 TEST(ByteSizeTest, FormatsWithTheLargestExactUnit) {

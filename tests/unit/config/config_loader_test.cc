@@ -12,7 +12,9 @@
 namespace kvstrata {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string WriteTemp(const std::string& text) {
   // One file per process: CTest runs test cases in parallel processes.
@@ -128,8 +130,92 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"[[tenants]]\nname = \"a\"\nuids = [1]\n[[tenants]]\nname = \"a\"\n"
                 "gids = [2]\n",
                 {},
-                "tenants[1].name"}),
+                "tenants[1].name"},
+        BadCase{"[server]\nmetrics_address = \"0.0.0.0:99999\"\n", {}, "server.metrics_address"},
+        BadCase{"", {"server.metrics_address=localhost"}, "server.metrics_address"},
+        BadCase{"", {"server.metrics_address=::1:9464"}, "server.metrics_address"},
+        BadCase{"", {"server.metrics_address=:9464"}, "server.metrics_address"},
+        BadCase{"",
+                {"server.tcp_address=0.0.0.0:0", "server.auth_token_file=/t"},
+                "server.tcp_address"},
+        BadCase{"",
+                {"server.tcp_address=[::1:7470", "server.auth_token_file=/t"},
+                "server.tcp_address"},
+        BadCase{"", {"events.endpoint=tcp://*:70000"}, "events.endpoint"},
+        BadCase{"", {"events.endpoint=localhost:5557"}, "events.endpoint"},
+        BadCase{"", {"events.replay_endpoint=tcp://*:x"}, "events.replay_endpoint"}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
+
+TEST(ConfigLoaderTest, ABareNumberIsBytesInAFileToo) {
+  std::string path = WriteTemp(
+      "[l1]\ncapacity = 4194304\nslab_size = 1048576\n[l2]\ncapacity = 2097152\n"
+      "[[tenants]]\nname = \"a\"\nuids = [1]\nl1_capacity = 1048576\n");
+  absl::StatusOr<Config> config = LoadConfig(path, {"l1.capacity=8388608"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->l1.capacity_bytes, 8ULL << 20);
+  EXPECT_EQ(config->l1.slab_bytes, 1ULL << 20);
+  EXPECT_EQ(config->l2.capacity_bytes, 2ULL << 20);
+  EXPECT_EQ(config->tenants[0].l1_capacity, 1ULL << 20);
+  // Only byte sizes take a bare number for a string.
+  absl::StatusOr<Config> bad = LoadConfig(WriteTemp("[log]\nlevel = 3\n"), {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              AllOf(HasSubstr("log.level"), HasSubstr("the integer 3"), HasSubstr("a string")));
+}
+
+TEST(ConfigLoaderTest, TypeErrorsSayInWordsWhatIsExpected) {
+  absl::StatusOr<Config> flag = LoadConfig("", {"l2.enabled=flase"});
+  ASSERT_FALSE(flag.ok());
+  EXPECT_THAT(std::string(flag.status().message()),
+              AllOf(HasSubstr("l2.enabled"), HasSubstr("'flase'"),
+                    HasSubstr("a boolean (true or false)"), Not(HasSubstr("a 6"))));
+  absl::StatusOr<Config> file = LoadConfig(
+      WriteTemp("[l2]\nenabled = \"yes\"\n[l1]\ncapacity = true\nhigh_watermark = \"x\"\n"), {});
+  ASSERT_FALSE(file.ok());
+  std::string message(file.status().message());
+  EXPECT_THAT(message, AllOf(HasSubstr("'l2.enabled': got the string \"yes\": expected a boolean"),
+                             HasSubstr("'l1.capacity': got the boolean true: expected a size"),
+                             HasSubstr("'l1.high_watermark': got the string \"x\": expected a "
+                                       "number")));
+  EXPECT_THAT(message, Not(HasSubstr("expected a 3")));
+  absl::StatusOr<Config> count = LoadConfig("", {"sessions.max_sessions=many"});
+  EXPECT_THAT(std::string(count.status().message()), HasSubstr("'many' is not an integer"));
+}
+
+TEST(ConfigLoaderTest, EveryMistakeIsReportedAtOnce) {
+  std::string path = WriteTemp(
+      "[l1]\ncapasity = \"1GiB\"\neviction_policy = \"mru\"\n"
+      "[server]\nmetrics_address = \"0.0.0.0:99999\"\n[nosuch]\nx = 1\n");
+  absl::StatusOr<Config> config =
+      LoadConfig(path, {"l2.enabled=flase", "sessions.max_sessions=0", "l2.capacity=3XB"});
+  ASSERT_FALSE(config.ok());
+  std::string message(config.status().message());
+  EXPECT_THAT(message, HasSubstr("7 configuration errors:"));
+  for (const char* named : {"l1.capasity", "'mru'", "'0.0.0.0:99999'", "nosuch", "'flase'",
+                            "sessions.max_sessions", "l2.capacity"}) {
+    EXPECT_THAT(message, HasSubstr(named));
+  }
+}
+
+TEST(ConfigLoaderTest, AnUnknownUnitListsEveryAcceptedUnit) {
+  absl::StatusOr<Config> config = LoadConfig("", {"l1.capacity=4XB"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()),
+              AllOf(HasSubstr("l1.capacity"), HasSubstr("'4XB'"), HasSubstr("GiB"), HasSubstr("GB"),
+                    HasSubstr("TB")));
+}
+
+TEST(ConfigLoaderTest, AddressesThatAreAccepted) {
+  absl::StatusOr<Config> config =
+      LoadConfig("", {"server.metrics_address=127.0.0.1:0", "server.tcp_address=[::1]:7470",
+                      "server.auth_token_file=/etc/t", "events.endpoint=tcp://*:5557",
+                      "events.replay_endpoint=ipc:///tmp/kvs.replay"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->server.tcp_address, "[::1]:7470");
+  EXPECT_TRUE(LoadConfig("", {"server.metrics_address=[::]:9464", "events.endpoint=tcp://*:*",
+                              "events.replay_endpoint=inproc://replay"})
+                  .ok());
+}
 
 TEST(ConfigLoaderTest, ADirectoryIsNotAConfigFile) {
   absl::StatusOr<Config> config = LoadConfig(::testing::TempDir(), {});
