@@ -28,6 +28,7 @@ uint64_t MaxPiece(const CudaMemorySpec& spec) {
 
 absl::StatusOr<uint64_t> CudaTransferEngine::OpenAllocation(int device,
                                                             const IpcHandleBytes& ipc_handle,
+                                                            uint64_t declared_bytes,
                                                             const std::string& what,
                                                             Registration* reg) {
   std::string key = MemoryKey(devices_[device].index, ipc_handle);
@@ -40,7 +41,25 @@ absl::StatusOr<uint64_t> CudaTransferEngine::OpenAllocation(int device,
     if (error != cudaSuccess) {
       return CudaError(error, absl::StrCat("cudaIpcOpenMemHandle(", what, ")").c_str());
     }
-    it = opened_.emplace(key, OpenedMemory{devices_[device].index, base, 0}).first;
+    uint64_t bytes = 0;
+    error = AllocationSize(reinterpret_cast<uint64_t>(base), &bytes);
+    if (error != cudaSuccess) {
+      cudaIpcCloseMemHandle(base);
+      return CudaError(error, absl::StrCat("cuMemGetAddressRange(", what, ")").c_str());
+    }
+    it = opened_.emplace(key, OpenedMemory{devices_[device].index, base, 0, bytes}).first;
+  }
+  // The client declares the allocation's size; the copies are bounded by it (see
+  // ValidateGeometry), so it must not exceed what the handle really maps.
+  if (declared_bytes > it->second.bytes) {
+    absl::Status status = absl::InvalidArgumentError(
+        absl::StrCat(what, ": allocation_bytes ", declared_bytes, " exceeds the ", it->second.bytes,
+                     " bytes its IPC handle maps"));
+    if (it->second.refs == 0) {
+      cudaIpcCloseMemHandle(it->second.base);
+      opened_.erase(it);
+    }
+    return status;
   }
   ++it->second.refs;
   reg->memory_keys.push_back(key);
@@ -52,13 +71,14 @@ absl::Status CudaTransferEngine::OpenMemory(int device, const CudaMemorySpec& sp
   for (size_t i = 0; i < spec.tensors.size(); ++i) {
     const CudaTensorSpec& t = spec.tensors[i];
     absl::StatusOr<uint64_t> base =
-        OpenAllocation(device, t.ipc_handle, absl::StrCat("tensor ", i), reg);
+        OpenAllocation(device, t.ipc_handle, t.allocation_bytes, absl::StrCat("tensor ", i), reg);
     if (!base.ok()) return base.status();
     reg->tensors.push_back({*base + t.base_offset, t.block_stride, t.piece_bytes, t.layer});
   }
   if (spec.layer_flags.has_value()) {
     absl::StatusOr<uint64_t> base =
-        OpenAllocation(device, spec.layer_flags->ipc_handle, "layer flags", reg);
+        OpenAllocation(device, spec.layer_flags->ipc_handle, spec.layer_flags->allocation_bytes,
+                       "layer flags", reg);
     if (!base.ok()) return base.status();
     reg->layer_flags = *base + spec.layer_flags->offset;
   }

@@ -65,6 +65,7 @@ class CudaTransferEngine final : public TransferEngine {
     int device = 0;
     void* base = nullptr;
     int refs = 0;
+    uint64_t bytes = 0;  // The allocation's real size (cuMemGetAddressRange).
   };
   struct Registration {
     uint64_t session = 0;
@@ -89,9 +90,11 @@ class CudaTransferEngine final : public TransferEngine {
   absl::Status OpenMemory(int device, const CudaMemorySpec& spec, Registration* reg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens (or references again) one IPC allocation for `reg`; its base address.
+  // INVALID_ARGUMENT when `declared_bytes` (the client's allocation_bytes) exceeds the
+  // allocation's real size.
   absl::StatusOr<uint64_t> OpenAllocation(int device, const IpcHandleBytes& ipc_handle,
-                                          const std::string& what, Registration* reg)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                          uint64_t declared_bytes, const std::string& what,
+                                          Registration* reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenEvents(int device, const CudaMemorySpec& spec, Registration* reg);
   void Release(Registration* reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t Insert(std::shared_ptr<Registration> reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -24,6 +24,12 @@ inline absl::Status CudaError(cudaError_t error, const char* call) {
 // cudaErrorNotSupported when the driver lacks it.
 cudaError_t StreamWriteValue64(cudaStream_t stream, uint64_t address, uint64_t value);
 
+// cuMemGetAddressRange (the driver API, found through the runtime): the size in bytes of
+// the allocation that starts at `base` (the address cudaIpcOpenMemHandle returned), so
+// that a client's declared allocation size is checked, never trusted. cudaErrorNotSupported
+// when the driver lacks it; cudaErrorInvalidValue when `base` is not an allocation's start.
+cudaError_t AllocationSize(uint64_t base, uint64_t* bytes);
+
 }  // namespace kvstrata
 
 #endif  // KVSTRATA_DAEMON_TRANSFER_CUDA_UTIL_H_

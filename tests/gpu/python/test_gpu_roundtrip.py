@@ -196,6 +196,15 @@ def test_bad_registrations_and_jobs_are_refused(session, salt):
     bad = pb.CudaKvMemory(); bad.CopyFrom(good)  # noqa: E702
     bad.gpu_uuid = "GPU-00000000-0000-0000-0000-000000000000"
     expect(grpc.StatusCode.NOT_FOUND, bad)                           # unknown GPU
+    # Blocks beyond the allocation, with allocation_bytes declared to match: the daemon
+    # checks the size its IPC handle really maps (it would copy out of bounds otherwise).
+    bad = pb.CudaKvMemory(); bad.CopyFrom(good); bad.num_blocks = 64 * 1024  # noqa: E702
+    for t in bad.tensors:
+        t.allocation_bytes = t.base_offset + 64 * 1024 * t.block_stride
+    with pytest.raises(kvstrata.KVStrataError) as exc:
+        register(bad)
+    assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT, exc.value
+    assert "exceeds" in str(exc.value), exc.value
 
     keys = random_keys(random.Random(salt), 1)
     with pytest.raises(kvstrata.KVStrataError) as exc:               # block id out of range
