@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -68,9 +69,10 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
         # share of the KV heads of the same 48K tokens).
         "gpu_blocks": args.gpu_blocks,
         "gpu_memory_utilization": 0.85,
-        "users": args.users or (4 if quick else 12),
+        "users": 0 if args.no_users else (args.users or (4 if quick else 12)),
         "user_tokens": args.user_tokens,
         "question_tokens": 64,
+        "users_round1_repeats": args.round1_repeats,
         "user_max_tokens": 8,
         "cpu_bytes": args.cache_gib * GIB,       # native offload's CPU cache
         "daemon": {"binary": args.daemon, "workdir": str(workdir / "daemon"),
@@ -496,6 +498,14 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
         lines.append(f"  {n:>6}: " + ", ".join(
             f"{e['ev']}@{e['at_ms']}" + (f"({e['ms']})" if "ms" in e else "")
             for e in row.get("timeline", [])) + f" | end@{row['runs_ms'][-1]}")
+    lines.append("")
+    lines.append("Stages, median over the repeats (ms from generate(); first occurrence; "
+                 "gpu: ms between CUDA events)")
+    for role in ("kvstrata", "kvstrata_async"):
+        for n, row in results.get(role, {}).get("phases", {}).get("single", {}).items():
+            lines.append(f"  {role} {n:>6}: " + stage_medians(row.get("timelines") or [row.get("timeline", [])]))
+            if row.get("gpu_hit_timeline"):
+                lines.append(f"  {role} {n:>6} GPU hit: " + stage_medians([row["gpu_hit_timeline"]]))
     render_tp(rep, lines)
     if "l2_read" in rep:
         lines.append("")
@@ -589,6 +599,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3,
                     help="hit runs per size (single-request rows, L2 rows); the median is reported")
     ap.add_argument("--users", type=int, default=0)
+    ap.add_argument("--round1-repeats", type=int, default=3,
+                    help="users round 1 (no reuse) this many times, fresh prefixes each")
+    ap.add_argument("--no-users", action="store_true",
+                    help="skip the users rounds (a profiling run of the single-request rows)")
     ap.add_argument("--user-tokens", type=int, default=8192)
     ap.add_argument("--gpu-blocks", type=int, default=3072)
     ap.add_argument("--block-size", type=int, default=16)
@@ -606,6 +620,24 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ap.set_defaults(**TP_PLAN)
         args = ap.parse_args(argv)
     return args
+
+
+def stage_medians(timelines: List[List[Dict[str, Any]]]) -> str:
+    """Each event's first at_ms (and each gpu field), median over the timelines."""
+    at: Dict[str, List[float]] = {}
+    for tl in timelines:
+        seen = set()
+        for e in tl:
+            if e["ev"] == "gpu":
+                for k, v in e.items():
+                    if k not in ("ev", "req", "at_ms", "pid"):
+                        at.setdefault(f"gpu.{k}", []).append(v)
+            elif e["ev"] not in seen:
+                seen.add(e["ev"])
+                at.setdefault(e["ev"], []).append(e["at_ms"])
+    return ", ".join(f"{k}@{statistics.median(v):.2f}" for k, v in
+                     sorted(at.items(), key=lambda kv: (kv[0].startswith("gpu."),
+                                                        statistics.median(kv[1]))))
 
 
 def main() -> int:

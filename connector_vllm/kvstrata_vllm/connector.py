@@ -20,6 +20,7 @@ try:  # vLLM >= 0.27 reports external hits by tier; 0.26 has no such module and 
 except ImportError:
     CacheHitSource = None  # type: ignore[assignment,misc]
 
+from . import trace
 from .config import parse_config
 from .metadata import KVStrataMetadata
 from .scheduler import SchedulerSide
@@ -76,6 +77,7 @@ class KVStrataConnector(KVConnectorBase_V1):
         """Called every step, with or without a forward pass (vLLM 0.26 and 0.33 alike)."""
         assert self.worker is not None
         meta = self._connector_metadata
+        trace.event("step_start", "")
         if isinstance(meta, KVStrataMetadata):
             self.worker.start_load(meta, per_layer_hooks=per_layer_hooks(forward_context))
 
@@ -91,6 +93,7 @@ class KVStrataConnector(KVConnectorBase_V1):
     def wait_for_save(self) -> None:
         assert self.worker is not None
         meta = self._connector_metadata
+        trace.event("step_save", "")
         if isinstance(meta, KVStrataMetadata):
             self.worker.save(meta)
 
@@ -100,6 +103,7 @@ class KVStrataConnector(KVConnectorBase_V1):
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         assert self.worker is not None
+        trace.event("step_finished", "")
         return self.worker.get_finished(finished_req_ids)
 
     def get_block_ids_with_load_errors(self) -> Set[int]:

@@ -231,6 +231,7 @@ class WorkerSide:
         self._sync_waited: Set[int] = set()
         self._sync_waited_all = False
         self._warned_hooks = False
+        self._marks = trace.GpuMarks()  # the trace's GPU timeline of layer-wise loads
 
     # ------------------------------------------------------------------ registration
 
@@ -354,6 +355,7 @@ class WorkerSide:
             self.stats.add("load_failed_units", len(ids))
             return
         self._sync_job = (job, ids, [r.req_id for r in reqs], value)
+        self._marks.mark("submitted")
         self._sync_waited = set()
         self._sync_waited_all = wait_all
         # A load that already failed as a whole (e.g. nothing was in L1 any more) never
@@ -378,12 +380,17 @@ class WorkerSide:
                 self._warned_hooks = True
                 log.warning("kvstrata_vllm: waiting for a layer-wise load: %s", err)
             return
+        if trace.enabled() and (not self._sync_waited or layer == len(self._layer_of) - 1):
+            name = "wait_last" if self._sync_waited else "wait0"
+            trace.event(name, self._sync_job[2][0], layer=layer)
+            self._marks.mark(name)
         self._sync_waited.add(layer)
 
     def _finish_layered(self) -> None:
         """The step's layer-wise load is over: its failed blocks become invalid."""
         job, ids, req_ids, value = self._sync_job
         self._sync_job = None
+        trace.event("finish", req_ids[0])
         flags = self.reg.layer_flags if self.reg is not None else None
         layers = len(flags) if flags is not None else 0
         unwaited = not self._sync_waited_all and len(self._sync_waited) < layers
@@ -408,7 +415,9 @@ class WorkerSide:
         self.stats.add("loaded_units", len(ids) - len(failed))
         self.stats.add("load_failed_units", len(failed))
         for req_id in req_ids:
-            trace.event("load_done", req_id, failed=len(failed))
+            trace.event("load_done", req_id, failed=len(failed),
+                        daemon_ms=round(getattr(done, "elapsed_us", 0) / 1e3, 3))
+        self._marks.end(req_ids[0])
 
     def _load_host(self, req: RequestTransfer) -> None:
         assert self.host is not None
@@ -465,6 +474,9 @@ class WorkerSide:
 
     def save(self, meta: KVStrataMetadata) -> None:
         """Called from wait_for_save: this step's forward pass has written meta.stores."""
+        if self._sync_job is not None and trace.enabled():
+            trace.event("save", self._sync_job[2][0])
+            self._marks.mark("fwd_end")
         if not meta.stores:
             return
         if self.mode == "host":
