@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 namespace kvstrata {
 namespace {
@@ -132,7 +135,8 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const ShmRegionOpti
   if (options.populate_threads >= 0) {
     int threads = options.populate_threads;
     if (threads == 0) threads = std::clamp<int>(std::thread::hardware_concurrency(), 1, 16);
-    Populate(region->base_, region->size_, page, threads);
+    Populate(region->base_, region->size_, page, threads, options.on_progress,
+             options.progress_interval);
   }
   if (options.on_mapped) {
     absl::Status st = options.on_mapped(region->base_, region->size_);
@@ -146,19 +150,47 @@ ShmRegion::~ShmRegion() {
   for (const Partition& p : parts_) close(p.fd);
 }
 
-void ShmRegion::Populate(void* base, uint64_t bytes, uint64_t page_bytes, int threads) {
+void ShmRegion::Populate(void* base, uint64_t bytes, uint64_t page_bytes, int threads,
+                         const std::function<void(uint64_t, uint64_t)>& progress,
+                         absl::Duration progress_interval) {
   uint64_t pages = (bytes + page_bytes - 1) / page_bytes;
   uint64_t per_thread = (pages + threads - 1) / threads;
-  auto touch = [=](uint64_t first, uint64_t last) {
+  std::atomic<uint64_t> touched{0};  // pages
+  std::atomic<int> running{threads};
+  absl::Notification finished;
+  auto touch = [&, base, page_bytes](uint64_t first, uint64_t last) {
+    constexpr uint64_t kBatch = 4096;  // pages between counts
     auto* p = static_cast<volatile uint8_t*>(base);
-    for (uint64_t i = first; i < last; ++i) p[i * page_bytes] = 0;
+    for (uint64_t i = first; i < last;) {
+      uint64_t end = std::min(last, i + kBatch);
+      for (uint64_t j = i; j < end; ++j) p[j * page_bytes] = 0;
+      touched.fetch_add(end - i, std::memory_order_relaxed);
+      i = end;
+    }
+    if (running.fetch_sub(1) == 1) finished.Notify();
   };
   std::vector<std::thread> workers;
-  for (int t = 1; t < threads; ++t) {
+  // Without `progress` the calling thread is one of the workers.
+  for (int t = progress ? 0 : 1; t < threads; ++t) {
     uint64_t first = std::min(pages, t * per_thread);
     workers.emplace_back(touch, first, std::min(pages, first + per_thread));
   }
-  touch(0, std::min(pages, per_thread));
+  if (!progress) {
+    touch(0, std::min(pages, per_thread));
+  } else {
+    int quarter = 1;  // the next one to report
+    absl::Time last_report = absl::Now();
+    absl::Duration poll = std::min(absl::Milliseconds(50), progress_interval);
+    while (!finished.WaitForNotificationWithTimeout(poll)) {
+      uint64_t done = std::min(bytes, touched.load(std::memory_order_relaxed) * page_bytes);
+      bool passed = false;
+      while (quarter < 4 && done * 4 >= quarter * bytes) passed = true, ++quarter;
+      if (passed || absl::Now() - last_report >= progress_interval) {
+        progress(done, bytes);
+        last_report = absl::Now();
+      }
+    }
+  }
   for (std::thread& w : workers) w.join();
 }
 

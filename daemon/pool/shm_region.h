@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace kvstrata {
 
@@ -38,6 +39,11 @@ struct ShmRegionOptions {
   // Called once after mapping and population, before Create returns (the hook for
   // cudaHostRegister). An error fails Create.
   std::function<absl::Status(void* base, size_t bytes)> on_mapped;
+  // Called on the creating thread while the region is populated (a few seconds per GiB):
+  // as each quarter (25%, 50%, 75%) is passed, and every `progress_interval` in between.
+  // Not called at 100% (Create returns then) nor when there is no populate.
+  std::function<void(uint64_t populated_bytes, uint64_t total_bytes)> on_progress;
+  absl::Duration progress_interval = absl::Seconds(5);
 };
 
 class ShmRegion {
@@ -61,8 +67,11 @@ class ShmRegion {
   bool huge_pages() const { return huge_pages_; }
   uint64_t page_bytes() const { return page_bytes_; }
 
-  // Writes one byte per page from `threads` threads; exposed for the benchmark.
-  static void Populate(void* base, uint64_t bytes, uint64_t page_bytes, int threads);
+  // Writes one byte per page from `threads` threads; exposed for the benchmark. With
+  // `progress`, the calling thread only watches and reports (see on_progress).
+  static void Populate(void* base, uint64_t bytes, uint64_t page_bytes, int threads,
+                       const std::function<void(uint64_t, uint64_t)>& progress = {},
+                       absl::Duration progress_interval = absl::Seconds(5));
 
  private:
   struct Partition {

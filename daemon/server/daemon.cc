@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "daemon/common/byte_size.h"
 #include "daemon/server/listeners.h"
 #include "daemon/server/lower_tiers.h"
 #include "daemon/server/tenant_servers.h"
@@ -76,8 +77,9 @@ absl::Status Daemon::StartServing() {
   if (!l1.ok()) return l1.status();
   l1_ = std::move(*l1);
   tiers_->AttachL1(l1_.cache.get(), static_cast<char*>(l1_.region->base()));
-  spdlog::info("l1_ready bytes={} huge_pages={} populate_ms={}", l1_.region->size(),
-               l1_.region->huge_pages(), absl::ToInt64Milliseconds(absl::Now() - pool_start));
+  spdlog::info("l1_ready size=\"{}\" huge_pages={} populate_ms={}",
+               HumanByteSize(l1_.region->size()), l1_.region->huge_pages(),
+               absl::ToInt64Milliseconds(absl::Now() - pool_start));
   std::string fd_socket = config_.server.socket + ".shm";
   absl::StatusOr<std::unique_ptr<FdServer>> fd_server = FdServer::Start(
       fd_socket, config_.server.socket_mode, l1_.region.get(), &sessions_, &tenants_, &fence_);
@@ -131,15 +133,40 @@ absl::Status Daemon::StartServing() {
   }
   RegisterGauges();
   reaper_ = std::thread([this] { ReapLoop(); });
-  for (const ListenerInfo& l : identity_.listeners) {
-    spdlog::info("listening kind={} address={} tls={} token={}", l.kind, l.address, l.tls,
-                 l.token_auth);
-  }
+  LogEndpoints(fd_socket, context.lookup_socket);
   for (const Caller& t : tenants_.Tenants()) {
     spdlog::info("tenant name={} id={} admin={} shared_memory={}", t.namespace_scope, t.tenant,
                  t.admin, t.shared_memory);
   }
   return absl::OkStatus();
+}
+
+void Daemon::LogEndpoints(const std::string& fd_socket, const std::string& lookup_socket) const {
+  // Every address a client, a scraper or a router may need, once all of them serve.
+  for (const ListenerInfo& l : identity_.listeners) {
+    spdlog::info("listening kind=grpc-{} address={} tls={} token={}", l.kind, l.address, l.tls,
+                 l.token_auth);
+  }
+  spdlog::info("listening kind=lookup address={} what=\"fast-path lookups\"", lookup_socket);
+  spdlog::info("listening kind=shm address={} what=\"shared-memory fd for host mode\"", fd_socket);
+  if (identity_.metrics_address.empty()) {
+    spdlog::info("listening kind=metrics address=off");
+  } else {
+    spdlog::info("listening kind=metrics address=http://{}/metrics", identity_.metrics_address);
+  }
+  const EventsConfig& e = config_.events;
+  if (!e.enabled) {
+    spdlog::info("listening kind=events address=off");
+    return;
+  }
+  if (e.endpoint.empty()) {
+    spdlog::info("listening kind=events address=off what=\"PollEvents only, no ZMQ\"");
+  } else {
+    spdlog::info("listening kind=events address={}", e.endpoint);
+  }
+  if (!e.replay_endpoint.empty()) {
+    spdlog::info("listening kind=events-replay address={}", e.replay_endpoint);
+  }
 }
 
 void Daemon::StartTransferEngine() {

@@ -58,6 +58,7 @@ class Daemon : private SessionEndListener {
   void RegisterLowerTierGauges();
   void StartTransferEngine();
   absl::Status StartEvents();
+  void LogEndpoints(const std::string& fd_socket, const std::string& lookup_socket) const;
 
   Config config_;
   const TenantTable tenants_;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/byte_size.h"
 #include "daemon/common/memory_limit.h"
+#include "spdlog/spdlog.h"
 
 namespace kvstrata {
 namespace {
@@ -53,6 +54,13 @@ absl::StatusOr<L1Pool> L1Pool::Create(const L1Config& l1, const SessionsConfig& 
   region_options.bytes = l1.capacity_bytes;
   if (sizes.size() > 1) region_options.partition_bytes = sizes;
   region_options.huge_pages = HugePagesFrom(l1.huge_pages);
+  // Touching every page takes seconds per GiB: say so, then how far it got.
+  spdlog::info("l1_populating size=\"{}\" huge_pages={}", HumanByteSize(l1.capacity_bytes),
+               l1.huge_pages);
+  region_options.on_progress = [](uint64_t done, uint64_t total) {
+    spdlog::info("l1_populating done=\"{}\" of=\"{}\" percent={}", HumanByteSize(done),
+                 HumanByteSize(total), total == 0 ? 100 : done * 100 / total);
+  };
   absl::StatusOr<std::unique_ptr<ShmRegion>> region = ShmRegion::Create(region_options);
   if (!region.ok()) {
     std::string hint = l1.huge_pages == "on"

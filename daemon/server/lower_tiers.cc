@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "daemon/common/byte_size.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
@@ -43,8 +44,8 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   options.io_threads = static_cast<size_t>(c.io_threads);
   options.write_queue_blocks = static_cast<size_t>(c.write_queue_blocks);
   options.probe_timeout = absl::Milliseconds(c.probe_timeout_ms);
-  spdlog::info("tier_ready tier={} path={} capacity={} write_policy={}", c.name, c.path,
-               c.capacity_bytes, c.write_back ? "write-back" : "write-through");
+  spdlog::info("tier_ready tier={} path=\"{}\" capacity=\"{}\" write_policy={}", c.name, c.path,
+               HumanByteSize(c.capacity_bytes), c.write_back ? "write-back" : "write-through");
   manager.AddTier(*std::move(opened), options);
 }
 

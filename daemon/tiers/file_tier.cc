@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/byte_size.h"
 #include "daemon/tiers/block_path.h"
 #include "daemon/tiers/namespace_file.h"
 #include "spdlog/spdlog.h"
@@ -325,11 +326,12 @@ void FileTier::RecheckSpaceLocked() {
   if (room <= shrunk_capacity_) return;
   if (room >= options_.capacity_bytes) {
     shrunk_capacity_ = 0;
-    spdlog::info("{}: the disk has room again; capacity back to {} bytes", options_.name,
-                 options_.capacity_bytes);
+    spdlog::info("{}: the disk has room again; capacity back to {}", options_.name,
+                 HumanByteSize(options_.capacity_bytes));
   } else {
     shrunk_capacity_ = room;
-    spdlog::info("{}: the disk has more room; capacity grown to {} bytes", options_.name, room);
+    spdlog::info("{}: the disk has more room; capacity grown to {}", options_.name,
+                 HumanByteSize(room));
   }
 }
 
@@ -374,8 +376,8 @@ void FileTier::OnWriteError(const absl::Status& error) {
     const uint64_t held = std::max<uint64_t>(1, used_bytes_);
     shrunk_capacity_ = shrunk_capacity_ != 0 ? std::min(shrunk_capacity_, held) : held;
     next_space_check_ = absl::Now() + options_.space_recheck_interval;
-    spdlog::warn("{}: disk full ({}); capacity shrunk to {} bytes", options_.name,
-                 std::string(error.message()), shrunk_capacity_);
+    spdlog::warn("{}: disk full ({}); capacity shrunk to {}", options_.name,
+                 std::string(error.message()), HumanByteSize(shrunk_capacity_));
   } else {
     read_only_until_ = absl::Now() + options_.read_only_cooldown;
     spdlog::warn("{}: write failed ({}); read-only for {}", options_.name,

@@ -1,6 +1,7 @@
 """The daemon process: clean SIGTERM exit, and one daemon per socket."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -65,3 +66,30 @@ def test_a_directory_is_not_a_config_file(tmp_path) -> None:
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0
     assert "is a directory" in proc.stdout + proc.stderr
+
+
+
+def test_start_up_log_names_sizes_in_words_and_every_endpoint(daemon_factory) -> None:
+    tmp = short_tmpdir()
+    try:
+        d = daemon_factory({"l2.enabled": "true", "l2.path": f"{tmp}/l2", "l2.capacity": "1536MiB",
+                            "events.enabled": "true", "events.endpoint": f"ipc://{tmp}/ev.pub",
+                            "events.replay_endpoint": f"ipc://{tmp}/ev.replay"})
+        with d.client() as c:
+            metrics = c.get_status().metrics_address
+        log = d.log_path.read_text(errors="replace")
+        assert 'l1_populating size="64.0 MiB"' in log, log  # said before the pool fills
+        assert 'l1_ready size="64.0 MiB"' in log, log
+        assert 'tier_ready tier=l2' in log and 'capacity="1.5 GiB"' in log, log
+        listening = [line for line in log.splitlines() if " listening kind=" in line]
+        for expected in (f"kind=grpc-unix address={d.socket} ",
+                         f"kind=lookup address={d.socket}.lookup ",
+                         f"kind=shm address={d.socket}.shm ",
+                         f"kind=metrics address=http://{metrics}/metrics",
+                         f"kind=events address=ipc://{tmp}/ev.pub",
+                         f"kind=events-replay address=ipc://{tmp}/ev.replay"):
+            assert any(expected in line for line in listening), (expected, listening)
+        ready = log.index(" ready instance=")
+        assert all(log.index(line) < ready for line in listening), log
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -34,6 +37,28 @@ TEST(ShmRegionTest, MapsAPopulatedSharedRegion) {
   ASSERT_NE(other, MAP_FAILED);
   EXPECT_EQ(static_cast<uint8_t*>(other)[4096 + 17], 0xab);
   munmap(other, (*r)->size());
+}
+
+TEST(ShmRegionTest, PopulateReportsProgressOnTheCallingThread) {
+  std::vector<uint64_t> reports;
+  uint64_t total = 0;
+  const std::thread::id creator = std::this_thread::get_id();
+  absl::StatusOr<std::unique_ptr<ShmRegion>> r =
+      ShmRegion::Create({.bytes = 128 << 20,
+                         .huge_pages = HugePages::kOff,
+                         .populate_threads = 2,
+                         .on_progress =
+                             [&](uint64_t done, uint64_t bytes) {
+                               EXPECT_EQ(std::this_thread::get_id(), creator);
+                               reports.push_back(done);
+                               total = bytes;
+                             },
+                         .progress_interval = absl::Milliseconds(1)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(reports.empty()) << "128 MiB populated in under a millisecond?";
+  EXPECT_EQ(total, (*r)->size());
+  EXPECT_TRUE(std::is_sorted(reports.begin(), reports.end()));
+  EXPECT_LE(reports.back(), total);
 }
 
 TEST(ShmRegionTest, FdIsCloseOnExec) {
