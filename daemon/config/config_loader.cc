@@ -240,6 +240,17 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
   Config config = ExtractConfig(*merged, errors);
   if (!errors.empty()) return Errors(errors);
   config.config_path = path;
+  // What an empty value stands for (the socket, the L2 directory, the pod id) is what is
+  // shown: `kvstrata config` and --toml print the values in use.
+  auto resolved = [&](const char* section, const char* key, const std::string& value) {
+    toml::table* table = (*merged)[section].as_table();
+    if (const auto* now = table->get_as<std::string>(key); now != nullptr && now->get().empty()) {
+      table->insert_or_assign(key, value);
+    }
+  };
+  resolved("server", "socket", config.server.socket);
+  resolved("l2", "path", config.l2.path);
+  resolved("events", "pod_id", config.events.pod_id);
   RecordEntries(*merged, sources, config);
   return config;
 }

@@ -37,6 +37,25 @@ TEST(ConfigLoaderTest, EmbeddedDefaultWorksWithoutGpuOrFiles) {
   for (const ConfigEntry& entry : config->entries) EXPECT_EQ(entry.source, "default");
 }
 
+TEST(ConfigLoaderTest, EntriesShowThePathsInUseForEmptyDefaults) {
+  absl::StatusOr<Config> config = LoadConfig("", {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto value_of = [&](const std::string& key) {
+    for (const ConfigEntry& e : config->entries) {
+      if (e.key == key) return e.value;
+    }
+    return std::string("missing");
+  };
+  EXPECT_EQ(value_of("l2.path"), config->l2.path);
+  EXPECT_EQ(value_of("server.socket"), config->server.socket);
+  EXPECT_EQ(value_of("events.pod_id"), config->events.pod_id);
+  EXPECT_FALSE(value_of("l2.path").empty());
+  EXPECT_THAT(config->effective_toml, HasSubstr(config->l2.path));
+  absl::StatusOr<Config> given = LoadConfig("", {"l2.path=/srv/l2"});
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->l2.path, "/srv/l2");
+}
+
 TEST(ConfigLoaderTest, FileThenFlagsOverrideDefaults) {
   std::string path = WriteTemp("[l1]\ncapacity = \"1GiB\"\neviction_policy = \"arc\"\n");
   absl::StatusOr<Config> config = LoadConfig(path, {"l1.capacity=2GiB", "log.level=debug"});
