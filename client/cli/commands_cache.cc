@@ -1,10 +1,15 @@
 // `kvstrata` commands on cached blocks: stats, lookup, evict, clear, drain, pin, unpin.
 // Keys are given in hex (the engine's block hashes, as `kvstrata lookup` prints them).
+#include <unistd.h>
+
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/cli/commands.h"
 #include "client/cli/output.h"
 #include "client/cli/table.h"
@@ -80,7 +85,21 @@ int Evict(CommandContext& c) {
   auto r = c.client->Call(&v1::Admin::Stub::Evict, c.client->admin(), request);
   if (!r.ok()) return PrintError(r.status());
   if (c.json) return PrintJson(*r);
-  std::cout << "evicted " << r->evicted_blocks() << " blocks\n";
+  // A key counts once however many tiers held it; the copies per tier follow.
+  std::cout << "evicted " << r->evicted_blocks() << " blocks";
+  std::vector<std::string> parts;
+  if (*tier == v1::TIER_UNSPECIFIED || *tier == v1::TIER_L1_DRAM) {
+    parts.push_back(absl::StrCat("l1 ", r->l1_blocks()));
+  }
+  if (*tier != v1::TIER_L1_DRAM && (r->l2_blocks() > 0 || *tier == v1::TIER_L2_LOCAL)) {
+    parts.push_back(absl::StrCat("l2 ", r->l2_blocks()));
+  }
+  if (*tier != v1::TIER_L1_DRAM && (r->l3_blocks() > 0 || *tier == v1::TIER_L3_SHARED)) {
+    parts.push_back(absl::StrCat("l3 ", r->l3_blocks()));
+  }
+  std::cout << " (" << absl::StrJoin(parts, ", ") << ")";
+  if (r->pinned_blocks() > 0) std::cout << "; " << r->pinned_blocks() << " pinned, kept";
+  std::cout << "\n";
   return kExitOk;
 }
 
@@ -96,25 +115,29 @@ int PinOrUnpin(CommandContext& c) {
   return kExitOk;
 }
 
-void PrintProgressBar(const v1::Progress& p) {
+void PrintProgressBar(const v1::Progress& p, bool tty) {
   double fraction = p.total_units() == 0 ? 1.0 : double(p.done_units()) / double(p.total_units());
   int filled = static_cast<int>(fraction * 30);
-  std::cout << absl::StrFormat("\r[%s%s] %3.0f%%  %d/%d %s", std::string(filled, '#'),
-                               std::string(30 - filled, ' '), fraction * 100, p.done_units(),
-                               p.total_units(), p.unit())
-            << (p.done() ? "\n" : "") << std::flush;
+  std::string bar = absl::StrFormat("[%s%s] %3.0f%%  %d/%d %s", std::string(filled, '#'),
+                                    std::string(30 - filled, ' '), fraction * 100, p.done_units(),
+                                    p.total_units(), p.unit());
+  if (tty) {  // one line redrawn in place
+    std::cout << "\r" << bar << (p.done() ? "\n" : "") << std::flush;
+  } else if (p.done()) {  // a pipe or a file: the final line only
+    std::cout << bar << "\n";
+  }
 }
 
 // Prints a Progress stream (bar, or one JSON object per message) until it ends.
 template <typename Stream>
 int FollowProgress(CommandContext& c, Stream& stream) {
+  const bool tty = isatty(STDOUT_FILENO);
   v1::Progress progress;
   while (stream->Read(&progress)) {
     if (c.json) {
       PrintJson(progress);
-      std::cout << "\n";
     } else {
-      PrintProgressBar(progress);
+      PrintProgressBar(progress, tty);
       if (progress.done()) std::cout << progress.message() << "\n";
     }
   }

@@ -1,7 +1,6 @@
 #include "client/cli/output.h"
 
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <iostream>
 
@@ -9,17 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/commands.h"
+#include "client/cli/json_writer.h"
 
 namespace kvstrata {
 
 int PrintJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
-  std::cout << out;
+  std::cout << MessageToJson(message) << "\n";
   return kExitOk;
 }
 

@@ -13,7 +13,8 @@
 
 namespace kvstrata {
 
-// Prints the message as JSON (proto field names, defaults included). Returns kExitOk.
+// Prints the message as JSON and a newline (json_writer.h: proto field names, defaults
+// included, 64-bit integers as numbers). Returns kExitOk.
 int PrintJson(const google::protobuf::Message& message);
 
 // One line on stderr; returns kExitUnavailable or kExitError.

@@ -208,18 +208,32 @@ void BlockCache::RemoveBlockLocked(const BlockKey& key, const BlockEntry& entry,
   }
 }
 
-absl::StatusOr<size_t> BlockCache::Evict(NamespaceId ns, Keys raw) {
+absl::StatusOr<size_t> BlockCache::Evict(NamespaceId ns, Keys raw, std::vector<bool>* marks) {
   absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   MutexLock lock(&mu_);
   size_t evicted = 0;
-  for (const BlockKey& key : *keys) {
+  for (size_t i = 0; i < keys->size(); ++i) {
+    const BlockKey& key = (*keys)[i];
     std::optional<BlockEntry> e = index_.Find(key);
     if (!e.has_value() || !e->visible() || e->refs > 0 || e->pinned()) continue;
     RemoveBlockLocked(key, *e, RemovalCause::kAdminEvict);
     ++evicted;
+    if (marks != nullptr) (*marks)[i] = true;
   }
   return evicted;
+}
+
+absl::StatusOr<std::vector<bool>> BlockCache::Pinned(NamespaceId ns, Keys raw) const {
+  absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
+  if (!keys.ok()) return keys.status();
+  std::vector<bool> pinned;
+  pinned.reserve(keys->size());
+  for (const BlockKey& key : *keys) {
+    std::optional<BlockEntry> e = index_.Find(key);
+    pinned.push_back(e.has_value() && e->visible() && e->pinned());
+  }
+  return pinned;
 }
 
 size_t BlockCache::Clear(std::optional<NamespaceId> ns) {

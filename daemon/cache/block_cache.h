@@ -110,12 +110,15 @@ class BlockCache {
   size_t ReleaseFenced(SessionId session);
 
   // Admin. Evict skips blocks in use (leased, loading, being stored) and admin-pinned
-  // ones; Clear (one namespace, or all with nullopt) skips only blocks in use.
-  absl::StatusOr<size_t> Evict(NamespaceId ns, Keys keys);
+  // ones, and sets evicted[i] for each keys[i] it evicts (when given; sized like keys);
+  // Clear (one namespace, or all with nullopt) skips only blocks in use.
+  absl::StatusOr<size_t> Evict(NamespaceId ns, Keys keys, std::vector<bool>* evicted = nullptr);
   size_t Clear(std::optional<NamespaceId> ns);
   // Pinned blocks are never evicted. Return how many present blocks changed state.
   absl::StatusOr<size_t> Pin(NamespaceId ns, Keys keys);
   absl::StatusOr<size_t> Unpin(NamespaceId ns, Keys keys);
+  // Whether each key is pinned by an admin (an absent key is not).
+  absl::StatusOr<std::vector<bool>> Pinned(NamespaceId ns, Keys keys) const;
 
   CacheStats Stats() const;
 

@@ -82,10 +82,15 @@ class PartitionedCache {
   ReapResult ReapExpired();
   size_t ReleaseFenced(SessionId session);
 
-  absl::StatusOr<size_t> Evict(NamespaceId ns, Keys keys) { return At(ns).Evict(ns, keys); }
+  absl::StatusOr<size_t> Evict(NamespaceId ns, Keys keys, std::vector<bool>* evicted = nullptr) {
+    return At(ns).Evict(ns, keys, evicted);
+  }
   size_t Clear(std::optional<NamespaceId> ns);
   absl::StatusOr<size_t> Pin(NamespaceId ns, Keys keys) { return At(ns).Pin(ns, keys); }
   absl::StatusOr<size_t> Unpin(NamespaceId ns, Keys keys) { return At(ns).Unpin(ns, keys); }
+  absl::StatusOr<std::vector<bool>> Pinned(NamespaceId ns, Keys keys) const {
+    return At(ns).Pinned(ns, keys);
+  }
 
   // Every partition's statistics added up, or one partition's.
   CacheStats Stats() const;

@@ -1,4 +1,6 @@
 // AdminService: statistics and block administration on the L1 BlockCache.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/rpc/admin_service.h"
 #include "daemon/rpc/cache_convert.h"
@@ -117,14 +119,27 @@ grpc::Status AdminService::Evict(grpc::ServerContext* ctx, const v1::EvictReques
     absl::StatusOr<TierChoice> tiers = ChooseTiers(context_, request->tier());
     if (!tiers.ok()) return tiers.status();
     std::vector<std::string_view> keys = KeyViews(request->keys());
-    size_t evicted = 0;
-    if (tiers->l1) {
-      absl::StatusOr<size_t> l1 = context_.cache->Evict(ns->id, keys);
-      if (!l1.ok()) return l1.status();
-      evicted += *l1;
+    // A pin keeps a block in every tier: its L2/L3 files are not removed either.
+    absl::StatusOr<std::vector<bool>> pinned = context_.cache->Pinned(ns->id, keys);
+    if (!pinned.ok()) return pinned.status();
+    std::vector<std::string_view> unpinned;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!(*pinned)[i]) unpinned.push_back(keys[i]);
     }
-    if (tiers->lower) evicted += context_.tiers->Evict(ns->id, keys, tiers->lower_tier);
-    response->set_evicted_blocks(evicted);
+    std::vector<bool> evicted(unpinned.size(), false);
+    if (tiers->l1) {
+      absl::StatusOr<size_t> l1 = context_.cache->Evict(ns->id, unpinned, &evicted);
+      if (!l1.ok()) return l1.status();
+      response->set_l1_blocks(*l1);
+    }
+    for (Tier lower : {Tier::kL2, Tier::kL3}) {
+      if (!tiers->lower || (tiers->lower_tier.has_value() && *tiers->lower_tier != lower)) continue;
+      size_t files = context_.tiers->Evict(ns->id, unpinned, lower, &evicted);
+      if (lower == Tier::kL2) response->set_l2_blocks(files);
+      if (lower == Tier::kL3) response->set_l3_blocks(files);
+    }
+    response->set_evicted_blocks(std::count(evicted.begin(), evicted.end(), true));
+    response->set_pinned_blocks(keys.size() - unpinned.size());
     return absl::OkStatus();
   });
 }
@@ -192,7 +207,10 @@ grpc::Status AdminService::Drain(grpc::ServerContext* ctx, const v1::DrainReques
     absl::StatusOr<TierChoice> tiers = ChooseTiers(context_, request->target());
     if (!tiers.ok()) return tiers.status();
     if (!tiers->lower) return absl::InvalidArgumentError("drain targets a lower tier, not L1");
+    uint64_t last_done = 0, last_total = 0;
     auto send = [&](uint64_t done, uint64_t total) {
+      last_done = done;
+      last_total = total;
       v1::Progress progress;
       progress.set_done_units(done);
       progress.set_total_units(total);
@@ -201,8 +219,10 @@ grpc::Status AdminService::Drain(grpc::ServerContext* ctx, const v1::DrainReques
     };
     absl::StatusOr<size_t> written = context_.tiers->Drain(tiers->lower_tier, send);
     if (!written.ok()) return written.status();
-    v1::Progress last;
+    v1::Progress last;  // the last counts again: a final frame reads like the one before it
     last.set_done(true);
+    last.set_done_units(last_done);
+    last.set_total_units(last_total);
     last.set_unit("blocks");
     last.set_message(absl::StrCat("wrote ", *written, " blocks down"));
     writer->Write(last);

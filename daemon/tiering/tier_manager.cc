@@ -258,14 +258,19 @@ void TierManager::Peek(NamespaceId ns, absl::Span<const std::string_view> keys,
 }
 
 size_t TierManager::Evict(NamespaceId ns, absl::Span<const std::string_view> keys,
-                          std::optional<Tier> tier) {
+                          std::optional<Tier> tier, std::vector<bool>* marks) {
   std::optional<TierNamespace> tn = NamespaceOf(ns);
   if (!tn.has_value()) return 0;
   size_t removed = 0;
   for (const auto& lower : tiers_) {
     if (tier.has_value() && lower->files->options().tier != *tier) continue;
-    for (std::string_view key : keys) {
-      removed += lower->files->Remove(tn->fingerprint, absl::string_view(key.data(), key.size()));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const std::string_view key = keys[i];
+      if (!lower->files->Remove(tn->fingerprint, absl::string_view(key.data(), key.size()))) {
+        continue;
+      }
+      ++removed;
+      if (marks != nullptr) (*marks)[i] = true;
     }
   }
   return removed;

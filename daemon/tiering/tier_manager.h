@@ -128,8 +128,11 @@ class TierManager : public TierListener {
   // Admin: the lower tier holding each key not found in L1 (entries already set are kept).
   void Peek(NamespaceId ns, absl::Span<const std::string_view> keys,
             std::vector<std::optional<Tier>>* where);
-  // Admin: removes the keys' files from `tier` (nullopt = every lower tier).
-  size_t Evict(NamespaceId ns, absl::Span<const std::string_view> keys, std::optional<Tier> tier);
+  // Admin: removes the keys' files from `tier` (nullopt = every lower tier); returns the
+  // files removed and sets removed[i] for each keys[i] whose file went (when given; sized
+  // like keys).
+  size_t Evict(NamespaceId ns, absl::Span<const std::string_view> keys, std::optional<Tier> tier,
+               std::vector<bool>* removed = nullptr);
   size_t Clear(std::optional<NamespaceId> ns, std::optional<Tier> tier);
   // Writes every L1 block that `tier` (nullopt = each lower tier) lacks; `progress(done,
   // total)` is called as blocks finish. Returns the blocks written.

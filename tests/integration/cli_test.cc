@@ -37,7 +37,8 @@ TEST_F(CliTest, StatusJsonIsMachineReadable) {
   EXPECT_THAT(result.output, HasSubstr("\"version\": \"0.1.0\""));
   EXPECT_THAT(result.output, HasSubstr("\"uptime_ms\""));
   EXPECT_THAT(result.output, HasSubstr("\"listeners\""));
-  EXPECT_THAT(result.output, HasSubstr("\"capacity_bytes\": \"67108864\""));
+  // 64-bit numbers are JSON numbers, not the proto3 mapping's strings.
+  EXPECT_THAT(result.output, HasSubstr("\"capacity_bytes\": 67108864,"));
 }
 
 TEST_F(CliTest, ConfigNamespacesSessionsAndTiers) {

@@ -88,6 +88,33 @@ def test_every_command_human_and_json(cdaemon) -> None:
             json.loads(line)
 
 
+def test_json_numbers_are_numbers(cdaemon) -> None:
+    """Counters and sizes are JSON numbers (proto3's JSON mapping would quote 64-bit ones)."""
+    d, fp, keys = cdaemon
+    tiers = json.loads(run(d.endpoint, "--json", "tiers").stdout)["tiers"]
+    l1 = next(t for t in tiers if t["name"] == "l1")
+    assert l1["capacity_bytes"] == 64 << 20 and l1["blocks"] == 2, l1
+    status = json.loads(run(d.endpoint, "--json", "status").stdout)
+    assert isinstance(status["pid"], int) and isinstance(status["uptime_ms"], int), status
+    assert status["tiers"][0]["tier"] == "TIER_L1_DRAM"  # enums keep their names
+    counters = json.loads(run(d.endpoint, "--json", "stats").stdout)["counters"]
+    assert all(isinstance(c["value"], int) for c in counters), counters
+    evicted = json.loads(run(d.endpoint, "--json", "evict", fp, "ffff").stdout)
+    assert evicted["evicted_blocks"] == 0 and evicted["pinned_blocks"] == 0, evicted
+    namespaces = json.loads(run(d.endpoint, "--json", "namespaces").stdout)["namespaces"]
+    assert namespaces[0]["fingerprint"] == fp and isinstance(namespaces[0]["blocks"], int)
+
+
+def test_config_shows_the_paths_in_use(cdaemon) -> None:
+    d, _, _ = cdaemon
+    entries = json.loads(run(d.endpoint, "--json", "config").stdout)["entries"]
+    values = {e["key"]: e["value"] for e in entries}
+    assert values["l2.path"] == str(d.workdir / "cache" / "kvstrata" / "l2"), values["l2.path"]
+    assert values["server.socket"] == str(d.socket)
+    human = run(d.endpoint, "config").stdout
+    assert str(d.workdir / "cache" / "kvstrata" / "l2") in human, human
+
+
 def test_clear_human_and_json(cdaemon) -> None:
     d, fp, keys = cdaemon
     human = run(d.endpoint, "clear", fp)

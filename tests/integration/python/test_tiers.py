@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -381,6 +382,59 @@ def test_cli_tiers_lookup_evict_and_clear_on_l2(workdir: Path, cli) -> None:
         assert bad.returncode == 3 and "not enabled" in bad.stderr, bad.stderr
         usage = cli(a.daemon, "clear", "--tier=l9", fp)
         assert usage.returncode == 1
+    finally:
+        a.close()
+
+
+def test_evict_counts_keys_once_per_tier_and_a_pin_keeps_every_copy(workdir: Path, cli) -> None:
+    """3 keys in L1 and L2, one pinned: evict reports 2 blocks (2 from l1, 2 from l2), not
+    the 4 copies summed, and the pinned block keeps its L2 file too."""
+    l2 = workdir / "l2"
+    a = Node(workdir, l2_settings(l2), fresh_salt("evictpin"))
+    try:
+        keys, data = chain_keys("evictpin", 3), blocks(13, 3)
+        a.session.store(a.ns, keys, data)
+        wait_written(a.client, pb.TIER_L2_LOCAL, 3)
+        fp, hexes = a.ns.fingerprint, [k.hex() for k in keys]
+        assert cli(a.daemon, "pin", fp, hexes[0]).returncode == 0
+        only_l2 = cli(a.daemon, "--json", "evict", "--tier=l2", fp, hexes[0])
+        assert only_l2.returncode == 0, only_l2.stderr
+        assert json.loads(only_l2.stdout)["evicted_blocks"] == 0
+        assert len(block_files(l2)) == 3, "a pinned block's L2 file stays"
+        out = cli(a.daemon, "evict", fp, *hexes)
+        assert out.returncode == 0, out.stderr
+        assert "evicted 2 blocks (l1 2, l2 2); 1 pinned, kept" in out.stdout, out.stdout
+        assert len(block_files(l2)) == 1
+        where = {line.split()[0]: line.split()[-1]
+                 for line in cli(a.daemon, "lookup", fp, *hexes).stdout.splitlines()[1:4]}
+        assert where == {hexes[0]: "l1", hexes[1]: "-", hexes[2]: "-"}, where
+        assert cli(a.daemon, "unpin", fp, hexes[0]).returncode == 0
+        machine = cli(a.daemon, "--json", "evict", fp, *hexes)
+        assert machine.returncode == 0, machine.stderr
+        doc = json.loads(machine.stdout)
+        assert doc == {"evicted_blocks": 1, "l1_blocks": 1, "l2_blocks": 1, "l3_blocks": 0,
+                       "pinned_blocks": 0}, doc
+        assert block_files(l2) == []
+    finally:
+        a.close()
+
+
+def test_drain_into_a_pipe_prints_one_consistent_final_line(workdir: Path, cli) -> None:
+    settings = l2_settings(workdir / "l2", **{"l2.write_policy": "write-back"})
+    a = Node(workdir, settings, fresh_salt("drainpipe"))
+    try:
+        keys = chain_keys("drainpipe", 5)
+        a.session.store(a.ns, keys, blocks(14, 5))
+        out = cli(a.daemon, "drain")  # stdout is a pipe here, not a TTY
+        assert out.returncode == 0, out.stderr
+        assert "\r" not in out.stdout, repr(out.stdout)
+        lines = out.stdout.splitlines()
+        assert len(lines) == 2, lines  # the final bar, then the summary
+        bar = re.search(r"\] 100%  (\d+)/(\d+) blocks$", lines[0])
+        assert bar and bar.group(1) == bar.group(2) == "5", lines
+        assert lines[1] == "wrote 5 blocks down", lines
+        last = json_docs(cli(a.daemon, "--json", "drain").stdout)[-1]
+        assert last["done"] is True and last["done_units"] == last["total_units"], last
     finally:
         a.close()
 
