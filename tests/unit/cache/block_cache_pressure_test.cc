@@ -47,6 +47,17 @@ TEST_F(CachePressureTest, AdminPinnedBlocksAreNeverEvicted) {
   EXPECT_EQ(Hits(Names(0, 3)), 3u);
 }
 
+TEST_F(CachePressureTest, PinnedTellsWhichKeysAdminEvictKeepsAndEvictMarksTheRest) {
+  Store({"a", "b", "c"});
+  std::vector<std::string_view> b = {"b"};
+  ASSERT_EQ(*cache_->Pin(kNs, b), 1u);
+  std::vector<std::string_view> asked = {"a", "b", "c", "absent"};
+  EXPECT_EQ(*cache_->Pinned(kNs, asked), (std::vector<bool>{false, true, false, false}));
+  std::vector<bool> evicted(asked.size(), false);
+  EXPECT_EQ(*cache_->Evict(kNs, asked, &evicted), 2u);
+  EXPECT_EQ(evicted, (std::vector<bool>{true, false, true, false}));
+}
+
 TEST_F(CachePressureTest, AdmissionWaitsForRepeatedLookups) {
   BlockCacheOptions o = Opts();
   o.admission_min_lookups = 2;

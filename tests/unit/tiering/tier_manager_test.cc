@@ -333,7 +333,11 @@ TEST_F(TierManagerTest, AdminPeekEvictAndClear) {
   manager_->Peek(ns_, views, &where);
   EXPECT_EQ(where[0], Tier::kL2);
   EXPECT_EQ(manager_->Evict(ns_, absl::MakeConstSpan(views).first(1), std::nullopt), 1u);
-  EXPECT_EQ(manager_->Clear(ns_, Tier::kL2), 2u);
+  std::vector<bool> removed(2, false);  // the first key's file is gone already
+  EXPECT_EQ(manager_->Evict(ns_, absl::MakeConstSpan(views).first(2), Tier::kL2, &removed), 1u);
+  EXPECT_EQ(removed, (std::vector<bool>{false, true}));
+  EXPECT_EQ(manager_->Evict(ns_, absl::MakeConstSpan(views).first(2), Tier::kL3), 0u);
+  EXPECT_EQ(manager_->Clear(ns_, Tier::kL2), 1u);
   EXPECT_EQ(FilesOnDisk(), 0u);
 }
 
