@@ -238,11 +238,14 @@ absl::StatusOr<std::vector<uint32_t>> ReadIds(const toml::table& t, size_t index
   const toml::node* node = t.get(key);
   if (node == nullptr) return ids;
   const toml::array* list = node->as_array();
-  if (list == nullptr) return TenantError(index, key, "must be an array of integers");
+  if (list == nullptr) return TenantError(index, key, "expected an array of integers, e.g. [1000]");
   for (const toml::node& item : *list) {
     std::optional<int64_t> id = item.value<int64_t>();
     if (!item.is_integer() || !id.has_value() || *id < 0 || *id > 0xFFFFFFFE) {
-      return TenantError(index, key, "must hold integers in [0, 4294967294]");
+      return TenantError(
+          index, key,
+          absl::StrCat("holds ", item.is_integer() ? absl::StrCat(*id) : "a non-integer",
+                       ": expected integers from 0 to 4294967294"));
     }
     ids.push_back(static_cast<uint32_t>(*id));
   }
@@ -251,12 +254,14 @@ absl::StatusOr<std::vector<uint32_t>> ReadIds(const toml::table& t, size_t index
 
 absl::StatusOr<TenantConfig> ReadTenant(const toml::node& node, size_t index) {
   const toml::table* t = node.as_table();
-  if (t == nullptr) return TenantError(index, "", "must be a table");
+  if (t == nullptr) return TenantError(index, "", "expected a [[tenants]] table");
   const std::set<std::string> known = {"name",  "uids",          "gids",       "token_file",
                                        "admin", "shared_memory", "l1_capacity"};
   for (auto&& [key, value] : *t) {
     if (!known.contains(std::string(key.str()))) {
-      return TenantError(index, std::string(key.str()), "unknown key");
+      return TenantError(index, std::string(key.str()),
+                         "unknown key: expected name, uids, gids, token_file, admin, "
+                         "shared_memory or l1_capacity");
     }
   }
   TenantConfig tenant;
@@ -287,14 +292,19 @@ absl::StatusOr<TenantConfig> ReadTenant(const toml::node& node, size_t index) {
   if (!l1_capacity.empty()) {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(l1_capacity);
     if (!bytes.ok()) return TenantError(index, "l1_capacity", bytes.status().message());
-    if (*bytes < (1 << 20)) return TenantError(index, "l1_capacity", "must be at least 1MiB");
+    if (*bytes < (1 << 20)) {
+      return TenantError(index, "l1_capacity",
+                         absl::StrCat("'", l1_capacity, "' is too small: expected at least 1MiB"));
+    }
     tenant.l1_capacity = *bytes;
   }
   if (tenant.name.empty() || tenant.name.size() > 63 || tenant.name == "default" ||
       tenant.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") !=
           std::string::npos) {
     return TenantError(index, "name",
-                       "must be 1..63 characters of [a-z0-9_-], and not \"default\"");
+                       absl::StrCat("'", tenant.name,
+                                    "' is not a tenant name: expected 1 to 63 characters of "
+                                    "[a-z0-9_-], and not \"default\""));
   }
   absl::StatusOr<std::vector<uint32_t>> uids = ReadIds(*t, index, "uids");
   if (!uids.ok()) return uids.status();
@@ -303,7 +313,9 @@ absl::StatusOr<TenantConfig> ReadTenant(const toml::node& node, size_t index) {
   tenant.uids = std::move(*uids);
   tenant.gids = std::move(*gids);
   if (!tenant.token_file.empty() && tenant.token_file.front() != '/') {
-    return TenantError(index, "token_file", "must be an absolute path");
+    return TenantError(
+        index, "token_file",
+        absl::StrCat("'", tenant.token_file, "' is relative: expected an absolute path"));
   }
   if (tenant.uids.empty() && tenant.gids.empty() && tenant.token_file.empty()) {
     return TenantError(index, "", "names no identity: give uids, gids and/or token_file");
@@ -367,9 +379,9 @@ Config ExtractConfig(const toml::table& merged, std::vector<std::string>& errors
                    std::any_of(config.tenants.begin(), config.tenants.end(),
                                [](const TenantConfig& t) { return !t.token_file.empty(); });
   if (!s.tcp_address.empty() && s.tls_cert_file.empty() && !any_token) {
-    errors.push_back(
-        "config key 'server.tcp_address': TCP needs TLS (tls_cert_file, tls_key_file) and/or a "
-        "token (server.auth_token_file, tenants[].token_file)");
+    errors.push_back(absl::StrCat("config key 'server.tcp_address': '", s.tcp_address,
+                                  "' needs TLS (tls_cert_file, tls_key_file) and/or a token "
+                                  "(server.auth_token_file, tenants[].token_file)"));
   }
   return config;
 }
