@@ -511,7 +511,7 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
         lines.append("")
         lines.append(f"L2 read: {json.dumps(rep['l2_read'])}")
     lines.append("")
-    lines.append(f"Fault: {json.dumps(rep.get('fault'))}")
+    lines.append(f"Fault: {json.dumps(without_steps(rep.get('fault')))}")
     if "one_rank_miss" in rep:
         m = rep["one_rank_miss"]
         lines.append(
@@ -620,6 +620,16 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ap.set_defaults(**TP_PLAN)
         args = ap.parse_args(argv)
     return args
+
+
+def without_steps(value: Any) -> Any:
+    """`value` without the trace's per-step events (step_*, hooks), for a short summary."""
+    if isinstance(value, dict):
+        return {k: without_steps(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_steps(v) for v in value
+                if not (isinstance(v, dict) and str(v.get("ev", "")).startswith(("step_", "hooks")))]
+    return value
 
 
 def stage_medians(timelines: List[List[Dict[str, Any]]]) -> str:

@@ -9,7 +9,8 @@ same-step (layer-wise) load also wait0 / wait_last (the forward pass reached the
 the last layer's wait_for_layer_load), save (wait_for_save), finish (get_finished) and gpu
 (GPU ms between those points, from CUDA events, logged once they completed); every step of
 a worker: step_start (start_load_kv), step_save (wait_for_save), step_finished
-(get_finished), with an empty "req". Unset (the
+(get_finished) and hooks (host ms between its wait_for_layer_load calls), with an
+empty "req". Unset (the
 default), every call is a no-op. Each line is one O_APPEND write, so the lines of
 the scheduler and worker processes do not interleave.
 """
@@ -40,6 +41,16 @@ def event(name: str, req_id: str, **fields: Any) -> None:
             os.write(fd, line.encode())
         finally:
             os.close(fd)
+
+
+def hook_gaps(calls: list, end: float) -> None:
+    """One "hooks" event: the host ms between a step's wait_for_layer_load calls (and from
+    the last one to wait_for_save): count, median, max and where the max was."""
+    gaps = [b - a for a, b in zip(calls, calls[1:] + [end])]
+    worst = max(range(len(gaps)), key=gaps.__getitem__)
+    event("hooks", "", n=len(calls), median_ms=round(sorted(gaps)[len(gaps) // 2] * 1e3, 3),
+          max_ms=round(gaps[worst] * 1e3, 3), max_at=worst,
+          total_ms=round((end - calls[0]) * 1e3, 3))
 
 
 class GpuMarks:

@@ -232,6 +232,7 @@ class WorkerSide:
         self._sync_waited_all = False
         self._warned_hooks = False
         self._marks = trace.GpuMarks()  # the trace's GPU timeline of layer-wise loads
+        self._hooks: List[float] = []     # with the trace on: this step's hook call times
 
     # ------------------------------------------------------------------ registration
 
@@ -370,6 +371,8 @@ class WorkerSide:
 
     def wait_layer(self, layer_name: str) -> None:
         """wait_for_layer_load: the current stream waits (on the GPU) for this layer."""
+        if trace.enabled():
+            self._hooks.append(time.monotonic())
         if self._sync_job is None or self.reg is None or self.reg.layer_flags is None:
             return
         layer = self._layer_of.get(layer_name, 0)
@@ -474,6 +477,9 @@ class WorkerSide:
 
     def save(self, meta: KVStrataMetadata) -> None:
         """Called from wait_for_save: this step's forward pass has written meta.stores."""
+        if self._hooks:
+            trace.hook_gaps(self._hooks, time.monotonic())
+            self._hooks = []
         if self._sync_job is not None and trace.enabled():
             trace.event("save", self._sync_job[2][0])
             self._marks.mark("fwd_end")
