@@ -233,6 +233,41 @@ std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t 
   return out;
 }
 
+std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces) {
+  std::vector<PieceCopy> sorted(pieces.begin(), pieces.end());
+  std::sort(sorted.begin(), sorted.end(), [](const PieceCopy& a, const PieceCopy& b) {
+    return a.bytes != b.bytes ? a.bytes < b.bytes : a.gpu < b.gpu;
+  });
+  // A pitch from `from` to `to` on one side: their distance, if a 2-D copy can step it.
+  auto pitch = [](uint64_t from, uint64_t to, uint64_t bytes) -> uint64_t {
+    if (to < from || to - from < bytes || to - from > kMaxCopyPitch) return 0;
+    return to - from;
+  };
+  std::vector<StridedCopy> copies;
+  copies.reserve(sorted.size());
+  for (const PieceCopy& p : sorted) {
+    if (!copies.empty()) {
+      StridedCopy& last = copies.back();
+      if (last.bytes == p.bytes) {
+        // The row after the group's last one, on each side.
+        uint64_t gpu_end = last.gpu + (last.rows - 1) * last.gpu_pitch;
+        uint64_t host_end = last.host + (last.rows - 1) * last.host_pitch;
+        uint64_t gpu_pitch = pitch(gpu_end, p.gpu, p.bytes);
+        uint64_t host_pitch = pitch(host_end, p.host, p.bytes);
+        if (gpu_pitch != 0 && host_pitch != 0 &&
+            (last.rows == 1 || (gpu_pitch == last.gpu_pitch && host_pitch == last.host_pitch))) {
+          last.gpu_pitch = gpu_pitch;
+          last.host_pitch = host_pitch;
+          ++last.rows;
+          continue;
+        }
+      }
+    }
+    copies.push_back({p.gpu, p.host, p.bytes, 0, 0, 1});
+  }
+  return copies;
+}
+
 std::vector<size_t> PartitionByBytes(absl::Span<const PieceCopy> pieces, size_t max_parts,
                                      uint64_t min_part_bytes) {
   uint64_t total = 0;

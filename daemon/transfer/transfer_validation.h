@@ -85,6 +85,25 @@ StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
 
 std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t max_bytes);
 
+// One 2-D copy (cudaMemcpy2DAsync): `rows` rows of `bytes`, row i at gpu + i * gpu_pitch
+// and host + i * host_pitch. rows == 1 is a plain piece (pitches 0).
+struct StridedCopy {
+  uint64_t gpu = 0;
+  uint64_t host = 0;
+  uint64_t bytes = 0;
+  uint64_t gpu_pitch = 0;
+  uint64_t host_pitch = 0;
+  uint64_t rows = 1;
+};
+// The largest pitch a strided copy uses (CUDA refuses pitches above cudaDevAttrMaxPitch,
+// 2 GiB - 1 on current GPUs).
+inline constexpr uint64_t kMaxCopyPitch = 1ULL << 30;
+// The pieces as 2-D copies: ordered by size, then GPU address, runs of equal-sized pieces
+// whose addresses advance by one constant pitch on each side (bytes <= pitch <=
+// kMaxCopyPitch) become one copy -- one tensor's pieces of consecutive block ids in
+// evenly spaced L1 slots are one call instead of one per block. Same bytes, any order.
+std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces);
+
 // Cuts one transfer into runs that copy on separate streams: at most `max_parts` runs of
 // about equal bytes, none planned under `min_part_bytes` (one run when the whole is
 // smaller). Returns the boundaries [0, b1, ..., pieces.size()] (b_i strictly increasing).

@@ -12,6 +12,10 @@ namespace kvstrata {
 bool operator==(const PieceCopy& a, const PieceCopy& b) {
   return a.gpu == b.gpu && a.host == b.host && a.bytes == b.bytes;
 }
+bool operator==(const StridedCopy& a, const StridedCopy& b) {
+  return a.gpu == b.gpu && a.host == b.host && a.bytes == b.bytes && a.gpu_pitch == b.gpu_pitch &&
+         a.host_pitch == b.host_pitch && a.rows == b.rows;
+}
 
 namespace {
 
@@ -212,6 +216,45 @@ TEST(PlanLayerCopiesTest, CrossLayerIsOneGroupAndMerges) {
   std::vector<PieceCopy> pieces = PlanLayerCopies(tensors, {{4, 0}, {5, 0x1000}}, 0, &bounds);
   EXPECT_THAT(bounds, ElementsAre(0u, 1u));
   EXPECT_THAT(pieces, ElementsAre(PieceCopy{0x14000, 0, 0x2000}));
+}
+
+TEST(GroupStridedTest, OneCopyPerTensorForConsecutiveBlocksInEvenSlots) {
+  // vLLM NHD, one layer: K and V tensors (0x40-byte pieces, blocks packed); blocks 3..6 in
+  // slots 0x1000 apart, planned block by block.
+  std::vector<TensorLayout> tensors = {{0x10000, 0x40, 0x40, 0}, {0x20000, 0x40, 0x40, 0}};
+  std::vector<PieceCopy> pieces =
+      PlanCopies(tensors, {{3, 0x0}, {4, 0x1000}, {5, 0x2000}, {6, 0x3000}}, 0x100000);
+  EXPECT_THAT(GroupStrided(pieces),
+              ElementsAre(StridedCopy{0x100c0, 0x100000, 0x40, 0x40, 0x1000, 4},
+                          StridedCopy{0x200c0, 0x100040, 0x40, 0x40, 0x1000, 4}));
+}
+
+TEST(GroupStridedTest, UnevenOrBackwardRunsStayPieces) {
+  // Slots not evenly spaced: the first two rows group, the third starts over.
+  EXPECT_THAT(GroupStrided({{0x0, 0x1000, 0x10}, {0x10, 0x2000, 0x10}, {0x20, 0x5000, 0x10}}),
+              ElementsAre(StridedCopy{0x0, 0x1000, 0x10, 0x10, 0x1000, 2},
+                          StridedCopy{0x20, 0x5000, 0x10, 0, 0, 1}));
+  // Host addresses going down while GPU addresses go up: no pitch fits, one copy each.
+  EXPECT_THAT(GroupStrided({{0x0, 0x3000, 0x10}, {0x10, 0x2000, 0x10}}),
+              ElementsAre(StridedCopy{0x0, 0x3000, 0x10, 0, 0, 1},
+                          StridedCopy{0x10, 0x2000, 0x10, 0, 0, 1}));
+  // Rows that would overlap (distance below the width) and pitches over the limit.
+  EXPECT_THAT(
+      GroupStrided({{0x0, 0x0, 0x10}, {0x8, 0x100, 0x10}}),
+      ElementsAre(StridedCopy{0x0, 0x0, 0x10, 0, 0, 1}, StridedCopy{0x8, 0x100, 0x10, 0, 0, 1}));
+  EXPECT_THAT(GroupStrided({{0x0, 0x0, 0x10}, {0x10, kMaxCopyPitch + 0x10, 0x10}}),
+              ElementsAre(StridedCopy{0x0, 0x0, 0x10, 0, 0, 1},
+                          StridedCopy{0x10, kMaxCopyPitch + 0x10, 0x10, 0, 0, 1}));
+  // Different sizes never share a copy; every byte is still copied once.
+  std::vector<StridedCopy> mixed = GroupStrided({{0x0, 0x0, 0x10}, {0x100, 0x100, 0x20}});
+  EXPECT_THAT(mixed, ElementsAre(StridedCopy{0x0, 0x0, 0x10, 0, 0, 1},
+                                 StridedCopy{0x100, 0x100, 0x20, 0, 0, 1}));
+  EXPECT_TRUE(GroupStrided({}).empty());
+}
+
+TEST(GroupStridedTest, OrderOfTheInputDoesNotMatter) {
+  EXPECT_THAT(GroupStrided({{0x20, 0x3000, 0x10}, {0x0, 0x1000, 0x10}, {0x10, 0x2000, 0x10}}),
+              ElementsAre(StridedCopy{0x0, 0x1000, 0x10, 0x10, 0x1000, 3}));
 }
 
 TEST(SplitPiecesTest, CutsLongPieces) {
