@@ -156,7 +156,7 @@ std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
           continue;
         }
       }
-      pieces.push_back({gpu, host, t.piece_bytes});
+      pieces.push_back({gpu, host, t.piece_bytes, static_cast<uint32_t>(&t - tensors.data())});
       host += t.piece_bytes;
     }
   }
@@ -214,7 +214,7 @@ std::vector<PieceCopy> PlanLayerCopies(const std::vector<TensorLayout>& tensors,
             continue;
           }
         }
-        pieces.push_back({gpu, host, t.piece_bytes});
+        pieces.push_back({gpu, host, t.piece_bytes, static_cast<uint32_t>(i)});
       }
     }
     layer_bounds->push_back(pieces.size());
@@ -227,7 +227,8 @@ std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t 
   out.reserve(pieces.size());
   for (const PieceCopy& piece : pieces) {
     for (uint64_t done = 0; done < piece.bytes; done += max_bytes) {
-      out.push_back({piece.gpu + done, piece.host + done, std::min(max_bytes, piece.bytes - done)});
+      out.push_back({piece.gpu + done, piece.host + done, std::min(max_bytes, piece.bytes - done),
+                     piece.tensor});
     }
   }
   return out;
@@ -236,6 +237,7 @@ std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t 
 std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces) {
   std::vector<PieceCopy> sorted(pieces.begin(), pieces.end());
   std::sort(sorted.begin(), sorted.end(), [](const PieceCopy& a, const PieceCopy& b) {
+    if (a.tensor != b.tensor) return a.tensor < b.tensor;
     return a.bytes != b.bytes ? a.bytes < b.bytes : a.gpu < b.gpu;
   });
   // A pitch from `from` to `to` on one side: their distance, if a 2-D copy can step it.
@@ -245,8 +247,9 @@ std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces) {
   };
   std::vector<StridedCopy> copies;
   copies.reserve(sorted.size());
-  for (const PieceCopy& p : sorted) {
-    if (!copies.empty()) {
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const PieceCopy& p = sorted[i];
+    if (i > 0 && sorted[i - 1].tensor == p.tensor) {
       StridedCopy& last = copies.back();
       if (last.bytes == p.bytes) {
         // The row after the group's last one, on each side.

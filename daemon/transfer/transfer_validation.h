@@ -53,6 +53,9 @@ struct PieceCopy {
   uint64_t gpu = 0;
   uint64_t host = 0;
   uint64_t bytes = 0;
+  // The registration's tensor the piece starts in: copies never group pieces of different
+  // tensors (their allocations differ, and a 2-D copy must stay inside one).
+  uint32_t tensor = 0;
 };
 
 // The pieces of `blocks`, slot layout as in transfer_engine.h (a block's pieces back to
@@ -98,9 +101,9 @@ struct StridedCopy {
 // The largest pitch a strided copy uses (CUDA refuses pitches above cudaDevAttrMaxPitch,
 // 2 GiB - 1 on current GPUs).
 inline constexpr uint64_t kMaxCopyPitch = 1ULL << 30;
-// The pieces as 2-D copies: ordered by size, then GPU address, runs of equal-sized pieces
-// whose addresses advance by one constant pitch on each side (bytes <= pitch <=
-// kMaxCopyPitch) become one copy -- one tensor's pieces of consecutive block ids in
+// The pieces as 2-D copies: ordered by tensor, size, then GPU address, runs of one tensor's
+// equal-sized pieces whose addresses advance by one constant pitch on each side (bytes <=
+// pitch <= kMaxCopyPitch) become one copy -- one tensor's pieces of consecutive block ids in
 // evenly spaced L1 slots are one call instead of one per block. Same bytes, any order.
 std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces);
 

@@ -252,6 +252,20 @@ TEST(GroupStridedTest, UnevenOrBackwardRunsStayPieces) {
   EXPECT_TRUE(GroupStrided({}).empty());
 }
 
+TEST(GroupStridedTest, NeverAcrossTensors) {
+  // Two layers' K tensors in allocations 0x1000 apart: block 0 of each sits at the same
+  // distance as consecutive blocks would, but a 2-D copy must not leave an allocation.
+  std::vector<TensorLayout> tensors = {{0x10000, 0x40, 0x40, 0}, {0x11000, 0x40, 0x40, 1}};
+  std::vector<PieceCopy> pieces = PlanCopies(tensors, {{0, 0x0}}, 0x100000);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[1].tensor, 1u);
+  EXPECT_THAT(GroupStrided(pieces), ElementsAre(StridedCopy{0x10000, 0x100000, 0x40, 0, 0, 1},
+                                                StridedCopy{0x11000, 0x100040, 0x40, 0, 0, 1}));
+  EXPECT_THAT(
+      GroupStrided({{0x0, 0x0, 0x10, 0}, {0x10, 0x1000, 0x10, 1}}),
+      ElementsAre(StridedCopy{0x0, 0x0, 0x10, 0, 0, 1}, StridedCopy{0x10, 0x1000, 0x10, 0, 0, 1}));
+}
+
 TEST(GroupStridedTest, OrderOfTheInputDoesNotMatter) {
   EXPECT_THAT(GroupStrided({{0x20, 0x3000, 0x10}, {0x0, 0x1000, 0x10}, {0x10, 0x2000, 0x10}}),
               ElementsAre(StridedCopy{0x0, 0x1000, 0x10, 0x10, 0x1000, 3}));
