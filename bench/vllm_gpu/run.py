@@ -80,7 +80,8 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
                                 "l1.slab_size": "64MiB",
                                 "l2.enabled": "true", "l2.path": str(workdir / "daemon" / "l2"),
                                 "l2.capacity": "64GiB", "l2.write_queue_blocks": "32768",
-                                "sessions.heartbeat_timeout_ms": "10000"}},
+                                "sessions.heartbeat_timeout_ms": "10000",
+                                **dict(kv.split("=", 1) for kv in args.daemon_set)}},
         "kvstrata_extra": {},
     }
 
@@ -601,6 +602,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--users", type=int, default=0)
     ap.add_argument("--round1-repeats", type=int, default=3,
                     help="users round 1 (no reuse) this many times, fresh prefixes each")
+    ap.add_argument("--daemon-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a kvstratad setting for this run (repeatable), e.g. "
+                         "gpu.copy_strategy=batch")
     ap.add_argument("--no-users", action="store_true",
                     help="skip the users rounds (a profiling run of the single-request rows)")
     ap.add_argument("--user-tokens", type=int, default=8192)

@@ -61,6 +61,8 @@ absl::Status CudaLane::InitSlots() {
       error = cudaEventCreateWithFlags(&slots_[i].joined[run], cudaEventDisableTiming);
       if (error != cudaSuccess) return CudaError(error, "cudaEventCreateWithFlags(join)");
     }
+    error = cudaEventCreateWithFlags(&slots_[i].layer_done, cudaEventDisableTiming);
+    if (error != cudaSuccess) return CudaError(error, "cudaEventCreateWithFlags(layer)");
     free_slots_.push_back(i);
   }
   return absl::OkStatus();
@@ -77,6 +79,7 @@ CudaLane::~CudaLane() {
   cudaSetDevice(device_);
   for (Slot& slot : slots_) {
     if (slot.event != nullptr) cudaEventDestroy(slot.event);
+    if (slot.layer_done != nullptr) cudaEventDestroy(slot.layer_done);
     for (cudaEvent_t joined : slot.joined) {
       if (joined != nullptr) cudaEventDestroy(joined);
     }
@@ -197,6 +200,16 @@ CopyError CudaLane::IssueLayers(const LaneJob& job, Slot& slot) {
     cudaError_t flag =
         StreamWriteValue64(streams_[0], job.layer_flags + 8 * layer, job.layer_flag_value);
     if (flag != cudaSuccess) return {flag, "cuStreamWriteValue64(layer flag)"};
+    // The other streams start the next layer only once this one landed: with every layer
+    // queued at once (2-D copies issue fast), the copy engines would otherwise run later
+    // layers of streams 1.. ahead of layer 0 and the engine's first layer would wait.
+    if (streams_.size() > 1 && layer + 2 < job.layer_bounds.size()) {
+      cudaError_t gate = cudaEventRecord(slot.layer_done, streams_[0]);
+      for (size_t s = 1; gate == cudaSuccess && s < streams_.size(); ++s) {
+        gate = cudaStreamWaitEvent(streams_[s], slot.layer_done, 0);
+      }
+      if (gate != cudaSuccess) return {gate, "ordering the layers"};
+    }
   }
   return {};
 }

@@ -72,6 +72,7 @@ class CudaLane {
   struct Slot {
     cudaEvent_t event = nullptr;                    // Recorded on streams_[0]: the job is done.
     std::array<cudaEvent_t, kMaxStreams> joined{};  // [i > 0]: the end of stream i's run.
+    cudaEvent_t layer_done = nullptr;               // Layer-wise: recorded after each layer's flag.
     std::array<CopyScratch, kMaxStreams> scratch;   // One per run.
   };
   struct Issued {
