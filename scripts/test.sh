@@ -15,7 +15,7 @@ echo "test: C++ tests (ctest)"
 echo "test: Python tests (pytest)"
 KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/integration/python" || status=1
-echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard)"
+echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard, README command blocks)"
 KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/deploy" || status=1
 # SGLang connector (kvstrata_sglang) against the real sglang package in its own venv.
