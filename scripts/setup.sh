@@ -11,8 +11,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libabsl-dev libboost-dev prometheus-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
-  libxxhash-dev liburing-dev libzmq3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libabsl-dev prometheus-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
+  libxxhash-dev libzmq3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
   systemd   # systemd-analyze: tests/deploy checks deploy/systemd
 )
