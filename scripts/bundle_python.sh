@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the kvstrata Python client wheel into .bundle/wheels/ for a GPU machine that has
-# no network and no grpcio-tools (the build step runs protoc; the wheel is pure Python
-# but for libkvstrata_copy.so, a C-ABI library any CPython loads with ctypes, and carries
-# the compiled descriptor set, so it installs with --no-index --no-deps).
+# no network and no grpcio-tools (the build step runs protoc; the wheel is Python but for
+# libkvstrata_copy.so, a C-ABI library any CPython loads with ctypes, hence a platform
+# wheel, py3-none-linux_x86_64, and carries the compiled descriptor set, so it installs
+# with --no-index --no-deps). Wheels to publish: scripts/build_wheels.sh (dist/, manylinux).
 # Run it after scripts/bundle.sh, which recreates .bundle/.
 #
 #   scripts/bundle_python.sh                     # -> .bundle/wheels/kvstrata-*.whl
@@ -21,7 +22,7 @@ with_transformers=0
 for arg in "$@"; do
   case "$arg" in
     --with-transformers) with_transformers=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "bundle_python: unknown argument $arg" >&2; exit 2 ;;
   esac
 done

