@@ -102,7 +102,12 @@ FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_
   if (ns == ns_ids_.end()) return complete ? Presence::kAbsent : Presence::kUnknown;
   absl::StatusOr<BlockKey> k = BlockKey::Make(ns->second, StdView(key));
   if (!k.ok()) return Presence::kAbsent;
-  if (index_.contains(*k)) return Presence::kPresent;
+  auto indexed = index_.find(*k);
+  if (indexed != index_.end()) {
+    const bool stale =
+        options_.shared && absl::Now() - indexed->second.verified > options_.presence_ttl;
+    return stale ? Presence::kUnknown : Presence::kPresent;
+  }
   if (complete) return Presence::kAbsent;
   auto absent = absent_until_.find(*k);
   if (absent != absent_until_.end() && absent->second > absl::Now()) return Presence::kAbsent;
@@ -120,12 +125,19 @@ bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
   if (!k.ok()) return false;
   if (present) {
     absent_until_.erase(*k);
-    if (!index_.contains(*k)) InsertLocked(*k, static_cast<uint64_t>(st.st_size));
-  } else if (!index_.contains(*k)) {
-    if (absent_until_.size() > (1u << 20)) absent_until_.clear();
-    absent_until_[*k] = absl::Now() + options_.negative_cache_ttl;
+    auto it = index_.find(*k);
+    if (it == index_.end()) {
+      InsertLocked(*k, static_cast<uint64_t>(st.st_size));
+    } else {
+      it->second.verified = absl::Now();
+    }
+    return true;
   }
-  return present;
+  // Gone since it was indexed (another daemon's trim, an rm): forget it.
+  if (index_.contains(*k)) EraseLocked(*k, RemovalCause::kEvicted);
+  if (absent_until_.size() > (1u << 20)) absent_until_.clear();
+  absent_until_[*k] = absl::Now() + options_.negative_cache_ttl;
+  return false;
 }
 
 void FileTier::AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cause) {
@@ -139,6 +151,7 @@ void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool annou
   FileMeta meta;
   meta.file_bytes = file_bytes;
   meta.recorded_access = absl::Now();
+  meta.verified = meta.recorded_access;
   meta.announced = announce;
   index_.emplace(key, meta);
   if (announce) AnnounceLocked(key, /*stored=*/true, RemovalCause::kEvicted);
@@ -193,7 +206,11 @@ bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<c
     if (result.hit()) {
       ++counters_.hits;
       counters_.read_bytes += dest.size();
-      if (it == index_.end()) InsertLocked(k, BlockFileBytes(dest.size()));
+      if (it == index_.end()) {
+        InsertLocked(k, BlockFileBytes(dest.size()));
+      } else {
+        it->second.verified = absl::Now();
+      }
     } else {
       ++counters_.misses;
       if (result.miss == BlockMiss::kIoError) ++counters_.read_errors;
@@ -257,6 +274,16 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
   const uint64_t file_bytes = BlockFileBytes(payload.size());
   std::vector<std::string> doomed;
   bool room = false;
+  // A shared tier's index may name a file another daemon deleted since: check the disk
+  // (else this daemon would never write the block again).
+  bool indexed = false;
+  {
+    MutexLock lock(&mu_);
+    absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);
+    if (!k.ok()) return k.status();
+    indexed = index_.contains(*k);
+  }
+  if (indexed && (!options_.shared || Probe(ns.fingerprint, key))) return absl::OkStatus();
   {
     MutexLock lock(&mu_);
     absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);

@@ -68,6 +68,9 @@ struct FileTierOptions {
   bool shared = false;  // L3 semantics (see above)
   FsyncPolicy fsync = FsyncPolicy::kNone;
   absl::Duration negative_cache_ttl = absl::Seconds(2);
+  // Shared tier: another daemon may delete an indexed block at any time (its trim, an
+  // rm), so an index entry older than this is re-probed (Cached() says kUnknown).
+  absl::Duration presence_ttl = absl::Seconds(10);
   absl::Duration access_record_interval = absl::Seconds(60);
   absl::Duration shared_eviction_interval = absl::Seconds(10);
   absl::Duration read_only_cooldown = absl::Seconds(30);
@@ -112,9 +115,11 @@ class FileTier {
   ~FileTier();
 
   enum class Presence { kPresent, kAbsent, kUnknown };
-  // What the index says, without I/O. kUnknown: only a Probe can tell.
+  // What the index says, without I/O. kUnknown: only a Probe can tell (for a shared tier
+  // also an entry not verified within presence_ttl).
   Presence Cached(absl::string_view fingerprint, absl::string_view key) const;
-  // stat(2)s the block's file and records the answer.
+  // stat(2)s the block's file and records the answer (a file gone since it was indexed
+  // leaves the index).
   bool Probe(absl::string_view fingerprint, absl::string_view key);
   // Reads and verifies the block into `dest` (exactly ns.payload_bytes). False on any miss.
   bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest);
@@ -140,6 +145,7 @@ class FileTier {
     absl::Time recorded_access;  // shared tier: when mtime was last set by us
     uint32_t readers = 0;        // local tier: not evicted while > 0
     bool announced = false;      // written by this tier: its removal is announced too
+    absl::Time verified;         // last seen on disk (written, scanned or probed)
   };
 
   explicit FileTier(FileTierOptions options);

@@ -308,6 +308,36 @@ TEST_F(FileTierTest, SharedTierProbesAndCachesAbsence) {
   EXPECT_NE(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
 }
 
+TEST_F(FileTierTest, SharedTierForgetsBlocksAnotherDaemonDeleted) {
+  // Issue 17: daemon X's index named a block the other daemon's trim (or an rm) deleted;
+  // X kept reporting it and never wrote it again.
+  FileTierOptions o = Options(/*shared=*/true);
+  o.presence_ttl = absl::Milliseconds(200);
+  auto x = Open(o);
+  auto other = Open(Options(/*shared=*/true));
+  std::string data = Payload(kPayload, 5);
+  ASSERT_TRUE(x->Write(ns_, Key(1), data).ok());
+  ASSERT_TRUE(x->Write(ns_, Key(2), data).ok());
+  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  ASSERT_TRUE(other->Probe(ns_.fingerprint, Key(1)));
+  ASSERT_TRUE(other->Remove(ns_.fingerprint, Key(1)));
+  ASSERT_TRUE(fs::remove(PathOf(Key(2))));
+  // Past presence_ttl the entry is unknown again, and a probe drops it.
+  absl::SleepFor(absl::Milliseconds(250));
+  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kUnknown);
+  EXPECT_FALSE(x->Probe(ns_.fingerprint, Key(1)));
+  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  EXPECT_EQ(x->Stats().blocks, 1u);
+  // Storing a block whose file is gone writes it again (at once, whatever the TTL says).
+  ASSERT_TRUE(x->Write(ns_, Key(2), data).ok());
+  EXPECT_TRUE(fs::exists(PathOf(Key(2))));
+  EXPECT_TRUE(ReadBack(*other, Key(2), data));
+  // A block still on disk is not rewritten, and stays present.
+  ASSERT_TRUE(x->Write(ns_, Key(2), data).ok());
+  EXPECT_EQ(x->Stats().writes, 3u);
+  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(2)), FileTier::Presence::kPresent);
+}
+
 TEST_F(FileTierTest, SharedTrimDeletesOldestAccessedFirst) {
   FileTierOptions o = Options(/*shared=*/true);
   o.capacity_bytes = 10 * kFileBytes;
