@@ -80,7 +80,7 @@ struct EventsConfig {
   std::string endpoint;            // ZMQ PUB; "" = no ZMQ (PollEvents only)
   std::string replay_endpoint;     // ZMQ ROUTER; "" = no replay
   std::string pod_id;              // resolved: never empty after loading
-  std::string encoding = "array";  // "array" or "map"
+  std::string encoding = "map";    // "map" (vLLM 0.26+) or "array"
   int64_t data_parallel_rank = 0;
   int64_t buffer_batches = 10000;
   int64_t max_queue_events = 100000;

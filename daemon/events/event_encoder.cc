@@ -1,5 +1,9 @@
 #include "daemon/events/event_encoder.h"
 
+#include <functional>
+#include <optional>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/events/msgpack_writer.h"
 
@@ -18,30 +22,12 @@ std::string_view Tag(KvEventKind kind) {
   return "AllBlocksCleared";
 }
 
-// Writes one event's fields in schema order; `map` prefixes each with its name.
-class EventFields {
- public:
-  EventFields(MsgpackWriter& out, bool map) : out_(out), map_(map) {}
-
-  void Begin(const KvEvent& e) {
-    uint32_t fields = 1;  // the tag
-    if (e.kind == KvEventKind::kBlockStored) fields = 8;
-    if (e.kind == KvEventKind::kBlockRemoved) fields = 3;
-    if (map_) {
-      out_.MapHeader(fields);
-      out_.Str("type");
-    } else {
-      out_.ArrayHeader(fields);
-    }
-    out_.Str(Tag(e.kind));
-  }
-  void Name(std::string_view name) {
-    if (map_) out_.Str(name);
-  }
-
- private:
-  MsgpackWriter& out_;
-  bool map_;
+// One field of an event: its name and how to write its value; `set` false for an optional
+// field at its default (None), which msgspec's omit_defaults leaves out.
+struct Field {
+  std::string_view name;
+  bool set;
+  std::function<void(MsgpackWriter&)> write;
 };
 
 void WriteHashes(MsgpackWriter& out, const std::vector<uint64_t>& hashes) {
@@ -49,28 +35,77 @@ void WriteHashes(MsgpackWriter& out, const std::vector<uint64_t>& hashes) {
   for (uint64_t h : hashes) out.Uint(h);
 }
 
-void WriteEvent(MsgpackWriter& out, const KvEvent& e, bool map) {
-  EventFields f(out, map);
-  f.Begin(e);
-  if (e.kind == KvEventKind::kAllBlocksCleared) return;
-  f.Name("block_hashes");
-  WriteHashes(out, e.block_hashes);
+template <typename T, typename F>
+Field Optional(std::string_view name, const std::optional<T>& value, F write) {
+  return Field{name, value.has_value(),
+               [&value, write](MsgpackWriter& out) { write(out, *value); }};
+}
+
+// The fields of `e` after the tag, in vLLM 0.33's declaration order. The required ones
+// (no default in the struct) are always `set`, even when their value is None.
+std::vector<Field> Fields(const KvEvent& e) {
+  std::vector<Field> f;
+  if (e.kind == KvEventKind::kAllBlocksCleared) return f;
+  auto str = [](MsgpackWriter& out, const std::string& v) { out.Str(v); };
+  auto uint = [](MsgpackWriter& out, uint64_t v) { out.Uint(v); };
+  f.push_back({"block_hashes", true, [&e](MsgpackWriter& out) { WriteHashes(out, e.block_hashes); }});
   if (e.kind == KvEventKind::kBlockStored) {
-    f.Name("parent_block_hash");
-    e.parent_block_hash.has_value() ? out.Uint(*e.parent_block_hash) : out.Nil();
-    f.Name("token_ids");
-    out.ArrayHeader(static_cast<uint32_t>(e.token_ids.size()));
-    for (uint32_t t : e.token_ids) out.Uint(t);
-    f.Name("block_size");
-    out.Uint(e.block_size);
-    f.Name("lora_id");
-    e.lora_id.has_value() ? out.Int(*e.lora_id) : out.Nil();
+    f.push_back({"parent_block_hash", true, [&e](MsgpackWriter& out) {
+                   e.parent_block_hash.has_value() ? out.Uint(*e.parent_block_hash) : out.Nil();
+                 }});
+    f.push_back({"token_ids", true, [&e](MsgpackWriter& out) {
+                   out.ArrayHeader(static_cast<uint32_t>(e.token_ids.size()));
+                   for (uint32_t t : e.token_ids) out.Uint(t);
+                 }});
+    f.push_back({"block_size", true, [&e](MsgpackWriter& out) { out.Uint(e.block_size); }});
+    f.push_back({"lora_id", true, [&e](MsgpackWriter& out) {
+                   e.lora_id.has_value() ? out.Int(*e.lora_id) : out.Nil();
+                 }});
   }
-  f.Name("medium");
-  out.Str(e.medium);
+  f.push_back({"medium", true, [&e](MsgpackWriter& out) { out.Str(e.medium); }});
   if (e.kind == KvEventKind::kBlockStored) {
-    f.Name("lora_name");
-    e.lora_name.has_value() ? out.Str(*e.lora_name) : out.Nil();
+    f.push_back({"lora_name", true, [&e](MsgpackWriter& out) {
+                   e.lora_name.has_value() ? out.Str(*e.lora_name) : out.Nil();
+                 }});
+    f.push_back({"extra_keys", false, nullptr});
+  }
+  f.push_back(Optional("group_idx", e.group_idx, uint));
+  if (e.kind == KvEventKind::kBlockStored) {
+    f.push_back(Optional("kv_cache_spec_kind", e.kv_cache_spec_kind, str));
+    f.push_back({"kv_cache_spec_sliding_window", false, nullptr});
+  }
+  f.push_back(Optional("locality", e.locality, str));
+  // ownership, session_id, lookahead_token_ids: never set by the daemon.
+  return f;
+}
+
+// map: {"type": tag, name: value...} with the set fields only (msgspec tagged struct,
+// omit_defaults). array: [tag, value...] up to the last set field, unset ones before it
+// written as nil (msgspec array_like with omit_defaults).
+void WriteEvent(MsgpackWriter& out, const KvEvent& e, bool map) {
+  std::vector<Field> fields = Fields(e);
+  size_t count = 0, last = 0;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (fields[i].set) {
+      ++count;
+      last = i + 1;
+    }
+  }
+  if (map) {
+    out.MapHeader(static_cast<uint32_t>(count + 1));
+    out.Str("type");
+    out.Str(Tag(e.kind));
+    for (const Field& f : fields) {
+      if (!f.set) continue;
+      out.Str(f.name);
+      f.write(out);
+    }
+    return;
+  }
+  out.ArrayHeader(static_cast<uint32_t>(last + 1));
+  out.Str(Tag(e.kind));
+  for (size_t i = 0; i < last; ++i) {
+    fields[i].set ? fields[i].write(out) : out.Nil();
   }
 }
 

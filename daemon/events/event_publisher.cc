@@ -193,9 +193,11 @@ void EventPublisher::PublishPending() {
     const NamespaceFacts& facts = Facts(p.ns);
     KvEventBatch& batch = batch_for(facts.model);
     std::string_view medium = MediumName(p.tier);
+    std::string_view locality = TierLocality(p.tier);
     if (!batch.events.empty()) {
       KvEvent& last = batch.events.back();
       if (last.kind == p.kind && last.namespace_id == p.ns && last.medium == medium &&
+          last.locality == locality &&
           last.block_hashes.size() < options_.max_hashes_per_event) {
         last.block_hashes.push_back(p.hash);
         continue;
@@ -206,6 +208,7 @@ void EventPublisher::PublishPending() {
     e.block_hashes.push_back(p.hash);
     e.block_size = facts.block_size;
     e.medium = std::string(medium);
+    e.locality = std::string(locality);
     e.namespace_id = p.ns;
     batch.events.push_back(std::move(e));
   }

@@ -8,6 +8,7 @@
 // One sequence counter for all topics. Push() never blocks: it appends to a bounded queue
 // (overflow drops the notice and counts it); one publisher thread drains the queue every
 // flush_interval, merges consecutive notices of one kind/namespace/tier into one event,
+// labels it with the tier's medium and locality (kv_event.h),
 // resolves namespaces to model and block size, encodes, sends and logs the batches.
 // Endpoints bind when they contain "*", "::", "ipc://" or "inproc://", else connect (as
 // vLLM does). Thread-safe.
@@ -41,7 +42,7 @@ struct EventPublisherOptions {
   std::string endpoint;         // ZMQ PUB endpoint; "" publishes nothing over ZMQ
   std::string replay_endpoint;  // ZMQ ROUTER endpoint; "" = no replay socket
   std::string pod_id;           // the <id> of the topic
-  EventEncoding encoding = EventEncoding::kArray;
+  EventEncoding encoding = EventEncoding::kMap;
   int64_t data_parallel_rank = 0;
   size_t buffer_batches = 10000;     // kept for replay and PollEvents
   size_t max_queue_events = 100000;  // pending notices before drops

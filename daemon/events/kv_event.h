@@ -25,6 +25,12 @@ struct KvEvent {
   std::optional<int64_t> lora_id;             // BlockStored
   std::optional<std::string> lora_name;       // BlockStored
   std::string medium;                         // BlockStored / BlockRemoved: MediumName(tier)
+  // vLLM 0.33's optional fields (omitted from the wire when unset, as msgspec's
+  // omit_defaults does): the KV cache group and its spec kind (unknown to the daemon),
+  // and the tier's locality relative to this daemon: TierLocality(tier).
+  std::optional<uint32_t> group_idx;
+  std::optional<std::string> kv_cache_spec_kind;  // BlockStored
+  std::optional<std::string> locality;
   uint32_t namespace_id = 0;                  // not on the ZMQ wire; PollEvents filters on it
 };
 
@@ -35,9 +41,14 @@ struct KvEventBatch {
   std::vector<KvEvent> events;
 };
 
-// The `medium` llm-d sees for a tier: "CPU" (L1, DRAM), "DISK" (L2, local NVMe),
-// "SHARED_FS" (L3, shared filesystem). llm-d lower-cases it into its device tier.
+// The `medium` of a tier, as vLLM names its own (vllm/distributed/kv_events.py: MEDIUM_GPU,
+// MEDIUM_CPU, MEDIUM_STORAGE): "CPU" (L1, DRAM) and "STORAGE" (L2, local NVMe, and L3,
+// shared filesystem). llm-d lower-cases it into its device tier.
 std::string_view MediumName(Tier tier);
+// The `locality` of a tier relative to this daemon (vLLM's Locality: "LOCAL" / "REMOTE"):
+// "LOCAL" for L1 and L2, "REMOTE" for L3 (a filesystem shared with other nodes). With
+// MediumName it tells L2 from L3.
+std::string_view TierLocality(Tier tier);
 
 // The 64-bit integer vLLM publishes for a block hash: the last 8 bytes of the key read
 // big-endian, zero-padded on the left when the key is shorter (vLLM's int conversion of

@@ -25,10 +25,13 @@ TEST(ExternalBlockHashTest, LastEightBytesBigEndian) {
   EXPECT_EQ(ExternalBlockHash(std::string(8, '\xff')), ~0ULL);
 }
 
-TEST(MediumNameTest, OnePerTier) {
+TEST(MediumNameTest, VllmMediaAndLocality) {
   EXPECT_EQ(MediumName(Tier::kL1), "CPU");
-  EXPECT_EQ(MediumName(Tier::kL2), "DISK");
-  EXPECT_EQ(MediumName(Tier::kL3), "SHARED_FS");
+  EXPECT_EQ(MediumName(Tier::kL2), "STORAGE");
+  EXPECT_EQ(MediumName(Tier::kL3), "STORAGE");
+  EXPECT_EQ(TierLocality(Tier::kL1), "LOCAL");
+  EXPECT_EQ(TierLocality(Tier::kL2), "LOCAL");
+  EXPECT_EQ(TierLocality(Tier::kL3), "REMOTE");
 }
 
 TEST(EventEncoderTest, ArrayEncodingMatchesVllmArrayLike) {
@@ -102,6 +105,104 @@ TEST(EventEncoderTest, MapEncodingNamesEveryField) {
   want.Str("adapter");
   want.Int(0);
   EXPECT_EQ(EncodeEventBatch(batch, 0, EventEncoding::kMap), want.bytes());
+}
+
+TEST(EventEncoderTest, MapEncodingAddsTheSetOptionalFieldsInOrder) {
+  KvEventBatch batch{0, 2.0, "m", {}};
+  KvEvent e = Stored({7});
+  e.group_idx = 0;
+  e.kv_cache_spec_kind = "full_attention";
+  e.locality = "LOCAL";
+  batch.events.push_back(e);
+  KvEvent removed;
+  removed.kind = KvEventKind::kBlockRemoved;
+  removed.block_hashes = {7};
+  removed.medium = "STORAGE";
+  removed.locality = "REMOTE";
+  batch.events.push_back(removed);
+
+  MsgpackWriter want;
+  want.ArrayHeader(3);
+  want.Double(2.0);
+  want.ArrayHeader(2);
+  want.MapHeader(11);
+  want.Str("type");
+  want.Str("BlockStored");
+  want.Str("block_hashes");
+  want.ArrayHeader(1);
+  want.Uint(7);
+  want.Str("parent_block_hash");
+  want.Nil();
+  want.Str("token_ids");
+  want.ArrayHeader(0);
+  want.Str("block_size");
+  want.Uint(16);
+  want.Str("lora_id");
+  want.Nil();
+  want.Str("medium");
+  want.Str("CPU");
+  want.Str("lora_name");
+  want.Nil();
+  want.Str("group_idx");
+  want.Uint(0);
+  want.Str("kv_cache_spec_kind");
+  want.Str("full_attention");
+  want.Str("locality");
+  want.Str("LOCAL");
+  want.MapHeader(4);
+  want.Str("type");
+  want.Str("BlockRemoved");
+  want.Str("block_hashes");
+  want.ArrayHeader(1);
+  want.Uint(7);
+  want.Str("medium");
+  want.Str("STORAGE");
+  want.Str("locality");
+  want.Str("REMOTE");
+  want.Int(0);
+  EXPECT_EQ(EncodeEventBatch(batch, 0, EventEncoding::kMap), want.bytes());
+}
+
+TEST(EventEncoderTest, ArrayEncodingPadsUnsetFieldsBeforeTheLastSetOne) {
+  KvEventBatch batch{0, 1.0, "m", {}};
+  KvEvent e = Stored({7});
+  e.locality = "LOCAL";
+  batch.events.push_back(e);
+  KvEvent removed;
+  removed.kind = KvEventKind::kBlockRemoved;
+  removed.block_hashes = {7};
+  removed.medium = "STORAGE";
+  removed.locality = "REMOTE";
+  batch.events.push_back(removed);
+
+  MsgpackWriter want;
+  want.ArrayHeader(3);
+  want.Double(1.0);
+  want.ArrayHeader(2);
+  want.ArrayHeader(13);
+  want.Str("BlockStored");
+  want.ArrayHeader(1);
+  want.Uint(7);
+  want.Nil();           // parent_block_hash
+  want.ArrayHeader(0);  // token_ids
+  want.Uint(16);        // block_size
+  want.Nil();           // lora_id
+  want.Str("CPU");      // medium
+  want.Nil();           // lora_name
+  want.Nil();           // extra_keys
+  want.Nil();           // group_idx
+  want.Nil();           // kv_cache_spec_kind
+  want.Nil();           // kv_cache_spec_sliding_window
+  want.Str("LOCAL");    // locality
+  want.ArrayHeader(5);
+  want.Str("BlockRemoved");
+  want.ArrayHeader(1);
+  want.Uint(7);
+  want.Str("STORAGE");  // medium
+  want.Nil();           // group_idx
+  want.Str("REMOTE");   // locality
+  want.Int(0);
+  EXPECT_EQ(EncodeEventBatch(batch, 0, EventEncoding::kArray), want.bytes());
 }
 
 TEST(EventEncoderTest, ParseEncoding) {

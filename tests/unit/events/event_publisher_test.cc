@@ -136,17 +136,23 @@ TEST_F(EventPublisherTest, ConsecutiveNoticesMergeAndUnknownNamespacesStillPubli
   for (uint64_t h = 1; h <= 3; ++h)
     (*publisher)->Push({KvEventKind::kBlockStored, 1, Tier::kL1, h});
   (*publisher)->Push({KvEventKind::kBlockStored, 1, Tier::kL2, 9});
+  (*publisher)->Push({KvEventKind::kBlockStored, 1, Tier::kL3, 9});  // same medium, other locality
   (*publisher)->Push({KvEventKind::kBlockRemoved, 7, Tier::kL1, 5});
   (*publisher)->Stop();
   EventPage page = (*publisher)->Read(0, 10, 0);
   ASSERT_EQ(page.batches.size(), 2u);  // model "llama" and the unknown namespace's ""
   const KvEventBatch& llama = page.batches[0];
   EXPECT_EQ(llama.model, "llama");
-  ASSERT_EQ(llama.events.size(), 2u);
+  ASSERT_EQ(llama.events.size(), 3u);
   EXPECT_EQ(llama.events[0].block_hashes, (std::vector<uint64_t>{1, 2, 3}));
   EXPECT_EQ(llama.events[0].medium, "CPU");
+  EXPECT_EQ(llama.events[0].locality, "LOCAL");
   EXPECT_EQ(llama.events[0].block_size, 16u);
-  EXPECT_EQ(llama.events[1].medium, "DISK");
+  EXPECT_EQ(llama.events[1].medium, "STORAGE");
+  EXPECT_EQ(llama.events[1].locality, "LOCAL");
+  EXPECT_EQ(llama.events[2].medium, "STORAGE");
+  EXPECT_EQ(llama.events[2].locality, "REMOTE");
+  EXPECT_FALSE(llama.events[2].group_idx.has_value());
   EXPECT_EQ(page.batches[1].model, "");
   EXPECT_EQ(page.batches[1].events[0].kind, KvEventKind::kBlockRemoved);
 }
