@@ -2,19 +2,24 @@
 // tier_manager_promote.cc, writing down in tier_manager_write.cc.
 #include "daemon/tiering/tier_manager.h"
 
+#include <atomic>
+#include <limits>
 #include <utility>
 
 namespace kvstrata {
 namespace {
 
 constexpr size_t kMaxProbedKeys = 1024;
+// Probes are latency-bound stat(2)s (1-16 ms each over a FUSE mount such as GlusterFS), so
+// a chain's keys are probed this many at a time.
+constexpr size_t kProbeThreads = 16;
 
 }  // namespace
 
 TierManager::TierManager(NamespaceRegistry* namespaces, absl::Duration promotion_wait)
     : namespaces_(namespaces),
       promotion_wait_(promotion_wait),
-      prober_(std::make_unique<IoPool>(2)) {}
+      prober_(std::make_unique<IoPool>(kProbeThreads)) {}
 
 TierManager::~TierManager() { Stop(); }
 
@@ -154,34 +159,39 @@ std::vector<Tier> TierManager::LowerPrefix(NamespaceId ns, const TierNamespace& 
 void TierManager::ProbeChain(const TierNamespace& tn, absl::Span<const std::string_view> keys,
                              absl::Duration timeout) {
   if (keys.empty() || timeout <= absl::ZeroDuration() || prober_ == nullptr) return;
-  struct Done {
+  // One probe task per key, run in parallel; a key past the first absent one is skipped
+  // (the chain ends there), so a miss costs at most kProbeThreads wasted stat(2)s.
+  struct Chain {
+    explicit Chain(const TierNamespace& n, size_t count) : tn(n), pending(count) {}
+    const TierNamespace tn;
+    std::atomic<size_t> first_absent{std::numeric_limits<size_t>::max()};
     std::mutex mu;
     std::condition_variable cv;
-    bool done = false;
+    size_t pending;  // by mu
   };
-  auto done = std::make_shared<Done>();
-  std::vector<std::string> owned(keys.begin(),
-                                 keys.begin() + std::min(keys.size(), kMaxProbedKeys));
-  prober_->Submit(IoPool::Priority::kUrgent, [this, tn, owned = std::move(owned), done] {
-    for (const std::string& key : owned) {
-      bool unknown = false;
-      if (CachedTier(tn, key, &unknown).has_value()) continue;
-      bool present = false;
-      for (const auto& lower : tiers_) {
-        if (lower->files->Cached(tn.fingerprint, key) == FileTier::Presence::kUnknown &&
-            lower->files->Probe(tn.fingerprint, key)) {
-          present = true;
-          break;
+  const size_t count = std::min(keys.size(), kMaxProbedKeys);
+  auto chain = std::make_shared<Chain>(tn, count);
+  for (size_t i = 0; i < count; ++i) {
+    prober_->Submit(IoPool::Priority::kUrgent, [this, chain, i, key = std::string(keys[i])] {
+      if (i < chain->first_absent.load(std::memory_order_acquire)) {
+        bool unknown = false;
+        bool present = CachedTier(chain->tn, key, &unknown).has_value();
+        for (size_t t = 0; !present && t < tiers_.size(); ++t) {
+          const auto& files = tiers_[t]->files;
+          present = files->Cached(chain->tn.fingerprint, key) == FileTier::Presence::kUnknown &&
+                    files->Probe(chain->tn.fingerprint, key);
+        }
+        size_t seen = chain->first_absent.load(std::memory_order_acquire);
+        while (!present && i < seen &&
+               !chain->first_absent.compare_exchange_weak(seen, i, std::memory_order_acq_rel)) {
         }
       }
-      if (!present) break;
-    }
-    std::lock_guard<std::mutex> lock(done->mu);
-    done->done = true;
-    done->cv.notify_all();
-  });
-  std::unique_lock<std::mutex> lock(done->mu);
-  done->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return done->done; });
+      std::lock_guard<std::mutex> lock(chain->mu);
+      if (--chain->pending == 0) chain->cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(chain->mu);
+  chain->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return chain->pending == 0; });
 }
 
 void TierManager::ExtendLookup(SessionId session, NamespaceId ns,

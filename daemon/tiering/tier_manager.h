@@ -163,8 +163,9 @@ class TierManager : public TierListener {
   // The lower tier holding `key` per the indexes; nullopt = absent; `unknown` set when a
   // probe could tell more.
   std::optional<Tier> CachedTier(const TierNamespace& tn, absl::string_view key, bool* unknown);
-  // Runs probes for keys[from..] (stopping at the first key no tier has) and waits at most
-  // `timeout` for them.
+  // Probes keys (up to 1024) in parallel on the prober pool, skipping those past the first
+  // key no tier has, and waits at most `timeout` for them (answers arriving later still
+  // land in the tiers' indexes).
   void ProbeChain(const TierNamespace& tn, absl::Span<const std::string_view> keys,
                   absl::Duration timeout);
   // The leading keys present in some tier (L1 first), with the fastest tier of each.
