@@ -28,8 +28,10 @@ from . import trace
 
 log = logging.getLogger("kvstrata_vllm")
 _MAX_ANNOUNCED = 1 << 20  # units remembered for their BlockRemoved
-_MEDIA = ("CPU", "DISK", "SHARED_FS")
+_MEDIA = ("CPU", "STORAGE")  # vLLM's MEDIUM_CPU, MEDIUM_STORAGE: the daemon's L1; L2 and L3
 MAX_EVENT_INFO = 65536  # Stored units whose KV event waits for the workers' report.
+# A stored unit's BlockStored facts: its tokens, its parent's key, (lora_id, lora_name).
+_EventInfo = Tuple[List[int], Optional[bytes], Optional[Tuple[int, str]]]
 
 
 @dataclass
@@ -78,6 +80,7 @@ class SchedulerSide:
         events = getattr(vllm_config, "kv_events_config", None)
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
                                                                    False))
+        self._spec_kind = _spec_kind(kv_cache_config)
         self.link = Link(cfg, "vllm-scheduler", on_session=self._register)
         self._reqs: Dict[str, _Req] = {}
         self._loads: List[RequestTransfer] = []
@@ -85,12 +88,13 @@ class SchedulerSide:
         # when the next step is built (the workers have pinned the blocks by then).
         self._sync_last: List[_Req] = []
         self._delayed: Set[str] = set()
-        self._event_info: "OrderedDict[bytes, Tuple[List[int], Optional[bytes], int]]" = OrderedDict()
+        self._event_info: "OrderedDict[bytes, _EventInfo]" = OrderedDict()
         self._events: List[Any] = []
         # Units announced with BlockStored, by the 64-bit hash the daemon's events carry
-        # (the key's last 8 bytes, big-endian), and which (hash, medium) are held now.
+        # (the key's last 8 bytes, big-endian), and how many of the daemon's tiers hold each
+        # (hash, medium) now: L2 and L3 are both "STORAGE", announced while either holds it.
         self._announced: "OrderedDict[int, bytes]" = OrderedDict()
-        self._live: Set[Tuple[int, str]] = set()
+        self._live: Dict[Tuple[int, str], int] = {}
         self._removals_off = False  # the daemon publishes no events: said once
         self.stats = StatsCounter()
         self.link.session()  # Connect now when possible (logged once otherwise).
@@ -283,9 +287,10 @@ class SchedulerSide:
             for i, u in enumerate(range(first, n_units)):
                 parent = keys[i - 1] if i > 0 else (
                     self._keys(req.block_hashes, u - 1, u)[0] if u > 0 else None)
+                lora = getattr(req, "lora_request", None)
                 self._event_info[keys[i]] = (
                     list(tokens[u * self.unit_tokens:(u + 1) * self.unit_tokens]), parent,
-                    getattr(req, "lora_request", None) and req.lora_request.lora_name)
+                    (int(lora.lora_int_id), str(lora.lora_name)) if lora else None)
                 while len(self._event_info) > MAX_EVENT_INFO:
                     self._event_info.popitem(last=False)
 
@@ -359,7 +364,8 @@ class SchedulerSide:
                 info = self._event_info.get(key)
                 if info is not None and n >= self.tp_size:
                     del self._event_info[key]
-                    self._events.append(_block_stored(key, info, self.unit_tokens))
+                    self._events.append(_block_stored(key, info, self.unit_tokens,
+                                                      self._spec_kind))
                     self._announce(key)
 
     def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, None]:
@@ -384,17 +390,19 @@ class SchedulerSide:
         h = int.from_bytes(key[-8:], "big")
         self._announced[h] = key
         self._announced.move_to_end(h)
-        self._live.add((h, "CPU"))
+        self._live[(h, "CPU")] = 1
         while len(self._announced) > _MAX_ANNOUNCED:
             old, _ = self._announced.popitem(last=False)
-            self._live -= {(old, m) for m in _MEDIA}
+            for m in _MEDIA:
+                self._live.pop((old, m), None)
 
     def _daemon_events(self) -> List[Any]:
         """The daemon's own KV events for the units this connector announced (PollEvents on
         rank 0's namespace; needs events.enabled on kvstratad): BlockRemoved when a unit
-        leaves L1, and BlockStored / BlockRemoved (medium DISK or SHARED_FS) as it is written
-        to or leaves L2/L3 -- one removal per store and medium. Every rank's unit has the
-        same key, so rank 0 speaks for all."""
+        leaves L1, and BlockStored / BlockRemoved (medium STORAGE, token-less: a tier update
+        for a key the router indexed) as it is first written to L2/L3 and as it leaves the
+        last of them -- one removal per store and medium. Every rank's unit has the same key,
+        so rank 0 speaks for all."""
         if not self._announced or self._removals_off:
             return []
         namespaces = self._namespaces()
@@ -423,13 +431,18 @@ class SchedulerSide:
                     key, live = self._announced.get(h), (h, ev.medium)
                     if key is None:
                         continue  # not a unit of this connector's
-                    if ev.kind == pb.KvEvent.KIND_BLOCK_REMOVED and live in self._live:
-                        self._live.discard(live)
+                    held = self._live.get(live, 0)
+                    if ev.kind == pb.KvEvent.KIND_BLOCK_REMOVED and held > 0:
+                        if held > 1:
+                            self._live[live] = held - 1
+                            continue
+                        del self._live[live]
                         out.append(_block_removed(key, ev.medium))
-                    elif (ev.kind == pb.KvEvent.KIND_BLOCK_STORED and ev.medium != "CPU"
-                          and live not in self._live):
-                        self._live.add(live)
-                        out.append(_block_written_down(key, ev.medium, self.unit_tokens))
+                    elif ev.kind == pb.KvEvent.KIND_BLOCK_STORED and ev.medium != "CPU":
+                        self._live[live] = held + 1
+                        if held == 0:
+                            out.append(_block_written_down(key, ev.medium, self.unit_tokens,
+                                                           self._spec_kind))
         return out
 
     def shutdown(self) -> None:
@@ -438,24 +451,44 @@ class SchedulerSide:
         self.link.close()
 
 
+# The connector serves one KV cache group (namespace.cache_geometry): group_idx 0, as
+# vLLM's own BlockStored / BlockRemoved for that group carry.
+_GROUP_IDX = 0
+
+
+def _spec_kind(kv_cache_config: Any) -> Optional[str]:
+    """vLLM's kv_cache_spec_kind of the (single) group, e.g. "full_attention"; None where
+    this vLLM lacks get_kv_cache_spec_kind."""
+    try:
+        from vllm.v1.kv_cache_interface import get_kv_cache_spec_kind  # noqa: PLC0415
+
+        return str(get_kv_cache_spec_kind(kv_cache_config.kv_cache_groups[0].kv_cache_spec).value)
+    except (ImportError, AttributeError, IndexError):
+        return None
+
+
 def _block_removed(key: bytes, medium: str) -> Any:
     from vllm.distributed.kv_events import BlockRemoved  # noqa: PLC0415
 
-    return BlockRemoved(block_hashes=[key], medium=medium)
+    return BlockRemoved(block_hashes=[key], medium=medium, group_idx=_GROUP_IDX)
 
 
-def _block_written_down(key: bytes, medium: str, unit: int) -> Any:
-    """A unit the daemon wrote to L2 ("DISK") or L3 ("SHARED_FS")."""
+def _block_written_down(key: bytes, medium: str, unit: int, kind: Optional[str]) -> Any:
+    """A unit the daemon wrote to L2 or L3 ("STORAGE"): no tokens, which llm-d reads as a
+    tier update for a key it indexed from the unit's CPU BlockStored."""
     from vllm.distributed.kv_events import BlockStored  # noqa: PLC0415
 
     return BlockStored(block_hashes=[key], parent_block_hash=None, token_ids=[], block_size=unit,
-                       lora_id=None, medium=medium, lora_name=None)
+                       lora_id=None, medium=medium, lora_name=None, group_idx=_GROUP_IDX,
+                       kv_cache_spec_kind=kind)
 
 
-def _block_stored(key: bytes, info: Tuple[List[int], Optional[bytes], Any], unit: int) -> Any:
+def _block_stored(key: bytes, info: _EventInfo, unit: int,
+                  kind: Optional[str]) -> Any:
     from vllm.distributed.kv_events import MEDIUM_CPU, BlockStored  # noqa: PLC0415
 
-    tokens, parent, lora_name = info
+    tokens, parent, lora = info
     return BlockStored(block_hashes=[key], parent_block_hash=parent, token_ids=tokens,
-                       block_size=unit, lora_id=None, medium=MEDIUM_CPU,
-                       lora_name=lora_name or None)
+                       block_size=unit, lora_id=lora[0] if lora else None, medium=MEDIUM_CPU,
+                       lora_name=lora[1] if lora else None, group_idx=_GROUP_IDX,
+                       kv_cache_spec_kind=kind)

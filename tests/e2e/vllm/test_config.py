@@ -67,11 +67,14 @@ def test_kv_events_for_stored_units(model_dir, daemon, engines):
     assert stored[1].parent_block_hash == stored[0].block_hashes[0]
     assert stored[2].block_hashes[0] == bytes(r.block_hashes[5])
     assert all(ev.block_size == 32 for ev in stored)
+    # vLLM's own events for the (single) group carry group_idx 0; the spec kind classifies it.
+    assert all(ev.group_idx == 0 and ev.kv_cache_spec_kind == "full_attention" for ev in stored)
 
 
 def test_kv_events_follow_units_through_the_daemons_tiers(model_dir, workdir):
     """With the daemon's KV events on, take_events also reports what the daemon does with
-    the units this connector announced: BlockStored "DISK" when written to L2, and exactly
+    the units this connector announced: BlockStored "STORAGE" (token-less: a tier update for
+    the key) when written to L2, and exactly
     one BlockRemoved per (unit, medium) as they leave L1 (eviction) and L2 (clear)."""
     import collections
 
@@ -85,7 +88,7 @@ def test_kv_events_follow_units_through_the_daemons_tiers(model_dir, workdir):
 
         def ours(kind):
             return [(ev.block_hashes[0], ev.medium) for b in e.published for ev in b.events
-                    if type(ev).__name__ == kind and ev.medium in ("CPU", "DISK")]
+                    if type(ev).__name__ == kind and ev.medium in ("CPU", "STORAGE")]
 
         def step_until(pred):
             for _ in range(100):  # the daemon publishes its notices every 10 ms
@@ -100,7 +103,9 @@ def test_kv_events_follow_units_through_the_daemons_tiers(model_dir, workdir):
             e.drain_stores()
             assert step_until(lambda: len(ours("BlockStored")) == 6), ours("BlockStored")
             keys = [k for k, m in ours("BlockStored") if m == "CPU"]
-            assert sorted(k for k, m in ours("BlockStored") if m == "DISK") == sorted(keys)
+            assert sorted(k for k, m in ours("BlockStored") if m == "STORAGE") == sorted(keys)
+            assert all(ev.token_ids == [] and ev.group_idx == 0 for b in e.published
+                       for ev in b.events if getattr(ev, "medium", None) == "STORAGE")
             with kvstrata.Client(d.endpoint, timeout=10.0) as c:
                 (ns,) = c.list_namespaces().namespaces
                 evicted = c.evict(fingerprint=ns.fingerprint, keys=keys[:2],

@@ -3,7 +3,8 @@
 sequence, msgpack payload), the topic split on "@" into kv/<pod>/<model>, the payload an
 array batch [ts, events, dp_rank?], each event a tagged union whose first element names
 it, trailing optional fields padded with None, hashes as ints (or bytes: last 8 bytes
-big-endian). The map encoding's events are msgspec tagged maps ({"type": tag, ...})."""
+big-endian). The map encoding's events are msgspec tagged maps ({"type": tag, ...}), as llm-d's
+mapEventToFields reads them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,8 +13,9 @@ from typing import Any, List, Optional, Tuple
 import msgpack
 
 STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
-                 "medium", "lora_name")
-REMOVED_FIELDS = ("block_hashes", "medium")
+                 "medium", "lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind",
+                 "kv_cache_spec_sliding_window", "locality")
+REMOVED_FIELDS = ("block_hashes", "medium", "group_idx", "locality")
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 
 
@@ -35,6 +37,8 @@ class Event:
     lora_id: Optional[int] = None
     medium: Optional[str] = None
     lora_name: Optional[str] = None
+    group_idx: Optional[int] = None
+    locality: Optional[str] = None
 
 
 @dataclass
@@ -72,7 +76,8 @@ def decode_event(raw: Any) -> Event:
     assert tag in ("BlockStored", "BlockRemoved"), f"unknown tag {tag}"
     fields = dict(zip(names, values))
     event = Event(tag, [hash_as_uint64(h) for h in fields["block_hashes"]],
-                  medium=fields.get("medium"))
+                  medium=fields.get("medium"), group_idx=fields.get("group_idx"),
+                  locality=fields.get("locality"))
     if tag == "BlockStored":
         parent = fields["parent_block_hash"]
         event.parent_block_hash = None if parent is None else hash_as_uint64(parent)

@@ -163,7 +163,7 @@ def test_store_evict_clear_pairing(ev) -> None:
         if e.tag == "AllBlocksCleared":
             cleared_at.append(i)
             continue
-        assert e.medium == "CPU"
+        assert e.medium == "CPU" and e.locality == "LOCAL" and e.group_idx is None
         for h in e.block_hashes:
             (stored if e.tag == "BlockStored" else removed)[h] += 1
             order.setdefault(h, []).append(e.tag)
@@ -282,8 +282,8 @@ def test_unusable_endpoint_stops_the_daemon(tmp_path: Path) -> None:
 
 
 def test_lower_tier_events_pair_and_clear_last() -> None:
-    """Blocks written down to L2 are announced with medium DISK (as vLLM's CPU ones are with
-    CPU); each leaves with exactly one BlockRemoved DISK; AllBlocksCleared comes only when
+    """Blocks written down to L2 are announced with medium STORAGE (as vLLM's CPU ones are with
+    CPU); each leaves with exactly one BlockRemoved STORAGE; AllBlocksCleared comes only when
     every tier is empty."""
     workdir = short_tmpdir()
     d = Daemon(workdir, {"l2.enabled": "true", "l2.path": str(workdir / "l2"),
@@ -299,12 +299,12 @@ def test_lower_tier_events_pair_and_clear_last() -> None:
                 return [e for b in s.poll_events(ns) for e in b.events]
             seen: List = []
             assert wait_until(lambda: seen.extend(events()) or sum(
-                len(e.block_hashes) for e in seen if e.medium == "DISK") >= 6, 10), seen
+                len(e.block_hashes) for e in seen if e.medium == "STORAGE") >= 6, 10), seen
             by = Counter((e.kind, e.medium, h) for e in seen for h in e.block_hashes)
             stored_kind = kvstrata.pb.KvEvent.KIND_BLOCK_STORED
             removed_kind = kvstrata.pb.KvEvent.KIND_BLOCK_REMOVED
             assert {h for (k, m, h) in by if k == stored_kind and m == "CPU"} == want
-            assert {h for (k, m, h) in by if k == stored_kind and m == "DISK"} == want
+            assert {h for (k, m, h) in by if k == stored_kind and m == "STORAGE"} == want
             assert all(n == 1 for n in by.values())
             # L1 cleared: CPU removals, but the blocks are still on disk: no AllBlocksCleared.
             list(c.clear(tier=kvstrata.pb.TIER_L1_DRAM))
@@ -312,13 +312,13 @@ def test_lower_tier_events_pair_and_clear_last() -> None:
                 len(e.block_hashes) for e in seen
                 if e.kind == removed_kind and e.medium == "CPU") >= 6, 10)
             assert not any(e.kind == kvstrata.pb.KvEvent.KIND_ALL_BLOCKS_CLEARED for e in seen)
-            # One file evicted by hand, then everything: DISK removals, then AllBlocksCleared.
+            # One file evicted by hand, then everything: STORAGE removals, then AllBlocksCleared.
             c.evict(fingerprint=ns.fingerprint, keys=[keys[0]], tier=kvstrata.pb.TIER_L2_LOCAL)
             list(c.clear())
             assert wait_until(lambda: seen.extend(events()) or any(
                 e.kind == kvstrata.pb.KvEvent.KIND_ALL_BLOCKS_CLEARED for e in seen), 10)
             removed_disk = Counter(h for e in seen if e.kind == removed_kind
-                                   and e.medium == "DISK" for h in e.block_hashes)
+                                   and e.medium == "STORAGE" for h in e.block_hashes)
             assert set(removed_disk) == want and all(n == 1 for n in removed_disk.values())
             assert seen[-1].kind == kvstrata.pb.KvEvent.KIND_ALL_BLOCKS_CLEARED
         assert d.stop() == 0, d.log_tail()
