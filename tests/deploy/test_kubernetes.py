@@ -7,6 +7,8 @@ agrees with the manifests (socket, metrics port, L1 below the memory limit, L3 m
 the metrics Service and ServiceMonitor select the pods. The engine examples validate too."""
 from __future__ import annotations
 
+import json
+
 import os
 import re
 import shutil
@@ -173,5 +175,20 @@ def test_engine_examples_mount_the_socket(example: Path) -> None:
         assert volumes["kvstrata"]["hostPath"]["path"] == "/run/kvstrata"
         assert 10001 in pod["securityContext"]["supplementalGroups"]
         (engine,) = pod["containers"]
-        env = {e["name"]: e["value"] for e in engine["env"]}
+        env = {e["name"]: e.get("value") for e in engine["env"]}
         assert env["KVSTRATA_SOCKET"] == "/run/kvstrata/kvstrata.sock"
+
+
+def test_vllm_example_is_found_by_llm_d() -> None:
+    """llm-d's pod discovery: the label, the events port, and vLLM's publisher on it."""
+    (doc,) = yaml.safe_load_all((K8S / "examples" / "vllm-deployment.yaml").read_text())
+    template = doc["spec"]["template"]
+    assert template["metadata"]["labels"]["llm-d.ai/inference-serving"] == "true"
+    (engine,) = template["spec"]["containers"]
+    assert {"name": "kv-events", "containerPort": 5557} in engine["ports"]
+    (events,) = [a for a in engine["args"] if a.startswith("--kv-events-config=")]
+    config = json.loads(events.split("=", 1)[1])
+    assert config["enable_kv_cache_events"] is True and config["publisher"] == "zmq"
+    assert config["endpoint"] == "tcp://*:5557" and config["topic"].startswith("kv@$(POD_IP)@")
+    env = {e["name"]: e for e in engine["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
