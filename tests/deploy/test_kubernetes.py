@@ -8,7 +8,6 @@ the metrics Service and ServiceMonitor select the pods. The engine examples vali
 from __future__ import annotations
 
 import json
-
 import os
 import re
 import shutil
