@@ -43,6 +43,16 @@ _READY = kvstrata.pb.SlotRef.STATE_READY
 _INTERNAL = grpc.StatusCode.INTERNAL
 
 
+
+def storage_writer(storage_config: Any) -> bool:
+    """Whether this rank writes pages: HiCacheStorageConfig.is_storage_writer (SGLang
+    0.5.23), else SGLang 0.5.17's rule, the same as its controller's backup skip: every
+    rank of an MHA model, only TP rank 0 of an MLA model (whose ranks hold the same KV)."""
+    writer = getattr(storage_config, "is_storage_writer", None)
+    if writer is not None:
+        return bool(writer)
+    return not storage_config.is_mla_model or storage_config.tp_rank == 0
+
 class _Mapped:
     """The address of a mapped region, valid while this object lives (it holds a buffer
     export, so the region cannot be unmapped under a copy, e.g. by a reconnect)."""
@@ -66,7 +76,7 @@ class KVStrataStorage(HiCacheStorage):
                             f"{type(storage_config).__name__}")
         self.storage_config = storage_config
         self.options: BackendOptions = parse_options(storage_config.extra_config)
-        self.is_writer = bool(storage_config.is_storage_writer)
+        self.is_writer = storage_writer(storage_config)
         self.layout: Optional[PageLayout] = None
         self.mem_pool_host: Any = None
         self._link = DaemonLink(self.options)

@@ -146,3 +146,18 @@ def test_created_through_sglangs_dynamic_factory(daemon, salt):
     bad = make_config({"salt": 1}, endpoint=daemon.endpoint)
     with pytest.raises(ValueError, match="'salt' must be a string"):
         StorageBackendFactory.create_backend("dynamic", bad, pool)
+
+
+@pytest.mark.parametrize("fields,writer", [
+    ({"is_storage_writer": True, "is_mla_model": True, "tp_rank": 3}, True),   # 0.5.23
+    ({"is_storage_writer": False, "is_mla_model": False, "tp_rank": 0}, False),
+    ({"is_mla_model": False, "tp_rank": 3}, True),   # 0.5.17: no is_storage_writer
+    ({"is_mla_model": True, "tp_rank": 0}, True),
+    ({"is_mla_model": True, "tp_rank": 1}, False),
+])
+def test_storage_writer_with_and_without_the_config_property(fields, writer):
+    """SGLang 0.5.17's HiCacheStorageConfig has no is_storage_writer: its rule applies."""
+    from types import SimpleNamespace
+
+    from kvstrata_sglang.storage import storage_writer
+    assert storage_writer(SimpleNamespace(**fields)) is writer
