@@ -24,8 +24,13 @@ TierManager::TierManager(NamespaceRegistry* namespaces, absl::Duration promotion
 TierManager::~TierManager() { Stop(); }
 
 void TierManager::Stop() {
-  prober_.reset();
-  for (auto& lower : tiers_) lower->io.reset();
+  // Stopped, not destroyed: a task still running on one pool may submit to another
+  // (a promotion's commit queues a write) while that one stops.
+  stopped_.store(true);
+  if (prober_ != nullptr) prober_->Stop();
+  for (auto& lower : tiers_) {
+    if (lower->io != nullptr) lower->io->Stop();
+  }
 }
 
 void TierManager::AddTier(std::unique_ptr<FileTier> files, LowerTierOptions options) {

@@ -197,6 +197,7 @@ class TierManager : public TierListener {
   MetricsSink* metrics_ = nullptr;
   std::vector<std::unique_ptr<Lower>> tiers_;  // fastest first
   bool counts_hits_ = false;                   // some tier has an admission threshold
+  std::atomic<bool> stopped_{false};           // Stop() began: no new I/O tasks
 
   Mutex ns_mu_;
   absl::flat_hash_map<NamespaceId, TierNamespace> ns_cache_ ABSL_GUARDED_BY(ns_mu_);

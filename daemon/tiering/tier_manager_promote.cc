@@ -35,7 +35,7 @@ void TierManager::Promote(NamespaceId ns, const TierNamespace& tn, std::vector<s
     std::vector<Tier> chunk_tiers(mine_tiers.begin() + begin, mine_tiers.begin() + end);
     std::vector<std::shared_ptr<Promotion>> chunk_marks(marks.begin() + begin, marks.begin() + end);
     Lower* lower = TierOf(chunk_tiers.front());
-    if (lower == nullptr || lower->io == nullptr) continue;  // Marks are cleared below.
+    if (lower == nullptr || lower->io == nullptr || stopped_.load()) continue;  // Cleared below.
     lower->promotions.fetch_add(1);
     lower->io->Submit(IoPool::Priority::kUrgent,
                       [this, ns, tn, chunk = std::move(chunk), chunk_tiers = std::move(chunk_tiers),

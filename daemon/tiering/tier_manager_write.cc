@@ -40,7 +40,7 @@ void TierManager::RecordDroppedWrite(Tier tier) {
 
 void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,
                              std::string copied) {
-  if (lower.io == nullptr) return;
+  if (lower.io == nullptr || stopped_.load()) return;
   if (lower.queued.load() >= lower.options.write_queue_blocks) {
     lower.dropped.fetch_add(1);
     RecordDroppedWrite(lower.files->options().tier);

@@ -10,15 +10,25 @@ IoPool::IoPool(size_t threads) {
   for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
 }
 
-IoPool::~IoPool() {
+IoPool::~IoPool() { Stop(); }
+
+void IoPool::Stop() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     urgent_.clear();
     background_.clear();
+    threads.swap(threads_);  // A second Stop() joins nothing.
   }
   wake_.notify_all();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();  // Stop() from one of the pool's own tasks: it ends when the task returns.
+    } else {
+      t.join();
+    }
+  }
 }
 
 void IoPool::Submit(Priority priority, std::function<void()> task) {

@@ -25,7 +25,12 @@ class IoPool {
   IoPool& operator=(const IoPool&) = delete;
   ~IoPool();
 
+  // Queues the task; a no-op once Stop() began.
   void Submit(Priority priority, std::function<void()> task);
+  // Drops the queued tasks and joins the threads once the running ones finish; later
+  // Submits are dropped. Idempotent; the pool stays usable as an object (so tasks still
+  // running may Submit to it while another thread stops it).
+  void Stop();
   // Tasks queued (not running) at each priority.
   size_t Queued(Priority priority) const;
 
