@@ -3,19 +3,26 @@
 #include <cuda.h>
 
 namespace kvstrata {
+namespace {
+
+// The driver function `name` (CUDA 12 ABI) through the runtime, or nullptr.
+template <typename Fn>
+Fn DriverFunction(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
+}  // namespace
 
 cudaError_t StreamWriteValue64(cudaStream_t stream, uint64_t address, uint64_t value) {
   using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-  static WriteValue64 write = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      fn = nullptr;
-    }
-    return reinterpret_cast<WriteValue64>(fn);
-  }();
+  static const WriteValue64 write = DriverFunction<WriteValue64>("cuStreamWriteValue64");
   if (write == nullptr) return cudaErrorNotSupported;
   CUresult result = write(reinterpret_cast<CUstream>(stream), static_cast<CUdeviceptr>(address),
                           static_cast<cuuint64_t>(value), 0);
@@ -24,16 +31,7 @@ cudaError_t StreamWriteValue64(cudaStream_t stream, uint64_t address, uint64_t v
 
 cudaError_t AllocationSize(uint64_t base, uint64_t* bytes) {
   using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-  static GetAddressRange get = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      fn = nullptr;
-    }
-    return reinterpret_cast<GetAddressRange>(fn);
-  }();
+  static const GetAddressRange get = DriverFunction<GetAddressRange>("cuMemGetAddressRange");
   if (get == nullptr) return cudaErrorNotSupported;
   CUdeviceptr start = 0;
   size_t size = 0;
