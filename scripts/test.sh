@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything, and runs every test: the C++ unit and
-# integration tests (CTest), the Python client tests and the SGLang connector tests
-# (pytest; KVSTRATA_SKIP_SGLANG=1 skips the latter), all against real
-# kvstratad processes on real Unix sockets. GPU tests skip with a message without a GPU.
+# integration tests (CTest), the Python client tests and the SGLang connector tests, on
+# SGLang 0.5.23 and again on 0.5.17 (pytest; KVSTRATA_SKIP_SGLANG=1 skips both), all against
+# real kvstratad processes on real Unix sockets. GPU tests skip with a message without a GPU.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVSTRATA_BUILD_DIR:-$repo/build}"
@@ -18,11 +18,17 @@ KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli
 echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard, README command blocks)"
 KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/deploy" || status=1
-# SGLang connector (kvstrata_sglang) against the real sglang package in its own venv.
+# SGLang connector (kvstrata_sglang) against the real sglang package in its own venv:
+# SGLang 0.5.23, then 0.5.17 (.sglang0517, sglang 0.5.17's Python with the few packages it
+# needs in other versions, on PYTHONPATH in front of .venv-sglang).
 if [ "${KVSTRATA_SKIP_SGLANG:-0}" != 1 ]; then
   echo "test: SGLang connector tests (pytest, .venv-sglang)"
   if bash "$repo/scripts/setup_sglang.sh"; then
     KVSTRATA_DAEMON="$build/daemon/server/kvstratad" \
+      "$repo/.venv-sglang/bin/python" -m pytest -q "$repo/tests/integration/sglang" || status=1
+    echo "test: SGLang connector tests on SGLang 0.5.17 (.sglang0517 over .venv-sglang)"
+    PYTHONPATH="${KVSTRATA_SGLANG0517_DIR:-$repo/.sglang0517}" \
+      KVSTRATA_DAEMON="$build/daemon/server/kvstratad" \
       "$repo/.venv-sglang/bin/python" -m pytest -q "$repo/tests/integration/sglang" || status=1
   else
     echo "test: scripts/setup_sglang.sh failed" >&2

@@ -1,6 +1,6 @@
 """Fixtures for the SGLang connector tests: a real kvstratad (tests/integration/python's
 kvs_testing launcher) and SGLang's real host KV pools, in the .venv-sglang environment
-(scripts/setup_sglang.sh)."""
+(scripts/setup_sglang.sh): SGLang 0.5.23, or 0.5.17 with .sglang0517 on PYTHONPATH."""
 from __future__ import annotations
 
 import shutil
@@ -17,6 +17,15 @@ from kvs_testing import daemons, Daemon, run_daemon, short_tmpdir  # noqa: E402
 
 import kvstrata_sglang  # noqa: E402
 import sglang_pools  # noqa: E402
+
+
+def pytest_report_header(config) -> str:
+    import sglang
+    import torch
+
+    return (f"sglang {sglang.__version__} ({Path(sglang.__file__).parent}), "
+            f"torch {torch.__version__}, host pools from "
+            f"{'buffer infos' if sglang_pools.HOST_POOLS_TAKE_BUFFER_INFO else 'device pools'}")
 
 
 @pytest.fixture(scope="session")

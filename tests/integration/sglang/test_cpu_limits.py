@@ -1,7 +1,8 @@
 """Why there is no end-to-end SGLang server run with HiCache + KVStrata on this CPU-only
-machine, checked against the pinned sglang (0.5.23), so the reason stays true: when a new
-pin makes these tests fail, SGLang can move KV between a CPU "device" pool and its host
-pool, and the end-to-end run (docs/sglang-connector.md) should be added.
+machine, checked against the pinned sglang (0.5.23; also true of 0.5.17, the second SGLang
+the tests run on), so the reason stays true: when a new pin makes these tests fail, SGLang
+can move KV between a CPU "device" pool and its host pool, and the end-to-end run
+(docs/sglang-connector.md) should be added.
 
 1. SGLang's HiCache moves KV between the device pool and the host pool (the L2 step that
    comes before any L3 backend, KVStrata's included) only with sgl_kernel.kvcacheio ops

@@ -6,6 +6,12 @@ on page hashes SGLang computes from token ids, in batches of STORAGE_BATCH_SIZE 
 The controller is built without its GPU streams, device pool and process groups (it
 cannot start on a CPU-only machine: see test_cpu_limits.py); only the attributes these
 methods read are set, so the calls into the backend are exactly SGLang's.
+
+Both SGLang generations, told apart by what they have: 0.5.23 hashes pages with
+utils.get_storage_hash_str and reports prefetch progress as _page_transfer's page count plus
+one PrefetchAck per batch on prefetch_sync_queue; 0.5.17 hashes with the get_hash_str that
+attach_storage_backend stores on the controller and reports progress through
+PrefetchOperation.increment (completed_tokens; mark_terminate on a short batch).
 """
 from __future__ import annotations
 
@@ -14,10 +20,14 @@ from queue import Queue
 
 import pytest
 
+from sglang.srt.managers import cache_controller
 from sglang.srt.managers.cache_controller import (HiCacheController, PrefetchOperation,
                                                   StorageOperation)
 from sglang.srt.mem_cache.hicache_storage import STORAGE_BATCH_SIZE
-from sglang.srt.mem_cache.utils import get_storage_hash_str
+try:
+    from sglang.srt.mem_cache.utils import get_storage_hash_str
+except ImportError:  # SGLang 0.5.17: the same page hash chain under its older name
+    from sglang.srt.mem_cache.utils import get_hash_str as get_storage_hash_str
 from sglang_pools import alloc_pages, fill_pages, make_config, make_pool, page_bytes
 
 
@@ -29,7 +39,31 @@ def controller(backend, pool) -> HiCacheController:
     c.page_get_func = c._page_get_zero_copy  # what attach_storage_backend picks for
     c.page_set_func = c._page_set_zero_copy  # a dynamic backend with interface_v1
     c.prefetch_sync_queue = Queue()
+    c.has_draft = False  # as __init__ sets it (no speculative-decoding draft pool)
+    c.get_hash_str = get_storage_hash_str  # what 0.5.17's attach_storage_backend sets
     return c
+
+
+PREFETCH_ACKS = hasattr(cache_controller, "PrefetchAck")  # 0.5.23; 0.5.17 has none
+
+
+def transfer(c: HiCacheController, op: PrefetchOperation) -> int:
+    """SGLang's prefetch transfer of op; the pages it reports done, checked the way this
+    SGLang reports them: 0.5.23 returns the page count and acks each storage batch with the
+    running total; 0.5.17 returns nothing and counts completed_tokens, terminating the
+    operation at the first short batch."""
+    done = c._page_transfer(op)
+    if PREFETCH_ACKS:
+        acks = [c.prefetch_sync_queue.get_nowait() for _ in range(c.prefetch_sync_queue.qsize())]
+        batches = -(-len(op.hash_value) // STORAGE_BATCH_SIZE)
+        assert len(acks) == batches  # one ack per batch, even after a failed one
+        assert acks[-1].completed_tokens == done * c.page_size
+        return done
+    assert done is None and c.prefetch_sync_queue.empty()
+    assert op.completed_tokens % c.page_size == 0
+    pages = op.completed_tokens // c.page_size
+    assert op.is_terminated() == (pages < len(op.hash_value))
+    return pages
 
 
 @pytest.mark.parametrize("kind", ["mha", "mla"])
@@ -60,9 +94,7 @@ def test_sglang_backup_then_prefetch(daemon, backends, salt, kind):
     op.hash_value = hit_hashes
     alloc_pages(pool_b, 8)
     op.host_indices = alloc_pages(pool_b, pages)
-    assert b._page_transfer(op) == pages
-    acks = [b.prefetch_sync_queue.get_nowait() for _ in range(b.prefetch_sync_queue.qsize())]
-    assert len(acks) == 3 and acks[-1].completed_tokens == len(tokens)  # one ack per batch
+    assert transfer(b, op) == pages  # (three storage batches)
     assert page_bytes(pool_b, op.host_indices) == page_bytes(pool_a, src)
 
     # A request sharing only a prefix hits only that prefix.
@@ -89,7 +121,7 @@ def test_sglang_paths_with_the_daemon_gone(daemon_factory, backends):
     assert c._storage_hit_query(PrefetchOperation("r", tokens, None)) == ([], 0)
     op = PrefetchOperation("r", tokens, None, prefix_keys=[])
     op.hash_value, op.host_indices = hashes, alloc_pages(pool, 16)
-    assert c._page_transfer(op) == 0
+    assert transfer(c, op) == 0
     backup = StorageOperation(src, tokens, hash_value=hashes, prefix_keys=[])
     c._page_backup(backup)
     assert backup.completed_tokens == 0
