@@ -26,11 +26,9 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -38,6 +36,8 @@ from typing import Any, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+
+from role_process import run_role, wait_gpu_free  # noqa: E402
 
 GIB = 1 << 30
 ROLES = ("none", "native", "kvstrata_async", "kvstrata", "kvstrata_b")
@@ -84,67 +84,6 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
                                 **dict(kv.split("=", 1) for kv in args.daemon_set)}},
         "kvstrata_extra": {},
     }
-
-
-def run_role(role: str, spec_path: Path, out_dir: Path, log, timeout_s: float) -> Dict[str, Any]:
-    """engine.py --role ROLE in its own process group (killed whole afterwards, so no
-    engine-core process keeps the GPU); its parsed result (possibly partial)."""
-    result = out_dir / f"{role}.json"
-    cmd = [sys.executable, str(HERE / "engine.py"), "--role", role, "--spec", str(spec_path),
-           "--out", str(result)]
-    t0 = time.monotonic()
-    log.write(f"\n===== {role}: {' '.join(cmd)}\n")
-    log.flush()
-    # One PYTHONHASHSEED for every engine, as in any deployment whose instances share
-    # kvstratad: vLLM 0.26 seeds its block hashes (the connector's keys) at random otherwise.
-    env = dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True, text=True, bufsize=1)
-
-    def kill_group() -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-    watchdog = threading.Timer(timeout_s, kill_group)
-    watchdog.start()
-    rc: Optional[int] = None
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            if line.startswith("[engine ") or "Error" in line or "Traceback" in line:
-                print(line, end="", flush=True)
-        rc = proc.wait()
-        if time.monotonic() - t0 >= timeout_s:
-            print(f"{role}: stopped at its {timeout_s:.0f} s limit", flush=True)
-    finally:
-        watchdog.cancel()
-        kill_group()
-        proc.wait()
-    wait_gpu_free()
-    data: Dict[str, Any] = {}
-    if result.is_file():
-        data = json.loads(result.read_text())
-    data["rc"] = rc
-    data["seconds"] = round(time.monotonic() - t0, 1)
-    print(f"== {role}: rc={rc} in {data['seconds']} s", flush=True)
-    return data
-
-
-def wait_gpu_free(timeout_s: float = 30.0) -> None:
-    """Until no process holds GPU memory (the last engine's processes are gone)."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            return
-        if not out:
-            return
-        time.sleep(0.5)
 
 
 def copy_ceiling(devices: int, timeout_s: float = 180.0) -> Dict[str, Any]:
