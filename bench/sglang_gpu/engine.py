@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import random
@@ -31,6 +32,22 @@ from typing import Any, Dict, List
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "vllm_gpu"))  # daemon_ctl: the one daemon controller
+
+
+def _use_sgl_kernel_norm() -> None:
+    """sgl_kernel 0.4.5 hands RMSNorm to flashinfer whenever `flashinfer.norm` imports, and
+    flashinfer JIT-compiles that kernel from CUDA sources the carry leaves out
+    (scripts/sglang_carry/prepare.sh). With `flashinfer.norm` unimportable sgl_kernel runs
+    its own precompiled RMSNorm: the same in every role. Runs at import, so SGLang's spawned
+    scheduler process (which imports this file as __mp_main__) does it too."""
+    try:
+        importlib.import_module("flashinfer")
+    except ImportError:
+        return
+    sys.modules["flashinfer.norm"] = None  # type: ignore[assignment]
+
+
+_use_sgl_kernel_norm()
 
 
 class Result:
@@ -94,6 +111,7 @@ class Bench:
         self.base = role.split("_")[0]
         self.file_dir = Path(spec["workdir"]) / "hicache_file"
         self.daemon = None
+        self.flush_waits: List[float] = []   # seconds each flush waited for the scheduler
         if self.base == "kvstrata":
             from daemon_ctl import DaemonCtl
             d = spec["daemon"]
@@ -122,12 +140,14 @@ class Bench:
     def flush(self) -> None:
         """Flush the GPU radix cache and the host pool (HiRadixCache.reset): the next hit of
         a storage role can only come from L3. Retried while requests drain."""
-        for _ in range(100):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 180.0:
             out = self.engine.flush_cache()
             if getattr(out, "success", True):
+                self.flush_waits.append(round(time.monotonic() - t0, 2))
                 return
-            time.sleep(0.1)
-        raise RuntimeError("flush_cache kept failing")
+            time.sleep(0.2)
+        raise RuntimeError("flush_cache kept failing for 180 s")
 
     def stored_pages(self) -> int:
         if self.base == "file":
@@ -321,6 +341,7 @@ def main() -> int:
             bench.single()
             if spec["users"]:
                 bench.users()
+        res.set("flush_waits_s", bench.flush_waits)
         res.event("done")
         bench.engine.shutdown()
     except Exception:  # noqa: BLE001 (reported in the result)

@@ -12,7 +12,8 @@
 #   Hopper with the Triton attention backend never loads: flash_ops (FlashAttention 3,
 #   1.1 GB), the sm100 build, FlashMLA and InfLLM. The benchmark runs SGLang with
 #   --attention-backend triton --sampling-backend pytorch, so no FA3 and no flashinfer JIT.
-# - flashinfer-python (imported by SGLang's CUDA paths; no kernel of it runs here).
+# - flashinfer-python: imported by SGLang's CUDA paths; its headers serve SGLang's JIT
+#   kernels. bench/sglang_gpu/engine.py keeps sgl_kernel off flashinfer's JIT RMSNorm.
 set -euo pipefail
 dest="${1:-.sglcarry}"
 work="${SGLANG_CARRY_WORK:-$(mktemp -d)}"
@@ -45,10 +46,11 @@ done
 cd "$work/site"
 # Multimodal and gRPC front ends (native extensions an offline text engine never loads).
 rm -f sglang/srt/grpc/_core.*.so sglang/srt/multimodal/_core.*.so
-# Build-time material: xgrammar's static library, flashinfer's JIT sources (CUTLASS, CCCL,
-# its own kernels' sources: only its JIT compiler reads them), jedi's typeshed stubs.
-rm -rf xgrammar/lib flashinfer/data/cccl flashinfer/data/cutlass flashinfer/data/spdlog \
-  flashinfer/data/csrc flashinfer/data/include jedi/third_party/typeshed
+# Build-time material: xgrammar's static library, jedi's typeshed stubs. flashinfer/data
+# (CUTLASS, CCCL, spdlog and flashinfer's headers and sources) stays: SGLang 0.5.17
+# JIT-compiles its own kernels (rope, activation, KV stores) on first use, some against
+# those headers.
+rm -rf xgrammar/lib jedi/third_party/typeshed
 find . -name '*.so' -exec strip --strip-unneeded {} + 2>/dev/null || true
 find . -name __pycache__ -prune -exec rm -rf {} +
 cd - >/dev/null
