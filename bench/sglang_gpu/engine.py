@@ -10,6 +10,7 @@ Llama-3.1-8B weights (bf16, seeded, identical in every process), token-id prompt
   none        HiCache without an L3 storage backend (GPU + host pool only)
   file        SGLang's own `file` backend (HiCacheFile) in <workdir>/hicache_file
   kvstrata    the `dynamic` backend kvstrata_sglang.KVStrataStorage on the run's kvstratad
+  kvstrata_tN the same with the connector's copy_threads = N
   file_b / kvstrata_b   a second, fresh engine process on the same storage: cross-process
               hits from what `file` / `kvstrata` stored; kvstrata_b also kills the daemon
               while requests run.
@@ -23,6 +24,7 @@ import importlib
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import threading
@@ -96,10 +98,13 @@ def engine_args(spec: Dict[str, Any], role: str) -> Dict[str, Any]:
         args["hicache_storage_backend"] = "file"
     elif base == "kvstrata":
         args["hicache_storage_backend"] = "dynamic"
-        args["hicache_storage_backend_extra_config"] = json.dumps(
-            {"backend_name": "kvstrata", "module_path": "kvstrata_sglang",
-             "class_name": "KVStrataStorage", "interface_v1": 1,
-             "endpoint": spec["daemon"]["workdir"] + "/kvstrata.sock"})
+        extra = {"backend_name": "kvstrata", "module_path": "kvstrata_sglang",
+                 "class_name": "KVStrataStorage", "interface_v1": 1,
+                 "endpoint": spec["daemon"]["workdir"] + "/kvstrata.sock"}
+        threads = re.search(r"_t(\d+)", role)   # kvstrata_t4: copy_threads 4
+        if threads:
+            extra["copy_threads"] = int(threads.group(1))
+        args["hicache_storage_backend_extra_config"] = json.dumps(extra)
     return args
 
 

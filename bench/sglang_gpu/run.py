@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent / "vllm_gpu"))
 
 from role_process import run_role  # noqa: E402
 
-ROLES = ("none", "file", "kvstrata", "file_b", "kvstrata_b")
+ROLES = ("none", "file", "kvstrata", "file_b", "kvstrata_b", "kvstrata_t4")
 
 
 def parse_args() -> argparse.Namespace:
@@ -93,7 +93,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
     ph = {r: results.get(r, {}).get("phases", {}) for r in ROLES}
     for size in spec["sizes"]:
         row: Dict[str, Any] = {}
-        for role in ("none", "file", "kvstrata"):
+        for role in ("none", "file", "kvstrata", "kvstrata_t4"):
             s = ph[role].get(f"single_{size}")
             if not s:
                 continue
@@ -119,7 +119,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
                 "share": round(got / stored, 4), "second_ms": c["second"]["ms"]}
             if role == "kvstrata_b":
                 rep["targets"][f"cross-process {size}: >= 95% hit"] = got >= 0.95 * stored
-    for role in ("none", "file", "kvstrata"):
+    for role in ("none", "file", "kvstrata", "kvstrata_t4"):
         u = ph[role].get("users")
         if u and "2" in {str(k) for k in u}:
             r2 = u.get("2") or u.get(2)
@@ -132,7 +132,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
         if not ref:
             continue
         want_ids, want_top = ref["greedy16"]["ids"], ref["cold"]["top5"]
-        for role in ("file", "kvstrata", "file_b", "kvstrata_b"):
+        for role in ("file", "kvstrata", "file_b", "kvstrata_b", "kvstrata_t4"):
             s = ph[role].get(f"single_{size}") or ph[role].get(f"cross_{size}")
             if not s:
                 continue
@@ -140,7 +140,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
             mism += s["greedy16"]["ids"] != want_ids
             hits = s.get("after_flush") or [s["first"]]
             top_diff += sum(h["top5"] != want_top for h in hits)
-    for role in ("file", "kvstrata"):
+    for role in ("file", "kvstrata", "kvstrata_t4"):
         a = _get(ph, role, "users", "2", "ids") or _get(ph, role, "users", 2, "ids")
         b = _get(ph, "none", "users", "2", "ids") or _get(ph, "none", "users", 2, "ids")
         if a and b:
@@ -182,6 +182,11 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
                    f"{_get(row, 'none', 'gpu_hit_ms')} | "
                    f"{_get(row, 'file', 'storage_tokens')} / "
                    f"{_get(row, 'kvstrata', 'storage_tokens')} |")
+    for size, row in rep["single"].items():
+        if "kvstrata_t4" in row:
+            out.append(f"  {size}: KVStrata with copy_threads 4: "
+                       f"{_get(row, 'kvstrata_t4', 'after_flush_ms')} ms "
+                       f"(storage tokens {_get(row, 'kvstrata_t4', 'storage_tokens')})")
     out.append("\nCross-process (a fresh engine B on the same storage), first request")
     for role, rows in rep["cross"].items():
         for size, c in rows.items():
