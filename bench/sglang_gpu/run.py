@@ -71,7 +71,11 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
         "users": args.users, "user_tokens": args.user_tokens, "question_tokens": 64,
         "concurrency": args.concurrency, "fault": not args.no_fault,
         "daemon": {"binary": args.daemon, "workdir": str(workdir / "daemon"),
+                   # L1 only: the default configuration's L2 (~/.cache/kvstrata/l2)
+                   # would outlive the run on a warm machine and serve the next run's
+                   # "cold" requests (it did in run 4, bench/RESULTS.md).
                    "settings": {"l1.capacity": "40GiB", "l1.slab_size": "64MiB",
+                                "l2.enabled": "false",
                                 "sessions.heartbeat_timeout_ms": "10000",
                                 **dict(kv.split("=", 1) for kv in args.daemon_set)}},
     }

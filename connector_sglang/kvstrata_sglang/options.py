@@ -35,7 +35,7 @@ class BackendOptions:
     client_name: str = "sglang-hicache"     # Session name shown by `kvstrata sessions`.
     heartbeat_timeout_ms: int = 0           # 0: the daemon's default deadline.
     fast_lookup: bool = True                # batch_exists over the lookup fast path socket.
-    copy_threads: int = 1                   # Threads copying one batch's pages (1..64).
+    copy_threads: int = 4                   # Threads copying one batch's pages (1..64).
 
 
 def _string(key: str, value: Any, *, allow_empty: bool, max_bytes: int = 4096) -> str:
