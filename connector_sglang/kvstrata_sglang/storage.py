@@ -6,7 +6,7 @@ With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_
 `batch_set_v1` (host pool indices): the bytes go once, with streaming stores (kvstrata.stream_copy), between the host
 pool's page pieces (`get_page_buffer_meta`) and the daemon's L1 slots in the shared-memory
 region this process maps. `batch_exists` answers the number of leading pages present
-(through the daemon's lookup fast path, a binary frame on a persistent Unix socket, falling
+(Session.lookup: the daemon's lookup fast path, a binary frame on a persistent Unix socket, falling
 back to gRPC).
 The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
 (`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
@@ -29,7 +29,6 @@ from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorage
                                                   HiCacheStorageExtraInfo)
 
 from .copier import PieceCopier
-from .fast_lookup import FastLookup
 from .keys import page_keys
 from .layout import PageLayout, checked_host_indices, describe_pool, legacy_block_view
 from .link import DaemonLink
@@ -80,7 +79,6 @@ class KVStrataStorage(HiCacheStorage):
         self.layout: Optional[PageLayout] = None
         self.mem_pool_host: Any = None
         self._link = DaemonLink(self.options)
-        self._fast = FastLookup(self.options.timeout_s) if self.options.fast_lookup else None
         self._copier = PieceCopier(self.options.copy_threads)
         self._metrics_lock = threading.Lock()
         self._prefetch_pgs: List[int] = []
@@ -145,19 +143,17 @@ class KVStrataStorage(HiCacheStorage):
         if got is None:
             return 0
         session, ns = got
-        hit = None
-        if self._fast is not None:
-            hit = self._fast.hit_blocks(session.open_response.lookup_socket, session.session_id,
-                                        ns.namespace_id, kb)
-        if hit is None:  # No fast path, or it could not answer: gRPC (notices a lost daemon).
-            try:
-                hit = session.lookup(ns, kb).hit_blocks
-            except kvstrata.KVStrataError as err:
-                return self._degrade(err, "lookup", 0)
-        else:
+        # Session.lookup asks over the daemon's lookup fast path when the session may
+        # (fast_lookup) and gRPC otherwise or when the fast path cannot answer.
+        session.fast_path = session.fast_path and self.options.fast_lookup
+        try:
+            r = session.lookup(ns, kb)
+        except kvstrata.KVStrataError as err:
+            return self._degrade(err, "lookup", 0)
+        if r.fast:
             self._count("exists_fast")
-        self._count("exists_hits", hit)
-        return int(hit)
+        self._count("exists_hits", r.hit_blocks)
+        return int(r.hit_blocks)
 
     def batch_set_v1(self, keys: List[str], host_indices: Any,
                      extra_info: Optional[HiCacheStorageExtraInfo] = None) -> List[bool]:
@@ -435,7 +431,5 @@ class KVStrataStorage(HiCacheStorage):
 
     def close(self) -> None:
         """Close the daemon session (SGLang calls this when it detaches the backend)."""
-        if self._fast is not None:
-            self._fast.close()
         self._copier.close()
         self._link.close()

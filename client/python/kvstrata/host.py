@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Sequence
 
 from .shm import SharedRegion
 
@@ -26,6 +26,7 @@ class LookupResult:
     tiers: List[int] = field(default_factory=list)  # Tier members (ints: unknown tiers)
     lease_id: int = 0                  # 0 when no lease was taken (not asked, or no hit)
     lease_expires_unix_ms: int = 0
+    fast: bool = False                 # answered on the daemon's fast-path socket (not gRPC)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def key_bytes(keys: Sequence[Any]) -> List[bytes]:
     if isinstance(keys, _KEY_TYPES):
         raise TypeError("keys must be a sequence of bytes, not a single bytes object")
     keys = list(keys)
-    if all(type(k) is bytes for k in keys):  # The common case, without a copy per key.
+    if set(map(type, keys)) <= {bytes}:  # The common case, without a copy per key.
         return keys
     out = []
     for i, k in enumerate(keys):

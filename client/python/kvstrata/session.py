@@ -323,14 +323,14 @@ class Session:
             try:
                 hits, tiers, lease_id, expires = fast.lookup(sid, _namespace_id(ns), keys,
                                                              lease, lease_ttl_ms)
-                return LookupResult(hits, [Tier.of(t) for t in tiers], lease_id, expires)
+                return LookupResult(hits, Tier.of_all(tiers), lease_id, expires, fast=True)
             except NotSpoken:
                 self.fast_path = False  # Then through gRPC below.
             except KVStrataError as err:
                 raise self._failed(err, sid) from None
         r = self._call("lookup", namespace_id=_namespace_id(ns), keys=keys,
                        acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
-        return LookupResult(r.hit_blocks, [Tier.of(loc.tier) for loc in r.locations],
+        return LookupResult(r.hit_blocks, Tier.of_all(loc.tier for loc in r.locations),
                             r.lease_id, r.lease_expires_unix_ms)
 
     def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:

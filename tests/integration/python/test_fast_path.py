@@ -168,3 +168,17 @@ def test_idle_connections_cannot_lock_new_callers_out(daemon_factory) -> None:
             for sock in idle:
                 sock.close()
         assert d.running()
+
+
+def test_lookup_says_which_path_answered(session, ns) -> None:
+    """LookupResult.fast: True over the lookup socket, False over gRPC; same answer."""
+    keys = [os.urandom(32) for _ in range(3)]
+    session.store(ns, keys[:2], [bytes(ns.bytes_per_block)] * 2)
+    fast = session.lookup(ns, keys)
+    session.fast_path = False
+    slow = session.lookup(ns, keys)
+    session.fast_path = True
+    assert fast.fast and not slow.fast
+    want = (2, [kvstrata.Tier.L1] * 2)
+    assert (fast.hit_blocks, fast.tiers) == (slow.hit_blocks, slow.tiers) == want
+

@@ -95,3 +95,6 @@ def test_tiers_are_named() -> None:
     assert kvstrata.Tier.of(1) is kvstrata.Tier.L1 and str(kvstrata.Tier.of(2)) == "L2"
     assert kvstrata.Tier.L3 == kvstrata.pb.TIER_L3_SHARED
     assert kvstrata.Tier.of(99) == 99  # a tier this client does not know stays an int
+    assert kvstrata.Tier.of_all(b"\x01\x03") == [kvstrata.Tier.L1, kvstrata.Tier.L3]
+    assert kvstrata.Tier.of_all([2, 99]) == [kvstrata.Tier.L2, 99]
+    assert kvstrata.Tier.of_all([]) == []
