@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
@@ -26,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "vllm_gpu"))
 
-from role_process import run_role  # noqa: E402
+from role_process import run_benchmark  # noqa: E402
 
 ROLES = ("none", "file", "kvstrata", "file_b", "kvstrata_b", "kvstrata_t4")
 
@@ -212,44 +211,8 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
 
 
 def main() -> int:
-    args = parse_args()
-    from daemon_ctl import DaemonCtl  # noqa: PLC0415 - needs kvstrata; --help does not
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(args.workdir)
-    spec_path = workdir / "spec.json"
-    results: Dict[str, Any] = {}
-    if args.cont and spec_path.is_file():
-        spec = json.loads(spec_path.read_text())
-        for role in ROLES:
-            f = workdir / "roles" / f"{role}.json"
-            if f.is_file():
-                results[role] = json.loads(f.read_text())
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-        (workdir / "roles").mkdir(parents=True)
-        spec = make_spec(args, workdir)
-        spec_path.write_text(json.dumps(spec, indent=1))
-    daemon = DaemonCtl(**spec["daemon"])
-    rep: Dict[str, Any] = {}
-    with open(out / "run.log", "w") as log:
-        try:
-            if daemon.pid() is None:
-                print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
-            for role in args.roles.split(","):
-                results[role] = run_role(role, spec_path, workdir / "roles", log,
-                                         args.role_timeout, engine=HERE / "engine.py")
-                rep = report(results, spec)
-                (out / "sglang_gpu.json").write_text(json.dumps(
-                    {"spec": spec, "report": rep, "results": results}, indent=1))
-        finally:
-            if not args.keep_daemon:
-                daemon.stop()
-            shutil.copy(daemon.log_path, out / "kvstratad.log")
-    text = render(rep, results, spec)
-    (out / "summary.txt").write_text(text + "\n")
-    print(text)
-    return 0
+    return run_benchmark(parse_args(), ROLES, make_spec, report, render, "sglang_gpu.json",
+                         HERE / "engine.py")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
-"""An engine role of the GPU serving benchmarks (bench/vllm_gpu, bench/sglang_gpu) run as a
-process group of its own: started, watched, killed whole, and its JSON result read back."""
+"""The GPU serving benchmarks' driver (bench/vllm_gpu, bench/sglang_gpu): each engine role
+run as a process group of its own (started, watched, killed whole, its JSON result read
+back), one after the other beside the run's kvstratad."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 
@@ -76,3 +78,57 @@ def wait_gpu_free(timeout_s: float = 30.0) -> None:
         if not out:
             return
         time.sleep(0.5)
+
+
+def run_benchmark(args, roles: Tuple[str, ...], make_spec: Callable[[Any, Path], Dict[str, Any]],
+                  report: Callable[[Dict[str, Any], Dict[str, Any]], Dict[str, Any]],
+                  render: Callable[[Dict[str, Any], Dict[str, Any], Dict[str, Any]], str],
+                  json_name: str, engine: Path,
+                  before_roles: Optional[Callable[[Dict[str, Any], Dict[str, Any], Path], None]]
+                  = None, on_continue: Optional[Callable[[Dict[str, Any]], None]] = None) -> int:
+    """The driver of a GPU serving benchmark (args: --out, --workdir, --roles, --continue,
+    --keep-daemon, --role-timeout): a fresh workdir and spec (or, with --continue, the
+    workdir's spec and the results of roles run before), the run's kvstratad (started unless
+    one from an earlier call still runs), before_roles(spec, results, workdir), then each
+    role in turn with the report rewritten to OUT/json_name after each; OUT/summary.txt,
+    run.log and kvstratad.log at the end. Blocks for the whole run."""
+    from daemon_ctl import DaemonCtl  # noqa: PLC0415 - needs kvstrata; --help does not
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    workdir = Path(args.workdir)
+    spec_path = workdir / "spec.json"
+    results: Dict[str, Any] = {}
+    if args.cont and spec_path.is_file():
+        spec = json.loads(spec_path.read_text())
+        if on_continue is not None:
+            on_continue(spec)
+        for f in sorted((workdir / "roles").glob("*.json")):
+            if f.stem in roles or f.stem in ("disk", "ceiling"):
+                results[f.stem] = json.loads(f.read_text())
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+        (workdir / "roles").mkdir(parents=True)
+        spec = make_spec(args, workdir)
+        spec_path.write_text(json.dumps(spec, indent=1))
+    daemon = DaemonCtl(**spec["daemon"])
+    rep: Dict[str, Any] = {}
+    with open(out / "run.log", "w") as log:
+        try:
+            if before_roles is not None:
+                before_roles(spec, results, workdir)
+            if daemon.pid() is None:
+                print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
+            for role in args.roles.split(","):
+                results[role] = run_role(role, spec_path, workdir / "roles", log,
+                                         args.role_timeout, engine=engine)
+                rep = report(results, spec)
+                (out / json_name).write_text(json.dumps(
+                    {"spec": spec, "report": rep, "results": results}, indent=1))
+        finally:
+            if not args.keep_daemon:
+                daemon.stop()
+            shutil.copy(daemon.log_path, out / "kvstratad.log")
+    text = render(rep, results, spec)
+    (out / "summary.txt").write_text(text + "\n")
+    print(text)
+    return 0

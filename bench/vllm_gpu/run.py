@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
-from role_process import run_role, wait_gpu_free  # noqa: E402
+from role_process import run_benchmark, wait_gpu_free  # noqa: E402
 
 GIB = 1 << 30
 ROLES = ("none", "native", "kvstrata_async", "kvstrata", "kvstrata_b")
@@ -595,55 +594,26 @@ def stage_medians(timelines: List[List[Dict[str, Any]]]) -> str:
 
 def main() -> int:
     args = parse_args()
-    from daemon_ctl import DaemonCtl  # noqa: PLC0415 - needs kvstrata; --help does not
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(args.workdir)
-    spec_path = workdir / "spec.json"
-    results: Dict[str, Any] = {}
-    if args.cont and spec_path.is_file():
-        spec = json.loads(spec_path.read_text())
+
+    def on_continue(spec: Dict[str, Any]) -> None:
         if spec.get("tp", 1) != args.tp:
             print(f"--continue: the spec's tp {spec.get('tp', 1)} applies, not --tp {args.tp}",
                   flush=True)
-        for role in ROLES + ("disk", "ceiling"):
-            f = workdir / "roles" / f"{role}.json"
-            if f.is_file():
-                results[role] = json.loads(f.read_text())
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-        (workdir / "roles").mkdir(parents=True)
-        spec = make_spec(args, workdir)
-        spec_path.write_text(json.dumps(spec, indent=1))
-    daemon = DaemonCtl(**spec["daemon"])
-    rep: Dict[str, Any] = {}
-    with open(out / "run.log", "w") as log:
-        try:
-            if args.disk_baseline:
-                results["disk"] = disk_baseline(Path(spec["daemon"]["workdir"]))
-                (workdir / "roles" / "disk.json").write_text(json.dumps(results["disk"]))
-                print(f"disk under L2: {results['disk']}", flush=True)
-            if spec.get("tp", 1) > 1 and "ceiling" not in results:  # before any engine
-                results["ceiling"] = copy_ceiling(spec["tp"])
-                (workdir / "roles" / "ceiling.json").write_text(json.dumps(results["ceiling"]))
-                print(f"host-to-device copy ceilings: {json.dumps(results['ceiling'])}",
-                      flush=True)
-            if daemon.pid() is None:
-                print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
-            for role in args.roles.split(","):
-                results[role] = run_role(role, spec_path, workdir / "roles", log,
-                                         args.role_timeout)
-                rep = report(results, spec)
-                (out / "vllm_gpu.json").write_text(json.dumps(
-                    {"spec": spec, "report": rep, "results": results}, indent=1))
-        finally:
-            if not args.keep_daemon:
-                daemon.stop()
-            shutil.copy(daemon.log_path, out / "kvstratad.log")
-    text = render(rep, results, spec)
-    (out / "summary.txt").write_text(text + "\n")
-    print(text)
-    return 0
+
+    def before_roles(spec: Dict[str, Any], results: Dict[str, Any], workdir: Path) -> None:
+        if args.disk_baseline:
+            results["disk"] = disk_baseline(Path(spec["daemon"]["workdir"]))
+            (workdir / "roles" / "disk.json").write_text(json.dumps(results["disk"]))
+            print(f"disk under L2: {results['disk']}", flush=True)
+        if spec.get("tp", 1) > 1 and "ceiling" not in results:  # before any engine
+            results["ceiling"] = copy_ceiling(spec["tp"])
+            (workdir / "roles" / "ceiling.json").write_text(json.dumps(results["ceiling"]))
+            print(f"host-to-device copy ceilings: {json.dumps(results['ceiling'])}",
+                  flush=True)
+
+    return run_benchmark(args, ROLES, make_spec, report, render, "vllm_gpu.json",
+                         HERE / "engine.py", before_roles=before_roles,
+                         on_continue=on_continue)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,10 @@ set -euo pipefail
 dest="${1:-.sglcarry}"
 work="${SGLANG_CARRY_WORK:-$(mktemp -d)}"
 py="${PYTHON:-python3}"
-plat=(--only-binary=:all: --python-version 3.12 --implementation cp
-  --platform manylinux_2_35_x86_64 --platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
-  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+# shellcheck source=../lib/gpu_wheels.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/gpu_wheels.sh"
 mkdir -p "$work/whl"
-"$py" -m pip download -q --no-deps "${plat[@]}" -d "$work/whl" \
+"$py" -m pip download -q --no-deps "${gpu_wheel_args[@]}" -d "$work/whl" \
   sglang==0.5.17 sglang-kernel==0.4.5 flashinfer-python==0.6.15.post1 apache-tvm-ffi==0.1.11 \
   transformers==5.12.1 tokenizers==0.22.2 xgrammar==0.2.1 openai==2.6.1 \
   orjson==3.13.0 pybase64==1.5.1 starlette==1.10.0 fastapi==0.136.3 uvicorn==0.54.0 \

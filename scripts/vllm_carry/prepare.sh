@@ -7,18 +7,16 @@ set -euo pipefail
 dest="${1:-.vllmcarry}"
 work="${VLLM_CARRY_WORK:-$(mktemp -d)}"
 py="${PYTHON:-python3}"
-plat=(--only-binary=:all: --python-version 3.12 --implementation cp
-  --platform manylinux_2_35_x86_64 --platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
-  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+# shellcheck source=../lib/gpu_wheels.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/gpu_wheels.sh"
 mkdir -p "$work/whl" "$work/deps"
 # vLLM itself (~304 MB wheel), no dependencies.
-"$py" -m pip download -q --no-deps "${plat[@]}" -d "$work/whl" vllm==0.26.0
+"$py" -m pip download -q --no-deps "${gpu_wheel_args[@]}" -d "$work/whl" vllm==0.26.0
 # What the GPU image lacks and the offline LLM path imports. Everything else is on the image
 # (torch, transformers, tokenizers, triton, numpy, aiohttp, psutil, ...) or imported only
 # for features an offline Llama engine does not use (flashinfer, mistral_common,
 # compressed-tensors, tilelang, cutlass-dsl, ...). openai < 3 (3.x pulls httpx2).
-"$py" -m pip download -q --no-deps "${plat[@]}" -d "$work/deps" \
+"$py" -m pip download -q --no-deps "${gpu_wheel_args[@]}" -d "$work/deps" \
   pydantic==2.14.3 pydantic-core==2.50.4 annotated-types==0.8.0 typing-inspection==0.4.5 \
   typing-extensions==4.16.0 msgspec==0.22.0 pyzmq==27.3.0 cbor2==6.3.0 cachetools==8.0.1 \
   blake3==1.0.11 pybase64==1.5.1 setproctitle==1.3.8 partial-json-parser==0.2.1.1.post7 \
