@@ -821,7 +821,7 @@ def checked_block_ids(keys: Sequence[bytes], block_ids: Any,
     if len(ids) != len(keys):
         raise ValueError(f"{len(keys)} keys but {len(ids)} block ids")
     limit = min(num_blocks, 1 << 32) if num_blocks is not None else 1 << 32
-    if ids and all(type(b) is int for b in ids) and min(ids) >= 0 and max(ids) < limit:
+    if ids and set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < limit:
         return ids
     out = []
     for i, b in enumerate(ids):
