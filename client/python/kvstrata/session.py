@@ -336,7 +336,7 @@ class Session:
     def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:
         """The daemon's fast-path socket for these keys, or None (then use gRPC): remote or
         old daemons, keys of several lengths, or fast_path turned off."""
-        path = getattr(self.open_response, "lookup_socket", "")
+        path = self.side_socket(getattr(self.open_response, "lookup_socket", ""))
         if (not self.fast_path or not path or not keys or self.client.endpoint.kind != "unix"
                 or not getattr(self.open_response, "packed_transfers", False)
                 or len(set(map(len, keys))) != 1):
@@ -347,6 +347,17 @@ class Session:
                 old.close()
             fast = self._fast_sockets.setdefault(path, FastPathSocket(path, self.client.timeout))
         return fast
+
+    def side_socket(self, advertised: str) -> str:
+        """A socket the daemon advertises beside its endpoint (the shared-memory fd socket,
+        the fast path), as this process reaches it. The daemon names it as it sees it; a
+        process in another mount namespace (a container that mounts the socket directory at
+        another path) finds the same socket beside the endpoint it connected to."""
+        ep = self.client.endpoint
+        if not advertised or ep.kind != "unix" or os.path.exists(advertised):
+            return advertised
+        beside = os.path.join(os.path.dirname(ep.address), os.path.basename(advertised))
+        return beside if os.path.exists(beside) else advertised
 
     def release_lease(self, lease_id: int) -> None:
         """End a lease from lookup(lease=True) without loading."""

@@ -125,7 +125,7 @@ class SharedRegion:
         if session is not None:
             if fd_socket is not None or session_id is not None:
                 raise TypeError("SharedRegion: pass a Session, or fd_socket and session_id")
-            fd_socket = session.open_response.shm_fd_socket
+            fd_socket = session.side_socket(session.open_response.shm_fd_socket)
             session_id = session.session_id
         elif fd_socket is None or session_id is None:
             raise TypeError("SharedRegion: pass a Session, or fd_socket and session_id")
