@@ -353,8 +353,10 @@ class Session:
         the fast path), as this process reaches it. The daemon names it as it sees it; a
         process in another mount namespace (a container that mounts the socket directory at
         another path) finds the same socket beside the endpoint it connected to."""
+        if not advertised or os.path.exists(advertised):
+            return advertised
         ep = self.client.endpoint
-        if not advertised or ep.kind != "unix" or os.path.exists(advertised):
+        if getattr(ep, "kind", None) != "unix":
             return advertised
         beside = os.path.join(os.path.dirname(ep.address), os.path.basename(advertised))
         return beside if os.path.exists(beside) else advertised
