@@ -28,6 +28,8 @@ sys.path.insert(0, str(HERE.parent / "vllm_gpu"))
 from role_process import run_benchmark  # noqa: E402
 
 ROLES = ("none", "file", "kvstrata", "file_b", "kvstrata_b", "kvstrata_t4")
+FIRST_ENGINES = ("none", "file", "kvstrata", "kvstrata_t4")   # single + users phases
+STORAGE_ROLES = ("file", "kvstrata", "file_b", "kvstrata_b", "kvstrata_t4")
 
 
 def parse_args() -> argparse.Namespace:
@@ -96,7 +98,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
     ph = {r: results.get(r, {}).get("phases", {}) for r in ROLES}
     for size in spec["sizes"]:
         row: Dict[str, Any] = {}
-        for role in ("none", "file", "kvstrata", "kvstrata_t4"):
+        for role in FIRST_ENGINES:
             s = ph[role].get(f"single_{size}")
             if not s:
                 continue
@@ -122,7 +124,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
                 "share": round(got / stored, 4), "second_ms": c["second"]["ms"]}
             if role == "kvstrata_b":
                 rep["targets"][f"cross-process {size}: >= 95% hit"] = got >= 0.95 * stored
-    for role in ("none", "file", "kvstrata", "kvstrata_t4"):
+    for role in FIRST_ENGINES:
         u = ph[role].get("users")
         if u and "2" in {str(k) for k in u}:
             r2 = u.get("2") or u.get(2)
@@ -135,7 +137,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
         if not ref:
             continue
         want_ids, want_top = ref["greedy16"]["ids"], ref["cold"]["top5"]
-        for role in ("file", "kvstrata", "file_b", "kvstrata_b", "kvstrata_t4"):
+        for role in STORAGE_ROLES:
             s = ph[role].get(f"single_{size}") or ph[role].get(f"cross_{size}")
             if not s:
                 continue
@@ -143,7 +145,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
             mism += s["greedy16"]["ids"] != want_ids
             hits = s.get("after_flush") or [s["first"]]
             top_diff += sum(h["top5"] != want_top for h in hits)
-    for role in ("file", "kvstrata", "kvstrata_t4"):
+    for role in FIRST_ENGINES[1:]:
         a = _get(ph, role, "users", "2", "ids") or _get(ph, role, "users", 2, "ids")
         b = _get(ph, "none", "users", "2", "ids") or _get(ph, "none", "users", 2, "ids")
         if a and b:

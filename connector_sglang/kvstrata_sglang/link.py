@@ -88,10 +88,12 @@ class DaemonLink:
     def _open(self) -> kvstrata.Session:
         o = self.options
         backoff_max = max(0.05, min(2.0, o.retry_interval_s or 2.0))
-        return kvstrata.Session(endpoint=o.endpoint, client_name=o.client_name,
-                                heartbeat_timeout_ms=o.heartbeat_timeout_ms, token=self._token,
-                                tls_root_cert=o.tls_root_cert_file, timeout=o.timeout_s,
-                                auto_reconnect=True, reconnect_backoff=(0.05, backoff_max))
+        s = kvstrata.Session(endpoint=o.endpoint, client_name=o.client_name,
+                             heartbeat_timeout_ms=o.heartbeat_timeout_ms, token=self._token,
+                             tls_root_cert=o.tls_root_cert_file, timeout=o.timeout_s,
+                             auto_reconnect=True, reconnect_backoff=(0.05, backoff_max))
+        s.fast_path = s.fast_path and o.fast_lookup  # lookups (batch_exists) on the fast path
+        return s
 
     def failed(self, err: BaseException) -> None:
         """A call failed: when the daemon looks gone, let the session notice now (its

@@ -6,8 +6,8 @@ With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_
 `batch_set_v1` (host pool indices): the bytes go once, with streaming stores (kvstrata.stream_copy), between the host
 pool's page pieces (`get_page_buffer_meta`) and the daemon's L1 slots in the shared-memory
 region this process maps. `batch_exists` answers the number of leading pages present
-(Session.lookup: the daemon's lookup fast path, a binary frame on a persistent Unix socket, falling
-back to gRPC).
+(Session.lookup: the daemon's lookup fast path, a binary frame on a persistent Unix
+socket, falling back to gRPC).
 The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
 (`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
 
@@ -42,7 +42,6 @@ _READY = kvstrata.pb.SlotRef.STATE_READY
 _INTERNAL = grpc.StatusCode.INTERNAL
 
 
-
 def storage_writer(storage_config: Any) -> bool:
     """Whether this rank writes pages: HiCacheStorageConfig.is_storage_writer (SGLang
     0.5.23), else SGLang 0.5.17's rule, the same as its controller's backup skip: every
@@ -51,6 +50,7 @@ def storage_writer(storage_config: Any) -> bool:
     if writer is not None:
         return bool(writer)
     return not storage_config.is_mla_model or storage_config.tp_rank == 0
+
 
 class _Mapped:
     """The address of a mapped region, valid while this object lives (it holds a buffer
@@ -143,10 +143,7 @@ class KVStrataStorage(HiCacheStorage):
         if got is None:
             return 0
         session, ns = got
-        # Session.lookup asks over the daemon's lookup fast path when the session may
-        # (fast_lookup) and gRPC otherwise or when the fast path cannot answer.
-        session.fast_path = session.fast_path and self.options.fast_lookup
-        try:
+        try:  # over the lookup fast path (unless fast_lookup is off), else gRPC
             r = session.lookup(ns, kb)
         except kvstrata.KVStrataError as err:
             return self._degrade(err, "lookup", 0)

@@ -44,7 +44,7 @@ done
 cd "$work/site"
 # Multimodal and gRPC front ends (native extensions an offline text engine never loads).
 rm -f sglang/srt/grpc/_core.*.so sglang/srt/multimodal/_core.*.so
-# Build-time material: xgrammar's static library, jedi's typeshed stubs. flashinfer/data
+# Build-time material: xgrammar's static library, jedi's bundled typeshed. flashinfer/data
 # (CUTLASS, CCCL, spdlog and flashinfer's headers and sources) stays: SGLang 0.5.17
 # JIT-compiles its own kernels (rope, activation, KV stores) on first use, some against
 # those headers.

@@ -134,6 +134,7 @@ class Session:
         # KVSTRATA_FAST_PATH=0) to use gRPC only.
         self.fast_path = os.environ.get("KVSTRATA_FAST_PATH", "1") != "0"
         self._fast_sockets: Dict[str, FastPathSocket] = {}
+        self._side_sockets: Dict[str, str] = {}  # side_socket(): advertised -> reachable path
         self._tracker: Optional[CompletionTracker] = None
         self._tracker_lock = threading.Lock()
         self._events_next_seq = 0
@@ -336,10 +337,12 @@ class Session:
     def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:
         """The daemon's fast-path socket for these keys, or None (then use gRPC): remote or
         old daemons, keys of several lengths, or fast_path turned off."""
-        path = self.side_socket(getattr(self.open_response, "lookup_socket", ""))
-        if (not self.fast_path or not path or not keys or self.client.endpoint.kind != "unix"
+        if (not self.fast_path or not keys or self.client.endpoint.kind != "unix"
                 or not getattr(self.open_response, "packed_transfers", False)
                 or len(set(map(len, keys))) != 1):
+            return None
+        path = self.side_socket(getattr(self.open_response, "lookup_socket", ""))
+        if not path:
             return None
         fast = self._fast_sockets.get(path)
         if fast is None:
@@ -353,13 +356,17 @@ class Session:
         the fast path), as this process reaches it. The daemon names it as it sees it; a
         process in another mount namespace (a container that mounts the socket directory at
         another path) finds the same socket beside the endpoint it connected to."""
-        if not advertised or os.path.exists(advertised):
-            return advertised
+        known = self._side_sockets.get(advertised)
+        if known is not None or not advertised:
+            return known or advertised
+        found = advertised
         ep = self.client.endpoint
-        if getattr(ep, "kind", None) != "unix":
-            return advertised
-        beside = os.path.join(os.path.dirname(ep.address), os.path.basename(advertised))
-        return beside if os.path.exists(beside) else advertised
+        if not os.path.exists(advertised) and getattr(ep, "kind", None) == "unix":
+            beside = os.path.join(os.path.dirname(ep.address), os.path.basename(advertised))
+            found = beside if os.path.exists(beside) else advertised
+        if os.path.exists(found):  # remembered only once it is there (not while restarting)
+            self._side_sockets[advertised] = found
+        return found
 
     def release_lease(self, lease_id: int) -> None:
         """End a lease from lookup(lease=True) without loading."""
