@@ -105,14 +105,14 @@ class Waiter {
 double EngineRun(CudaTransferEngine& engine, uint64_t reg, Direction direction,
                  const std::vector<std::vector<BlockCopy>>& transfers, std::string* error) {
   Waiter waiter;
-  auto submit = [&](TransferDirection d, const std::vector<BlockCopy>& blocks) {
+  auto submit = [&](CopyDirection d, const std::vector<BlockCopy>& blocks) {
     absl::Status s = engine.Submit(kSession, {reg, d, blocks, std::nullopt}, waiter.Callback());
     if (!s.ok()) *error = std::string(s.message());
   };
   Clock::time_point start = Clock::now();
   for (const std::vector<BlockCopy>& blocks : transfers) {
-    if (direction != Direction::kLoad) submit(TransferDirection::kGpuToHost, blocks);
-    if (direction != Direction::kStore) submit(TransferDirection::kHostToGpu, blocks);
+    if (direction != Direction::kLoad) submit(CopyDirection::kDown, blocks);
+    if (direction != Direction::kStore) submit(CopyDirection::kUp, blocks);
   }
   std::string failed = waiter.Wait();
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """One real vLLM engine of the GPU benchmark, in its own process (run.py starts it).
 
-    python3 engine.py --role none|native|kvstrata|kvstrata_b --spec spec.json --out role.json
+    python3 engine.py --role none|native|kvstrata|kvstrata_async|kvstrata_batch|kvstrata_b \
+        --spec spec.json --out role.json
 
 Roles (every engine: the same dummy Llama-3.1-8B, bf16, block 16, CUDA graphs and
 torch.compile on, the same GPU KV budget, greedy sampling):
   none        no connector: recompute TTFT, the users rounds, the reference outputs
   native      vLLM's OffloadingConnector (CPU): cold + hit TTFT, the users rounds
   kvstrata    KVStrataConnector: cold + L1 hit TTFT, the users rounds
+  kvstrata_async, kvstrata_batch  the same phases as kvstrata, each in its own namespace:
+              load_mode=async; a daemon with gpu.copy_strategy=batch (spec["role_daemon"]:
+              run.py restarts the daemon with those settings before the role)
   kvstrata_b  KVStrataConnector in a second, fresh engine process: cross-instance hits,
               then L2 hits after daemon restarts, then the daemon killed during a load;
               with tp > 1 last "one rank misses" (tp_rank 1's namespace cleared; the
@@ -76,7 +80,18 @@ def prompt(seed: int, n: int) -> List[int]:
 
 # kvstrata_async: the connector as before layer-wise loads (every load before the request is
 # scheduled), in its own namespace (another salt) so that it shares nothing with `kvstrata`.
-ASYNC_EXTRA = {"kvstrata_async": {"load_mode": "async", "namespace": {"salt": "async-role"}}}
+# kvstrata_batch: the connector as in `kvstrata`; its daemon runs with the role's own settings
+# (spec["role_daemon"], e.g. gpu.copy_strategy=batch), also in a namespace of its own.
+ASYNC_EXTRA = {"kvstrata_async": {"load_mode": "async", "namespace": {"salt": "async-role"}},
+               "kvstrata_batch": {"namespace": {"salt": "batch-role"}}}
+
+
+def role_daemon(spec: Dict[str, Any], role: str) -> Dict[str, Any]:
+    """DaemonCtl arguments of a role: the run's daemon with the role's own settings on top
+    (spec["role_daemon"][role]; run.py has restarted the daemon with them)."""
+    d = dict(spec["daemon"])
+    d["settings"] = {**d["settings"], **spec.get("role_daemon", {}).get(role, {})}
+    return d
 
 class Bench:
     def __init__(self, role: str, spec: Dict[str, Any], out: Path) -> None:
@@ -84,7 +99,7 @@ class Bench:
         self.tp = int(spec.get("tp", 1))
         self.result: Dict[str, Any] = {"role": role, "tp": self.tp, "phases": {}}
         self._tiny = 0
-        self.daemon = DaemonCtl(**spec["daemon"]) if role.startswith("kvstrata") else None
+        self.daemon = DaemonCtl(**role_daemon(spec, role)) if role.startswith("kvstrata") else None
         from vllm import LLM, SamplingParams  # noqa: PLC0415
         from vllm.config import KVTransferConfig  # noqa: PLC0415
 
@@ -334,16 +349,31 @@ class Bench:
         self.store_probe()
         runs: Dict[str, List[Dict[str, Any]]] = {str(n): [] for n in self.spec["sizes"]}
         restarts = []
+        read: Dict[str, List[Optional[int]]] = {str(n): [] for n in self.spec["sizes"]}
         for _ in range(self.spec["repeats"]):
             restarts.append(self.restart_daemon())
             for n in self.spec["sizes"]:
                 self.reset_gpu_cache()
+                before = self.l2_read_bytes()
                 runs[str(n)].append(self.generate([prompt(n, n)]))
+                after = self.l2_read_bytes()
+                read[str(n)].append(after - before if None not in (before, after) else None)
                 self.settle()
         rows = {n: summarize(None, r) for n, r in runs.items()}
+        for n, row in rows.items():  # bytes the daemon read from L2 during each run (ListTiers)
+            row["l2_read_bytes"] = read[n]
         self.phase("l2_hit", {"rows": rows, "restarts": restarts})
         for n, row in rows.items():
             log(f"{self.role} L2 hit {n}: median {row['median_ms']:.1f} ms, cached {row['cached']}")
+
+    def l2_read_bytes(self) -> Optional[int]:
+        """The daemon's L2 read_bytes counter (ListTiers), None if it cannot be read."""
+        assert self.daemon is not None
+        try:
+            l2 = self.daemon.tiers().get("l2")
+        except kvstrata.KVStrataError:
+            return None
+        return int(l2.read_bytes) if l2 is not None else None
 
     def fault(self) -> None:
         """kill -9 of the daemon while a 32K-token load is in flight: the request completes
@@ -495,7 +525,8 @@ def summarize(cold: Optional[Dict[str, Any]], runs: List[Dict[str, Any]]) -> Dic
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--role", required=True,
-                    choices=("none", "native", "kvstrata", "kvstrata_async", "kvstrata_b"))
+                    choices=("none", "native", "kvstrata", "kvstrata_async", "kvstrata_batch",
+                             "kvstrata_b"))
     ap.add_argument("--spec", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -504,7 +535,7 @@ def main() -> int:
     VOCAB = spec["vocab"]
     parallel_env(int(spec.get("tp", 1)))
     b = Bench(args.role, spec, Path(args.out))
-    if args.role in ("none", "native", "kvstrata", "kvstrata_async"):
+    if args.role in ("none", "native", "kvstrata", "kvstrata_async", "kvstrata_batch"):
         b.single(hits=args.role != "none")
         if spec["users"] > 0:
             b.users()

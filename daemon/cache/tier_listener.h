@@ -6,12 +6,11 @@
 
 #include <cstdint>
 
+#include "daemon/common/tier.h"
 #include "daemon/index/block_entry.h"
 #include "daemon/index/block_key.h"
 
 namespace kvstrata {
-
-enum class RemovalCause { kEvicted, kAdminEvict, kCleared };
 
 class TierListener {
  public:

@@ -46,7 +46,7 @@ struct TierConfig {
 struct L1Config : TierConfig {
   double high_watermark = 0.95;
   double low_watermark = 0.85;
-  int64_t admission_threshold = 0;
+  int64_t admission_min_lookups = 0;  // lookups (misses) before a block is stored in L1
   std::string huge_pages = "auto";
   uint64_t slab_bytes = 64 << 20;
   int64_t promotion_wait_ms = 5000;
@@ -56,8 +56,8 @@ struct L1Config : TierConfig {
 struct FileTierConfig : TierConfig {
   double high_watermark = 0.95;
   double low_watermark = 0.85;
-  bool write_back = false;  // write_policy = "write-back"; else write-through
-  int64_t admission_threshold = 0;
+  bool write_back = false;          // write_policy = "write-back"; else write-through
+  int64_t write_down_min_hits = 0;  // L1 hits before a block is written to this tier
   int64_t io_threads = 4;
   int64_t write_queue_blocks = 1024;
   std::string fsync = "none";  // "none", "file", "file-and-dir"
@@ -77,10 +77,10 @@ struct GpuConfig {
 // KV events for cache-aware routers (daemon/events). Off by default.
 struct EventsConfig {
   bool enabled = false;
-  std::string endpoint;            // ZMQ PUB; "" = no ZMQ (PollEvents only)
-  std::string replay_endpoint;     // ZMQ ROUTER; "" = no replay
-  std::string pod_id;              // resolved: never empty after loading
-  std::string encoding = "map";    // "map" (vLLM 0.26+) or "array"
+  std::string endpoint;          // ZMQ PUB; "" = no ZMQ (PollEvents only)
+  std::string replay_endpoint;   // ZMQ ROUTER; "" = no replay
+  std::string pod_id;            // resolved: never empty after loading
+  std::string encoding = "map";  // "map" (vLLM 0.26+) or "array"
   int64_t data_parallel_rank = 0;
   int64_t buffer_batches = 10000;
   int64_t max_queue_events = 100000;
@@ -117,9 +117,10 @@ struct Config {
   GpuConfig gpu;
   EventsConfig events;
   std::vector<TenantConfig> tenants;
-  std::string config_path;           // Empty when only the embedded default is used.
-  std::vector<ConfigEntry> entries;  // Every key, in file order.
-  std::string effective_toml;        // The merged document.
+  std::string config_path;            // Empty when only the embedded default is used.
+  std::vector<ConfigEntry> entries;   // Every key, in file order.
+  std::vector<std::string> warnings;  // Renamed keys that were used by their old name.
+  std::string effective_toml;         // The merged document.
 };
 
 }  // namespace kvstrata

@@ -170,7 +170,7 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
       r.OneOf("eviction_policy", t.name == "l3" ? std::set<std::string>{"lru"} : kPolicies);
   ReadWatermarks(r, t.high_watermark, t.low_watermark);
   t.write_back = r.OneOf("write_policy", {"write-through", "write-back"}) == "write-back";
-  t.admission_threshold = r.Int("admission_threshold", 0, 1'000'000);
+  t.write_down_min_hits = r.Int("write_down_min_hits", 0, 1'000'000);
   t.io_threads = r.Int("io_threads", 1, 64);
   t.write_queue_blocks = r.Int("write_queue_blocks", 1, 1 << 24);
   t.fsync = r.OneOf("fsync", {"none", "file", "file-and-dir"});
@@ -187,7 +187,7 @@ void ReadL1(SectionReader& r, L1Config& l1) {
   l1.capacity_bytes = r.Bytes("capacity", 1 << 20);
   l1.eviction_policy = r.OneOf("eviction_policy", kPolicies);
   ReadWatermarks(r, l1.high_watermark, l1.low_watermark);
-  l1.admission_threshold = r.Int("admission_threshold", 0, 1'000'000);
+  l1.admission_min_lookups = r.Int("admission_min_lookups", 0, 1'000'000);
   l1.huge_pages = r.OneOf("huge_pages", {"auto", "on", "off"});
   l1.slab_bytes = r.Bytes("slab_size", 1 << 20);
   if (r.Ok({"slab_size"}) && l1.slab_bytes % (1 << 20) != 0) {

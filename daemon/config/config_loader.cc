@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <string_view>
 #include <system_error>
 
 #include <toml++/toml.h>
@@ -85,10 +87,34 @@ bool Assign(const std::string& dotted, const toml::node& want, const toml::node&
   return true;
 }
 
+// Keys renamed since they were first published: the old name is still read (with a
+// warning), so an existing configuration keeps working.
+struct RenamedKey {
+  absl::string_view section, old_key, new_key;
+};
+constexpr RenamedKey kRenamedKeys[] = {
+    {"l1", "admission_threshold", "admission_min_lookups"},
+    {"l2", "admission_threshold", "write_down_min_hits"},
+    {"l3", "admission_threshold", "write_down_min_hits"},
+};
+
+// `key` of `section` under its current name; a renamed one adds a warning.
+std::string CurrentKey(absl::string_view section, absl::string_view key,
+                       std::vector<std::string>& warnings) {
+  for (const RenamedKey& r : kRenamedKeys) {
+    if (r.section == section && r.old_key == key) {
+      warnings.push_back(absl::StrCat("config key '", section, ".", key, "' is deprecated: use '",
+                                      section, ".", r.new_key, "' (same meaning)"));
+      return std::string(r.new_key);
+    }
+  }
+  return std::string(key);
+}
+
 // Copies every key of `file` over `merged`; keys must exist in the default already. Each
 // mistake adds a line to `errors`; the other keys are still merged.
 void MergeFile(const toml::table& file, toml::table& merged, Sources& sources,
-               std::vector<std::string>& errors) {
+               std::vector<std::string>& errors, std::vector<std::string>& warnings) {
   for (auto&& [section_key, section_node] : file) {
     std::string section(section_key.str());
     if (section == "tenants") {  // [[tenants]]: an array of tables, checked by ExtractConfig
@@ -112,15 +138,16 @@ void MergeFile(const toml::table& file, toml::table& merged, Sources& sources,
                                     known, ", or [[tenants]]"));
       continue;
     }
-    for (auto&& [key, value] : *section_node.as_table()) {
-      std::string dotted = absl::StrCat(section, ".", std::string(key.str()));
-      toml::node* current = target->get(key.str());
+    for (auto&& [file_key, value] : *section_node.as_table()) {
+      std::string key = CurrentKey(section, std::string(file_key.str()), warnings);
+      std::string dotted = absl::StrCat(section, ".", key);
+      toml::node* current = target->get(key);
       if (current == nullptr) {
         errors.push_back(absl::StrCat("config: unknown key '", dotted,
                                       "' (kvstratad --print_default_config lists every key)"));
         continue;
       }
-      if (!Assign(dotted, *current, value, key.str(), *target)) {
+      if (!Assign(dotted, *current, value, key, *target)) {
         errors.push_back(absl::StrCat("config key '", dotted, "': got ", Described(value),
                                       ": expected ", Expected(dotted, *current)));
         continue;
@@ -154,7 +181,8 @@ absl::Status AssignTyped(toml::table& section, const std::string& key, const std
   return absl::OkStatus();
 }
 
-absl::Status ApplyOverride(const std::string& assignment, toml::table& merged, Sources& sources) {
+absl::Status ApplyOverride(const std::string& assignment, toml::table& merged, Sources& sources,
+                           std::vector<std::string>& warnings) {
   size_t eq = assignment.find('=');
   size_t dot = assignment.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
@@ -162,8 +190,8 @@ absl::Status ApplyOverride(const std::string& assignment, toml::table& merged, S
         absl::StrCat("flag --set '", assignment, "': expected section.key=value"));
   }
   std::string section = assignment.substr(0, dot);
-  std::string key = assignment.substr(dot + 1, eq - dot - 1);
-  std::string dotted = assignment.substr(0, eq);
+  std::string key = CurrentKey(section, assignment.substr(dot + 1, eq - dot - 1), warnings);
+  std::string dotted = absl::StrCat(section, ".", key);
   toml::table* target = merged[section].as_table();
   if (target == nullptr || target->get(key) == nullptr) {
     return absl::InvalidArgumentError(
@@ -221,18 +249,20 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
   absl::StatusOr<toml::table> merged = ParseToml(kDefaultConfigToml, "default_config.toml");
   if (!merged.ok()) return merged.status();
   Sources sources;
-  std::vector<std::string> errors;
+  std::vector<std::string> errors, warnings;
   if (!path.empty()) {
     absl::StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) return text.status();
     absl::StatusOr<toml::table> file = ParseToml(*text, path);
     if (!file.ok()) return file.status();
     std::vector<std::string> file_errors;
-    MergeFile(*file, *merged, sources, file_errors);
+    std::vector<std::string> file_warnings;
+    MergeFile(*file, *merged, sources, file_errors, file_warnings);
     for (const std::string& e : file_errors) errors.push_back(absl::StrCat(path, ": ", e));
+    for (const std::string& w : file_warnings) warnings.push_back(absl::StrCat(path, ": ", w));
   }
   for (const std::string& assignment : overrides) {
-    if (absl::Status s = ApplyOverride(assignment, *merged, sources); !s.ok()) {
+    if (absl::Status s = ApplyOverride(assignment, *merged, sources, warnings); !s.ok()) {
       errors.emplace_back(s.message());
     }
   }
@@ -240,6 +270,7 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
   Config config = ExtractConfig(*merged, errors);
   if (!errors.empty()) return Errors(errors);
   config.config_path = path;
+  config.warnings = std::move(warnings);
   // What an empty value stands for (the socket, the L2 directory, the pod id) is what is
   // shown: `kvstrata config` and --toml print the values in use.
   auto resolved = [&](const char* section, const char* key, const std::string& value) {

@@ -2,19 +2,6 @@
 
 namespace kvstrata {
 
-std::string_view MediumName(Tier tier) {
-  switch (tier) {
-    case Tier::kL1:
-      return "CPU";
-    case Tier::kL2:
-    case Tier::kL3:
-      return "STORAGE";
-  }
-  return "CPU";
-}
-
-std::string_view TierLocality(Tier tier) { return tier == Tier::kL3 ? "REMOTE" : "LOCAL"; }
-
 uint64_t ExternalBlockHash(std::string_view key_bytes) {
   std::string_view tail = key_bytes.size() > 8 ? key_bytes.substr(key_bytes.size() - 8) : key_bytes;
   uint64_t value = 0;

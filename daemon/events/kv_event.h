@@ -31,7 +31,7 @@ struct KvEvent {
   std::optional<uint32_t> group_idx;
   std::optional<std::string> kv_cache_spec_kind;  // BlockStored
   std::optional<std::string> locality;
-  uint32_t namespace_id = 0;                  // not on the ZMQ wire; PollEvents filters on it
+  uint32_t namespace_id = 0;  // not on the ZMQ wire; PollEvents filters on it
 };
 
 struct KvEventBatch {
@@ -43,12 +43,12 @@ struct KvEventBatch {
 
 // The `medium` of a tier, as vLLM names its own (vllm/distributed/kv_events.py: MEDIUM_GPU,
 // MEDIUM_CPU, MEDIUM_STORAGE): "CPU" (L1, DRAM) and "STORAGE" (L2, local NVMe, and L3,
-// shared filesystem). llm-d lower-cases it into its device tier.
-std::string_view MediumName(Tier tier);
+// shared filesystem). llm-d lower-cases it into its device tier. From kTierTable.
+inline std::string_view MediumName(Tier tier) { return NamesOf(tier).medium; }
 // The `locality` of a tier relative to this daemon (vLLM's Locality: "LOCAL" / "REMOTE"):
 // "LOCAL" for L1 and L2, "REMOTE" for L3 (a filesystem shared with other nodes). With
-// MediumName it tells L2 from L3.
-std::string_view TierLocality(Tier tier);
+// MediumName it tells L2 from L3. From kTierTable.
+inline std::string_view TierLocality(Tier tier) { return NamesOf(tier).locality; }
 
 // The 64-bit integer vLLM publishes for a block hash: the last 8 bytes of the key read
 // big-endian, zero-padded on the left when the key is shorter (vLLM's int conversion of

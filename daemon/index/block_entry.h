@@ -4,17 +4,9 @@
 
 #include <cstdint>
 
+#include "daemon/common/tier.h"
+
 namespace kvstrata {
-
-// Tier bits of BlockEntry::tiers. L1 = pinned DRAM pool, L2 = local NVMe, L3 = shared FS.
-enum class Tier : uint8_t { kL1 = 1, kL2 = 2, kL3 = 4 };
-
-inline constexpr uint8_t TierBit(Tier t) { return static_cast<uint8_t>(t); }
-
-// The fastest tier present in `tiers` (a non-zero mask).
-inline constexpr Tier FastestTier(uint8_t tiers) {
-  return static_cast<Tier>(tiers & static_cast<uint8_t>(-tiers));
-}
 
 struct BlockEntry {
   enum Flags : uint8_t {
@@ -24,7 +16,7 @@ struct BlockEntry {
 
   uint64_t offset = 0;     // L1 slot offset in the shared region (valid when tiers has kL1)
   uint32_t refs = 0;       // leases + loads holding this block; > 0 means never evicted
-  uint8_t tiers = 0;       // bitmask of Tier
+  uint8_t tiers = 0;       // bitmask of TierBit (daemon/common/tier.h)
   uint8_t size_class = 0;  // L1 slab size class
   uint8_t flags = 0;       // Flags
   uint8_t reserved = 0;

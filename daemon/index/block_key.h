@@ -14,10 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "daemon/common/ids.h"
 
 namespace kvstrata {
-
-using NamespaceId = uint32_t;
 
 class BlockKey {
  public:

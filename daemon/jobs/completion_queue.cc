@@ -4,7 +4,7 @@
 
 namespace kvstrata {
 
-void CompletionQueue::Push(uint64_t session, JobCompletion completion) {
+void CompletionQueue::Push(SessionId session, JobCompletion completion) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_.find(session);
@@ -21,7 +21,7 @@ size_t CompletionQueue::pending() const {
   return total;
 }
 
-std::vector<JobCompletion> CompletionQueue::Poll(uint64_t session, size_t max) {
+std::vector<JobCompletion> CompletionQueue::Poll(SessionId session, size_t max) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<JobCompletion> out;
   auto it = pending_.find(session);
@@ -34,7 +34,7 @@ std::vector<JobCompletion> CompletionQueue::Poll(uint64_t session, size_t max) {
   return out;
 }
 
-bool CompletionQueue::Wait(uint64_t session, absl::Duration timeout) {
+bool CompletionQueue::Wait(SessionId session, absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   auto ready = [&] {
     auto it = pending_.find(session);
@@ -44,12 +44,12 @@ bool CompletionQueue::Wait(uint64_t session, absl::Duration timeout) {
   return !shut_down_ && pending_.contains(session);
 }
 
-void CompletionQueue::OpenSession(uint64_t session) {
+void CompletionQueue::OpenSession(SessionId session) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_.try_emplace(session);
 }
 
-void CompletionQueue::EndSession(uint64_t session) {
+void CompletionQueue::EndSession(SessionId session) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.erase(session);

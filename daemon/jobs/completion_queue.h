@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "daemon/common/ids.h"
 
 namespace kvstrata {
 
@@ -29,15 +30,15 @@ struct JobCompletion {
 
 class CompletionQueue {
  public:
-  void Push(uint64_t session, JobCompletion completion);
+  void Push(SessionId session, JobCompletion completion);
   // Up to `max` (0 = all) completions of the session, oldest first.
-  std::vector<JobCompletion> Poll(uint64_t session, size_t max);
+  std::vector<JobCompletion> Poll(SessionId session, size_t max);
   // Waits up to `timeout` for the session to have completions. False when the wait ended
   // because the session ended or the queue shut down (nothing more will come).
-  bool Wait(uint64_t session, absl::Duration timeout);
+  bool Wait(SessionId session, absl::Duration timeout);
   // Marks the session live (completions are kept for it) or ended (dropped, waiters woken).
-  void OpenSession(uint64_t session);
-  void EndSession(uint64_t session);
+  void OpenSession(SessionId session);
+  void EndSession(SessionId session);
   void Shutdown();
   // Completions waiting to be polled, over all sessions.
   size_t pending() const;

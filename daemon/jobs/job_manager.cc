@@ -42,18 +42,18 @@ void JobManager::Shutdown() {
   completions_.Shutdown();
 }
 
-void JobManager::RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Time start,
+void JobManager::RecordTransfer(CopyDirection direction, uint64_t bytes, absl::Time start,
                                 bool failed) {
-  if (bytes > 0) metrics_->RecordTransfer(direction, bytes, absl::Now() - start);
+  if (bytes > 0) metrics_->RecordTransfer(Tier::kL1, direction, bytes, absl::Now() - start);
   if (failed) {
-    metrics_->RecordError(direction == MetricDirection::kGpuToL1 ? "job_store_failed"
-                                                                 : "job_load_failed");
+    metrics_->RecordError(direction == CopyDirection::kDown ? "job_store_failed"
+                                                            : "job_load_failed");
   }
 }
 
-absl::StatusOr<uint64_t> JobManager::RegisterCuda(uint64_t session, uint32_t ns,
-                                                  uint64_t block_bytes,
-                                                  const CudaMemorySpec& spec) {
+absl::StatusOr<RegistrationId> JobManager::RegisterCuda(SessionId session, NamespaceId ns,
+                                                        uint64_t block_bytes,
+                                                        const CudaMemorySpec& spec) {
   if (engine_ == nullptr) return engine_status_;
   absl::StatusOr<uint64_t> id = engine_->Register(session, spec, block_bytes);
   if (!id.ok()) return id.status();
@@ -62,14 +62,14 @@ absl::StatusOr<uint64_t> JobManager::RegisterCuda(uint64_t session, uint32_t ns,
   return *id;
 }
 
-uint64_t JobManager::RegisterHost(uint64_t session, uint32_t ns) {
+RegistrationId JobManager::RegisterHost(SessionId session, NamespaceId ns) {
   uint64_t id = next_id_.fetch_add(1) | (1ULL << 63);  // Never collides with engine ids.
   MutexLock lock(&mu_);
   registrations_[id] = {session, ns, false};
   return id;
 }
 
-absl::Status JobManager::Unregister(uint64_t session, uint64_t registration) {
+absl::Status JobManager::Unregister(SessionId session, RegistrationId registration) {
   bool cuda = false;
   {
     MutexLock lock(&mu_);
@@ -87,8 +87,8 @@ absl::Status JobManager::Unregister(uint64_t session, uint64_t registration) {
   return cuda ? engine_->Unregister(session, registration) : absl::OkStatus();
 }
 
-absl::Status JobManager::CheckRegistration(uint64_t session, uint32_t ns, uint64_t registration,
-                                           const JobBlocks& blocks) {
+absl::Status JobManager::CheckRegistration(SessionId session, NamespaceId ns,
+                                           RegistrationId registration, const JobBlocks& blocks) {
   if (blocks.keys.size() != blocks.block_ids.size()) {
     return absl::InvalidArgumentError("blocks: keys and block ids differ in number");
   }
@@ -113,14 +113,14 @@ absl::Status JobManager::CheckRegistration(uint64_t session, uint32_t ns, uint64
   return absl::OkStatus();
 }
 
-uint64_t JobManager::StartJob(uint64_t session, JobCompletion::Kind kind) {
+JobId JobManager::StartJob(SessionId session, JobCompletion::Kind kind) {
   uint64_t id = next_id_.fetch_add(1);
   MutexLock lock(&mu_);
   jobs_[id] = {session, false, kind, absl::Now()};
   return id;
 }
 
-bool JobManager::FinishJob(uint64_t job, absl::Duration* elapsed) {
+bool JobManager::FinishJob(JobId job, absl::Duration* elapsed) {
   MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   bool cancelled = it == jobs_.end() || it->second.cancelled;
@@ -131,26 +131,26 @@ bool JobManager::FinishJob(uint64_t job, absl::Duration* elapsed) {
   return !cancelled;
 }
 
-void JobManager::Complete(uint64_t session, JobCompletion completion) {
+void JobManager::Complete(SessionId session, JobCompletion completion) {
   completions_.Push(session, std::move(completion));
 }
 
-absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
-                                                 uint64_t block_bytes, uint64_t registration,
-                                                 const JobBlocks& blocks,
-                                                 std::optional<uint32_t> wait_event) {
+absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
+                                              uint64_t block_bytes, RegistrationId registration,
+                                              const JobBlocks& blocks,
+                                              std::optional<uint32_t> wait_event) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
   absl::StatusOr<ReserveResult> reserved =
       cache_->ReserveStore(session, ns, block_bytes, blocks.keys);
   if (!reserved.ok()) return reserved.status();
-  TransferRequest request{registration, TransferDirection::kGpuToHost, {}, wait_event};
+  TransferRequest request{registration, CopyDirection::kDown, {}, wait_event};
   std::vector<uint32_t> picked;  // Job block index of each copy.
   for (uint32_t i = 0; i < reserved->slots.size(); ++i) {
     if (reserved->slots[i].status != StoreStatus::kReserved) continue;
     request.blocks.push_back({blocks.block_ids[i], reserved->slots[i].offset});
     picked.push_back(i);
   }
-  uint64_t job = StartJob(session, JobCompletion::Kind::kStore);
+  JobId job = StartJob(session, JobCompletion::Kind::kStore);
   if (picked.empty()) {
     absl::Duration elapsed;
     FinishJob(job, &elapsed);
@@ -164,8 +164,8 @@ absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
         absl::Duration elapsed;
         bool live = FinishJob(job, &elapsed);
         std::vector<uint32_t> failed = Remap(result.failed, picked);
-        RecordTransfer(MetricDirection::kGpuToL1, (picked.size() - failed.size()) * block_bytes,
-                       start, !failed.empty() || !result.error.empty());
+        RecordTransfer(CopyDirection::kDown, (picked.size() - failed.size()) * block_bytes, start,
+                       !failed.empty() || !result.error.empty());
         std::vector<uint32_t> written;
         for (uint32_t i : picked) {
           if (live && std::find(failed.begin(), failed.end(), i) == failed.end()) {
@@ -188,16 +188,16 @@ absl::StatusOr<uint64_t> JobManager::SubmitStore(uint64_t session, uint32_t ns,
   return job;
 }
 
-absl::StatusOr<uint64_t> JobManager::SubmitLoad(uint64_t session, uint32_t ns,
-                                                uint64_t registration, const JobBlocks& blocks,
-                                                std::optional<uint64_t> lease,
-                                                std::optional<uint64_t> layer_flag_value) {
+absl::StatusOr<JobId> JobManager::SubmitLoad(SessionId session, NamespaceId ns,
+                                             RegistrationId registration, const JobBlocks& blocks,
+                                             std::optional<LeaseId> lease,
+                                             std::optional<uint64_t> layer_flag_value) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
   TierManager::PendingLoad pending;
   // A layer-wise load runs now, in the engine's step: nothing waits for a disk.
   if (tiers_ != nullptr && !layer_flag_value.has_value())
     pending = tiers_->StartLoad(ns, blocks.keys);
-  const uint64_t job = StartJob(session, JobCompletion::Kind::kLoad);
+  const JobId job = StartJob(session, JobCompletion::Kind::kLoad);
   if (pending.waits.empty()) {
     if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease, layer_flag_value);
         !s.ok()) {
@@ -250,8 +250,9 @@ void JobManager::DeferredLoop() {
   }
 }
 
-absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, uint64_t registration,
-                                 const JobBlocks& blocks, std::optional<uint64_t> lease,
+absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
+                                 RegistrationId registration, const JobBlocks& blocks,
+                                 std::optional<LeaseId> lease,
                                  std::optional<uint64_t> layer_flag_value) {
   const absl::Time entered = absl::Now();
   absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
@@ -260,8 +261,7 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
     return acquired.status();
   }
   const absl::Time pinned = absl::Now();
-  TransferRequest request{
-      registration, TransferDirection::kHostToGpu, {}, std::nullopt, layer_flag_value};
+  TransferRequest request{registration, CopyDirection::kUp, {}, std::nullopt, layer_flag_value};
   std::vector<uint32_t> picked, missing;
   for (uint32_t i = 0; i < acquired->slots.size(); ++i) {
     if (acquired->slots[i].status != LoadStatus::kReady) {
@@ -278,8 +278,8 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
     absl::Duration elapsed;
     bool live = FinishJob(job, &elapsed);
     if (load != 0) (void)cache_->ReleaseLoad(session, load);
-    RecordTransfer(MetricDirection::kL1ToGpu, (picked.size() - result.failed.size()) * block_bytes,
-                   start, !result.failed.empty() || !result.error.empty());
+    RecordTransfer(CopyDirection::kUp, (picked.size() - result.failed.size()) * block_bytes, start,
+                   !result.failed.empty() || !result.error.empty());
     std::vector<uint32_t> failed = missing;
     for (uint32_t i : Remap(result.failed, picked)) failed.push_back(i);
     std::sort(failed.begin(), failed.end());
@@ -307,7 +307,7 @@ absl::Status JobManager::RunLoad(uint64_t job, uint64_t session, uint32_t ns, ui
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> JobManager::Cancel(uint64_t session, uint64_t job) {
+absl::StatusOr<bool> JobManager::Cancel(SessionId session, JobId job) {
   MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end() || it->second.session != session) {
@@ -317,7 +317,7 @@ absl::StatusOr<bool> JobManager::Cancel(uint64_t session, uint64_t job) {
   return true;
 }
 
-void JobManager::EndSession(uint64_t session) {
+void JobManager::EndSession(SessionId session) {
   {  // Its queued loads are dropped; one the deferred thread runs now is waited for.
     std::unique_lock<std::mutex> lock(deferred_mu_);
     std::erase_if(deferred_, [&](const DeferredLoad& d) { return d.session == session; });
@@ -347,7 +347,7 @@ size_t JobManager::registrations() const {
   return registrations_.size();
 }
 
-size_t JobManager::registrations(uint64_t session) const {
+size_t JobManager::registrations(SessionId session) const {
   MutexLock lock(&mu_);
   size_t count = 0;
   for (const auto& [id, reg] : registrations_) count += reg.session == session ? 1 : 0;

@@ -59,69 +59,69 @@ class JobManager {
   JobManager(const JobManager&) = delete;
   JobManager& operator=(const JobManager&) = delete;
 
-  absl::StatusOr<uint64_t> RegisterCuda(uint64_t session, uint32_t ns, uint64_t block_bytes,
-                                        const CudaMemorySpec& spec);
-  uint64_t RegisterHost(uint64_t session, uint32_t ns);
-  absl::Status Unregister(uint64_t session, uint64_t registration);
+  absl::StatusOr<RegistrationId> RegisterCuda(SessionId session, NamespaceId ns,
+                                              uint64_t block_bytes, const CudaMemorySpec& spec);
+  RegistrationId RegisterHost(SessionId session, NamespaceId ns);
+  absl::Status Unregister(SessionId session, RegistrationId registration);
 
-  absl::StatusOr<uint64_t> SubmitStore(uint64_t session, uint32_t ns, uint64_t block_bytes,
-                                       uint64_t registration, const JobBlocks& blocks,
-                                       std::optional<uint32_t> wait_event);
+  absl::StatusOr<JobId> SubmitStore(SessionId session, NamespaceId ns, uint64_t block_bytes,
+                                    RegistrationId registration, const JobBlocks& blocks,
+                                    std::optional<uint32_t> wait_event);
   // `layer_flag_value` (TransferRequest.layer_flag_value): a layer-wise load; it promotes
   // nothing (blocks not in L1 fail), so it runs now, in the engine's step.
-  absl::StatusOr<uint64_t> SubmitLoad(uint64_t session, uint32_t ns, uint64_t registration,
-                                      const JobBlocks& blocks, std::optional<uint64_t> lease,
-                                      std::optional<uint64_t> layer_flag_value = std::nullopt);
+  absl::StatusOr<JobId> SubmitLoad(SessionId session, NamespaceId ns, RegistrationId registration,
+                                   const JobBlocks& blocks, std::optional<LeaseId> lease,
+                                   std::optional<uint64_t> layer_flag_value = std::nullopt);
   // True when the job was still running: its result is discarded (a store commits nothing)
   // and its completion says "cancelled". NOT_FOUND when unknown or already completed.
-  absl::StatusOr<bool> Cancel(uint64_t session, uint64_t job);
+  absl::StatusOr<bool> Cancel(SessionId session, JobId job);
 
   CompletionQueue& completions() { return completions_; }
-  void OpenSession(uint64_t session) { completions_.OpenSession(session); }
-  void EndSession(uint64_t session);
+  void OpenSession(SessionId session) { completions_.OpenSession(session); }
+  void EndSession(SessionId session);
   void Shutdown();
   size_t active_jobs() const;
   size_t active_jobs(JobCompletion::Kind kind) const;
   size_t registrations() const;
-  size_t registrations(uint64_t session) const;  // of one session
+  size_t registrations(SessionId session) const;  // of one session
 
  private:
   struct Registration {
-    uint64_t session = 0;
-    uint32_t ns = 0;
+    SessionId session = 0;
+    NamespaceId ns = 0;
     bool cuda = false;
   };
   struct Job {
-    uint64_t session = 0;
+    SessionId session = 0;
     bool cancelled = false;
     JobCompletion::Kind kind = JobCompletion::Kind::kStore;
     absl::Time started;
   };
   // A load waiting for its L2/L3 promotions; owns its keys.
   struct DeferredLoad {
-    uint64_t job = 0;
-    uint64_t session = 0;
-    uint32_t ns = 0;
-    uint64_t registration = 0;
+    JobId job = 0;
+    SessionId session = 0;
+    NamespaceId ns = 0;
+    RegistrationId registration = 0;
     std::vector<std::string> keys;
     std::vector<uint32_t> block_ids;
-    std::optional<uint64_t> lease;
+    std::optional<LeaseId> lease;
     TierManager::PendingLoad pending;
   };
-  absl::Status CheckRegistration(uint64_t session, uint32_t ns, uint64_t registration,
+  absl::Status CheckRegistration(SessionId session, NamespaceId ns, RegistrationId registration,
                                  const JobBlocks& blocks);
   // Acquires the blocks in L1 and submits their copies for an already started load job.
   // On error the job is finished (no completion) and the error returned.
-  absl::Status RunLoad(uint64_t job, uint64_t session, uint32_t ns, uint64_t registration,
-                       const JobBlocks& blocks, std::optional<uint64_t> lease,
+  absl::Status RunLoad(JobId job, SessionId session, NamespaceId ns, RegistrationId registration,
+                       const JobBlocks& blocks, std::optional<LeaseId> lease,
                        std::optional<uint64_t> layer_flag_value = std::nullopt);
   void DeferredLoop();
-  uint64_t StartJob(uint64_t session, JobCompletion::Kind kind);
+  JobId StartJob(SessionId session, JobCompletion::Kind kind);
   // Reports one finished job's copies to the metrics sink.
-  void RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Time start, bool failed);
+  void RecordTransfer(CopyDirection direction, uint64_t bytes, absl::Time start, bool failed);
   // Removes the job; false when it was cancelled. `elapsed` (optional): time since StartJob.
-  bool FinishJob(uint64_t job, absl::Duration* elapsed = nullptr);
-  void Complete(uint64_t session, JobCompletion completion);
+  bool FinishJob(JobId job, absl::Duration* elapsed = nullptr);
+  void Complete(SessionId session, JobCompletion completion);
 
   PartitionedCache* const cache_;
   TierManager* const tiers_;

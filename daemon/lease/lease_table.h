@@ -18,14 +18,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "daemon/common/ids.h"
 #include "daemon/common/mutex.h"
 #include "daemon/index/block_key.h"
 #include "daemon/lease/clock.h"
 
 namespace kvstrata {
-
-using SessionId = uint64_t;
-using LeaseId = uint64_t;
 
 // Move-only: the keys it holds are pins that must be dropped exactly once.
 struct Lease {

@@ -15,36 +15,22 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/common/tier.h"
 
 namespace kvstrata {
-
-// Tiers as metric labels: "l1", "l2", "l3".
-enum class MetricTier { kL1 = 0, kL2 = 1, kL3 = 2 };
-inline constexpr int kMetricTiers = 3;
-std::string_view MetricTierName(MetricTier tier);
-
-// Directions of KV bytes. GPU<->L1 are the transfer engine's copies (jobs); the lower
-// tiers' code reports L1<->L2/L3 promotions and demotions.
-enum class MetricDirection { kGpuToL1 = 0, kL1ToGpu, kL1ToL2, kL2ToL1, kL1ToL3, kL3ToL1 };
-inline constexpr int kMetricDirections = 6;
-std::string_view MetricDirectionName(MetricDirection direction);  // "gpu_to_l1", ...
 
 // Why a block that was offered for storing was not stored.
 enum class DropReason { kNoSpace = 0, kNotAdmitted, kQueueFull, kIoError };
 inline constexpr int kDropReasons = 4;
 std::string_view DropReasonName(DropReason reason);  // "no_space", ...
 
-// How a block left a tier (mirrors the cache's RemovalCause).
-enum class RemovalKind { kEvicted = 0, kAdminEvict, kCleared };
-inline constexpr int kRemovalKinds = 3;
-std::string_view RemovalKindName(RemovalKind kind);  // "evicted", "admin_evict", "cleared"
-
 // One lookup: blocks asked for, and leading hits (blocks and tokens) by the tier that
-// served each block.
+// served each block (indexed by TierIndex). Tiers, removal causes and copy routes are
+// labelled with the names of daemon/common/tier.h.
 struct LookupSample {
   uint64_t requested_blocks = 0;
-  std::array<uint64_t, kMetricTiers> hit_blocks{};
-  std::array<uint64_t, kMetricTiers> hit_tokens{};
+  std::array<uint64_t, kTierCount> hit_blocks{};
+  std::array<uint64_t, kTierCount> hit_tokens{};
 };
 
 using MetricLabelPairs = std::vector<std::pair<std::string, std::string>>;
@@ -59,11 +45,12 @@ class MetricsSink {
                          absl::Duration latency) = 0;
 
   virtual void RecordLookup(const LookupSample&) {}
-  // Bytes moved in one direction by one transfer (a job's copies, a promotion, ...).
-  virtual void RecordTransfer(MetricDirection, uint64_t /*bytes*/, absl::Duration) {}
-  virtual void RecordStored(MetricTier, uint64_t /*blocks*/) {}
-  virtual void RecordRemoved(MetricTier, RemovalKind, uint64_t /*blocks*/) {}
-  virtual void RecordStoreDropped(MetricTier, DropReason, uint64_t /*blocks*/) {}
+  // Bytes moved by one copy between `lower` and the level above it (the GPU above L1):
+  // a job's copies (lower = L1), a write-down or a promotion (lower = L2 / L3).
+  virtual void RecordTransfer(Tier /*lower*/, CopyDirection, uint64_t /*bytes*/, absl::Duration) {}
+  virtual void RecordStored(Tier, uint64_t /*blocks*/) {}
+  virtual void RecordRemoved(Tier, RemovalCause, uint64_t /*blocks*/) {}
+  virtual void RecordStoreDropped(Tier, DropReason, uint64_t /*blocks*/) {}
   // An error that is not an RPC status: "job_store_failed", "l2_io", ... (snake_case).
   virtual void RecordError(absl::string_view /*kind*/) {}
 

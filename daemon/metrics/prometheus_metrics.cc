@@ -58,10 +58,10 @@ struct PrometheusMetrics::Impl {
   prometheus::Family<Counter>* errors = nullptr;
   Counter* lookups = nullptr;
   Counter* lookup_blocks = nullptr;
-  std::array<Counter*, kMetricTiers> hit_blocks{}, hit_tokens{}, stored{};
-  std::array<std::array<Counter*, kRemovalKinds>, kMetricTiers> removed{};
-  std::array<Counter*, kMetricDirections> transfer_bytes{};
-  std::array<Histogram*, kMetricDirections> transfer_size{}, transfer_seconds{};
+  std::array<Counter*, kTierCount> hit_blocks{}, hit_tokens{}, stored{};
+  std::array<std::array<Counter*, kRemovalCauseCount>, kTierCount> removed{};
+  std::array<Counter*, kCopyRouteCount> transfer_bytes{};
+  std::array<Histogram*, kCopyRouteCount> transfer_size{}, transfer_seconds{};
   // Dropped stores: series created on first use, read through `callbacks` (the L1 ones
   // are registered by the daemon from the cache's own counters).
   Mutex drop_mu;
@@ -114,14 +114,14 @@ struct PrometheusMetrics::Impl {
                               "Blocks that left a tier, by cause (evicted, admin_evict, "
                               "cleared).")
                           .Register(r);
-    for (int t = 0; t < kMetricTiers; ++t) {
-      std::string tier = Str(MetricTierName(static_cast<MetricTier>(t)));
+    for (int t = 0; t < kTierCount; ++t) {
+      std::string tier = Str(kTierTable[t].label);
       hit_blocks[t] = &hit_b.Add({{"tier", tier}});
       hit_tokens[t] = &hit_t.Add({{"tier", tier}});
       stored[t] = &stored_f.Add({{"tier", tier}});
-      for (int k = 0; k < kRemovalKinds; ++k) {
-        removed[t][k] =
-            &removed_f.Add({{"tier", tier}, {"cause", Str(RemovalKindName(RemovalKind(k)))}});
+      for (int k = 0; k < kRemovalCauseCount; ++k) {
+        removed[t][k] = &removed_f.Add(
+            {{"tier", tier}, {"cause", Str(RemovalCauseName(static_cast<RemovalCause>(k)))}});
       }
     }
     auto& bytes_f = prometheus::BuildCounter()
@@ -140,9 +140,8 @@ struct PrometheusMetrics::Impl {
                           .Name("kvstrata_transfer_duration_seconds")
                           .Help("Latency of one transfer, by direction.")
                           .Register(r);
-    for (int d = 0; d < kMetricDirections; ++d) {
-      prometheus::Labels labels{
-          {"direction", Str(MetricDirectionName(static_cast<MetricDirection>(d)))}};
+    for (int d = 0; d < kCopyRouteCount; ++d) {
+      prometheus::Labels labels{{"direction", Str(kCopyRouteNames[d])}};
       transfer_bytes[d] = &bytes_f.Add(labels);
       transfer_size[d] = &size_f.Add(labels, TransferBytesBuckets());
       transfer_seconds[d] = &seconds_f.Add(labels, TransferSecondsBuckets());
@@ -190,7 +189,7 @@ void PrometheusMetrics::RecordRpc(absl::string_view method, absl::string_view co
 void PrometheusMetrics::RecordLookup(const LookupSample& sample) {
   impl_->lookups->Increment();
   impl_->lookup_blocks->Increment(static_cast<double>(sample.requested_blocks));
-  for (int t = 0; t < kMetricTiers; ++t) {
+  for (int t = 0; t < kTierCount; ++t) {
     if (sample.hit_blocks[t] > 0) {
       impl_->hit_blocks[t]->Increment(static_cast<double>(sample.hit_blocks[t]));
     }
@@ -200,33 +199,32 @@ void PrometheusMetrics::RecordLookup(const LookupSample& sample) {
   }
 }
 
-void PrometheusMetrics::RecordTransfer(MetricDirection direction, uint64_t bytes,
+void PrometheusMetrics::RecordTransfer(Tier lower, CopyDirection direction, uint64_t bytes,
                                        absl::Duration latency) {
-  int d = static_cast<int>(direction);
+  int d = CopyRouteIndex(lower, direction);
   impl_->transfer_bytes[d]->Increment(static_cast<double>(bytes));
   impl_->transfer_size[d]->Observe(static_cast<double>(bytes));
   impl_->transfer_seconds[d]->Observe(absl::ToDoubleSeconds(latency));
 }
 
-void PrometheusMetrics::RecordStored(MetricTier tier, uint64_t blocks) {
-  impl_->stored[static_cast<int>(tier)]->Increment(static_cast<double>(blocks));
+void PrometheusMetrics::RecordStored(Tier tier, uint64_t blocks) {
+  impl_->stored[TierIndex(tier)]->Increment(static_cast<double>(blocks));
 }
 
-void PrometheusMetrics::RecordRemoved(MetricTier tier, RemovalKind kind, uint64_t blocks) {
-  int t = static_cast<int>(tier);
-  impl_->removed[t][static_cast<int>(kind)]->Increment(static_cast<double>(blocks));
+void PrometheusMetrics::RecordRemoved(Tier tier, RemovalCause cause, uint64_t blocks) {
+  impl_->removed[TierIndex(tier)][static_cast<int>(cause)]->Increment(static_cast<double>(blocks));
 }
 
-void PrometheusMetrics::RecordStoreDropped(MetricTier tier, DropReason reason, uint64_t blocks) {
+void PrometheusMetrics::RecordStoreDropped(Tier tier, DropReason reason, uint64_t blocks) {
   std::atomic<uint64_t>* cell = nullptr;
   {
     MutexLock lock(&impl_->drop_mu);
-    auto& slot = impl_->drops[{static_cast<int>(tier), static_cast<int>(reason)}];
+    auto& slot = impl_->drops[{TierIndex(tier), static_cast<int>(reason)}];
     if (slot == nullptr) {
       slot = std::make_unique<std::atomic<uint64_t>>(0);
       std::atomic<uint64_t>* raw = slot.get();
       AddCounter("kvstrata_stores_dropped_total", kDroppedHelp,
-                 {{"tier", Str(MetricTierName(tier))}, {"reason", Str(DropReasonName(reason))}},
+                 {{"tier", Str(TierLabel(tier))}, {"reason", Str(DropReasonName(reason))}},
                  [raw] { return static_cast<double>(raw->load(std::memory_order_relaxed)); });
     }
     cell = slot.get();

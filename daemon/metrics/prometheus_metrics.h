@@ -22,10 +22,11 @@ class PrometheusMetrics : public MetricsSink {
 
   void RecordRpc(absl::string_view method, absl::string_view code, absl::Duration latency) override;
   void RecordLookup(const LookupSample& sample) override;
-  void RecordTransfer(MetricDirection direction, uint64_t bytes, absl::Duration latency) override;
-  void RecordStored(MetricTier tier, uint64_t blocks) override;
-  void RecordRemoved(MetricTier tier, RemovalKind kind, uint64_t blocks) override;
-  void RecordStoreDropped(MetricTier tier, DropReason reason, uint64_t blocks) override;
+  void RecordTransfer(Tier lower, CopyDirection direction, uint64_t bytes,
+                      absl::Duration latency) override;
+  void RecordStored(Tier tier, uint64_t blocks) override;
+  void RecordRemoved(Tier tier, RemovalCause cause, uint64_t blocks) override;
+  void RecordStoreDropped(Tier tier, DropReason reason, uint64_t blocks) override;
   void RecordError(absl::string_view kind) override;
   using MetricsSink::AddGauge;
   void AddGauge(std::string name, std::string help, MetricLabelPairs labels,

@@ -40,11 +40,11 @@ absl::StatusOr<TierChoice> ChooseTiers(const ServiceContext& context, v1::Tier t
       return TierChoice{true, false, std::nullopt};
     case v1::TIER_L2_LOCAL:
     case v1::TIER_L3_SHARED: {
-      Tier lower = tier == v1::TIER_L2_LOCAL ? Tier::kL2 : Tier::kL3;
+      Tier lower = *TierFromWire(tier);
       for (const LowerTierStatus& st : context.tiers->Status()) {
         if (st.tier == lower) return TierChoice{false, true, lower};
       }
-      const char* name = lower == Tier::kL2 ? "l2" : "l3";
+      std::string name(TierLabel(lower));
       return absl::FailedPreconditionError(
           absl::StrCat("the ", name, " tier is not enabled in this daemon (set ", name,
                        ".enabled = true and ", name, ".path in its configuration)"));

@@ -10,17 +10,7 @@ std::vector<std::string_view> KeyViews(
   return views;
 }
 
-v1::Tier ToProto(Tier tier) {
-  switch (tier) {
-    case Tier::kL1:
-      return v1::TIER_L1_DRAM;
-    case Tier::kL2:
-      return v1::TIER_L2_LOCAL;
-    case Tier::kL3:
-      return v1::TIER_L3_SHARED;
-  }
-  return v1::TIER_UNSPECIFIED;
-}
+v1::Tier ToProto(Tier tier) { return static_cast<v1::Tier>(TierWire(tier)); }
 
 void ToProto(const StoreSlot& slot, uint64_t base, v1::SlotRef* out) {
   switch (slot.status) {

@@ -25,7 +25,7 @@ absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCa
     return context.jobs->SubmitStore(call.session_id, ns->id, ns->bytes_per_block,
                                      call.registration_id, blocks, wait_event);
   }
-  std::optional<uint64_t> lease;
+  std::optional<LeaseId> lease;
   if (call.lease_id != 0) lease = call.lease_id;
   std::optional<uint64_t> layer_flag_value;
   if (call.layer_flag_value != 0) layer_flag_value = call.layer_flag_value;

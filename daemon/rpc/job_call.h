@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "daemon/common/ids.h"
 #include "daemon/rpc/service_context.h"
 
 namespace kvstrata {
@@ -20,7 +21,7 @@ struct JobCall {
   enum class Kind { kStore, kLoad };
   Kind kind = Kind::kLoad;
   TenantId tenant = kDefaultTenant;  // the caller's (the session must be this tenant's)
-  uint64_t session_id = 0;
+  SessionId session_id = 0;
   uint32_t namespace_id = 0;
   uint64_t registration_id = 0;
   absl::Span<const std::string_view> keys;  // Not owned; valid during the call.

@@ -21,7 +21,7 @@ void RecordLookup(MetricsSink& metrics, const NamespaceInfo& ns, size_t requeste
   LookupSample sample;
   sample.requested_blocks = requested;
   for (Tier tier : result.tiers) {
-    int t = tier == Tier::kL1 ? 0 : tier == Tier::kL2 ? 1 : 2;
+    int t = TierIndex(tier);
     sample.hit_blocks[t] += 1;
     sample.hit_tokens[t] += ns.spec.tokens_per_block;
   }

@@ -45,7 +45,7 @@ absl::Status ValidateKeys(absl::Span<const std::string_view> keys, absl::string_
 }
 
 absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& context,
-                                                      TenantId tenant, uint64_t session_id,
+                                                      TenantId tenant, SessionId session_id,
                                                       uint32_t namespace_id) {
   if (absl::Status s = context.sessions->Check(session_id, tenant); !s.ok()) return s;
   std::optional<NamespaceInfo> info = context.namespaces->Find(namespace_id);
@@ -61,7 +61,7 @@ absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& cont
 
 absl::StatusOr<HostModeNamespace> RequireHostModeNamespace(const ServiceContext& context,
                                                            const Caller& caller,
-                                                           uint64_t session_id,
+                                                           SessionId session_id,
                                                            uint32_t namespace_id) {
   absl::StatusOr<NamespaceInfo> ns =
       RequireSessionNamespace(context, caller.tenant, session_id, namespace_id);

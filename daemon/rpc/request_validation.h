@@ -32,7 +32,7 @@ absl::Status ValidateKeys(absl::Span<const std::string_view> keys,
 // The session exists and is `tenant`'s, and the namespace exists and was registered by
 // that session.
 absl::StatusOr<NamespaceInfo> RequireSessionNamespace(const ServiceContext& context,
-                                                      TenantId tenant, uint64_t session_id,
+                                                      TenantId tenant, SessionId session_id,
                                                       uint32_t namespace_id);
 
 // Host-mode calls (ReserveStore, AcquireLoad): RequireSessionNamespace, and `caller`'s
@@ -44,7 +44,7 @@ struct HostModeNamespace {
 };
 absl::StatusOr<HostModeNamespace> RequireHostModeNamespace(const ServiceContext& context,
                                                            const Caller& caller,
-                                                           uint64_t session_id,
+                                                           SessionId session_id,
                                                            uint32_t namespace_id);
 
 }  // namespace kvstrata

@@ -316,7 +316,7 @@ void Daemon::RegisterLowerTierGauges() {
         return 0;
       };
     };
-    std::string name(MetricTierName(ToMetricTier(tier)));
+    std::string name(TierLabel(tier));
     const MetricLabelPairs labels = {{"tier", name}};
     m.AddGauge("kvstrata_tier_capacity_bytes", "", labels,
                read([](const LowerTierStatus& s) { return double(s.files.effective_bytes); }));

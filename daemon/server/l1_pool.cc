@@ -101,7 +101,7 @@ absl::StatusOr<std::unique_ptr<BlockCache>> L1Pool::CreateCache(
   cache_options.eviction_policy = l1.eviction_policy;
   cache_options.high_watermark = l1.high_watermark;
   cache_options.low_watermark = l1.low_watermark;
-  cache_options.admission_min_lookups = static_cast<uint32_t>(l1.admission_threshold);
+  cache_options.admission_min_lookups = static_cast<uint32_t>(l1.admission_min_lookups);
   cache_options.max_lease_ttl = absl::Milliseconds(sessions.max_lease_ttl_ms);
   cache_options.listener = listener;
   cache_options.may_write = may_write;

@@ -92,7 +92,7 @@ void EncodeReply(const absl::Status& status, const LookupAnswer* answer, std::st
   wire::EncodeResponseHeader(h, out->data());
   char* tiers = out->data() + wire::kResponseHeaderBytes;
   for (uint32_t i = 0; i < h.tier_count; ++i) {
-    tiers[i] = static_cast<char>(ToProto(answer->result.tiers[i]));  // common.proto Tier
+    tiers[i] = static_cast<char>(TierWire(answer->result.tiers[i]));  // common.proto Tier
   }
   std::copy(message.begin(), message.end(), tiers + h.tier_count);
 }

@@ -40,7 +40,7 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   }
   LowerTierOptions options;
   options.write_back = c.write_back;
-  options.admission_threshold = static_cast<uint32_t>(c.admission_threshold);
+  options.write_down_min_hits = static_cast<uint32_t>(c.write_down_min_hits);
   options.io_threads = static_cast<size_t>(c.io_threads);
   options.write_queue_blocks = static_cast<size_t>(c.write_queue_blocks);
   options.probe_timeout = absl::Milliseconds(c.probe_timeout_ms);

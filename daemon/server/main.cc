@@ -54,6 +54,9 @@ int Fail(absl::string_view message) {
 int Run() {
   absl::StatusOr<Config> config = LoadConfig(absl::GetFlag(FLAGS_config), Overrides());
   if (!config.ok()) return Fail(config.status().message());
+  for (const std::string& warning : config->warnings) {
+    std::fprintf(stderr, "kvstratad: warning: %s\n", warning.c_str());
+  }
   if (absl::GetFlag(FLAGS_check_config)) {
     std::cout << "configuration is valid\n";
     return 0;

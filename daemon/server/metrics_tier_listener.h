@@ -8,31 +8,14 @@
 
 namespace kvstrata {
 
-inline MetricTier ToMetricTier(Tier tier) {
-  switch (tier) {
-    case Tier::kL1:
-      return MetricTier::kL1;
-    case Tier::kL2:
-      return MetricTier::kL2;
-    case Tier::kL3:
-      return MetricTier::kL3;
-  }
-  return MetricTier::kL1;
-}
-
 class MetricsTierListener : public TierListener {
  public:
   // `sink` is not owned and must outlive the listener's use.
   explicit MetricsTierListener(MetricsSink* sink) : sink_(sink) {}
 
-  void OnStored(NamespaceId, const BlockKey&, Tier tier) override {
-    sink_->RecordStored(ToMetricTier(tier), 1);
-  }
+  void OnStored(NamespaceId, const BlockKey&, Tier tier) override { sink_->RecordStored(tier, 1); }
   void OnRemoved(NamespaceId, const BlockKey&, Tier tier, RemovalCause cause) override {
-    RemovalKind kind = cause == RemovalCause::kEvicted      ? RemovalKind::kEvicted
-                       : cause == RemovalCause::kAdminEvict ? RemovalKind::kAdminEvict
-                                                            : RemovalKind::kCleared;
-    sink_->RecordRemoved(ToMetricTier(tier), kind, 1);
+    sink_->RecordRemoved(tier, cause, 1);
   }
 
  private:

@@ -8,9 +8,9 @@
 #include <optional>
 #include <string>
 
-namespace kvstrata {
+#include "daemon/common/ids.h"
 
-using TenantId = uint32_t;
+namespace kvstrata {
 
 // Tenant 0 is the default tenant: every caller when no [[tenants]] are configured.
 inline constexpr TenantId kDefaultTenant = 0;

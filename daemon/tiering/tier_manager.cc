@@ -38,7 +38,7 @@ void TierManager::AddTier(std::unique_ptr<FileTier> files, LowerTierOptions opti
   lower->io = std::make_unique<IoPool>(options.io_threads);
   lower->files = std::move(files);
   lower->options = options;
-  counts_hits_ = counts_hits_ || options.admission_threshold > 0;
+  counts_hits_ = counts_hits_ || options.write_down_min_hits > 0;
   tiers_.push_back(std::move(lower));
 }
 
@@ -96,7 +96,7 @@ void TierManager::OnFileTierChange(Tier tier, absl::string_view fingerprint, abs
 void TierManager::OnStored(NamespaceId ns, const BlockKey& key, Tier tier) {
   if (tier == Tier::kL1) {
     for (auto& lower : tiers_) {
-      if (!lower->options.write_back && lower->options.admission_threshold == 0) {
+      if (!lower->options.write_back && lower->options.write_down_min_hits == 0) {
         QueueWrite(*lower, ns, key, "");
       }
     }
@@ -117,10 +117,10 @@ void TierManager::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offse
       if (it != lower->pending.end()) it->second->copy.assign(region_ + offset, length);
       continue;
     }
-    if (lower->options.admission_threshold > 0) {
+    if (lower->options.write_down_min_hits > 0) {
       MutexLock lock(&hits_mu_);
       auto it = l1_hits_.find(key);
-      if (it == l1_hits_.end() || it->second < lower->options.admission_threshold) continue;
+      if (it == l1_hits_.end() || it->second < lower->options.write_down_min_hits) continue;
     }
     QueueWrite(*lower, ns, key, std::string(region_ + offset, length));
   }

@@ -2,7 +2,7 @@
 // tiers below it (L2 local directory, L3 shared filesystem).
 //
 // - Down: with write-through a block committed to L1 is queued for each lower tier (or once
-//   it has had `admission_threshold` L1 hits); with write-back it is copied when L1 evicts
+//   it has had `write_down_min_hits` L1 hits); with write-back it is copied when L1 evicts
 //   it. Writes run on the tier's IoPool behind reads; a full queue drops the write (counted),
 //   never the engine's store. Drain writes every L1 block that a tier lacks.
 // - Up: a lookup that leaves L1 early continues in the lower tiers (index, then file probes
@@ -43,7 +43,7 @@ inline constexpr SessionId kDaemonSession = ~SessionId{0};
 
 struct LowerTierOptions {
   bool write_back = false;
-  uint32_t admission_threshold = 0;  // L1 hits before a block is written down; 0 = on store
+  uint32_t write_down_min_hits = 0;  // L1 hits before a block is written down; 0 = on store
   size_t io_threads = 4;
   size_t write_queue_blocks = 1024;
   absl::Duration probe_timeout = absl::Milliseconds(5);

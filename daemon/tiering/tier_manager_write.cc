@@ -18,7 +18,7 @@ void TierManager::CountHit(NamespaceId ns, const BlockKey& key) {
     hits = ++l1_hits_[key];
   }
   for (auto& lower : tiers_) {
-    if (!lower->options.write_back && lower->options.admission_threshold == hits) {
+    if (!lower->options.write_back && lower->options.write_down_min_hits == hits) {
       QueueWrite(*lower, ns, key, "");
     }
   }
@@ -26,16 +26,12 @@ void TierManager::CountHit(NamespaceId ns, const BlockKey& key) {
 
 void TierManager::RecordCopy(Tier tier, bool down, uint64_t bytes, absl::Duration took) {
   if (metrics_ == nullptr) return;
-  MetricDirection direction = tier == Tier::kL2
-                                  ? (down ? MetricDirection::kL1ToL2 : MetricDirection::kL2ToL1)
-                                  : (down ? MetricDirection::kL1ToL3 : MetricDirection::kL3ToL1);
-  metrics_->RecordTransfer(direction, bytes, took);
+  metrics_->RecordTransfer(tier, down ? CopyDirection::kDown : CopyDirection::kUp, bytes, took);
 }
 
 void TierManager::RecordDroppedWrite(Tier tier) {
   if (metrics_ == nullptr) return;
-  metrics_->RecordStoreDropped(tier == Tier::kL2 ? MetricTier::kL2 : MetricTier::kL3,
-                               DropReason::kQueueFull, 1);
+  metrics_->RecordStoreDropped(tier, DropReason::kQueueFull, 1);
 }
 
 void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,

@@ -13,7 +13,7 @@ void* HostPtr(const PieceCopy& p) { return reinterpret_cast<void*>(p.host); }
 
 CopyError IssueLoop(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                     cudaStream_t stream) {
-  bool store = launch.direction == TransferDirection::kGpuToHost;
+  bool store = launch.direction == CopyDirection::kDown;
   cudaMemcpyKind kind = store ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
   for (const PieceCopy& p : pieces) {
     void* dst = store ? HostPtr(p) : GpuPtr(p);
@@ -28,7 +28,7 @@ CopyError IssueLoop(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces
 // rest in one cudaMemcpyBatchAsync.
 CopyError IssueBatch(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                      CopyScratch* scratch, cudaStream_t stream) {
-  bool store = launch.direction == TransferDirection::kGpuToHost;
+  bool store = launch.direction == CopyDirection::kDown;
   cudaMemcpyKind kind = store ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
   scratch->dsts.clear();
   scratch->srcs.clear();
@@ -68,7 +68,7 @@ CopyError IssueKernel(const CopyLaunch& launch, absl::Span<const PieceCopy> piec
   std::vector<PieceCopy> chunks = SplitPieces(pieces, kCopyKernelChunkBytes);
   cudaError_t error = scratch->Reserve(chunks.size());
   if (error != cudaSuccess) return {error, "cudaMalloc(copy descriptors)"};
-  bool store = launch.direction == TransferDirection::kGpuToHost;
+  bool store = launch.direction == CopyDirection::kDown;
   CopyDescriptor* staging = scratch->staging();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const PieceCopy& c = chunks[i];
@@ -133,7 +133,7 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, Co
     error = scratch->ReserveBlocks(std::min(blocks, per_chunk) * plan.block_bytes);
   if (error != cudaSuccess) return {error, "cudaMalloc(staging)"};
   if (scratch->blocks() == nullptr) return {cudaErrorMemoryAllocation, "staging buffer"};
-  const bool store = launch.direction == TransferDirection::kGpuToHost;
+  const bool store = launch.direction == CopyDirection::kDown;
   unsigned char* staging = scratch->blocks();
   // One descriptor per piece, staged at (block index in its chunk) * block_bytes + offset.
   for (size_t b = 0; b < blocks; ++b) {

@@ -56,7 +56,7 @@ struct CopyError {
 
 struct CopyLaunch {
   CopyStrategy strategy = CopyStrategy::kBatch;  // Resolved, not kAuto.
-  TransferDirection direction = TransferDirection::kGpuToHost;
+  CopyDirection direction = CopyDirection::kDown;
   int grid_blocks = 0;  // Kernel grid cap (a few blocks per SM).
 };
 

@@ -123,8 +123,9 @@ uint64_t CudaTransferEngine::Insert(std::shared_ptr<Registration> reg) {
   return id;
 }
 
-absl::StatusOr<uint64_t> CudaTransferEngine::Register(uint64_t session, const CudaMemorySpec& spec,
-                                                      uint64_t block_bytes) {
+absl::StatusOr<RegistrationId> CudaTransferEngine::Register(SessionId session,
+                                                            const CudaMemorySpec& spec,
+                                                            uint64_t block_bytes) {
   absl::Status status = ValidateGeometry(spec, block_bytes);
   if (status.ok()) status = ValidateIpcHandles(spec);
   if (!status.ok()) return status;
@@ -144,8 +145,8 @@ absl::StatusOr<uint64_t> CudaTransferEngine::Register(uint64_t session, const Cu
   return Insert(std::move(reg));
 }
 
-absl::StatusOr<uint64_t> CudaTransferEngine::RegisterLocalForTesting(
-    uint64_t session, int device, const CudaMemorySpec& geometry,
+absl::StatusOr<RegistrationId> CudaTransferEngine::RegisterLocalForTesting(
+    SessionId session, int device, const CudaMemorySpec& geometry,
     const std::vector<void*>& allocations, uint64_t block_bytes,
     const std::vector<cudaEvent_t>& events, void* layer_flags) {
   absl::Status status = ValidateGeometry(geometry, block_bytes);

@@ -102,7 +102,7 @@ void CudaTransferEngine::WaitIdle(Registration* reg) {
   idle_.Wait(&mu_, [reg]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return reg->in_flight == 0; });
 }
 
-absl::Status CudaTransferEngine::Unregister(uint64_t session, uint64_t registration) {
+absl::Status CudaTransferEngine::Unregister(SessionId session, RegistrationId registration) {
   MutexLock lock(&mu_);
   auto it = registrations_.find(registration);
   if (it == registrations_.end()) {
@@ -120,7 +120,7 @@ absl::Status CudaTransferEngine::Unregister(uint64_t session, uint64_t registrat
   return absl::OkStatus();
 }
 
-void CudaTransferEngine::EndSession(uint64_t session) {
+void CudaTransferEngine::EndSession(SessionId session) {
   MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Registration>> ended;
   for (auto it = registrations_.begin(); it != registrations_.end();) {
@@ -139,7 +139,7 @@ void CudaTransferEngine::EndSession(uint64_t session) {
 }
 
 absl::StatusOr<std::shared_ptr<CudaTransferEngine::Registration>> CudaTransferEngine::Acquire(
-    uint64_t session, const TransferRequest& request) {
+    SessionId session, const TransferRequest& request) {
   MutexLock lock(&mu_);
   auto it = registrations_.find(request.registration);
   if (it == registrations_.end()) {
@@ -211,7 +211,7 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
   return job;
 }
 
-absl::Status CudaTransferEngine::Submit(uint64_t session, TransferRequest request,
+absl::Status CudaTransferEngine::Submit(SessionId session, TransferRequest request,
                                         std::function<void(TransferResult)> done) {
   absl::StatusOr<std::shared_ptr<Registration>> reg = Acquire(session, request);
   if (!reg.ok()) return reg.status();
@@ -220,7 +220,7 @@ absl::Status CudaTransferEngine::Submit(uint64_t session, TransferRequest reques
     done(std::move(result));
     Finish(held.get());
   };
-  const bool load = request.direction == TransferDirection::kHostToGpu;
+  const bool load = request.direction == CopyDirection::kUp;
   LaneJob job = MakeJob(*held, std::move(request), std::move(finish));
   Device& device = devices_[held->device];
   CudaLane* lane = load ? device.load_lane.get() : device.store_lane.get();

@@ -31,11 +31,11 @@ class CudaTransferEngine final : public TransferEngine {
   // Waits for every in-flight transfer, closes all handles, unregisters the host region.
   ~CudaTransferEngine() override;
 
-  absl::StatusOr<uint64_t> Register(uint64_t session, const CudaMemorySpec& spec,
-                                    uint64_t block_bytes) override;
-  absl::Status Unregister(uint64_t session, uint64_t registration) override;
-  void EndSession(uint64_t session) override;
-  absl::Status Submit(uint64_t session, TransferRequest request,
+  absl::StatusOr<RegistrationId> Register(SessionId session, const CudaMemorySpec& spec,
+                                          uint64_t block_bytes) override;
+  absl::Status Unregister(SessionId session, RegistrationId registration) override;
+  void EndSession(SessionId session) override;
+  absl::Status Submit(SessionId session, TransferRequest request,
                       std::function<void(TransferResult)> done) override;
 
   // Like Register, for memory of this process: `allocations[i]` is the device pointer of
@@ -43,12 +43,10 @@ class CudaTransferEngine final : public TransferEngine {
   // for geometry.ipc_events and stay owned by the caller, `layer_flags` (device memory
   // of this process, one 8-byte word per layer, or null) for geometry.layer_flags. For
   // tests and benchmarks.
-  absl::StatusOr<uint64_t> RegisterLocalForTesting(uint64_t session, int device,
-                                                   const CudaMemorySpec& geometry,
-                                                   const std::vector<void*>& allocations,
-                                                   uint64_t block_bytes,
-                                                   const std::vector<cudaEvent_t>& events = {},
-                                                   void* layer_flags = nullptr);
+  absl::StatusOr<RegistrationId> RegisterLocalForTesting(
+      SessionId session, int device, const CudaMemorySpec& geometry,
+      const std::vector<void*>& allocations, uint64_t block_bytes,
+      const std::vector<cudaEvent_t>& events = {}, void* layer_flags = nullptr);
 
   int device_count() const { return static_cast<int>(devices_.size()); }
 
@@ -68,7 +66,7 @@ class CudaTransferEngine final : public TransferEngine {
     uint64_t bytes = 0;  // The allocation's real size (cuMemGetAddressRange).
   };
   struct Registration {
-    uint64_t session = 0;
+    SessionId session = 0;
     int device = 0;
     uint32_t num_blocks = 0;
     uint64_t block_bytes = 0;
@@ -98,7 +96,7 @@ class CudaTransferEngine final : public TransferEngine {
   absl::Status OpenEvents(int device, const CudaMemorySpec& spec, Registration* reg);
   void Release(Registration* reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t Insert(std::shared_ptr<Registration> reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::shared_ptr<Registration>> Acquire(uint64_t session,
+  absl::StatusOr<std::shared_ptr<Registration>> Acquire(SessionId session,
                                                         const TransferRequest& request);
   void Finish(Registration* reg);
   void WaitIdle(Registration* reg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

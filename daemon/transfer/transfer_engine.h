@@ -37,6 +37,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/common/ids.h"
+#include "daemon/common/tier.h"
 
 namespace kvstrata {
 
@@ -75,11 +77,9 @@ struct BlockCopy {
   uint64_t host_offset = 0;  // Offset of the slot in the L1 region.
 };
 
-enum class TransferDirection { kGpuToHost, kHostToGpu };  // store, load
-
 struct TransferRequest {
-  uint64_t registration = 0;
-  TransferDirection direction = TransferDirection::kGpuToHost;
+  RegistrationId registration = 0;
+  CopyDirection direction = CopyDirection::kDown;  // down: a store (GPU -> L1); up: a load
   std::vector<BlockCopy> blocks;
   std::optional<uint32_t> wait_event;  // Index into CudaMemorySpec.ipc_events (stores).
   // Loads only, on a registration with layer_flags: copy layer by layer and, once layer i's
@@ -130,18 +130,18 @@ class TransferEngine {
   // (pieces do not add up to `block_bytes`, a block outside its allocation, a handle of the
   // wrong size); NOT_FOUND for an unknown GPU uuid; FAILED_PRECONDITION when CUDA refuses
   // a handle (its message says which).
-  virtual absl::StatusOr<uint64_t> Register(uint64_t session, const CudaMemorySpec& spec,
-                                            uint64_t block_bytes) = 0;
+  virtual absl::StatusOr<RegistrationId> Register(SessionId session, const CudaMemorySpec& spec,
+                                                  uint64_t block_bytes) = 0;
   // NOT_FOUND for an unknown registration, FAILED_PRECONDITION for another session's.
-  virtual absl::Status Unregister(uint64_t session, uint64_t registration) = 0;
+  virtual absl::Status Unregister(SessionId session, RegistrationId registration) = 0;
   // Waits for the session's in-flight copies, then releases its registrations.
-  virtual void EndSession(uint64_t session) = 0;
+  virtual void EndSession(SessionId session) = 0;
 
   // Queues the copies; `done` runs once they finished (or failed). INVALID_ARGUMENT for a
   // block id >= num_blocks, a slot outside the region, an event index out of range;
   // NOT_FOUND / FAILED_PRECONDITION for the registration as above. On error `done` is
   // not called. Returns at once.
-  virtual absl::Status Submit(uint64_t session, TransferRequest request,
+  virtual absl::Status Submit(SessionId session, TransferRequest request,
                               std::function<void(TransferResult)> done) = 0;
 };
 

@@ -107,7 +107,7 @@ absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits
                                                    " out of range (", limits.num_events,
                                                    " events registered)"));
   }
-  bool load = request.direction == TransferDirection::kHostToGpu;
+  bool load = request.direction == CopyDirection::kUp;
   if (request.layer_flag_value.has_value()) {
     if (!load) return absl::InvalidArgumentError("layer_flag_value is for loads only");
     if (!limits.layer_flags) {

@@ -54,8 +54,7 @@ std::unique_ptr<Fixture> MakeFixture(const KvGeometry& g, CopyStrategy strategy)
   return f;
 }
 
-void SubmitTo(Fixture& f, TransferDirection direction, std::vector<BlockCopy> blocks,
-              Waiter& waiter) {
+void SubmitTo(Fixture& f, CopyDirection direction, std::vector<BlockCopy> blocks, Waiter& waiter) {
   TransferRequest request{f.registration, direction, std::move(blocks), std::nullopt};
   std::function<void(TransferResult)> done = waiter.Callback();
   absl::Status status = f.engine->Submit(kSession, request, done);
@@ -88,7 +87,7 @@ void StoreLoadRounds(const KvGeometry& geometry, CopyStrategy strategy) {
     for (size_t i = 0; i < blocks.size(); ++i)
       copies.push_back({blocks[i], slots[i] * geometry.block_bytes});
     Waiter stored;
-    SubmitTo(*f, TransferDirection::kGpuToHost, copies, stored);
+    SubmitTo(*f, CopyDirection::kDown, copies, stored);
     stored.Wait();
     ASSERT_EQ(stored.failed_blocks(), 0u) << stored.first_error();
     for (size_t i = 0; i < blocks.size(); ++i) {
@@ -106,7 +105,7 @@ void StoreLoadRounds(const KvGeometry& geometry, CopyStrategy strategy) {
       f->cache.ApplyLoad(targets[i], f->region.data() + copies[i].host_offset);
     }
     Waiter loaded;
-    SubmitTo(*f, TransferDirection::kHostToGpu, loads, loaded);
+    SubmitTo(*f, CopyDirection::kUp, loads, loaded);
     loaded.Wait();
     ASSERT_EQ(loaded.failed_blocks(), 0u) << loaded.first_error();
     ASSERT_EQ(f->cache.Verify(), "") << "round " << round;
@@ -161,8 +160,8 @@ TEST_P(TransferGpuTest, ConcurrentStoresAndLoads) {
         loads.push_back({dst[i], slot});
         f->cache.ApplyLoad(dst[i], f->region.data() + slot);
       }
-      SubmitTo(*f, TransferDirection::kGpuToHost, stores, waiter);
-      SubmitTo(*f, TransferDirection::kHostToGpu, loads, waiter);
+      SubmitTo(*f, CopyDirection::kDown, stores, waiter);
+      SubmitTo(*f, CopyDirection::kUp, loads, waiter);
     }
     waiter.Wait();
     ASSERT_EQ(waiter.failed_blocks(), 0u) << waiter.first_error();
@@ -204,7 +203,7 @@ TEST(TransferGpuEventTest, StoreWaitsForEvent) {
     cudaEventRecord(written, stream);
     Waiter waiter;
     std::function<void(TransferResult)> done = waiter.Callback();
-    TransferRequest request{*reg, TransferDirection::kGpuToHost, {{3, 0}}, 0u};
+    TransferRequest request{*reg, CopyDirection::kDown, {{3, 0}}, 0u};
     ASSERT_TRUE(f->engine->Submit(kSession, request, done).ok());
     waiter.Wait();
     ASSERT_EQ(waiter.failed_blocks(), 0u) << waiter.first_error();
@@ -245,7 +244,7 @@ TEST(TransferGpuEventTest, LayeredLoadWritesEachLayerFlagAfterItsCopies) {
       loads.push_back({targets[i], i * geometry.block_bytes});
       f->cache.ApplyLoad(targets[i], f->region.data() + i * geometry.block_bytes);
     }
-    TransferRequest request{*reg, TransferDirection::kHostToGpu, loads, std::nullopt, round};
+    TransferRequest request{*reg, CopyDirection::kUp, loads, std::nullopt, round};
     Waiter waiter;
     std::function<void(TransferResult)> done = waiter.Callback();
     ASSERT_TRUE(f->engine->Submit(kSession, request, done).ok());
@@ -262,9 +261,9 @@ TEST(TransferGpuEventTest, LayeredLoadWritesEachLayerFlagAfterItsCopies) {
     for (uint64_t v : all) ASSERT_EQ(v, round);
   }
   // A value of 0, and a store, are refused; so is a registration without flags.
-  TransferRequest bad{*reg, TransferDirection::kHostToGpu, {{0, 0}}, std::nullopt, 0u};
+  TransferRequest bad{*reg, CopyDirection::kUp, {{0, 0}}, std::nullopt, 0u};
   EXPECT_FALSE(f->engine->Submit(kSession, bad, [](TransferResult) {}).ok());
-  bad.direction = TransferDirection::kGpuToHost;
+  bad.direction = CopyDirection::kDown;
   bad.layer_flag_value = 1u;
   EXPECT_FALSE(f->engine->Submit(kSession, bad, [](TransferResult) {}).ok());
   f->engine->EndSession(kSession);
@@ -277,11 +276,11 @@ TEST(TransferGpuErrorsTest, BadRequestsAndSessions) {
   std::unique_ptr<Fixture> f = MakeFixture(geometry, CopyStrategy::kAuto);
   ASSERT_NE(f, nullptr);
   auto noop = [](TransferResult) {};
-  TransferRequest bad{f->registration, TransferDirection::kHostToGpu, {{4, 0}}, std::nullopt};
+  TransferRequest bad{f->registration, CopyDirection::kUp, {{4, 0}}, std::nullopt};
   EXPECT_EQ(f->engine->Submit(kSession, bad, noop).code(), absl::StatusCode::kInvalidArgument);
   bad.blocks = {{0, f->region.size()}};
   EXPECT_EQ(f->engine->Submit(kSession, bad, noop).code(), absl::StatusCode::kInvalidArgument);
-  TransferRequest good{f->registration, TransferDirection::kHostToGpu, {{0, 0}}, std::nullopt};
+  TransferRequest good{f->registration, CopyDirection::kUp, {{0, 0}}, std::nullopt};
   EXPECT_EQ(f->engine->Submit(kSession + 1, good, noop).code(),
             absl::StatusCode::kFailedPrecondition);
   CudaMemorySpec spec = geometry.spec;
@@ -293,7 +292,7 @@ TEST(TransferGpuErrorsTest, BadRequestsAndSessions) {
   EXPECT_EQ(f->engine->Register(kSession, spec, geometry.block_bytes + 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   Waiter waiter;
-  SubmitTo(*f, TransferDirection::kGpuToHost, {{1, 0}, {2, geometry.block_bytes}}, waiter);
+  SubmitTo(*f, CopyDirection::kDown, {{1, 0}, {2, geometry.block_bytes}}, waiter);
   f->engine->EndSession(kSession);  // Waits for the store above.
   waiter.Wait();
   EXPECT_EQ(waiter.failed_blocks(), 0u);

@@ -250,12 +250,44 @@ TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
                       "l3.probe_timeout_ms=7"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->l2.write_back);
-  EXPECT_EQ(config->l2.admission_threshold, 3);
+  EXPECT_EQ(config->l2.write_down_min_hits, 3);
   EXPECT_FALSE(config->l3.write_back);
   EXPECT_EQ(config->l3.path, "/mnt/shared");
   EXPECT_EQ(config->l3.negative_cache_ms, 500);
   EXPECT_EQ(config->l3.fsync, "file-and-dir");
   EXPECT_EQ(config->l3.probe_timeout_ms, 7);
+}
+
+TEST(ConfigLoaderTest, AdmissionKnobsHaveTheirOwnNames) {
+  absl::StatusOr<Config> config = LoadConfig(
+      "", {"l1.admission_min_lookups=2", "l2.write_down_min_hits=4", "l3.write_down_min_hits=5"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->l1.admission_min_lookups, 2);
+  EXPECT_EQ(config->l2.write_down_min_hits, 4);
+  EXPECT_EQ(config->l3.write_down_min_hits, 5);
+  EXPECT_TRUE(config->warnings.empty());
+}
+
+TEST(ConfigLoaderTest, TheOldAdmissionKeyStillWorksWithAWarning) {
+  std::string path = WriteTemp("[l1]\nadmission_threshold = 2\n[l3]\nadmission_threshold = 6\n");
+  absl::StatusOr<Config> config = LoadConfig(path, {"l2.admission_threshold=4"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->l1.admission_min_lookups, 2);
+  EXPECT_EQ(config->l2.write_down_min_hits, 4);
+  EXPECT_EQ(config->l3.write_down_min_hits, 6);
+  ASSERT_EQ(config->warnings.size(), 3u);
+  EXPECT_THAT(config->warnings[0],
+              HasSubstr("'l1.admission_threshold' is deprecated: use 'l1.admission_min_lookups'"));
+  EXPECT_THAT(config->warnings[1],
+              HasSubstr("'l3.admission_threshold' is deprecated: use 'l3.write_down_min_hits'"));
+  EXPECT_THAT(config->warnings[2],
+              HasSubstr("'l2.admission_threshold' is deprecated: use 'l2.write_down_min_hits'"));
+  // The value shows under its current name.
+  bool shown = false;
+  for (const ConfigEntry& e : config->entries) {
+    if (e.key == "l2.write_down_min_hits") shown = e.value == "4" && e.source == "flag";
+  }
+  EXPECT_TRUE(shown);
 }
 
 TEST(ConfigLoaderTest, TenantsAreRead) {

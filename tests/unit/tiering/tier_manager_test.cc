@@ -265,7 +265,7 @@ TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
 
 TEST_F(TierManagerTest, AdmissionThresholdWritesAfterEnoughHits) {
   LowerTierOptions options;
-  options.admission_threshold = 2;
+  options.write_down_min_hits = 2;
   Build(4, /*shared=*/false, options);
   auto keys = Keys(2);
   Store(keys, 1000);

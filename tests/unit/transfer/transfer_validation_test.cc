@@ -103,7 +103,7 @@ TEST(ValidateIpcHandlesTest, RejectsEmptyHandles) {
 
 RequestLimits Limits() { return {kBlocks, 2, 64 * kKiB, 1024 * kKiB, 8}; }
 
-TransferRequest Request(TransferDirection direction, std::vector<BlockCopy> blocks) {
+TransferRequest Request(CopyDirection direction, std::vector<BlockCopy> blocks) {
   TransferRequest request;
   request.direction = direction;
   request.blocks = std::move(blocks);
@@ -112,13 +112,12 @@ TransferRequest Request(TransferDirection direction, std::vector<BlockCopy> bloc
 
 TEST(ValidateRequestTest, AcceptsValidAndEmptyRequests) {
   EXPECT_TRUE(
-      ValidateRequest(Request(TransferDirection::kGpuToHost, {{0, 0}, {99, 960 * kKiB}}), Limits())
-          .ok());
-  EXPECT_TRUE(ValidateRequest(Request(TransferDirection::kHostToGpu, {}), Limits()).ok());
+      ValidateRequest(Request(CopyDirection::kDown, {{0, 0}, {99, 960 * kKiB}}), Limits()).ok());
+  EXPECT_TRUE(ValidateRequest(Request(CopyDirection::kUp, {}), Limits()).ok());
 }
 
 TEST(ValidateRequestTest, RejectsBadIdsSlotsEventsAndCounts) {
-  auto store = TransferDirection::kGpuToHost;
+  auto store = CopyDirection::kDown;
   EXPECT_THAT(Message(ValidateRequest(Request(store, {{100, 0}}), Limits())),
               HasSubstr("num_blocks"));
   EXPECT_THAT(Message(ValidateRequest(Request(store, {{0, 961 * kKiB}}), Limits())),
@@ -133,18 +132,15 @@ TEST(ValidateRequestTest, RejectsBadIdsSlotsEventsAndCounts) {
 }
 
 TEST(ValidateRequestTest, RejectsDestinationsWrittenTwice) {
-  EXPECT_THAT(Message(ValidateRequest(
-                  Request(TransferDirection::kHostToGpu, {{3, 0}, {3, 64 * kKiB}}), Limits())),
-              HasSubstr("loaded twice"));
   EXPECT_THAT(
-      Message(ValidateRequest(Request(TransferDirection::kGpuToHost, {{3, 0}, {4, 0}}), Limits())),
-      HasSubstr("stored twice"));
+      Message(ValidateRequest(Request(CopyDirection::kUp, {{3, 0}, {3, 64 * kKiB}}), Limits())),
+      HasSubstr("loaded twice"));
+  EXPECT_THAT(Message(ValidateRequest(Request(CopyDirection::kDown, {{3, 0}, {4, 0}}), Limits())),
+              HasSubstr("stored twice"));
   // Storing one block into two slots, or loading one slot into two blocks, is fine.
   EXPECT_TRUE(
-      ValidateRequest(Request(TransferDirection::kGpuToHost, {{3, 0}, {3, 64 * kKiB}}), Limits())
-          .ok());
-  EXPECT_TRUE(
-      ValidateRequest(Request(TransferDirection::kHostToGpu, {{3, 0}, {4, 0}}), Limits()).ok());
+      ValidateRequest(Request(CopyDirection::kDown, {{3, 0}, {3, 64 * kKiB}}), Limits()).ok());
+  EXPECT_TRUE(ValidateRequest(Request(CopyDirection::kUp, {{3, 0}, {4, 0}}), Limits()).ok());
 }
 
 TEST(PlanCopiesTest, PiecesGoBackToBackInTensorOrder) {
@@ -164,14 +160,14 @@ TEST(PlanCopiesTest, MergesContiguousCrossLayerBlocks) {
 
 TEST(ValidateRequestTest, LayerFlagValueNeedsALoadFlagsAndAValue) {
   RequestLimits limits = Limits();
-  TransferRequest load = Request(TransferDirection::kHostToGpu, {{0, 0}});
+  TransferRequest load = Request(CopyDirection::kUp, {{0, 0}});
   load.layer_flag_value = 7;
   EXPECT_THAT(Message(ValidateRequest(load, limits)), HasSubstr("no layer_flags"));
   limits.layer_flags = true;
   EXPECT_TRUE(ValidateRequest(load, limits).ok());
   load.layer_flag_value = 0;
   EXPECT_THAT(Message(ValidateRequest(load, limits)), HasSubstr("must be > 0"));
-  TransferRequest store = Request(TransferDirection::kGpuToHost, {{0, 0}});
+  TransferRequest store = Request(CopyDirection::kDown, {{0, 0}});
   store.layer_flag_value = 7;
   EXPECT_THAT(Message(ValidateRequest(store, limits)), HasSubstr("loads only"));
 }
