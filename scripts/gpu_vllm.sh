@@ -15,6 +15,15 @@
 #             --keep-daemon --role-timeout 170                      (~9 min)
 #   call 4: bash scripts/gpu_vllm.sh --roles kvstrata_b --continue --role-timeout 330
 #
+# The store-strategy A/B and the L2 disk ceiling (bench/RESULTS.md, run 14): the daemon's
+# default (`kvstrata`) against `kvstrata_batch` (the same role on a daemon restarted with
+# gpu.copy_strategy=batch; each of the two starts on an empty L1 and L2), users round 1
+# five times each, and --disk-baseline (bench/vllm_gpu/disk_probe.py: raw O_DIRECT reads of
+# the L2 disk, before the first role, printed beside the L2-hit row):
+#   call 3: bash scripts/gpu_vllm.sh --roles none,kvstrata_batch,kvstrata --sizes 32768 \
+#             --repeats 5 --round1-repeats 5 --disk-baseline --keep-daemon --role-timeout 170
+#   call 4: bash scripts/gpu_vllm.sh --roles native,kvstrata_b --continue --role-timeout 250
+#
 # Tensor parallelism 2 (issue 20), machine kind nvidia-h200-x2 (two H200s): the same
 # preparation and calls 1 and 2, then the benchmark in two calls (a call runs 600 s at most;
 # the first ~6 min, the second ~4.5 min); engine.py keeps NVLink multicast off

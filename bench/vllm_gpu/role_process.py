@@ -85,12 +85,14 @@ def run_benchmark(args, roles: Tuple[str, ...], make_spec: Callable[[Any, Path],
                   render: Callable[[Dict[str, Any], Dict[str, Any], Dict[str, Any]], str],
                   json_name: str, engine: Path,
                   before_roles: Optional[Callable[[Dict[str, Any], Dict[str, Any], Path], None]]
-                  = None, on_continue: Optional[Callable[[Dict[str, Any]], None]] = None) -> int:
+                  = None, on_continue: Optional[Callable[[Dict[str, Any]], None]] = None,
+                  before_role: Optional[Callable[[str, Dict[str, Any], Path], None]] = None) -> int:
     """The driver of a GPU serving benchmark (args: --out, --workdir, --roles, --continue,
     --keep-daemon, --role-timeout): a fresh workdir and spec (or, with --continue, the
     workdir's spec and the results of roles run before), the run's kvstratad (started unless
     one from an earlier call still runs), before_roles(spec, results, workdir), then each
-    role in turn with the report rewritten to OUT/json_name after each; OUT/summary.txt,
+    role in turn (before_role(role, spec, workdir) first, if given) with the report
+    rewritten to OUT/json_name after each; OUT/summary.txt,
     run.log and kvstratad.log at the end. Blocks for the whole run."""
     from daemon_ctl import DaemonCtl  # noqa: PLC0415 - needs kvstrata; --help does not
     out = Path(args.out)
@@ -119,6 +121,8 @@ def run_benchmark(args, roles: Tuple[str, ...], make_spec: Callable[[Any, Path],
             if daemon.pid() is None:
                 print(f"kvstratad started in {daemon.start():.1f} s", flush=True)
             for role in args.roles.split(","):
+                if before_role is not None:
+                    before_role(role, spec, workdir)
                 results[role] = run_role(role, spec_path, workdir / "roles", log,
                                          args.role_timeout, engine=engine)
                 rep = report(results, spec)

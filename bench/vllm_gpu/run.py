@@ -14,6 +14,20 @@ during a load). It then compares them against the
 targets of the vLLM GPU issue and writes DIR/vllm_gpu.json (everything), DIR/summary.txt
 (the tables), DIR/run.log and DIR/kvstratad.log.
 
+A sixth role, `kvstrata_batch`, run only when --roles names it, is `kvstrata` on a daemon
+with other settings (ROLE_DAEMON: gpu.copy_strategy=batch, every store and load by DMA, where
+the default `auto` stores small pieces with the staged gather kernel): the A/B of the users
+rounds in one run. A role whose daemon settings differ from the running daemon's restarts it
+with its own first, on an empty L1 *and L2* (so both sides of the A/B start alike); name
+kvstrata_batch before kvstrata, so that kvstrata's blocks are the ones kvstrata_b finds:
+    --roles none,native,kvstrata_batch,kvstrata --keep-daemon ...  then  --roles kvstrata_b --continue
+
+--disk-baseline measures the raw O_DIRECT throughput of the disk under L2 before the first
+role (disk_probe.py: dd with 1/4/8 readers in 2 MiB and 64 MiB requests, and 2 MiB files
+read by 4 and 16 threads, as the daemon's L2 readers do); the summary prints it next to the
+L2-hit row with the daemon's own L2 read rate in those hits (ListTiers read_bytes over the
+connector's load_submit -> load_done).
+
 --tp N runs every engine tensor-parallel over N GPUs (--gpu-blocks is per rank); --tp-plan is
 the TP=2 run of issue 20 in two device calls of < 10 minutes each (see TP_PLAN). Under --tp > 1
 the run also measures each GPU's host-to-device copy ceiling before the first role (ceiling.py;
@@ -25,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,6 +55,12 @@ from role_process import run_benchmark, wait_gpu_free  # noqa: E402
 
 GIB = 1 << 30
 ROLES = ("none", "native", "kvstrata_async", "kvstrata", "kvstrata_b")
+# Roles run only when --roles names them, and the daemon settings each runs with on top of
+# the run's (the daemon is restarted with them before the role, on an empty L1 and L2).
+ROLE_DAEMON = {"kvstrata_batch": {"gpu.copy_strategy": "batch"}}
+ALL_ROLES = ROLES + tuple(ROLE_DAEMON)
+# The roles with single-request rows and users rounds (engine A and its variants).
+ENGINE_A = ("none", "native", "kvstrata", "kvstrata_async", "kvstrata_batch")
 # --tp-plan: tensor parallel 2 (nvidia-h200-x2), 8K and 32K prompts, 2 users, in two calls
 # (one device call runs 600 s at most; the five roles take ~12 min, mostly engine starts):
 #   run.py --tp-plan                                              none, native (~6 min)
@@ -82,6 +103,7 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
                                 "sessions.heartbeat_timeout_ms": "10000",
                                 **dict(kv.split("=", 1) for kv in args.daemon_set)}},
         "kvstrata_extra": {},
+        "role_daemon": ROLE_DAEMON,
     }
 
 
@@ -107,32 +129,45 @@ def copy_ceiling(devices: int, timeout_s: float = 180.0) -> Dict[str, Any]:
     return out
 
 
+def ensure_role_daemon(role: str, spec: Dict[str, Any], workdir: Path) -> None:
+    """Before each role: if the role's daemon settings (the run's plus ROLE_DAEMON's for the
+    role) differ from the running daemon's, restart the daemon with them, L1 and L2 emptied.
+    The running daemon's settings are the run's unless this function restarted it (its pid
+    and settings in <workdir>/role_daemon.json; a restart by anyone else, e.g. kvstrata_b's,
+    uses the run's)."""
+    if not role.startswith("kvstrata"):
+        return
+    from daemon_ctl import DaemonCtl  # noqa: PLC0415 - needs kvstrata; --help does not
+    base = spec["daemon"]["settings"]
+    want = {**base, **spec.get("role_daemon", {}).get(role, {})}
+    state_path = workdir / "role_daemon.json"
+    daemon = DaemonCtl(**{**spec["daemon"], "settings": want})
+    running = base
+    if state_path.is_file():
+        state = json.loads(state_path.read_text())
+        if state.get("pid") == daemon.pid():
+            running = state["settings"]
+    if running == want and daemon.pid() is not None:
+        return
+    daemon.stop()
+    if want.get("l2.path"):
+        shutil.rmtree(want["l2.path"], ignore_errors=True)
+    took = daemon.start()
+    state_path.write_text(json.dumps({"pid": daemon.pid(), "settings": want}))
+    extra = {k: v for k, v in want.items() if base.get(k) != v}
+    print(f"kvstratad restarted for {role} on an empty L1 and L2 in {took:.1f} s, settings "
+          f"{extra or 'of the run'}", flush=True)
+
+
 def disk_baseline(directory: Path, gib: int = 4) -> Dict[str, Any]:
-    """Raw throughput of the disk under L2 (the L2 rows' ceiling): one file of `gib` GiB
-    written and read back with O_DIRECT in 2 MiB requests, by 1 and by 4 readers."""
-    directory.mkdir(parents=True, exist_ok=True)
-    f = directory / "disk-baseline.bin"
-    blocks = gib * 512
-
-    def timed(cmds: List[List[str]]) -> float:
-        t0 = time.monotonic()
-        procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for c in cmds]
-        for p in procs:
-            p.wait()
-        return time.monotonic() - t0
-
+    """Raw throughput of the disk under L2 (the L2 rows' ceiling): disk_probe.py in a
+    process of its own ({"error": ...} if it fails)."""
     try:
-        w = timed([["dd", "if=/dev/zero", f"of={f}", "bs=2M", f"count={blocks}",
-                    "oflag=direct", "conv=fsync"]])
-        r1 = timed([["dd", f"if={f}", "of=/dev/null", "bs=2M", "iflag=direct"]])
-        r4 = timed([["dd", f"if={f}", "of=/dev/null", "bs=2M", "iflag=direct",
-                     f"skip={i * blocks // 4}", f"count={blocks // 4}"] for i in range(4)])
-    finally:
-        f.unlink(missing_ok=True)
-    gb = gib * GIB / 1e9
-    return {"gib": gib, "write_gbps": round(gb / w, 2), "read_gbps_1": round(gb / r1, 2),
-            "read_gbps_4": round(gb / r4, 2)}
+        p = subprocess.run([sys.executable, str(HERE / "disk_probe.py"), str(directory),
+                            "--gib", str(gib)], capture_output=True, text=True, timeout=300)
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as err:
+        return {"error": f"disk_probe.py: {err}"}
 
 
 # ---------------------------------------------------------------------- report
@@ -188,13 +223,10 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
             target(f"L1 hit <= 0.85 x native at {row['tokens']} tokens", r,
                    None if r is None else r <= 0.85)
     big = rep["ttft"][-1]
-    disk = results.get("disk")
-    if disk and big["kvstrata_l2_hit_ms"]:
-        l2_bytes = (big["tokens"] // 16) * 16 * 131072  # Llama-3.1-8B bf16: 128 KiB/token
-        rep["l2_read"] = {"effective_gbps": round(l2_bytes / 1e9 / (big["kvstrata_l2_hit_ms"] / 1e3), 2),
-                          "disk": disk,
-                          "needed_gbps_for_5x": round(l2_bytes / 1e9 / (big["recompute_ms"] / 5e3), 1)
-                          if big["recompute_ms"] else None}
+    if results.get("disk"):
+        rep["disk"] = results["disk"]
+    if big["kvstrata_l2_hit_ms"]:
+        rep["l2_read"] = l2_read(l2.get(str(big["tokens"]), {}), big, results.get("disk"), spec)
     target(f"L2 hit >= 5x faster than recompute at {big['tokens']} tokens",
            big["l2_speedup_vs_recompute"],
            None if big["l2_speedup_vs_recompute"] is None else big["l2_speedup_vs_recompute"] >= 5)
@@ -208,23 +240,30 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
            min(fractions.values()) if fractions else None,
            None if not fractions else min(fractions.values()) >= 0.95)
 
-    users = {r: results.get(r, {}).get("phases", {}).get("users", {}) for r in
-             ("none", "native", "kvstrata", "kvstrata_async") if r in results}
+    users = {r: results.get(r, {}).get("phases", {}).get("users", {}) for r in ENGINE_A
+             if r in results}
     rep["users"] = {r: {rnd: {k: v for k, v in u.get(rnd, {}).items()
                               if k not in ("outputs", "first_top5")} for rnd in ("round1", "round2")}
                     for r, u in users.items()}
-    tput = {r: users.get(r, {}).get("round2", {}).get("prompt_tok_per_s")
-            for r in ("none", "native", "kvstrata", "kvstrata_async")}
+    tput = {r: users.get(r, {}).get("round2", {}).get("prompt_tok_per_s") for r in ENGINE_A}
     # With fewer users' prefix tokens than the GPU holds, round 2 hits the GPU prefix cache.
     beyond = spec["users"] * spec["user_tokens"] > spec["gpu_blocks"] * spec["block_size"]
     target("beyond-HBM throughput: KVStrata >= native", ratio(tput["kvstrata"], tput["native"]),
            None if not (beyond and tput["kvstrata"] and tput["native"])
            else tput["kvstrata"] >= tput["native"])
-    t1 = {r: users.get(r, {}).get("round1", {}).get("wall_s")
-          for r in ("none", "native", "kvstrata", "kvstrata_async")}
+    t1 = {r: users.get(r, {}).get("round1", {}).get("wall_s") for r in ENGINE_A}
+    # Round 1 (no reuse) of every role against none's: each run's wall time, the median.
+    rep["round1"] = {r: {"runs_s": users[r]["round1"].get("wall_s_runs"),
+                         "median_s": t1[r], "vs_none": ratio(t1[r], t1["none"]),
+                         "prompt_tok_per_s": users[r]["round1"].get("prompt_tok_per_s")}
+                     for r in ENGINE_A if users.get(r, {}).get("round1")}
     overhead = ratio(t1["kvstrata"], t1["none"])
     target("no-reuse overhead <= 2% (round-1 wall time KVStrata / none)", overhead,
            None if overhead is None else overhead <= 1.02)
+    if "kvstrata_batch" in users:
+        ob = ratio(t1["kvstrata_batch"], t1["none"])
+        target("no-reuse overhead <= 2%, kvstrata_batch (daemon gpu.copy_strategy=batch)", ob,
+               None if ob is None else ob <= 1.02)
 
     # Correctness: every KVStrata hit against the same prompt computed without KVStrata.
     none_single = results.get("none", {}).get("phases", {}).get("single", {})
@@ -243,7 +282,7 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
     for n in sizes:
         row = none_single.get(n)
         ref = {"tokens": row["cold_tokens"], "top5": row["cold_top5"]} if row else None
-        for role in ("kvstrata", "kvstrata_async"):
+        for role in ("kvstrata", "kvstrata_async", "kvstrata_batch"):
             kv = results.get(role, {}).get("phases", {}).get("single", {}).get(n)
             if kv:
                 for i, (t, p) in enumerate(zip(kv["tokens"], kv["top5"])):
@@ -279,6 +318,38 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
         load_bandwidth(results, spec, rep)
         one_rank_miss(results, rep, target)
     return rep
+
+
+def l2_read(row: Dict[str, Any], big: Dict[str, Any], disk: Optional[Dict[str, Any]],
+            spec: Dict[str, Any]) -> Dict[str, Any]:
+    """The largest size's L2 hits against the disk: the hit's bytes over its TTFT, the
+    daemon's L2 read rate (ListTiers read_bytes during the request over the connector's
+    load_submit -> load_done, per run, median), the raw disk (disk_probe.py), and the read
+    rate the 5x target needs / the speedup the disk's best raw read allows."""
+    per_token = kv_bytes_per_token(spec) or 131072  # Llama-3.1-8B bf16: 128 KiB a token
+    cached = [c for c in row.get("cached", []) if c] or [big["tokens"] - spec["block_size"]]
+    nbytes = statistics.median(cached) * per_token
+    out: Dict[str, Any] = {"bytes": int(nbytes),
+                           "effective_gbps": round(nbytes / 1e9 / (big["kvstrata_l2_hit_ms"] / 1e3), 2)}
+    daemon = []
+    for tl, rb in zip(row.get("timelines", []), row.get("l2_read_bytes", [])):
+        sub = next((e["at_ms"] for e in tl if e["ev"] == "load_submit"), None)
+        done = next((e["at_ms"] for e in tl if e["ev"] == "load_done"), None)
+        if sub is not None and done is not None and done > sub:
+            daemon.append({"load_ms": round(done - sub, 1), "l2_read_bytes": rb,
+                           "gbps": round(rb / 1e9 / ((done - sub) / 1e3), 2) if rb else None})
+    out["daemon_runs"] = daemon
+    rates = [d["gbps"] for d in daemon if d["gbps"]]
+    out["daemon_l2_gbps"] = round(statistics.median(rates), 2) if rates else None
+    if big["recompute_ms"]:
+        out["needed_gbps_for_5x"] = round(nbytes / 1e9 / (big["recompute_ms"] / 5e3), 1)
+    if disk:
+        best = disk.get("best_read_gbps")
+        if best:
+            out["l2_vs_best_raw"] = ratio(out["daemon_l2_gbps"], best)
+            out["hit_ms_at_best_raw"] = round(nbytes / 1e9 / best * 1e3, 1)
+            out["speedup_bound_at_best_raw"] = ratio(big["recompute_ms"], out["hit_ms_at_best_raw"])
+    return out
 
 
 def kv_bytes_per_token(spec: Dict[str, Any]) -> Optional[int]:
@@ -416,6 +487,7 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
                      f"{f(r['l1_vs_native'], 10)} {f(r['l1_speedup_vs_recompute'], 11)} "
                      f"{f(r['l2_speedup_vs_recompute'], 11)} {f(r['gpu_cache_hit_ms'])} "
                      f"{f(r['kvstrata_async_l1_hit_ms'], 9)} {f(r['async_l1_vs_native'], 10)}")
+    render_l2(rep, lines)
     lines.append("")
     lines.append("Cross-instance (engine B, fresh process): " + ", ".join(
         f"{n}: {c['cached']}/{c['prompt_tokens']} tokens hit, {c['ms']} ms"
@@ -428,6 +500,13 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
                 lines.append(f"  {role:9} {rnd}: {u.get('wall_s')} s, {u.get('prompt_tok_per_s')} "
                              f"prompt tok/s, TTFT p50 {u.get('ttft_p50_ms')} ms p90 "
                              f"{u.get('ttft_p90_ms')} ms, cached {u.get('cached_tokens')}")
+    if rep.get("round1"):
+        lines.append("  Round 1 (no reuse), wall time of each run and the median, against none:")
+        for role, r in rep["round1"].items():
+            extra = ROLE_DAEMON.get(role)
+            lines.append(f"    {role:15} runs {r['runs_s']} s, median {r['median_s']} s, "
+                         f"{r['prompt_tok_per_s']} prompt tok/s, / none {r['vs_none']}"
+                         + (f" (daemon {extra})" if extra else ""))
     if "users_round2_token_mismatches" in rep:
         lines.append(f"  round-2 outputs differing KVStrata vs none (batched, bf16): "
                      f"{rep['users_round2_token_mismatches']}")
@@ -440,15 +519,12 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
     lines.append("")
     lines.append("Stages, median over the repeats (ms from generate(); first occurrence; "
                  "gpu: ms between CUDA events)")
-    for role in ("kvstrata", "kvstrata_async"):
+    for role in ("kvstrata", "kvstrata_async", "kvstrata_batch"):
         for n, row in results.get(role, {}).get("phases", {}).get("single", {}).items():
             lines.append(f"  {role} {n:>6}: " + stage_medians(row.get("timelines") or [row.get("timeline", [])]))
             if row.get("gpu_hit_timeline"):
                 lines.append(f"  {role} {n:>6} GPU hit: " + stage_medians([row["gpu_hit_timeline"]]))
     render_tp(rep, lines)
-    if "l2_read" in rep:
-        lines.append("")
-        lines.append(f"L2 read: {json.dumps(rep['l2_read'])}")
     lines.append("")
     lines.append(f"Fault: {json.dumps(without_steps(rep.get('fault')))}")
     if "one_rank_miss" in rep:
@@ -471,12 +547,34 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
     lines.append("")
     lines.append("Engines: " + ", ".join(
         f"{r} rc={results.get(r, {}).get('rc')} start {results.get(r, {}).get('engine_start_s')} s "
-        f"total {results.get(r, {}).get('seconds')} s" for r in ROLES if r in results))
+        f"total {results.get(r, {}).get('seconds')} s" for r in ALL_ROLES if r in results))
     lines.append("")
     lines.append("Targets")
     for t in rep["targets"]:
         lines.append(f"  {t['verdict']:4} {t['target']}: {t['value']}")
     return "\n".join(lines)
+
+
+def render_l2(rep: Dict[str, Any], lines: List[str]) -> None:
+    """The L2-hit row against the disk: the daemon's L2 read rate and the raw disk's."""
+    r, d = rep.get("l2_read"), rep.get("disk")
+    if not r and not d:
+        return
+    lines.append("")
+    if r:
+        lines.append(f"L2 hit of the largest size ({r['bytes'] / GIB:.2f} GiB): {r['effective_gbps']} "
+                     f"GB/s over the TTFT; the daemon read L2 at {r['daemon_l2_gbps']} GB/s "
+                     "(read_bytes / load_submit -> load_done, median; runs: " + ", ".join(
+                         f"{x['gbps']} GB/s in {x['load_ms']} ms" for x in r["daemon_runs"])
+                     + f"); 5x recompute needs {r.get('needed_gbps_for_5x')} GB/s")
+    if d:
+        lines.append("Raw disk under L2 (O_DIRECT, GB/s): " + ", ".join(
+            f"{k[:-5]} {v}" for k, v in d.items() if k.endswith("_gbps"))
+            + f"; {json.dumps(d.get('filesystem'))}" + (f"; error {d['error']}" if "error" in d else ""))
+        if r and r.get("hit_ms_at_best_raw"):
+            lines.append(f"  daemon L2 / best raw read: {r.get('l2_vs_best_raw')}; the hit's bytes "
+                         f"at the best raw read take {r.get('hit_ms_at_best_raw')} ms: at most "
+                         f"{r.get('speedup_bound_at_best_raw')}x recompute on this disk")
 
 
 def render_tp(rep: Dict[str, Any], lines: List[str]) -> None:
@@ -518,11 +616,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--workdir", default="/tmp/kvs-vllm-bench")
     ap.add_argument("--cache-gib", type=int, default=20,
                     help="CPU cache of both native offload and KVStrata's L1 (GiB)")
-    ap.add_argument("--roles", default=",".join(ROLES))
+    ap.add_argument("--roles", default=",".join(ROLES),
+                    help="roles in order (default: %(default)s); also kvstrata_batch (the "
+                         "kvstrata role on a daemon with gpu.copy_strategy=batch; name it "
+                         "before kvstrata)")
     ap.add_argument("--role-timeout", type=float, default=300.0)
     ap.add_argument("--quick", action="store_true", help="1K/8K and 4 users (a smoke run)")
     ap.add_argument("--disk-baseline", action="store_true",
-                    help="measure the raw O_DIRECT throughput of the L2 disk first")
+                    help="measure the raw O_DIRECT throughput of the L2 disk first "
+                         "(disk_probe.py; needs 8 GiB free there)")
     ap.add_argument("--keep-daemon", action="store_true",
                     help="leave kvstratad running at the end (for a --continue run)")
     ap.add_argument("--continue", dest="cont", action="store_true",
@@ -611,9 +713,9 @@ def main() -> int:
             print(f"host-to-device copy ceilings: {json.dumps(results['ceiling'])}",
                   flush=True)
 
-    return run_benchmark(args, ROLES, make_spec, report, render, "vllm_gpu.json",
+    return run_benchmark(args, ALL_ROLES, make_spec, report, render, "vllm_gpu.json",
                          HERE / "engine.py", before_roles=before_roles,
-                         on_continue=on_continue)
+                         on_continue=on_continue, before_role=ensure_role_daemon)
 
 
 if __name__ == "__main__":
