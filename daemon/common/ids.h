@@ -14,6 +14,9 @@ using LeaseId = uint64_t;         // blocks a lookup pinned for a later load
 using RegistrationId = uint64_t;  // an engine's GPU (or host) KV memory (RegisterCuda)
 using JobId = uint64_t;           // one SubmitStore / SubmitLoad
 
+// The daemon's own session: promotions and write-downs reserve and pin L1 under it.
+inline constexpr SessionId kDaemonSession = ~SessionId{0};
+
 }  // namespace kvstrata
 
 #endif  // KVSTRATA_DAEMON_COMMON_IDS_H_

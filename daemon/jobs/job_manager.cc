@@ -20,14 +20,13 @@ std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
 
 }  // namespace
 
-JobManager::JobManager(PartitionedCache* cache, TierManager* tiers, TransferEngine* engine,
-                       absl::Status engine_status, MetricsSink* metrics)
-    : cache_(cache),
-      tiers_(tiers),
+JobManager::JobManager(BlockStore* store, TransferEngine* engine, absl::Status engine_status,
+                       MetricsSink* metrics)
+    : store_(store),
       engine_(engine),
       engine_status_(std::move(engine_status)),
       metrics_(metrics != nullptr ? metrics : &null_metrics_) {
-  if (tiers_ != nullptr) deferred_thread_ = std::thread([this] { DeferredLoop(); });
+  if (store_->promotes()) deferred_thread_ = std::thread([this] { DeferredLoop(); });
 }
 
 JobManager::~JobManager() { Shutdown(); }
@@ -141,7 +140,7 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
                                               std::optional<uint32_t> wait_event) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
   absl::StatusOr<ReserveResult> reserved =
-      cache_->ReserveStore(session, ns, block_bytes, blocks.keys);
+      store_->ReserveStore(session, ns, block_bytes, blocks.keys);
   if (!reserved.ok()) return reserved.status();
   TransferRequest request{registration, CopyDirection::kDown, {}, wait_event};
   std::vector<uint32_t> picked;  // Job block index of each copy.
@@ -173,16 +172,16 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
           }
         }
         if (written.empty()) {
-          (void)cache_->AbortStore(session, reservation);
+          (void)store_->AbortStore(session, reservation);
         } else {
-          (void)cache_->CommitStore(session, reservation, absl::MakeConstSpan(written));
+          (void)store_->CommitStore(session, reservation, absl::MakeConstSpan(written));
         }
         Complete(session, {job, JobCompletion::Kind::kStore, std::move(failed),
                            live ? result.error : "cancelled", elapsed});
       });
   if (!submitted.ok()) {
     FinishJob(job);
-    (void)cache_->AbortStore(session, reservation);
+    (void)store_->AbortStore(session, reservation);
     return submitted;
   }
   return job;
@@ -193,10 +192,9 @@ absl::StatusOr<JobId> JobManager::SubmitLoad(SessionId session, NamespaceId ns,
                                              std::optional<LeaseId> lease,
                                              std::optional<uint64_t> layer_flag_value) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
-  TierManager::PendingLoad pending;
+  BlockStore::PendingLoad pending;
   // A layer-wise load runs now, in the engine's step: nothing waits for a disk.
-  if (tiers_ != nullptr && !layer_flag_value.has_value())
-    pending = tiers_->StartLoad(ns, blocks.keys);
+  if (!layer_flag_value.has_value()) pending = store_->BeginLoad(ns, blocks.keys);
   const JobId job = StartJob(session, JobCompletion::Kind::kLoad);
   if (pending.waits.empty()) {
     if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease, layer_flag_value);
@@ -234,10 +232,10 @@ void JobManager::DeferredLoop() {
     deferred_.pop_front();
     deferred_running_ = load.session;
     lock.unlock();
-    tiers_->WaitForLoad(load.pending);
     std::vector<std::string_view> keys(load.keys.begin(), load.keys.end());
     absl::Status s = RunLoad(load.job, load.session, load.ns, load.registration,
-                             JobBlocks{std::move(keys), load.block_ids}, load.lease);
+                             JobBlocks{std::move(keys), load.block_ids}, load.lease, std::nullopt,
+                             std::move(load.pending));
     if (!s.ok()) {  // The job is finished: report every block failed, once.
       std::vector<uint32_t> all(load.block_ids.size());
       for (uint32_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -253,9 +251,11 @@ void JobManager::DeferredLoop() {
 absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
                                  RegistrationId registration, const JobBlocks& blocks,
                                  std::optional<LeaseId> lease,
-                                 std::optional<uint64_t> layer_flag_value) {
+                                 std::optional<uint64_t> layer_flag_value,
+                                 BlockStore::PendingLoad pending) {
   const absl::Time entered = absl::Now();
-  absl::StatusOr<LoadResult> acquired = cache_->AcquireLoad(session, ns, blocks.keys, lease);
+  absl::StatusOr<LoadResult> acquired =
+      store_->FinishLoad(session, ns, blocks.keys, lease, std::move(pending));
   if (!acquired.ok()) {
     FinishJob(job);
     return acquired.status();
@@ -277,7 +277,7 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
   auto finish = [=, this](TransferResult result) {
     absl::Duration elapsed;
     bool live = FinishJob(job, &elapsed);
-    if (load != 0) (void)cache_->ReleaseLoad(session, load);
+    if (load != 0) (void)store_->ReleaseLoad(session, load);
     RecordTransfer(CopyDirection::kUp, (picked.size() - result.failed.size()) * block_bytes, start,
                    !result.failed.empty() || !result.error.empty());
     std::vector<uint32_t> failed = missing;
@@ -297,10 +297,11 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
   absl::Status submitted = engine_->Submit(session, std::move(request), finish);
   if (!submitted.ok()) {
     FinishJob(job);
-    if (load != 0) (void)cache_->ReleaseLoad(session, load);
+    if (load != 0) (void)store_->ReleaseLoad(session, load);
     return submitted;
   }
   // The per-stage cost of handing a load over (docs/gpu-data-path.md): log.level = debug.
+  // pin_us includes the wait for promotions of a deferred load.
   spdlog::debug("job_accepted job={} kind=load blocks={} pin_us={} engine_us={}", job,
                 picked.size(), absl::ToInt64Microseconds(pinned - entered),
                 absl::ToInt64Microseconds(absl::Now() - pinned));

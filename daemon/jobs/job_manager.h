@@ -1,4 +1,5 @@
-// Store and load jobs between an engine's registered GPU KV memory and the L1 cache.
+// Store and load jobs between an engine's registered GPU KV memory and the L1 cache, through
+// the BlockStore (daemon/store/block_store.h).
 //
 // A store reserves L1 slots for the new keys, has the TransferEngine copy the GPU blocks
 // into them (after the engine's forward-pass event), and commits exactly the blocks whose
@@ -33,11 +34,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "daemon/cache/partitioned_cache.h"
 #include "daemon/common/mutex.h"
 #include "daemon/jobs/completion_queue.h"
 #include "daemon/metrics/metrics_sink.h"
-#include "daemon/tiering/tier_manager.h"
+#include "daemon/store/block_store.h"
 #include "daemon/transfer/transfer_engine.h"
 
 namespace kvstrata {
@@ -50,11 +50,11 @@ struct JobBlocks {
 class JobManager {
  public:
   // `engine` may be null (no GPU); `engine_status` then says why.
-  // `tiers` (may be null) promotes L2/L3 blocks before a load acquires them. `metrics`
-  // (not owned, may be null) gets each job's GPU<->L1 bytes and latency and failed jobs as
-  // errors.
-  JobManager(PartitionedCache* cache, TierManager* tiers, TransferEngine* engine,
-             absl::Status engine_status, MetricsSink* metrics = nullptr);
+  // `store` (not owned) holds the blocks; when it has lower tiers, loads of L2/L3 blocks
+  // finish on the deferred-load thread. `metrics` (not owned, may be null) gets each job's
+  // GPU<->L1 bytes and latency and failed jobs as errors.
+  JobManager(BlockStore* store, TransferEngine* engine, absl::Status engine_status,
+             MetricsSink* metrics = nullptr);
   ~JobManager();
   JobManager(const JobManager&) = delete;
   JobManager& operator=(const JobManager&) = delete;
@@ -106,15 +106,17 @@ class JobManager {
     std::vector<std::string> keys;
     std::vector<uint32_t> block_ids;
     std::optional<LeaseId> lease;
-    TierManager::PendingLoad pending;
+    BlockStore::PendingLoad pending;
   };
   absl::Status CheckRegistration(SessionId session, NamespaceId ns, RegistrationId registration,
                                  const JobBlocks& blocks);
-  // Acquires the blocks in L1 and submits their copies for an already started load job.
-  // On error the job is finished (no completion) and the error returned.
+  // Waits for `pending` (the load's promotions, if any), acquires the blocks in L1 and
+  // submits their copies for an already started load job. On error the job is finished
+  // (no completion) and the error returned.
   absl::Status RunLoad(JobId job, SessionId session, NamespaceId ns, RegistrationId registration,
                        const JobBlocks& blocks, std::optional<LeaseId> lease,
-                       std::optional<uint64_t> layer_flag_value = std::nullopt);
+                       std::optional<uint64_t> layer_flag_value,
+                       BlockStore::PendingLoad pending = {});
   void DeferredLoop();
   JobId StartJob(SessionId session, JobCompletion::Kind kind);
   // Reports one finished job's copies to the metrics sink.
@@ -123,8 +125,7 @@ class JobManager {
   bool FinishJob(JobId job, absl::Duration* elapsed = nullptr);
   void Complete(SessionId session, JobCompletion completion);
 
-  PartitionedCache* const cache_;
-  TierManager* const tiers_;
+  BlockStore* const store_;
   TransferEngine* const engine_;
   const absl::Status engine_status_;
   MetricsSink* const metrics_;  // never null (NullMetricsSink when none was given)

@@ -29,7 +29,7 @@ void FillTier(const TierConfig& config, v1::Tier tier, const std::string& policy
 }
 
 void FillLowerUsage(const LowerTierStatus& st, v1::TierInfo* out) {
-  const FileTierStats& f = st.files;
+  const TierStats& f = st.stats;
   out->set_state(std::string(TierStateName(f.state)));
   out->set_capacity_bytes(f.capacity_bytes);
   out->set_effective_capacity_bytes(f.effective_bytes);

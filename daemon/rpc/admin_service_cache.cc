@@ -94,9 +94,8 @@ grpc::Status AdminService::AdminLookup(grpc::ServerContext* ctx,
     if (!ns.ok()) return ns.status();
     if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
     std::vector<std::string_view> keys = KeyViews(request->keys());
-    absl::StatusOr<std::vector<std::optional<Tier>>> where = context_.cache->Peek(ns->id, keys);
+    absl::StatusOr<std::vector<std::optional<Tier>>> where = context_.store->Peek(ns->id, keys);
     if (!where.ok()) return where.status();
-    context_.tiers->Peek(ns->id, keys, &*where);
     bool leading = true;
     uint32_t hits = 0;
     for (const std::optional<Tier>& tier : *where) {

@@ -10,12 +10,6 @@
 namespace kvstrata {
 namespace {
 
-std::optional<absl::Duration> LeaseTtl(const SessionsConfig& limits, const LookupCall& call) {
-  if (!call.acquire_lease) return std::nullopt;
-  int64_t ms = call.lease_ttl_ms == 0 ? limits.lease_ttl_ms : call.lease_ttl_ms;
-  return absl::Milliseconds(std::min<int64_t>(ms, limits.max_lease_ttl_ms));
-}
-
 void RecordLookup(MetricsSink& metrics, const NamespaceInfo& ns, size_t requested,
                   const LookupResult& result) {
   LookupSample sample;
@@ -35,13 +29,11 @@ absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const Look
       RequireSessionNamespace(context, call.tenant, call.session_id, call.namespace_id);
   if (!ns.ok()) return ns.status();
   if (absl::Status s = ValidateKeys(call.keys); !s.ok()) return s;
-  std::optional<absl::Duration> ttl = LeaseTtl(context.config->sessions, call);
+  std::optional<absl::Duration> ttl;
+  if (call.acquire_lease) ttl = context.store->LeaseTtl(absl::Milliseconds(call.lease_ttl_ms));
   absl::StatusOr<LookupResult> result =
-      context.cache->Lookup(call.session_id, ns->id, call.keys, ttl);
+      context.store->Lookup(call.session_id, ns->id, call.keys, ttl);
   if (!result.ok()) return result.status();
-  if (context.tiers != nullptr) {
-    context.tiers->ExtendLookup(call.session_id, ns->id, call.keys, ttl, &*result);
-  }
   if (context.metrics != nullptr) RecordLookup(*context.metrics, *ns, call.keys.size(), *result);
   LookupAnswer answer{std::move(*result), 0};
   if (answer.result.lease.has_value()) {

@@ -17,6 +17,7 @@
 #include "daemon/rpc/call_guard.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/session/tenant_table.h"
+#include "daemon/store/block_store.h"
 #include "daemon/tiering/tier_manager.h"
 
 namespace kvstrata {
@@ -46,11 +47,12 @@ struct ServiceContext {
   CallGuard* guard = nullptr;
   const TenantTable* tenants = nullptr;  // who a connection is (docs/security.md)
   PartitionedCache* cache = nullptr;     // The L1 tier (one partition per tenant share).
+  BlockStore* store = nullptr;           // Lookup, store and load across every tier.
   const ShmRegion* region = nullptr;     // The shared-memory region (its partitions).
   std::string shm_fd_socket;             // Where host-mode clients receive the region's fd.
   std::string lookup_socket;             // The lookup fast path (LookupServer); "" when absent.
   JobManager* jobs = nullptr;            // GPU store/load jobs and KV memory registrations.
-  TierManager* tiers = nullptr;          // L2/L3 below the cache; may hold no tier.
+  TierManager* tiers = nullptr;          // L2/L3 below the cache (admin); may hold no tier.
   EventPublisher* events = nullptr;      // KV events; nullptr when [events] is disabled.
   MetricsSink* metrics = nullptr;        // lookups and hits; nullptr reports nothing.
 };

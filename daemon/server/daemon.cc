@@ -77,6 +77,10 @@ absl::Status Daemon::StartServing() {
   if (!l1.ok()) return l1.status();
   l1_ = std::move(*l1);
   tiers_->AttachL1(l1_.cache.get(), static_cast<char*>(l1_.region->base()));
+  store_ = std::make_unique<BlockStore>(
+      l1_.cache.get(), tiers_.get(),
+      BlockStoreOptions{absl::Milliseconds(config_.sessions.lease_ttl_ms),
+                        absl::Milliseconds(config_.sessions.max_lease_ttl_ms)});
   spdlog::info("l1_ready size=\"{}\" huge_pages={} populate_ms={}",
                HumanByteSize(l1_.region->size()), l1_.region->huge_pages(),
                absl::ToInt64Milliseconds(absl::Now() - pool_start));
@@ -96,13 +100,21 @@ absl::Status Daemon::StartServing() {
   if (!listeners.ok()) return listeners.status();
   identity_.listeners = *listeners;
   guard_ = std::make_unique<CallGuard>(metrics_.get(), &tenants_);
-  ServiceContext context{&config_,        &identity_,
-                         &sessions_,      &namespaces_,
-                         guard_.get(),    &tenants_,
-                         l1_.cache.get(), l1_.region.get(),
-                         fd_socket,       config_.server.socket + ".lookup",
-                         jobs_.get(),     tiers_.get(),
-                         events_.get(),   metrics_.get()};
+  ServiceContext context{&config_,
+                         &identity_,
+                         &sessions_,
+                         &namespaces_,
+                         guard_.get(),
+                         &tenants_,
+                         l1_.cache.get(),
+                         store_.get(),
+                         l1_.region.get(),
+                         fd_socket,
+                         config_.server.socket + ".lookup",
+                         jobs_.get(),
+                         tiers_.get(),
+                         events_.get(),
+                         metrics_.get()};
   absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(
       context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
   if (!lookup_server.ok()) return lookup_server.status();
@@ -197,8 +209,7 @@ void Daemon::StartTransferEngine() {
     }
   }
   identity_.cuda_enabled = engine_ != nullptr;
-  jobs_ = std::make_unique<JobManager>(l1_.cache.get(), tiers_.get(), engine_.get(), engine_status,
-                                       metrics_.get());
+  jobs_ = std::make_unique<JobManager>(store_.get(), engine_.get(), engine_status, metrics_.get());
 }
 
 absl::Status Daemon::StartEvents() {
@@ -319,29 +330,29 @@ void Daemon::RegisterLowerTierGauges() {
     std::string name(TierLabel(tier));
     const MetricLabelPairs labels = {{"tier", name}};
     m.AddGauge("kvstrata_tier_capacity_bytes", "", labels,
-               read([](const LowerTierStatus& s) { return double(s.files.effective_bytes); }));
+               read([](const LowerTierStatus& s) { return double(s.stats.effective_bytes); }));
     m.AddGauge("kvstrata_tier_used_bytes", "", labels,
-               read([](const LowerTierStatus& s) { return double(s.files.used_bytes); }));
+               read([](const LowerTierStatus& s) { return double(s.stats.used_bytes); }));
     m.AddGauge("kvstrata_tier_blocks", "", labels,
-               read([](const LowerTierStatus& s) { return double(s.files.blocks); }));
+               read([](const LowerTierStatus& s) { return double(s.stats.blocks); }));
     m.AddCounter("kvstrata_evictions_total", "", labels,
-                 read([](const LowerTierStatus& s) { return double(s.files.evictions); }));
+                 read([](const LowerTierStatus& s) { return double(s.stats.evictions); }));
     m.AddGauge("kvstrata_tier_write_queue_depth", "Writes queued for each lower tier.", labels,
                read([](const LowerTierStatus& s) { return double(s.queued_writes); }));
     m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", name}, {"reason", "queue_full"}},
                  read([](const LowerTierStatus& s) { return double(s.dropped_writes); }));
     m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", name}, {"reason", "no_space"}},
-                 read([](const LowerTierStatus& s) { return double(s.files.refused_writes); }));
+                 read([](const LowerTierStatus& s) { return double(s.stats.refused_writes); }));
     m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", name}, {"reason", "io_error"}},
-                 read([](const LowerTierStatus& s) { return double(s.files.write_errors); }));
+                 read([](const LowerTierStatus& s) { return double(s.stats.write_errors); }));
     m.AddCounter("kvstrata_promoted_blocks_total", "Blocks promoted from each lower tier into L1.",
                  labels, read([](const LowerTierStatus& s) { return double(s.promoted_blocks); }));
     m.AddCounter("kvstrata_tier_read_errors_total", "Failed reads of each lower tier (misses).",
                  labels,
-                 read([](const LowerTierStatus& s) { return double(s.files.read_errors); }));
+                 read([](const LowerTierStatus& s) { return double(s.stats.read_errors); }));
     m.AddCounter("kvstrata_tier_quarantined_total",
                  "Bad files (checksum, foreign, truncated) moved aside in each lower tier.", labels,
-                 read([](const LowerTierStatus& s) { return double(s.files.quarantined); }));
+                 read([](const LowerTierStatus& s) { return double(s.stats.quarantined); }));
   }
 }
 

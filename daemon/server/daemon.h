@@ -31,6 +31,7 @@
 #include "daemon/server/tier_listener_fanout.h"
 #include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
+#include "daemon/store/block_store.h"
 #include "daemon/tiering/tier_manager.h"
 #include "daemon/transfer/transfer_engine.h"
 
@@ -78,6 +79,7 @@ class Daemon : private SessionEndListener {
   TierListenerFanout tier_listeners_;   // metrics, then events
   std::unique_ptr<TierManager> tiers_;  // L2/L3; outlives l1_ (its listener), stopped first.
   L1Pool l1_;
+  std::unique_ptr<BlockStore> store_;       // Over l1_ and tiers_; outlives jobs_ and the services.
   std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<FdServer> fd_server_;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "daemon/common/byte_size.h"
+#include "daemon/tiers/file_tier.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
@@ -31,7 +32,7 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   files.shared_eviction_interval = absl::Milliseconds(c.eviction_interval_ms);
   files.observer = [m = &manager, tier](absl::string_view fingerprint, absl::string_view key,
                                         bool stored, RemovalCause cause) {
-    m->OnFileTierChange(tier, fingerprint, key, stored, cause);
+    m->OnLowerTierChange(tier, fingerprint, key, stored, cause);
   };
   absl::StatusOr<std::unique_ptr<FileTier>> opened = FileTier::Open(std::move(files));
   if (!opened.ok()) {

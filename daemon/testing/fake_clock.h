@@ -1,6 +1,6 @@
 // FakeClock: a Clock that moves only when a test calls Advance. Thread-safe.
-#ifndef KVSTRATA_DAEMON_LEASE_TESTING_FAKE_CLOCK_H_
-#define KVSTRATA_DAEMON_LEASE_TESTING_FAKE_CLOCK_H_
+#ifndef KVSTRATA_DAEMON_TESTING_FAKE_CLOCK_H_
+#define KVSTRATA_DAEMON_TESTING_FAKE_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
 #include "daemon/common/mutex.h"
@@ -27,4 +27,4 @@ class FakeClock final : public Clock {
 
 }  // namespace kvstrata
 
-#endif  // KVSTRATA_DAEMON_LEASE_TESTING_FAKE_CLOCK_H_
+#endif  // KVSTRATA_DAEMON_TESTING_FAKE_CLOCK_H_

@@ -33,10 +33,10 @@ void TierManager::Stop() {
   }
 }
 
-void TierManager::AddTier(std::unique_ptr<FileTier> files, LowerTierOptions options) {
+void TierManager::AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions options) {
   auto lower = std::make_unique<Lower>();
   lower->io = std::make_unique<IoPool>(options.io_threads);
-  lower->files = std::move(files);
+  lower->storage = std::move(storage);
   lower->options = options;
   counts_hits_ = counts_hits_ || options.write_down_min_hits > 0;
   tiers_.push_back(std::move(lower));
@@ -49,7 +49,7 @@ void TierManager::AttachL1(PartitionedCache* cache, char* region_base) {
 
 TierManager::Lower* TierManager::TierOf(Tier tier) const {
   for (const auto& lower : tiers_) {
-    if (lower->files->options().tier == tier) return lower.get();
+    if (lower->storage->level() == tier) return lower.get();
   }
   return nullptr;
 }
@@ -68,8 +68,8 @@ std::optional<TierNamespace> TierManager::NamespaceOf(NamespaceId ns) {
   return tn;
 }
 
-void TierManager::OnFileTierChange(Tier tier, absl::string_view fingerprint, absl::string_view key,
-                                   bool stored, RemovalCause cause) {
+void TierManager::OnLowerTierChange(Tier tier, absl::string_view fingerprint, absl::string_view key,
+                                    bool stored, RemovalCause cause) {
   if (next_ == nullptr) return;
   NamespaceId ns = 0;
   {
@@ -130,13 +130,13 @@ void TierManager::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offse
 std::optional<Tier> TierManager::CachedTier(const TierNamespace& tn, absl::string_view key,
                                             bool* unknown) {
   for (const auto& lower : tiers_) {
-    switch (lower->files->Cached(tn.fingerprint, key)) {
-      case FileTier::Presence::kPresent:
-        return lower->files->options().tier;
-      case FileTier::Presence::kUnknown:
+    switch (lower->storage->Cached(tn.fingerprint, key)) {
+      case BlockTier::Presence::kPresent:
+        return lower->storage->level();
+      case BlockTier::Presence::kUnknown:
         *unknown = true;
         break;
-      case FileTier::Presence::kAbsent:
+      case BlockTier::Presence::kAbsent:
         break;
     }
   }
@@ -182,9 +182,9 @@ void TierManager::ProbeChain(const TierNamespace& tn, absl::Span<const std::stri
         bool unknown = false;
         bool present = CachedTier(chain->tn, key, &unknown).has_value();
         for (size_t t = 0; !present && t < tiers_.size(); ++t) {
-          const auto& files = tiers_[t]->files;
-          present = files->Cached(chain->tn.fingerprint, key) == FileTier::Presence::kUnknown &&
-                    files->Probe(chain->tn.fingerprint, key);
+          BlockTier& storage = *tiers_[t]->storage;
+          present = storage.Cached(chain->tn.fingerprint, key) == BlockTier::Presence::kUnknown &&
+                    storage.Probe(chain->tn.fingerprint, key);
         }
         size_t seen = chain->first_absent.load(std::memory_order_acquire);
         while (!present && i < seen &&
@@ -264,8 +264,8 @@ void TierManager::Peek(NamespaceId ns, absl::Span<const std::string_view> keys,
     (*where)[i] = CachedTier(*tn, key, &unknown);
     if ((*where)[i].has_value() || !unknown) continue;
     for (const auto& lower : tiers_) {
-      if (lower->files->Probe(tn->fingerprint, key)) {
-        (*where)[i] = lower->files->options().tier;
+      if (lower->storage->Probe(tn->fingerprint, key)) {
+        (*where)[i] = lower->storage->level();
         break;
       }
     }
@@ -278,10 +278,10 @@ size_t TierManager::Evict(NamespaceId ns, absl::Span<const std::string_view> key
   if (!tn.has_value()) return 0;
   size_t removed = 0;
   for (const auto& lower : tiers_) {
-    if (tier.has_value() && lower->files->options().tier != *tier) continue;
+    if (tier.has_value() && lower->storage->level() != *tier) continue;
     for (size_t i = 0; i < keys.size(); ++i) {
       const std::string_view key = keys[i];
-      if (!lower->files->Remove(tn->fingerprint, absl::string_view(key.data(), key.size()))) {
+      if (!lower->storage->Remove(tn->fingerprint, absl::string_view(key.data(), key.size()))) {
         continue;
       }
       ++removed;
@@ -300,8 +300,8 @@ size_t TierManager::Clear(std::optional<NamespaceId> ns, std::optional<Tier> tie
   }
   size_t removed = 0;
   for (const auto& lower : tiers_) {
-    if (tier.has_value() && lower->files->options().tier != *tier) continue;
-    removed += lower->files->Clear(
+    if (tier.has_value() && lower->storage->level() != *tier) continue;
+    removed += lower->storage->Clear(
         fingerprint.has_value() ? std::optional<absl::string_view>(*fingerprint) : std::nullopt);
   }
   return removed;
@@ -311,8 +311,8 @@ std::vector<LowerTierStatus> TierManager::Status() const {
   std::vector<LowerTierStatus> out;
   for (const auto& lower : tiers_) {
     LowerTierStatus st;
-    st.tier = lower->files->options().tier;
-    st.files = lower->files->Stats();
+    st.tier = lower->storage->level();
+    st.stats = lower->storage->Stats();
     st.queued_writes = lower->queued.load();
     st.dropped_writes = lower->dropped.load();
     st.promotions = lower->promotions.load();

@@ -11,7 +11,7 @@
 //   first waits (at most `promotion_wait`) for the promotions of the blocks it wants.
 //   Blocks that do not make it are simply not loaded: the engine recomputes them.
 // Thread-safe. Listener calls arrive with BlockCache's lock held and only queue work.
-// Lock order: BlockCache, then TierManager's locks, then FileTier's, then IoPool's.
+// Lock order: BlockCache, then TierManager's locks, then the tiers', then IoPool's.
 #ifndef KVSTRATA_DAEMON_TIERING_TIER_MANAGER_H_
 #define KVSTRATA_DAEMON_TIERING_TIER_MANAGER_H_
 
@@ -33,13 +33,10 @@
 #include "daemon/common/mutex.h"
 #include "daemon/metrics/metrics_sink.h"
 #include "daemon/namespaces/namespace_registry.h"
-#include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/block_tier.h"
 #include "daemon/tiers/io_pool.h"
 
 namespace kvstrata {
-
-// The daemon's own session: promotions and write-backs reserve and pin L1 under it.
-inline constexpr SessionId kDaemonSession = ~SessionId{0};
 
 struct LowerTierOptions {
   bool write_back = false;
@@ -51,7 +48,7 @@ struct LowerTierOptions {
 
 struct LowerTierStatus {
   Tier tier = Tier::kL2;
-  FileTierStats files;
+  TierStats stats;
   uint64_t queued_writes = 0, dropped_writes = 0;
   uint64_t promotions = 0, promoted_blocks = 0;
   bool write_back = false;
@@ -64,8 +61,9 @@ class TierManager : public TierListener {
   TierManager& operator=(const TierManager&) = delete;
   ~TierManager() override;
 
-  // Set up before serving, in this order: tiers (fastest first), then L1.
-  void AddTier(std::unique_ptr<FileTier> files, LowerTierOptions options);
+  // Set up before serving, in this order: tiers (fastest first), then L1. Any BlockTier
+  // whose level() is L2 or L3 (a FileTier today).
+  void AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions options);
   void AttachL1(PartitionedCache* cache, char* region_base);
   // Stops all file I/O (queued writes are dropped). Call before the L1 pool goes.
   void Stop();
@@ -75,10 +73,10 @@ class TierManager : public TierListener {
   void SetMetrics(MetricsSink* metrics) { metrics_ = metrics; }
   bool has_tiers() const { return !tiers_.empty(); }
 
-  // A FileTier's observer (FileTierOptions::observer): passes the L2/L3 block notices on
+  // A lower tier's observer (FileTierOptions::observer): passes the L2/L3 block notices on
   // to the next listener (KV events with medium DISK / SHARED_FS, metrics).
-  void OnFileTierChange(Tier tier, absl::string_view fingerprint, absl::string_view key,
-                        bool stored, RemovalCause cause);
+  void OnLowerTierChange(Tier tier, absl::string_view fingerprint, absl::string_view key,
+                         bool stored, RemovalCause cause);
 
   // TierListener (called by BlockCache with its lock held).
   void OnStored(NamespaceId ns, const BlockKey& key, Tier tier) override;
@@ -88,7 +86,7 @@ class TierManager : public TierListener {
   // Continues `result` (an L1 lookup of `keys`) into the lower tiers; see above.
   void ExtendLookup(SessionId session, NamespaceId ns, absl::Span<const std::string_view> keys,
                     std::optional<absl::Duration> lease_ttl, LookupResult* result);
-  // Keeps the blocks a PrepareLoad promoted pinned in L1 until the load has acquired them.
+  // Keeps the blocks a StartLoad promoted pinned in L1 until the load has acquired them.
   class LoadGuard {
    public:
     LoadGuard() = default;
@@ -122,9 +120,6 @@ class TierManager : public TierListener {
   // promotion_wait passed.
   [[nodiscard]] PendingLoad StartLoad(NamespaceId ns, absl::Span<const std::string_view> keys);
   void WaitForLoad(const PendingLoad& load) { WaitForPromotions(load.waits); }
-  // StartLoad + WaitForLoad: blocks (bounded) until the blocks are in L1. Keep the guard
-  // until AcquireLoad has pinned the blocks.
-  [[nodiscard]] LoadGuard PrepareLoad(NamespaceId ns, absl::Span<const std::string_view> keys);
   // Admin: the lower tier holding each key not found in L1 (entries already set are kept).
   void Peek(NamespaceId ns, absl::Span<const std::string_view> keys,
             std::vector<std::optional<Tier>>* where);
@@ -150,7 +145,7 @@ class TierManager : public TierListener {
   };
 
   struct Lower {
-    std::unique_ptr<FileTier> files;
+    std::unique_ptr<BlockTier> storage;
     LowerTierOptions options;
     std::unique_ptr<IoPool> io;
     std::atomic<uint64_t> queued{0}, dropped{0}, promotions{0}, promoted{0};

@@ -60,7 +60,7 @@ void TierManager::PromoteChunk(NamespaceId ns, const TierNamespace& tn,
       Lower* lower = TierOf(tiers[i]);
       absl::Span<char> dest(region_ + slot.offset, slot.length);
       const absl::Time start = absl::Now();
-      if (lower != nullptr && lower->files->Read(tn, keys[i], dest)) {
+      if (lower != nullptr && lower->storage->Read(tn, keys[i], dest)) {
         written.push_back(static_cast<uint32_t>(i));
         lower->promoted.fetch_add(1);
         RecordCopy(tiers[i], /*down=*/false, slot.length, absl::Now() - start);
@@ -85,13 +85,6 @@ void TierManager::WaitForPromotions(const std::vector<std::shared_ptr<Promotion>
   promo_cv_.wait_until(lock, deadline, [&] {
     return std::all_of(marks.begin(), marks.end(), [](const auto& m) { return m->done; });
   });
-}
-
-TierManager::LoadGuard TierManager::PrepareLoad(NamespaceId ns,
-                                                absl::Span<const std::string_view> keys) {
-  PendingLoad load = StartLoad(ns, keys);
-  WaitForLoad(load);
-  return std::move(load.guard);
 }
 
 TierManager::PendingLoad TierManager::StartLoad(NamespaceId ns,

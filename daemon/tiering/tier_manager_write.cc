@@ -39,7 +39,7 @@ void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,
   if (lower.io == nullptr || stopped_.load()) return;
   if (lower.queued.load() >= lower.options.write_queue_blocks) {
     lower.dropped.fetch_add(1);
-    RecordDroppedWrite(lower.files->options().tier);
+    RecordDroppedWrite(lower.storage->level());
     return;
   }
   lower.queued.fetch_add(1);
@@ -56,8 +56,8 @@ void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,
     std::optional<TierNamespace> tn = NamespaceOf(ns);
     if (tn.has_value() && !from_l1) {
       const absl::Time start = absl::Now();
-      if (lower.files->Write(*tn, raw, pending->copy).ok()) {
-        RecordCopy(lower.files->options().tier, true, pending->copy.size(), absl::Now() - start);
+      if (lower.storage->Write(*tn, raw, pending->copy).ok()) {
+        RecordCopy(lower.storage->level(), true, pending->copy.size(), absl::Now() - start);
       }
     } else if (tn.has_value()) {
       WriteFromL1(lower, ns, *tn, raw, pending.get());
@@ -73,7 +73,7 @@ void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,
 
 bool TierManager::WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace& tn,
                               absl::string_view key, const PendingWrite* fallback) {
-  if (lower.files->Cached(tn.fingerprint, key) == FileTier::Presence::kPresent) return true;
+  if (lower.storage->Cached(tn.fingerprint, key) == BlockTier::Presence::kPresent) return true;
   const std::string_view view(key.data(), key.size());
   absl::StatusOr<LoadResult> pinned =
       cache_->AcquireLoad(kDaemonSession, ns, absl::MakeConstSpan(&view, 1), std::nullopt);
@@ -87,16 +87,16 @@ bool TierManager::WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace&
       copy = fallback->copy;
     }
     const absl::Time start = absl::Now();
-    if (copy.empty() || !lower.files->Write(tn, key, copy).ok()) return false;
-    RecordCopy(lower.files->options().tier, true, copy.size(), absl::Now() - start);
+    if (copy.empty() || !lower.storage->Write(tn, key, copy).ok()) return false;
+    RecordCopy(lower.storage->level(), true, copy.size(), absl::Now() - start);
     return true;
   }
   const LoadSlot& slot = pinned->slots[0];
   const absl::Time start = absl::Now();
   absl::Status written =
-      lower.files->Write(tn, key, absl::string_view(region_ + slot.offset, slot.length));
+      lower.storage->Write(tn, key, absl::string_view(region_ + slot.offset, slot.length));
   (void)cache_->ReleaseLoad(kDaemonSession, pinned->load);
-  if (written.ok()) RecordCopy(lower.files->options().tier, true, slot.length, absl::Now() - start);
+  if (written.ok()) RecordCopy(lower.storage->level(), true, slot.length, absl::Now() - start);
   return written.ok();
 }
 
@@ -105,7 +105,7 @@ absl::StatusOr<size_t> TierManager::Drain(std::optional<Tier> tier,
   if (cache_ == nullptr) return absl::FailedPreconditionError("L1 is not ready");
   std::vector<Lower*> targets;
   for (auto& lower : tiers_) {
-    if (!tier.has_value() || lower->files->options().tier == *tier) targets.push_back(lower.get());
+    if (!tier.has_value() || lower->storage->level() == *tier) targets.push_back(lower.get());
   }
   if (targets.empty()) return absl::FailedPreconditionError("no such lower tier is enabled");
   std::vector<BlockKey> keys = cache_->VisibleKeys(std::nullopt);
@@ -119,7 +119,7 @@ absl::StatusOr<size_t> TierManager::Drain(std::optional<Tier> tier,
       const std::string_view bytes = key.bytes();
       const absl::string_view raw(bytes.data(), bytes.size());
       if (tn.has_value() &&
-          lower->files->Cached(tn->fingerprint, raw) != FileTier::Presence::kPresent) {
+          lower->storage->Cached(tn->fingerprint, raw) != BlockTier::Presence::kPresent) {
         written += WriteFromL1(*lower, key.ns(), *tn, raw, nullptr);
       }
       if (++done % 64 == 0 || done == total) progress(done, total);

@@ -23,18 +23,6 @@ std::string_view StdView(absl::string_view s) { return {s.data(), s.size()}; }
 
 }  // namespace
 
-absl::string_view TierStateName(TierState state) {
-  switch (state) {
-    case TierState::kOk:
-      return "ok";
-    case TierState::kDegraded:
-      return "degraded";
-    case TierState::kReadOnly:
-      return "read-only";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options) {
   if (options.root.empty()) return absl::InvalidArgumentError(options.name + ": empty path");
   if (!(options.low_watermark > 0 && options.low_watermark <= options.high_watermark &&
@@ -271,6 +259,10 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
                              absl::string_view payload) {
   const std::string path = PathOf(ns.fingerprint, key);
   if (path.empty()) return absl::InvalidArgumentError("bad fingerprint or key");
+  if (payload.size() != ns.payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a block of ", payload.size(), " bytes where the namespace has ", ns.payload_bytes));
+  }
   const uint64_t file_bytes = BlockFileBytes(payload.size());
   std::vector<std::string> doomed;
   bool room = false;
@@ -423,9 +415,9 @@ bool FileTier::Remove(absl::string_view fingerprint, absl::string_view key) {
   return ::unlink(path.c_str()) == 0;
 }
 
-FileTierStats FileTier::Stats() const {
+TierStats FileTier::Stats() const {
   MutexLock lock(&mu_);
-  FileTierStats st = counters_;
+  TierStats st = counters_;
   st.capacity_bytes = options_.capacity_bytes;
   st.effective_bytes = EffectiveCapacityLocked();
   st.used_bytes = options_.shared ? shared_scanned_bytes_ + written_since_scan_ : used_bytes_;

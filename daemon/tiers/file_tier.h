@@ -47,15 +47,9 @@
 #include "daemon/index/block_key.h"
 #include "daemon/namespaces/namespace_spec.h"
 #include "daemon/tiers/block_file_io.h"
+#include "daemon/tiers/block_tier.h"
 
 namespace kvstrata {
-
-// A namespace as the files name it.
-struct TierNamespace {
-  std::string fingerprint;  // 32 lowercase hex
-  NamespaceSpec spec;       // written to namespace.json on the first store
-  uint64_t payload_bytes = 0;
-};
 
 struct FileTierOptions {
   std::string name;  // "l2" or "l3": logs and stats
@@ -87,24 +81,7 @@ struct FileTierOptions {
   std::function<absl::Status(absl::string_view op, const std::string& path)> fault_hook;
 };
 
-enum class TierState { kOk, kDegraded, kReadOnly };
-absl::string_view TierStateName(TierState state);
-
-struct FileTierStats {
-  uint64_t capacity_bytes = 0;    // configured
-  uint64_t effective_bytes = 0;   // after a full-disk shrink
-  uint64_t used_bytes = 0;        // local: indexed files; shared: last scan + own writes since
-  uint64_t blocks = 0;            // files in the index
-  uint64_t hits = 0, misses = 0;  // reads
-  uint64_t writes = 0, write_bytes = 0, read_bytes = 0;
-  uint64_t evictions = 0, write_errors = 0, read_errors = 0, quarantined = 0;
-  uint64_t refused_writes = 0;  // read-only, or no room
-  bool warm = false;            // warm-up scan finished
-  uint64_t scanned_files = 0;
-  TierState state = TierState::kOk;
-};
-
-class FileTier {
+class FileTier : public BlockTier {
  public:
   // Creates the root if needed and starts the background threads (warm-up scan for a
   // local tier, the eviction loop for a shared one). FAILED_PRECONDITION when the root
@@ -112,31 +89,33 @@ class FileTier {
   static absl::StatusOr<std::unique_ptr<FileTier>> Open(FileTierOptions options);
   FileTier(const FileTier&) = delete;
   FileTier& operator=(const FileTier&) = delete;
-  ~FileTier();
+  ~FileTier() override;
 
-  enum class Presence { kPresent, kAbsent, kUnknown };
+  // BlockTier (block_tier.h), for files:
+  Tier level() const override { return options_.tier; }
   // What the index says, without I/O. kUnknown: only a Probe can tell (for a shared tier
   // also an entry not verified within presence_ttl).
-  Presence Cached(absl::string_view fingerprint, absl::string_view key) const;
+  Presence Cached(absl::string_view fingerprint, absl::string_view key) const override;
   // stat(2)s the block's file and records the answer (a file gone since it was indexed
   // leaves the index).
-  bool Probe(absl::string_view fingerprint, absl::string_view key);
-  // Reads and verifies the block into `dest` (exactly ns.payload_bytes). False on any miss.
-  bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest);
+  bool Probe(absl::string_view fingerprint, absl::string_view key) override;
+  // Reads and verifies the block file into `dest`.
+  bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
   // Writes the block (atomically; see block_file_io.h), making room first. A refusal or
   // failure is counted and returned (the caller drops the write).
-  absl::Status Write(const TierNamespace& ns, absl::string_view key, absl::string_view payload);
-  // Deletes the block's file. True when this call removed it.
-  bool Remove(absl::string_view fingerprint, absl::string_view key);
-  // Deletes every block file of one namespace (or all); returns how many.
-  size_t Clear(std::optional<absl::string_view> fingerprint);
+  absl::Status Write(const TierNamespace& ns, absl::string_view key,
+                     absl::string_view payload) override;
+  // Deletes the block's file.
+  bool Remove(absl::string_view fingerprint, absl::string_view key) override;
+  // Deletes every block file of one namespace (or all).
+  size_t Clear(std::optional<absl::string_view> fingerprint) override;
   // Runs one shared-tier eviction pass now if this daemon gets the lock (tests, drain).
   // Returns the files deleted. No-op for a local tier.
   size_t EnforceSharedCapacity();
   // Blocks until the warm-up scan is done or `timeout` passes; true when done.
   bool WaitWarm(absl::Duration timeout) const;
 
-  FileTierStats Stats() const;
+  TierStats Stats() const override;
   const FileTierOptions& options() const { return options_; }
 
  private:
@@ -193,7 +172,7 @@ class FileTier {
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t shared_scanned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t written_since_scan_ ABSL_GUARDED_BY(mu_) = 0;
-  FileTierStats counters_ ABSL_GUARDED_BY(mu_);
+  TierStats counters_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> warm_{false};
   std::atomic<bool> stopping_{false};

@@ -40,6 +40,7 @@ struct FuzzDaemon {
   std::unique_ptr<PrometheusMetrics> metrics = *PrometheusMetrics::Create("");
   ProcessFence fence;
   L1Pool l1;
+  std::unique_ptr<BlockStore> store;
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<FdServer> fd_server;
   std::unique_ptr<LookupServer> lookup_server;
@@ -65,15 +66,29 @@ struct FuzzDaemon {
     config.l1.slab_bytes = 1 << 20;
     config.l1.huge_pages = "off";
     l1 = *L1Pool::Create(config.l1, config.sessions, nullptr);
-    jobs =
-        std::make_unique<JobManager>(l1.cache.get(), nullptr, nullptr,
-                                     absl::UnavailableError("no GPU in the fuzzer"), metrics.get());
+    store = std::make_unique<BlockStore>(
+        l1.cache.get(), nullptr,
+        BlockStoreOptions{absl::Milliseconds(config.sessions.lease_ttl_ms),
+                          absl::Milliseconds(config.sessions.max_lease_ttl_ms)});
+    jobs = std::make_unique<JobManager>(
+        store.get(), nullptr, absl::UnavailableError("no GPU in the fuzzer"), metrics.get());
     fd_server =
         *FdServer::Start(dir + "/k.sock.shm", 0600, l1.region.get(), &sessions, &tenants, &fence);
-    context = ServiceContext{
-        &config,    &identity,      &sessions,       &namespaces,         nullptr,
-        &tenants,   l1.cache.get(), l1.region.get(), dir + "/k.sock.shm", dir + "/k.sock.lookup",
-        jobs.get(), nullptr,        nullptr,         metrics.get()};
+    context = ServiceContext{&config,
+                             &identity,
+                             &sessions,
+                             &namespaces,
+                             nullptr,
+                             &tenants,
+                             l1.cache.get(),
+                             store.get(),
+                             l1.region.get(),
+                             dir + "/k.sock.shm",
+                             dir + "/k.sock.lookup",
+                             jobs.get(),
+                             nullptr,
+                             nullptr,
+                             metrics.get()};
     lookup_server = *LookupServer::Start(context.lookup_socket, 0600, context, metrics.get());
     session = sessions.Open(kDefaultTenant, "fuzz", 1, "fuzz", absl::ZeroDuration())->id;
     jobs->OpenSession(session);

@@ -8,7 +8,7 @@
 
 #include "daemon/cache/block_cache.h"
 #include "daemon/common/mutex.h"
-#include "daemon/lease/testing/fake_clock.h"
+#include "daemon/testing/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace kvstrata {

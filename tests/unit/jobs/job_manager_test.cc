@@ -80,7 +80,8 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_FALSE(HasFatalFailure());
     tiers_ = l1_.manager.get();
     cache_ = l1_.l1.get();
-    jobs_ = std::make_unique<JobManager>(cache_, tiers_, &engine_, absl::OkStatus());
+    store_ = std::make_unique<BlockStore>(cache_, tiers_, BlockStoreOptions{});
+    jobs_ = std::make_unique<JobManager>(store_.get(), &engine_, absl::OkStatus());
     jobs_->OpenSession(kClient);
     CudaMemorySpec spec;
     auto reg = jobs_->RegisterCuda(kClient, ns_, kBlock, spec);
@@ -139,6 +140,7 @@ class JobManagerTest : public ::testing::Test {
   TierManager* tiers_ = nullptr;       // l1_'s
   PartitionedCache* cache_ = nullptr;  // l1_'s
   FakeEngine engine_;
+  std::unique_ptr<BlockStore> store_;
   std::unique_ptr<JobManager> jobs_;
   uint64_t registration_ = 0;
   std::atomic<bool> hold_reads_{false};

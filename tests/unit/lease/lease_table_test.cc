@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "daemon/lease/testing/fake_clock.h"
+#include "daemon/testing/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace kvstrata {

@@ -84,11 +84,17 @@ class TierManagerTest : public ::testing::Test {
       ASSERT_TRUE(cache_->CommitStore(kClient, reserved->reservation, std::nullopt).ok());
     }
   }
+  // Starts the keys' promotions and waits for them (bounded): what a load does first.
+  TierManager::PendingLoad Promote(absl::Span<const std::string_view> views) {
+    TierManager::PendingLoad pending = manager_->StartLoad(ns_, views);
+    manager_->WaitForLoad(pending);
+    return pending;
+  }
   // Loads and checks every key; returns how many were byte-exact.
   size_t LoadExact(const std::vector<std::string>& keys, int seed,
                    std::optional<LeaseId> lease = std::nullopt) {
     auto views = Views(keys);
-    TierManager::LoadGuard promoted = manager_->PrepareLoad(ns_, views);
+    TierManager::PendingLoad promoted = Promote(views);
     auto loaded = cache_->AcquireLoad(kClient, ns_, views, lease);
     EXPECT_TRUE(loaded.ok()) << loaded.status();
     size_t exact = 0;
@@ -140,7 +146,7 @@ TEST_F(TierManagerTest, WriteThroughWritesEveryCommittedBlock) {
   Store(Keys(8), 100);
   WaitQueueEmpty();
   EXPECT_EQ(FilesOnDisk(), 8u);
-  EXPECT_EQ(manager_->Status()[0].files.writes, 8u);
+  EXPECT_EQ(manager_->Status()[0].stats.writes, 8u);
 }
 
 TEST_F(TierManagerTest, LookupContinuesBelowL1AndLeasesPromotedBlocks) {
@@ -167,8 +173,8 @@ TEST_F(TierManagerTest, PromotedBlocksInALeaseAreNotEvicted) {
   ASSERT_EQ(cache_->Clear(ns_), 8u);
   LookupResult hit = Lookup(keys, absl::Seconds(30));
   ASSERT_EQ(hit.hits, 8u);
-  (void)manager_->PrepareLoad(ns_, Views(keys));  // Promotions done, blocks in the lease.
-  Store(Keys(8, "other"), 400);                   // Pressure: nothing of the lease may go.
+  (void)Promote(Views(keys));    // Promotions done, blocks in the lease.
+  Store(Keys(8, "other"), 400);  // Pressure: nothing of the lease may go.
   EXPECT_EQ(LoadExact(keys, 300, hit.lease), 8u);
 }
 
@@ -202,7 +208,7 @@ TEST_F(TierManagerTest, LoadWithoutLookupDuringTheRestartScanFindsBlocksOnDisk) 
         };
       },
       /*wait_warm=*/false);
-  ASSERT_FALSE(manager_->Status()[0].files.warm);
+  ASSERT_FALSE(manager_->Status()[0].stats.warm);
   EXPECT_EQ(LoadExact(keys, 550), 4u);
 }
 
@@ -259,7 +265,7 @@ TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(40)) << "a store must not wait for disk";
   WaitQueueEmpty();
   LowerTierStatus st = manager_->Status()[0];
-  EXPECT_EQ(st.dropped_writes + st.files.writes, 16u);
+  EXPECT_EQ(st.dropped_writes + st.stats.writes, 16u);
   EXPECT_GE(st.dropped_writes, 13u);
 }
 

@@ -82,7 +82,7 @@ TEST_F(FileTierTest, WriteThenReadByteExact) {
   EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
   EXPECT_TRUE(ReadBack(*tier, Key(1), data));
   EXPECT_TRUE(fs::exists(fs::path(root_) / ns_.fingerprint / "namespace.json"));
-  FileTierStats st = tier->Stats();
+  TierStats st = tier->Stats();
   EXPECT_EQ(st.blocks, 1u);
   EXPECT_EQ(st.used_bytes, kFileBytes);
   EXPECT_EQ(st.hits, 1u);
@@ -105,7 +105,7 @@ TEST_F(FileTierTest, RestartFindsEveryFileAndRemovesStaleTempFiles) {
   std::string stale = PathOf(Key(0)) + ".tmp.999999.00000000deadbeef";
   std::ofstream(stale) << "half a block";
   auto tier = Open(Options());
-  FileTierStats st = tier->Stats();
+  TierStats st = tier->Stats();
   EXPECT_TRUE(st.warm);
   EXPECT_EQ(st.blocks, 50u);
   EXPECT_EQ(st.used_bytes, 50 * kFileBytes);
@@ -123,7 +123,7 @@ TEST_F(FileTierTest, LocalCapacityEvictsLeastRecentlyUsed) {
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
   ASSERT_TRUE(ReadBack(*tier, Key(0), data));  // Key 0 becomes the most recent.
   ASSERT_TRUE(tier->Write(ns_, Key(10), data).ok());
-  FileTierStats st = tier->Stats();
+  TierStats st = tier->Stats();
   EXPECT_LE(st.used_bytes, o.capacity_bytes);
   EXPECT_GE(st.evictions, 2u);
   EXPECT_TRUE(fs::exists(PathOf(Key(0))));
@@ -143,7 +143,7 @@ TEST_F(FileTierTest, FullDiskShrinksTheTier) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
   full = true;
   EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(4), data)));
-  FileTierStats st = tier->Stats();
+  TierStats st = tier->Stats();
   EXPECT_EQ(st.state, TierState::kDegraded);
   EXPECT_LT(st.effective_bytes, st.capacity_bytes);
   EXPECT_EQ(st.write_errors, 1u);
@@ -194,7 +194,7 @@ TEST_F(FileTierTest, FullDiskHoldingNothingRefusesWritesWithoutTouchingTheDisk) 
   absl::Status refused = tier->Write(ns_, Key(1), data);
   EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
   EXPECT_EQ(writes.load(), 1);  // Refused before any file was written.
-  FileTierStats st = tier->Stats();
+  TierStats st = tier->Stats();
   EXPECT_EQ(st.write_errors, 1u);
   EXPECT_EQ(st.refused_writes, 1u);
   EXPECT_EQ(st.state, TierState::kDegraded);
@@ -219,7 +219,7 @@ TEST_F(FileTierTest, ShrunkTierGrowsBackWhenTheDiskHasRoomAgain) {
   full = false;
   absl::SleepFor(absl::Milliseconds(60));
   for (int i = 2; i < 6; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok()) << i;
-  FileTierStats st = tier->Stats();
+  TierStats st = tier->Stats();
   EXPECT_EQ(st.state, TierState::kOk);
   EXPECT_EQ(st.effective_bytes, st.capacity_bytes);
   EXPECT_TRUE(ReadBack(*tier, Key(5), data));

@@ -1,0 +1,97 @@
+// BlockStore: the one API through which the daemon's callers (rpc/, the lookup fast path,
+// jobs/) look up, store and load blocks across every tier, leases included. It owns the
+// protocol "L1 first, then the lower tiers":
+// - Lookup asks L1, and when the hits stop there continues in L2/L3 (their indexes, then
+//   file probes bounded by each tier's probe_timeout); with a lease, the blocks found below
+//   L1 are promoted into L1 and join the lease as they land.
+// - A load first brings its blocks up from L2/L3 into L1 (BeginLoad starts that and never
+//   blocks; FinishLoad waits at most the tiers' promotion_wait), then pins them in L1. A
+//   block that did not make it is simply missing: the engine recomputes it.
+// - A store goes to L1 (reserve -> the caller copies -> commit); the lower tiers receive it
+//   by write-down (TierManager), never on the caller's path.
+// - Lease TTLs: a request's TTL (0 = the default) is clamped to the maximum here, once.
+// Thread-safe. Blocking: Lookup up to the probe timeouts; FinishLoad and AcquireLoad up to
+// promotion_wait; everything else only on L1's locks.
+#ifndef KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_
+#define KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/cache/partitioned_cache.h"
+#include "daemon/common/ids.h"
+#include "daemon/tiering/tier_manager.h"
+
+namespace kvstrata {
+
+struct BlockStoreOptions {
+  absl::Duration default_lease_ttl = absl::Seconds(5);  // [sessions] lease_ttl_ms
+  absl::Duration max_lease_ttl = absl::Minutes(1);      // [sessions] max_lease_ttl_ms
+};
+
+class BlockStore {
+ public:
+  using Keys = absl::Span<const std::string_view>;
+  // A load's promotions, started by BeginLoad; hand it to FinishLoad.
+  using PendingLoad = TierManager::PendingLoad;
+
+  // `l1` and `lower` (nullptr: no L2/L3) are not owned and outlive the store.
+  BlockStore(PartitionedCache* l1, TierManager* lower, BlockStoreOptions options)
+      : l1_(l1), lower_(lower), options_(options) {}
+
+  // Whether loads may have to wait for promotions from L2/L3 (lower tiers are attached).
+  bool promotes() const { return lower_ != nullptr; }
+  // The TTL of a lease asked for with `requested` (zero: the default), at most the maximum.
+  absl::Duration LeaseTtl(absl::Duration requested) const;
+
+  // The leading keys present in some tier, the fastest tier of each, and with `lease_ttl`
+  // (already through LeaseTtl) a lease on them when there is a hit.
+  absl::StatusOr<LookupResult> Lookup(SessionId session, NamespaceId ns, Keys keys,
+                                      std::optional<absl::Duration> lease_ttl);
+
+  absl::StatusOr<ReserveResult> ReserveStore(SessionId session, NamespaceId ns,
+                                             uint64_t block_bytes, Keys keys) {
+    return l1_->ReserveStore(session, ns, block_bytes, keys);
+  }
+  absl::StatusOr<size_t> CommitStore(SessionId session, ReservationId reservation,
+                                     std::optional<absl::Span<const uint32_t>> written) {
+    return l1_->CommitStore(session, reservation, written);
+  }
+  absl::Status AbortStore(SessionId session, ReservationId reservation) {
+    return l1_->AbortStore(session, reservation);
+  }
+
+  // Starts promoting what `keys` has below L1 and returns at once.
+  PendingLoad BeginLoad(NamespaceId ns, Keys keys);
+  // Waits for `pending` (bounded), then pins the keys' L1 blocks for the caller's copies.
+  absl::StatusOr<LoadResult> FinishLoad(SessionId session, NamespaceId ns, Keys keys,
+                                        std::optional<LeaseId> lease, PendingLoad pending);
+  // BeginLoad + FinishLoad.
+  absl::StatusOr<LoadResult> AcquireLoad(SessionId session, NamespaceId ns, Keys keys,
+                                         std::optional<LeaseId> lease) {
+    return FinishLoad(session, ns, keys, lease, BeginLoad(ns, keys));
+  }
+  absl::Status ReleaseLoad(SessionId session, LoadId load) {
+    return l1_->ReleaseLoad(session, load);
+  }
+  absl::Status ReleaseLease(SessionId session, LeaseId lease) {
+    return l1_->ReleaseLease(session, lease);
+  }
+
+  // Admin: the fastest tier holding each key (L1 first), nullopt where none does. Probes
+  // the lower tiers' files for keys their indexes do not know.
+  absl::StatusOr<std::vector<std::optional<Tier>>> Peek(NamespaceId ns, Keys keys);
+
+ private:
+  PartitionedCache* const l1_;
+  TierManager* const lower_;
+  const BlockStoreOptions options_;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_

@@ -1,0 +1,120 @@
+// MemoryTier: a BlockTier (daemon/tiers/block_tier.h) held in a hash map, for tests of the
+// code above the tiers (TierManager, the store path) and as the reference the contract
+// suite checks every real tier against. Knows every block it holds (Cached never says
+// kUnknown). `capacity_blocks` (0 = unbounded) refuses writes past it; FailWrites/FailReads
+// make every later call fail, like a broken disk. Thread-safe (one mutex). Header-only.
+#ifndef KVSTRATA_DAEMON_TESTING_MEMORY_TIER_H_
+#define KVSTRATA_DAEMON_TESTING_MEMORY_TIER_H_
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/common/mutex.h"
+#include "daemon/tiers/block_tier.h"
+
+namespace kvstrata {
+
+class MemoryTier final : public BlockTier {
+ public:
+  explicit MemoryTier(Tier level, size_t capacity_blocks = 0)
+      : level_(level), capacity_blocks_(capacity_blocks) {}
+
+  void FailWrites(bool fail) {
+    MutexLock lock(&mu_);
+    fail_writes_ = fail;
+  }
+  void FailReads(bool fail) {
+    MutexLock lock(&mu_);
+    fail_reads_ = fail;
+  }
+
+  Tier level() const override { return level_; }
+  Presence Cached(absl::string_view fingerprint, absl::string_view key) const override {
+    MutexLock lock(&mu_);
+    return blocks_.contains(Name(fingerprint, key)) ? Presence::kPresent : Presence::kAbsent;
+  }
+  bool Probe(absl::string_view fingerprint, absl::string_view key) override {
+    return Cached(fingerprint, key) == Presence::kPresent;
+  }
+  bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override {
+    MutexLock lock(&mu_);
+    auto it = blocks_.find(Name(ns.fingerprint, key));
+    if (fail_reads_ || it == blocks_.end() || it->second.size() != dest.size()) {
+      ++stats_.misses;
+      return false;
+    }
+    std::memcpy(dest.data(), it->second.data(), dest.size());
+    ++stats_.hits;
+    stats_.read_bytes += dest.size();
+    return true;
+  }
+  absl::Status Write(const TierNamespace& ns, absl::string_view key,
+                     absl::string_view payload) override {
+    if (payload.size() != ns.payload_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a block of ", payload.size(), " bytes where the namespace has ", ns.payload_bytes));
+    }
+    MutexLock lock(&mu_);
+    std::string name = Name(ns.fingerprint, key);
+    if (blocks_.contains(name)) return absl::OkStatus();
+    if (fail_writes_) {
+      ++stats_.write_errors;
+      return absl::UnavailableError("memory tier: writes fail");
+    }
+    if (capacity_blocks_ > 0 && blocks_.size() >= capacity_blocks_) {
+      ++stats_.refused_writes;
+      return absl::ResourceExhaustedError("memory tier: full");
+    }
+    blocks_.emplace(std::move(name), std::string(payload));
+    ++stats_.writes;
+    stats_.write_bytes += payload.size();
+    return absl::OkStatus();
+  }
+  bool Remove(absl::string_view fingerprint, absl::string_view key) override {
+    MutexLock lock(&mu_);
+    return blocks_.erase(Name(fingerprint, key)) > 0;
+  }
+  size_t Clear(std::optional<absl::string_view> fingerprint) override {
+    MutexLock lock(&mu_);
+    size_t removed = 0;
+    for (auto it = blocks_.begin(); it != blocks_.end();) {
+      if (!fingerprint.has_value() || absl::string_view(it->first).substr(0, 32) == *fingerprint) {
+        blocks_.erase(it++);
+        ++removed;
+      } else {
+        ++it;
+      }
+    }
+    return removed;
+  }
+  TierStats Stats() const override {
+    MutexLock lock(&mu_);
+    TierStats s = stats_;
+    s.blocks = blocks_.size();
+    for (const auto& [name, bytes] : blocks_) s.used_bytes += bytes.size();
+    s.warm = true;
+    return s;
+  }
+
+ private:
+  // fingerprint (32 hex) + key bytes
+  static std::string Name(absl::string_view fingerprint, absl::string_view key) {
+    return absl::StrCat(fingerprint, key);
+  }
+
+  const Tier level_;
+  const size_t capacity_blocks_;
+  mutable Mutex mu_;
+  absl::flat_hash_map<std::string, std::string> blocks_ ABSL_GUARDED_BY(mu_);
+  TierStats stats_ ABSL_GUARDED_BY(mu_);
+  bool fail_writes_ ABSL_GUARDED_BY(mu_) = false;
+  bool fail_reads_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TESTING_MEMORY_TIER_H_

@@ -1,0 +1,146 @@
+// BlockStore: the "L1 first, then the lower tiers" protocol in one place, over a real L1
+// (BlockCache on a heap region) and a TierManager with the in-memory fake tier beneath it.
+#include "daemon/store/block_store.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/testing/memory_tier.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tiering/tiered_cache.h"
+#include "tests/unit/tiers/tier_test_data.h"
+
+namespace kvstrata {
+namespace {
+
+constexpr SessionId kClient = 7;
+constexpr uint64_t kBlock = 16 << 10;
+
+class BlockStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ns_ = namespaces_.Register(kClient, OpaqueTestSpec(kBlock, "store-test"))->id;
+    auto lower = std::make_unique<MemoryTier>(Tier::kL2);
+    lower_ = lower.get();
+    BuildTieredCache(&namespaces_, 8, absl::Seconds(5), std::move(lower), {}, &tiered_);
+    store_ = std::make_unique<BlockStore>(tiered_.l1.get(), tiered_.manager.get(),
+                                          BlockStoreOptions{absl::Seconds(5), absl::Minutes(1)});
+  }
+  void TearDown() override {
+    store_.reset();
+    tiered_.manager->Stop();
+  }
+
+  std::vector<std::string> Keys(int n) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat("k", i));
+    return keys;
+  }
+  static std::vector<std::string_view> Views(const std::vector<std::string>& keys) {
+    return {keys.begin(), keys.end()};
+  }
+  // Stores the keys through the store (payload seed + i) and waits until the lower tier
+  // has every one (write-through).
+  void StoreAll(const std::vector<std::string>& keys, int seed) {
+    auto reserved = store_->ReserveStore(kClient, ns_, kBlock, Views(keys));
+    ASSERT_TRUE(reserved.ok()) << reserved.status();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const StoreSlot& slot = reserved->slots[i];
+      ASSERT_EQ(slot.status, StoreStatus::kReserved);
+      std::string data = Payload(kBlock, seed + static_cast<int>(i));
+      std::memcpy(tiered_.region.data() + slot.offset, data.data(), kBlock);
+    }
+    ASSERT_TRUE(store_->CommitStore(kClient, reserved->reservation, std::nullopt).ok());
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (lower_->Stats().blocks < keys.size() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_EQ(lower_->Stats().blocks, keys.size());
+  }
+
+  NamespaceRegistry namespaces_;
+  NamespaceId ns_ = 0;
+  MemoryTier* lower_ = nullptr;
+  TieredCache tiered_;
+  std::unique_ptr<BlockStore> store_;
+};
+
+TEST_F(BlockStoreTest, LeaseTtlIsTheDefaultOrTheAskedOneUpToTheMaximum) {
+  EXPECT_EQ(store_->LeaseTtl(absl::ZeroDuration()), absl::Seconds(5));
+  EXPECT_EQ(store_->LeaseTtl(absl::Seconds(12)), absl::Seconds(12));
+  EXPECT_EQ(store_->LeaseTtl(absl::Hours(1)), absl::Minutes(1));
+}
+
+TEST_F(BlockStoreTest, ALookupContinuesBelowL1) {
+  std::vector<std::string> keys = Keys(4);
+  StoreAll(keys, 10);
+  auto l1_only = tiered_.l1->Lookup(kClient, ns_, Views(keys), std::nullopt);
+  ASSERT_TRUE(l1_only.ok());
+  EXPECT_EQ(l1_only->hits, 4u);
+  ASSERT_EQ(tiered_.l1->Clear(ns_), 4u);  // Only the lower tier has them now.
+  auto found = store_->Lookup(kClient, ns_, Views(keys), std::nullopt);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->hits, 4u);
+  EXPECT_EQ(found->tiers, std::vector<Tier>(4, Tier::kL2));
+}
+
+TEST_F(BlockStoreTest, ALoadBringsItsBlocksUpFromBelowByteExact) {
+  std::vector<std::string> keys = Keys(4);
+  StoreAll(keys, 20);
+  ASSERT_EQ(tiered_.l1->Clear(ns_), 4u);
+  auto loaded = store_->AcquireLoad(kClient, ns_, Views(keys), std::nullopt);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const LoadSlot& slot = loaded->slots[i];
+    ASSERT_EQ(slot.status, LoadStatus::kReady) << i;
+    std::string want = Payload(kBlock, 20 + static_cast<int>(i));
+    EXPECT_EQ(std::memcmp(tiered_.region.data() + slot.offset, want.data(), kBlock), 0) << i;
+  }
+  EXPECT_TRUE(store_->ReleaseLoad(kClient, loaded->load).ok());
+}
+
+TEST_F(BlockStoreTest, ABlockNoTierHasIsMissingNotAnError) {
+  std::vector<std::string> keys = Keys(2);
+  StoreAll(keys, 30);
+  ASSERT_EQ(tiered_.l1->Clear(ns_), 2u);
+  ASSERT_TRUE(lower_->Remove(namespaces_.Find(ns_)->fingerprint, "k1"));
+  auto loaded = store_->AcquireLoad(kClient, ns_, Views(keys), std::nullopt);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->slots[0].status, LoadStatus::kReady);
+  EXPECT_EQ(loaded->slots[1].status, LoadStatus::kMissing);
+  EXPECT_TRUE(store_->ReleaseLoad(kClient, loaded->load).ok());
+}
+
+TEST_F(BlockStoreTest, PeekNamesTheFastestTierOfEachKey) {
+  std::vector<std::string> keys = Keys(3);
+  StoreAll(keys, 40);
+  std::string_view first = keys[0];
+  ASSERT_TRUE(tiered_.l1->Evict(ns_, absl::MakeConstSpan(&first, 1)).ok());
+  std::vector<std::string> asked = {"k0", "k1", "absent"};
+  auto where = store_->Peek(ns_, Views(asked));
+  ASSERT_TRUE(where.ok()) << where.status();
+  EXPECT_EQ((*where)[0], Tier::kL2);
+  EXPECT_EQ((*where)[1], Tier::kL1);
+  EXPECT_EQ((*where)[2], std::nullopt);
+}
+
+TEST(BlockStoreWithoutLowerTiersTest, IsL1Alone) {
+  std::vector<char> region(8 * (64 << 10));
+  auto allocator = *SlabAllocator::Create(
+      {.region_bytes = region.size(), .slab_bytes = 64 << 10, .slot_alignment = 4096});
+  auto cache = *BlockCache::Create(allocator.get(), BlockCacheOptions{});
+  PartitionedCache l1({{cache.get(), 0, region.size()}});
+  BlockStore store(&l1, nullptr, BlockStoreOptions{});
+  EXPECT_FALSE(store.promotes());
+  std::string_view key = "nothing";
+  auto found = store.Lookup(kClient, 1, absl::MakeConstSpan(&key, 1), std::nullopt);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->hits, 0u);
+}
+
+}  // namespace
+}  // namespace kvstrata
