@@ -23,6 +23,9 @@
 #   call 3: bash scripts/gpu_vllm.sh --roles none,kvstrata_batch,kvstrata --sizes 32768 \
 #             --repeats 5 --round1-repeats 5 --disk-baseline --keep-daemon --role-timeout 170
 #   call 4: bash scripts/gpu_vllm.sh --roles native,kvstrata_b --continue --role-timeout 250
+# Run 14's call 3 reached the 600 s limit while the last engine shut down (its results were
+# written; call 4's --continue read them): give call 3 fewer roles, e.g. none,kvstrata_batch
+# there and kvstrata,native,kvstrata_b in call 4 (~8 min).
 #
 # Tensor parallelism 2 (issue 20), machine kind nvidia-h200-x2 (two H200s): the same
 # preparation and calls 1 and 2, then the benchmark in two calls (a call runs 600 s at most;
