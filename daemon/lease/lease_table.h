@@ -18,10 +18,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/ids.h"
 #include "daemon/common/mutex.h"
 #include "daemon/index/block_key.h"
-#include "daemon/lease/clock.h"
 
 namespace kvstrata {
 

@@ -3,8 +3,8 @@
 #define KVSTRATA_DAEMON_TESTING_FAKE_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/mutex.h"
-#include "daemon/lease/clock.h"
 
 namespace kvstrata {
 

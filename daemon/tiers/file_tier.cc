@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options
         options.high_watermark <= 1)) {
     return absl::InvalidArgumentError(options.name + ": watermarks must be 0 < low <= high <= 1");
   }
-  if (absl::Status s = MakeDirectories(options.root); !s.ok()) {
+  BlockFileSystem* fs = options.files != nullptr ? options.files : BlockFileSystem::Default();
+  if (absl::Status s = fs->MakeDirectories(options.root); !s.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(options.name, " at ", options.root, " is not usable: ", s.message()));
   }
@@ -47,7 +48,10 @@ absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options
   return tier;
 }
 
-FileTier::FileTier(FileTierOptions options) : options_(std::move(options)) {}
+FileTier::FileTier(FileTierOptions options)
+    : options_(std::move(options)),
+      fs_(options_.files != nullptr ? options_.files : BlockFileSystem::Default()),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {}
 
 FileTier::~FileTier() {
   {
@@ -79,10 +83,6 @@ std::string FileTier::PathOf(absl::string_view fingerprint, absl::string_view ke
   return path.ok() ? *std::move(path) : std::string();
 }
 
-absl::Status FileTier::Fault(absl::string_view op, const std::string& path) const {
-  return options_.fault_hook ? options_.fault_hook(op, path) : absl::OkStatus();
-}
-
 FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_view key) const {
   const bool complete = !options_.shared && warm_.load(std::memory_order_acquire);
   MutexLock lock(&mu_);
@@ -93,21 +93,20 @@ FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_
   auto indexed = index_.find(*k);
   if (indexed != index_.end()) {
     const bool stale =
-        options_.shared && absl::Now() - indexed->second.verified > options_.presence_ttl;
+        options_.shared && clock_->Now() - indexed->second.verified > options_.presence_ttl;
     return stale ? Presence::kUnknown : Presence::kPresent;
   }
   if (complete) return Presence::kAbsent;
   auto absent = absent_until_.find(*k);
-  if (absent != absent_until_.end() && absent->second > absl::Now()) return Presence::kAbsent;
+  if (absent != absent_until_.end() && absent->second > clock_->Now()) return Presence::kAbsent;
   return Presence::kUnknown;
 }
 
 bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
   const std::string path = PathOf(fingerprint, key);
   if (path.empty()) return false;
-  struct stat st;
-  const bool present =
-      Fault("probe", path).ok() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  std::optional<FileInfo> info = fs_->Stat(path);
+  const bool present = info.has_value() && info->regular;
   MutexLock lock(&mu_);
   absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
   if (!k.ok()) return false;
@@ -115,16 +114,16 @@ bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
     absent_until_.erase(*k);
     auto it = index_.find(*k);
     if (it == index_.end()) {
-      InsertLocked(*k, static_cast<uint64_t>(st.st_size));
+      InsertLocked(*k, info->size);
     } else {
-      it->second.verified = absl::Now();
+      it->second.verified = clock_->Now();
     }
     return true;
   }
   // Gone since it was indexed (another daemon's trim, an rm): forget it.
   if (index_.contains(*k)) EraseLocked(*k, RemovalCause::kEvicted);
   if (absent_until_.size() > (1u << 20)) absent_until_.clear();
-  absent_until_[*k] = absl::Now() + options_.negative_cache_ttl;
+  absent_until_[*k] = clock_->Now() + options_.negative_cache_ttl;
   return false;
 }
 
@@ -138,7 +137,7 @@ void FileTier::AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cau
 void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce) {
   FileMeta meta;
   meta.file_bytes = file_bytes;
-  meta.recorded_access = absl::Now();
+  meta.recorded_access = clock_->Now();
   meta.verified = meta.recorded_access;
   meta.announced = announce;
   index_.emplace(key, meta);
@@ -180,13 +179,7 @@ bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<c
       if (!options_.shared) policy_->OnAccess(k.Fingerprint());
     }
   }
-  BlockReadResult result;
-  if (absl::Status fault = Fault("read", path); !fault.ok()) {
-    result.miss = BlockMiss::kIoError;
-    result.detail = std::string(fault.message());
-  } else {
-    result = ReadBlockFileInto(path, ns.fingerprint, key, dest);
-  }
+  BlockReadResult result = fs_->ReadBlock(path, ns.fingerprint, key, dest);
   {
     MutexLock lock(&mu_);
     auto it = index_.find(k);
@@ -197,7 +190,7 @@ bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<c
       if (it == index_.end()) {
         InsertLocked(k, BlockFileBytes(dest.size()));
       } else {
-        it->second.verified = absl::Now();
+        it->second.verified = clock_->Now();
       }
     } else {
       ++counters_.misses;
@@ -221,17 +214,17 @@ void FileTier::RecordAccess(const BlockKey& key, const std::string& path) {
     MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it == index_.end()) return;
-    absl::Time now = absl::Now();
+    absl::Time now = clock_->Now();
     if (now - it->second.recorded_access < options_.access_record_interval) return;
     it->second.recorded_access = now;
   }
   // The mtime is the access time every daemon of the shared tier orders eviction by.
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+  fs_->Touch(path);
 }
 
 void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
                          const BlockReadResult& miss) {
-  absl::StatusOr<std::string> moved = Quarantine(path, options_.root);
+  absl::StatusOr<std::string> moved = fs_->Quarantine(path, options_.root);
   spdlog::warn("{}: {} is bad ({}: {}); {}", options_.name, path,
                std::string(BlockMissName(miss.miss)), miss.detail,
                moved.ok() ? "quarantined to " + *moved : "quarantine failed");
@@ -245,7 +238,7 @@ bool FileTier::EnsureNamespaceFile(const TierNamespace& ns) {
     MutexLock lock(&mu_);
     if (namespace_files_.contains(ns.fingerprint)) return true;
   }
-  absl::StatusOr<std::string> written = WriteNamespaceFile(options_.root, ns.spec);
+  absl::StatusOr<std::string> written = fs_->WriteNamespace(options_.root, ns.spec);
   if (!written.ok()) {
     OnWriteError(written.status());
     return false;
@@ -285,7 +278,7 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
     if (room) writing_bytes_ += file_bytes;
     if (!room) ++counters_.refused_writes;
   }
-  for (const std::string& victim : doomed) ::unlink(victim.c_str());
+  for (const std::string& victim : doomed) fs_->Remove(victim);
   if (!room) return absl::UnavailableError(options_.name + " is read-only or has no room");
   // The room granted above stays counted (writing_bytes_) until this write ends, so that
   // concurrent writers cannot all take the same room.
@@ -299,12 +292,10 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
   } release{this, file_bytes};
   if (!EnsureNamespaceFile(ns)) return absl::UnavailableError(options_.name + " write failed");
   absl::StatusOr<BlockHeader> header =
-      MakeBlockHeader(ns.fingerprint, key, payload, absl::ToUnixMillis(absl::Now()));
+      MakeBlockHeader(ns.fingerprint, key, payload, absl::ToUnixMillis(clock_->Now()));
   if (!header.ok()) return header.status();
-  absl::Status fault = Fault("write", path);
   absl::StatusOr<BlockWriteInfo> written =
-      fault.ok() ? WriteBlockFile(path, *header, payload, BlockWriteOptions{options_.fsync, true})
-                 : absl::StatusOr<BlockWriteInfo>(fault);
+      fs_->WriteBlock(path, *header, payload, BlockWriteOptions{options_.fsync, true});
   if (!written.ok()) {
     OnWriteError(written.status());
     return written.status();
@@ -330,17 +321,17 @@ uint64_t FileTier::EffectiveCapacityLocked() const {
 }
 
 TierState FileTier::StateLocked() const {
-  if (read_only_until_ > absl::Now()) return TierState::kReadOnly;
+  if (read_only_until_ > clock_->Now()) return TierState::kReadOnly;
   return shrunk_capacity_ != 0 ? TierState::kDegraded : TierState::kOk;
 }
 
 void FileTier::RecheckSpaceLocked() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   if (shrunk_capacity_ == 0 || now < next_space_check_) return;
   next_space_check_ = now + options_.space_recheck_interval;
-  struct statvfs disk;
-  if (::statvfs(options_.root.c_str(), &disk) != 0) return;
-  const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+  std::optional<uint64_t> free_bytes_now = fs_->FreeBytes(options_.root);
+  if (!free_bytes_now.has_value()) return;
+  const uint64_t free_bytes = *free_bytes_now;
   const uint64_t room = used_bytes_ + free_bytes / 10 * 9;
   if (room <= shrunk_capacity_) return;
   if (room >= options_.capacity_bytes) {
@@ -394,11 +385,11 @@ void FileTier::OnWriteError(const absl::Status& error) {
     // means "not shrunk"): writes are refused instead of hitting the full disk again.
     const uint64_t held = std::max<uint64_t>(1, used_bytes_);
     shrunk_capacity_ = shrunk_capacity_ != 0 ? std::min(shrunk_capacity_, held) : held;
-    next_space_check_ = absl::Now() + options_.space_recheck_interval;
+    next_space_check_ = clock_->Now() + options_.space_recheck_interval;
     spdlog::warn("{}: disk full ({}); capacity shrunk to {}", options_.name,
                  std::string(error.message()), HumanByteSize(shrunk_capacity_));
   } else {
-    read_only_until_ = absl::Now() + options_.read_only_cooldown;
+    read_only_until_ = clock_->Now() + options_.read_only_cooldown;
     spdlog::warn("{}: write failed ({}); read-only for {}", options_.name,
                  std::string(error.message()), absl::FormatDuration(options_.read_only_cooldown));
   }
@@ -412,7 +403,7 @@ bool FileTier::Remove(absl::string_view fingerprint, absl::string_view key) {
     absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
     if (k.ok()) EraseLocked(*k, RemovalCause::kAdminEvict);
   }
-  return ::unlink(path.c_str()) == 0;
+  return fs_->Remove(path);
 }
 
 TierStats FileTier::Stats() const {

@@ -40,6 +40,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/mutex.h"
 #include "daemon/common/tier.h"
 #include "daemon/eviction/eviction_policy.h"
@@ -47,6 +48,7 @@
 #include "daemon/index/block_key.h"
 #include "daemon/namespaces/namespace_spec.h"
 #include "daemon/tiers/block_file_io.h"
+#include "daemon/tiers/block_file_system.h"
 #include "daemon/tiers/block_tier.h"
 
 namespace kvstrata {
@@ -76,9 +78,12 @@ struct FileTierOptions {
   std::function<void(absl::string_view fingerprint, absl::string_view key, bool stored,
                      RemovalCause cause)>
       observer;
-  // Tests only: called before each file operation ("read", "write", "probe") with the
-  // block's path; a non-OK status is taken as that operation failing with it. May sleep.
-  std::function<absl::Status(absl::string_view op, const std::string& path)> fault_hook;
+  // Every filesystem call goes here (nullptr = BlockFileSystem::Default(), POSIX); tests
+  // pass a wrapper that injects faults. Not owned; outlives the tier.
+  BlockFileSystem* files = nullptr;
+  // The time source of the index's ages, cooldowns and rechecks (nullptr = the system
+  // clock; file mtimes are the filesystem's own). Not owned; outlives the tier.
+  Clock* clock = nullptr;
 };
 
 class FileTier : public BlockTier {
@@ -132,7 +137,6 @@ class FileTier : public BlockTier {
   absl::StatusOr<BlockKey> KeyOfLocked(absl::string_view fingerprint, absl::string_view key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PathOf(absl::string_view fingerprint, absl::string_view key) const;
-  absl::Status Fault(absl::string_view op, const std::string& path) const;
   void InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(const BlockKey& key, RemovalCause cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -156,7 +160,14 @@ class FileTier : public BlockTier {
   void SharedEvictionLoop();
   uint64_t NamespaceFileBytes(const std::string& fingerprint) const;
 
+  // Every directory under root holding block files (<fingerprint>/<xx>/<yy>), or one
+  // fingerprint's: fn(fingerprint, dir).
+  void ForEachBlockDir(std::optional<absl::string_view> only,
+                       const std::function<void(absl::string_view, const std::string&)>& fn);
+
   const FileTierOptions options_;
+  BlockFileSystem* const fs_;
+  Clock* const clock_;
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, NamespaceId> ns_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> ns_names_ ABSL_GUARDED_BY(mu_);                 // ns_names_[id - 1]

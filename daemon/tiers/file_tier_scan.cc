@@ -25,25 +25,6 @@ namespace {
 constexpr absl::string_view kEvictLockName = ".kvstrata-evict.lock";
 constexpr absl::Duration kStaleTempAge = absl::Hours(1);
 
-// Calls fn(name, is_dir) for each entry of `dir` but "." and "..". False when unreadable.
-template <typename Fn>
-bool ForEachEntry(const std::string& dir, Fn fn) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
-  while (const dirent* e = ::readdir(d)) {
-    absl::string_view name(e->d_name);
-    if (name == "." || name == "..") continue;
-    bool is_dir = e->d_type == DT_DIR;
-    if (e->d_type == DT_UNKNOWN) {
-      struct stat st;
-      is_dir = ::stat(absl::StrCat(dir, "/", name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-    }
-    fn(name, is_dir);
-  }
-  ::closedir(d);
-  return true;
-}
-
 // The key bytes of a "<hex key>.kv" file name; empty when the name is not one.
 std::string KeyOfFileName(absl::string_view name) {
   if (!absl::ConsumeSuffix(&name, ".kv") || name.empty() || name.size() > 64 ||
@@ -71,54 +52,55 @@ struct FoundFile {
   int64_t mtime_ns = 0;
 };
 
-// Walks every `<root>/<fingerprint>/<xx>/<yy>/` directory (or one fingerprint's).
-template <typename Fn>
-void ForEachBlockDir(const std::string& root, std::optional<absl::string_view> only, Fn fn) {
-  ForEachEntry(root, [&](absl::string_view fp, bool is_dir) {
+}  // namespace
+
+void FileTier::ForEachBlockDir(
+    std::optional<absl::string_view> only,
+    const std::function<void(absl::string_view, const std::string&)>& fn) {
+  const std::string& root = options_.root;
+  fs_->ListDirectory(root, [&](absl::string_view fp, bool is_dir) {
     if (!is_dir || !ValidateFingerprint(fp).ok()) return;
     if (only.has_value() && *only != fp) return;
     const std::string fp_dir = absl::StrCat(root, "/", fp);
-    ForEachEntry(fp_dir, [&](absl::string_view a, bool a_dir) {
+    fs_->ListDirectory(fp_dir, [&](absl::string_view a, bool a_dir) {
       if (!a_dir || a.size() != 2) return;
       const std::string a_path = absl::StrCat(fp_dir, "/", a);
-      ForEachEntry(a_path, [&](absl::string_view b, bool b_dir) {
+      fs_->ListDirectory(a_path, [&](absl::string_view b, bool b_dir) {
         if (b_dir && b.size() == 2) fn(fp, absl::StrCat(a_path, "/", b));
       });
     });
   });
 }
 
-}  // namespace
-
 uint64_t FileTier::NamespaceFileBytes(const std::string& fingerprint) const {
-  absl::StatusOr<NamespaceSpec> spec = ReadNamespaceFile(options_.root, fingerprint);
+  absl::StatusOr<NamespaceSpec> spec = fs_->ReadNamespace(options_.root, fingerprint);
   return spec.ok() ? BlockFileBytes(BytesPerBlock(*spec)) : 0;
 }
 
 void FileTier::WarmUp() {
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_->Now();
   const uint32_t my_pid = static_cast<uint32_t>(::getpid());
   uint64_t files = 0;
-  ForEachBlockDir(options_.root, std::nullopt, [&](absl::string_view fp, const std::string& dir) {
+  ForEachBlockDir(std::nullopt, [&](absl::string_view fp, const std::string& dir) {
     if (stopping_) return;
-    (void)Fault("scan", dir);  // tests slow the scan down here
     const std::string fingerprint(fp);
     const uint64_t known_bytes = NamespaceFileBytes(fingerprint);
     std::vector<std::pair<std::string, uint64_t>> found;
-    ForEachEntry(dir, [&](absl::string_view name, bool is_dir) {
+    fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
       if (is_dir) return;
       const std::string path = absl::StrCat(dir, "/", name);
       uint32_t pid = TempWriterPid(name);
       if (pid != 0) {
-        if (pid != my_pid) ::unlink(path.c_str());  // Left by a daemon that died mid-write.
+        if (pid != my_pid) fs_->Remove(path);  // Left by a daemon that died mid-write.
         return;
       }
       std::string key = KeyOfFileName(name);
       if (key.empty()) return;
       uint64_t bytes = known_bytes;
-      struct stat st;
-      if (bytes == 0)
-        bytes = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+      if (bytes == 0) {
+        std::optional<FileInfo> info = fs_->Stat(path);
+        bytes = info.has_value() ? info->size : 0;
+      }
       found.emplace_back(std::move(key), bytes);
     });
     MutexLock lock(&mu_);
@@ -136,7 +118,7 @@ void FileTier::WarmUp() {
   }
   wake_.notify_all();
   spdlog::info("{}: index warm: {} block files under {} in {}", options_.name, files, options_.root,
-               absl::FormatDuration(absl::Now() - start));
+               absl::FormatDuration(clock_->Now() - start));
   // Respect the cap at once if the directory holds more than it allows (e.g. a smaller
   // capacity after a restart).
   std::vector<std::string> doomed;
@@ -168,33 +150,28 @@ void FileTier::SharedEvictionLoop() {
 size_t FileTier::EnforceSharedCapacity() {
   if (!options_.shared) return 0;
   const std::string lock_path = absl::StrCat(options_.root, "/", kEvictLockName);
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return 0;
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }  // Also releases the flock.
-  } closer{fd};
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return 0;  // Another daemon is trimming.
+  std::unique_ptr<FileLock> trimming = fs_->TryLock(lock_path);
+  if (trimming == nullptr) return 0;  // Another daemon is trimming.
 
   std::vector<FoundFile> files;
   uint64_t total = 0;
-  const absl::Time now = absl::Now();
-  ForEachBlockDir(options_.root, std::nullopt, [&](absl::string_view fp, const std::string& dir) {
-    ForEachEntry(dir, [&](absl::string_view name, bool is_dir) {
+  const absl::Time now = clock_->Now();
+  ForEachBlockDir(std::nullopt, [&](absl::string_view fp, const std::string& dir) {
+    fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
       if (is_dir) return;
       std::string path = absl::StrCat(dir, "/", name);
-      struct stat st;
-      if (::stat(path.c_str(), &st) != 0) return;
-      const absl::Time mtime = absl::TimeFromTimespec(st.st_mtim);
+      std::optional<FileInfo> info = fs_->Stat(path);
+      if (!info.has_value()) return;
+      const absl::Time mtime = info->modified;
       if (TempWriterPid(name) != 0) {
-        if (now - mtime > kStaleTempAge) ::unlink(path.c_str());  // An abandoned write.
+        if (now - mtime > kStaleTempAge) fs_->Remove(path);  // An abandoned write.
         return;
       }
       std::string key = KeyOfFileName(name);
       if (key.empty()) return;
-      total += static_cast<uint64_t>(st.st_size);
-      files.push_back(FoundFile{std::string(fp), std::move(key), std::move(path),
-                                static_cast<uint64_t>(st.st_size), absl::ToUnixNanos(mtime)});
+      total += info->size;
+      files.push_back(FoundFile{std::string(fp), std::move(key), std::move(path), info->size,
+                                absl::ToUnixNanos(mtime)});
     });
   });
   uint64_t capacity;
@@ -209,7 +186,7 @@ size_t FileTier::EnforceSharedCapacity() {
     const double low = options_.low_watermark * static_cast<double>(capacity);
     for (const FoundFile& f : files) {
       if (static_cast<double>(total) <= low) break;
-      if (::unlink(f.path.c_str()) != 0) continue;
+      if (!fs_->Remove(f.path)) continue;
       total -= f.bytes;
       ++deleted;
       MutexLock lock(&mu_);
@@ -227,10 +204,9 @@ size_t FileTier::EnforceSharedCapacity() {
 
 size_t FileTier::Clear(std::optional<absl::string_view> fingerprint) {
   size_t removed = 0;
-  ForEachBlockDir(options_.root, fingerprint, [&](absl::string_view, const std::string& dir) {
-    ForEachEntry(dir, [&](absl::string_view name, bool is_dir) {
-      if (!is_dir && !KeyOfFileName(name).empty() &&
-          ::unlink(absl::StrCat(dir, "/", name).c_str()) == 0) {
+  ForEachBlockDir(fingerprint, [&](absl::string_view, const std::string& dir) {
+    fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
+      if (!is_dir && !KeyOfFileName(name).empty() && fs_->Remove(absl::StrCat(dir, "/", name))) {
         ++removed;
       }
     });

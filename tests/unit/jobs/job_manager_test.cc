@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "daemon/testing/fault_file_system.h"
 #include "gtest/gtest.h"
 #include "tests/unit/tiering/tiered_cache.h"
 #include "tests/unit/tiers/tier_test_data.h"
@@ -72,10 +73,11 @@ class JobManagerTest : public ::testing::Test {
     files.tier = Tier::kL2;
     files.root = root_;
     files.capacity_bytes = 64 << 20;
-    files.fault_hook = [this](absl::string_view op, const std::string&) {
+    faults_.SetHook([this](absl::string_view op, const std::string&) {
       if (op == "read" && hold_reads_) reads_released_.WaitForNotification();  // A slow disk.
       return absl::OkStatus();
-    };
+    });
+    files.files = &faults_;
     BuildTieredCache(&namespaces_, 8, absl::Seconds(10), files, {}, &l1_);
     ASSERT_FALSE(HasFatalFailure());
     tiers_ = l1_.manager.get();
@@ -134,6 +136,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   std::string root_;
+  FaultFileSystem faults_;  // under the L2 tier; outlives it
   NamespaceRegistry namespaces_;
   NamespaceId ns_ = 0;
   TieredCache l1_;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/pool/slab_allocator.h"
+#include "daemon/testing/fault_file_system.h"
 #include "gtest/gtest.h"
 #include "tests/unit/tiering/tiered_cache.h"
 #include "tests/unit/tiers/tier_test_data.h"
@@ -132,6 +133,7 @@ class TierManagerTest : public ::testing::Test {
   }
 
   std::string root_;
+  FaultFileSystem faults_;  // under the tier (FileTierOptions::files); outlives it
   NamespaceRegistry namespaces_;
   NamespaceId ns_ = 0;
   std::vector<char> region_;
@@ -201,11 +203,13 @@ TEST_F(TierManagerTest, LoadWithoutLookupDuringTheRestartScanFindsBlocksOnDisk) 
   allocator_.reset();
   Build(
       4, /*shared=*/false, {},
-      [](FileTierOptions& f) {
-        f.fault_hook = [](absl::string_view op, const std::string&) {
-          if (op == "scan") absl::SleepFor(absl::Seconds(2));
+      [this](FileTierOptions& f) {
+        faults_.SetHook([slowed = std::make_shared<std::atomic<bool>>(false)](absl::string_view op,
+                                                                              const std::string&) {
+          if (op == "scan" && !slowed->exchange(true)) absl::SleepFor(absl::Seconds(2));
           return absl::OkStatus();
-        };
+        });
+        f.files = &faults_;
       },
       /*wait_warm=*/false);
   ASSERT_FALSE(manager_->Status()[0].stats.warm);
@@ -231,11 +235,12 @@ TEST_F(TierManagerTest, WriteBackWritesOnlyWhatL1Evicts) {
 TEST_F(TierManagerTest, WriteThroughSurvivesEvictionBeforeTheWriteRuns) {
   LowerTierOptions options;
   options.io_threads = 1;
-  Build(2, /*shared=*/false, options, [](FileTierOptions& f) {
-    f.fault_hook = [](absl::string_view op, const std::string&) {
+  Build(2, /*shared=*/false, options, [this](FileTierOptions& f) {
+    faults_.SetHook([](absl::string_view op, const std::string&) {
       if (op == "write") absl::SleepFor(absl::Milliseconds(20));  // A slow disk.
       return absl::OkStatus();
-    };
+    });
+    f.files = &faults_;
   });
   auto keys = Keys(24);  // 3x L1: most blocks leave L1 before their write runs.
   for (int i = 0; i < 24; i += 4) {
@@ -254,11 +259,12 @@ TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
   LowerTierOptions options;
   options.io_threads = 1;
   options.write_queue_blocks = 2;
-  Build(8, /*shared=*/false, options, [](FileTierOptions& f) {
-    f.fault_hook = [](absl::string_view op, const std::string&) {
+  Build(8, /*shared=*/false, options, [this](FileTierOptions& f) {
+    faults_.SetHook([](absl::string_view op, const std::string&) {
       if (op == "write") absl::SleepFor(absl::Milliseconds(50));
       return absl::OkStatus();
-    };
+    });
+    f.files = &faults_;
   });
   absl::Time start = absl::Now();
   Store(Keys(16), 900);
@@ -288,11 +294,12 @@ TEST_F(TierManagerTest, AdmissionThresholdWritesAfterEnoughHits) {
 TEST_F(TierManagerTest, SlowDiskDoesNotHoldUpALookup) {
   LowerTierOptions options;
   options.probe_timeout = absl::Milliseconds(5);
-  Build(4, /*shared=*/true, options, [](FileTierOptions& f) {
-    f.fault_hook = [](absl::string_view op, const std::string&) {
+  Build(4, /*shared=*/true, options, [this](FileTierOptions& f) {
+    faults_.SetHook([](absl::string_view op, const std::string&) {
       if (op == "probe") absl::SleepFor(absl::Seconds(1));
       return absl::OkStatus();
-    };
+    });
+    f.files = &faults_;
   });
   auto keys = Keys(4);
   absl::Time start = absl::Now();
@@ -322,11 +329,12 @@ TEST_F(TierManagerTest, ProbesOfALookupRunInParallel) {
   cache_.reset();
   manager_.reset();
   l1_.reset();
-  Build(4, /*shared=*/true, options, [](FileTierOptions& f) {
-    f.fault_hook = [](absl::string_view op, const std::string&) {
+  Build(4, /*shared=*/true, options, [this](FileTierOptions& f) {
+    faults_.SetHook([](absl::string_view op, const std::string&) {
       if (op == "probe") absl::SleepFor(absl::Milliseconds(60));
       return absl::OkStatus();
-    };
+    });
+    f.files = &faults_;
   });
   absl::Time start = absl::Now();
   LookupResult found = Lookup(keys);

@@ -1,6 +1,6 @@
 // FileTier on real directories: index and probes, warm-up after a restart, capacity (local
 // policy eviction, shared-tier trimming under the lock), faults (full disk, I/O errors, bad
-// files, slow disks through the fault hook) and concurrent writers of one key.
+// files, slow disks through a FaultFileSystem) and concurrent writers of one key.
 #include "daemon/tiers/file_tier.h"
 
 #include <fcntl.h>
@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/testing/fake_clock.h"
+#include "daemon/testing/fault_file_system.h"
 #include "daemon/tiers/block_path.h"
 #include "gtest/gtest.h"
 #include "tests/unit/tiers/tier_test_data.h"
@@ -73,6 +75,7 @@ class FileTierTest : public ::testing::Test {
 
   std::string root_;
   TierNamespace ns_;
+  FaultFileSystem faults_;  // under a tier given it (FileTierOptions::files); outlives it
 };
 
 TEST_F(FileTierTest, WriteThenReadByteExact) {
@@ -134,10 +137,11 @@ TEST_F(FileTierTest, LocalCapacityEvictsLeastRecentlyUsed) {
 TEST_F(FileTierTest, FullDiskShrinksTheTier) {
   FileTierOptions o = Options();
   std::atomic<bool> full{false};
-  o.fault_hook = [&](absl::string_view op, const std::string&) {
+  faults_.SetHook([&](absl::string_view op, const std::string&) {
     return op == "write" && full ? absl::ResourceExhaustedError("No space left on device")
                                  : absl::OkStatus();
-  };
+  });
+  o.files = &faults_;
   auto tier = Open(o);
   std::string data = Payload(kPayload, 4);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
@@ -158,11 +162,12 @@ TEST_F(FileTierTest, EveryFullDiskShrinksTheTierToWhatItHolds) {
   FileTierOptions o = Options();
   std::atomic<bool> full{false};
   std::atomic<int> writes{0};
-  o.fault_hook = [&](absl::string_view op, const std::string&) {
+  faults_.SetHook([&](absl::string_view op, const std::string&) {
     if (op != "write") return absl::OkStatus();
     ++writes;
     return full ? absl::ResourceExhaustedError("No space left on device") : absl::OkStatus();
-  };
+  });
+  o.files = &faults_;
   auto tier = Open(o);
   std::string data = Payload(kPayload, 6);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
@@ -182,11 +187,12 @@ TEST_F(FileTierTest, EveryFullDiskShrinksTheTierToWhatItHolds) {
 TEST_F(FileTierTest, FullDiskHoldingNothingRefusesWritesWithoutTouchingTheDisk) {
   FileTierOptions o = Options();
   std::atomic<int> writes{0};
-  o.fault_hook = [&](absl::string_view op, const std::string&) {
+  faults_.SetHook([&](absl::string_view op, const std::string&) {
     if (op != "write") return absl::OkStatus();
     ++writes;
     return absl::ResourceExhaustedError("No space left on device");
-  };
+  });
+  o.files = &faults_;
   auto tier = Open(o);
   std::string data = Payload(kPayload, 7);
   EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(0), data)));
@@ -204,10 +210,11 @@ TEST_F(FileTierTest, ShrunkTierGrowsBackWhenTheDiskHasRoomAgain) {
   FileTierOptions o = Options();
   o.space_recheck_interval = absl::Milliseconds(50);
   std::atomic<bool> full{true};
-  o.fault_hook = [&](absl::string_view op, const std::string&) {
+  faults_.SetHook([&](absl::string_view op, const std::string&) {
     return op == "write" && full ? absl::ResourceExhaustedError("No space left on device")
                                  : absl::OkStatus();
-  };
+  });
+  o.files = &faults_;
   auto tier = Open(o);
   std::string data = Payload(kPayload, 8);
   // Holding nothing when the disk filled: shrunk to nothing, every write refused.
@@ -229,10 +236,11 @@ TEST_F(FileTierTest, IoErrorMakesTheTierReadOnlyForACooldown) {
   FileTierOptions o = Options();
   o.read_only_cooldown = absl::Milliseconds(300);
   std::atomic<int> failures{1};
-  o.fault_hook = [&](absl::string_view op, const std::string&) {
+  faults_.SetHook([&](absl::string_view op, const std::string&) {
     return op == "write" && failures.fetch_sub(1) > 0 ? absl::UnavailableError("EIO")
                                                       : absl::OkStatus();
-  };
+  });
+  o.files = &faults_;
   auto tier = Open(o);
   std::string data = Payload(kPayload, 5);
   EXPECT_FALSE(tier->Write(ns_, Key(1), data).ok());
@@ -244,12 +252,53 @@ TEST_F(FileTierTest, IoErrorMakesTheTierReadOnlyForACooldown) {
   EXPECT_EQ(tier->Stats().state, TierState::kOk);
 }
 
+TEST_F(FileTierTest, ATornWriteIsAMissNeverWrongBytes) {
+  FileTierOptions o = Options();
+  o.files = &faults_;
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 12);
+  faults_.TearWrites(true);  // The file lands with half its bytes, and the write says OK.
+  ASSERT_TRUE(tier->Write(ns_, Key(1), data).ok());
+  faults_.TearWrites(false);
+  std::string buf(kPayload, '\0');
+  EXPECT_FALSE(tier->Read(ns_, Key(1), absl::MakeSpan(buf)));
+  EXPECT_EQ(tier->Stats().quarantined, 1u);
+  EXPECT_FALSE(fs::exists(PathOf(Key(1))));
+  EXPECT_NE(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  // Written again whole, it reads back.
+  ASSERT_TRUE(tier->Write(ns_, Key(1), data).ok());
+  EXPECT_TRUE(ReadBack(*tier, Key(1), data));
+}
+
+TEST_F(FileTierTest, TheTierKeepsTimeByItsClock) {
+  FakeClock clock;
+  FileTierOptions o = Options();
+  o.clock = &clock;
+  o.read_only_cooldown = absl::Seconds(30);
+  std::atomic<int> failures{1};
+  faults_.SetHook([&](absl::string_view op, const std::string&) {
+    return op == "write" && failures.fetch_sub(1) > 0 ? absl::UnavailableError("EIO")
+                                                      : absl::OkStatus();
+  });
+  o.files = &faults_;
+  auto tier = Open(o);
+  std::string data = Payload(kPayload, 13);
+  EXPECT_FALSE(tier->Write(ns_, Key(1), data).ok());
+  clock.Advance(absl::Seconds(29));
+  EXPECT_FALSE(tier->Write(ns_, Key(2), data).ok());  // Still cooling down.
+  EXPECT_EQ(tier->Stats().state, TierState::kReadOnly);
+  clock.Advance(absl::Seconds(2));
+  EXPECT_TRUE(tier->Write(ns_, Key(3), data).ok());  // No sleep: the tier's own clock moved.
+  EXPECT_EQ(tier->Stats().state, TierState::kOk);
+}
+
 TEST_F(FileTierTest, ReadIoErrorIsAMissWithoutQuarantine) {
   FileTierOptions o = Options();
   std::atomic<bool> failing{false};
-  o.fault_hook = [&](absl::string_view op, const std::string&) {
+  faults_.SetHook([&](absl::string_view op, const std::string&) {
     return op == "read" && failing ? absl::UnavailableError("EIO") : absl::OkStatus();
-  };
+  });
+  o.files = &faults_;
   auto tier = Open(o);
   std::string data = Payload(kPayload, 6);
   ASSERT_TRUE(tier->Write(ns_, Key(1), data).ok());
@@ -418,10 +467,11 @@ TEST_F(FileTierTest, ConcurrentWritersOfOneKeyNeverTearIt) {
 
 TEST_F(FileTierTest, SlowDiskProbeDoesNotHoldTheIndex) {
   FileTierOptions o = Options(/*shared=*/true);
-  o.fault_hook = [](absl::string_view op, const std::string&) {
+  faults_.SetHook([](absl::string_view op, const std::string&) {
     if (op == "probe") absl::SleepFor(absl::Milliseconds(500));
     return absl::OkStatus();
-  };
+  });
+  o.files = &faults_;
   auto tier = Open(o);
   std::thread slow([&] { tier->Probe(ns_.fingerprint, Key(1)); });
   absl::SleepFor(absl::Milliseconds(50));

@@ -1,7 +1,9 @@
-// Clock: the time source of leases and reservations, injectable so tests control expiry.
+// Clock: the daemon's time source for ages, expiries and cooldowns (leases, reservations,
+// the file tiers' index and fault states), injectable so tests control them. Latencies and
+// bounded waits use a monotonic clock instead (std::chrono::steady_clock).
 // Thread safety: implementations must be thread-safe.
-#ifndef KVSTRATA_DAEMON_LEASE_CLOCK_H_
-#define KVSTRATA_DAEMON_LEASE_CLOCK_H_
+#ifndef KVSTRATA_DAEMON_COMMON_CLOCK_H_
+#define KVSTRATA_DAEMON_COMMON_CLOCK_H_
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -26,4 +28,4 @@ class SystemClock final : public Clock {
 
 }  // namespace kvstrata
 
-#endif  // KVSTRATA_DAEMON_LEASE_CLOCK_H_
+#endif  // KVSTRATA_DAEMON_COMMON_CLOCK_H_

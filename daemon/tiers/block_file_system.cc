@@ -1,0 +1,97 @@
+#include "daemon/tiers/block_file_system.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/tiers/namespace_file.h"
+
+namespace kvstrata {
+namespace {
+
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }  // Also releases the flock.
+
+ private:
+  const int fd_;
+};
+
+class PosixBlockFileSystem final : public BlockFileSystem {
+ public:
+  absl::Status MakeDirectories(const std::string& dir) override {
+    return kvstrata::MakeDirectories(dir);
+  }
+  absl::StatusOr<BlockWriteInfo> WriteBlock(const std::string& path, const BlockHeader& header,
+                                            absl::string_view payload,
+                                            const BlockWriteOptions& options) override {
+    return WriteBlockFile(path, header, payload, options);
+  }
+  BlockReadResult ReadBlock(const std::string& path, absl::string_view fingerprint,
+                            absl::string_view key, absl::Span<char> dest) override {
+    return ReadBlockFileInto(path, fingerprint, key, dest);
+  }
+  absl::StatusOr<std::string> WriteNamespace(absl::string_view root,
+                                             const NamespaceSpec& spec) override {
+    return WriteNamespaceFile(root, spec);
+  }
+  absl::StatusOr<NamespaceSpec> ReadNamespace(absl::string_view root,
+                                              absl::string_view fingerprint) override {
+    return ReadNamespaceFile(root, fingerprint);
+  }
+  std::optional<FileInfo> Stat(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    return FileInfo{static_cast<uint64_t>(st.st_size), absl::TimeFromTimespec(st.st_mtim),
+                    S_ISREG(st.st_mode)};
+  }
+  bool ListDirectory(const std::string& dir,
+                     const std::function<void(absl::string_view, bool)>& fn) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return false;
+    while (const dirent* e = ::readdir(d)) {
+      absl::string_view name(e->d_name);
+      if (name == "." || name == "..") continue;
+      bool is_dir = e->d_type == DT_DIR;
+      if (e->d_type == DT_UNKNOWN) {
+        struct stat st;
+        is_dir = ::stat(absl::StrCat(dir, "/", name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      }
+      fn(name, is_dir);
+    }
+    ::closedir(d);
+    return true;
+  }
+  bool Remove(const std::string& path) override { return ::unlink(path.c_str()) == 0; }
+  void Touch(const std::string& path) override { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+  std::optional<uint64_t> FreeBytes(const std::string& path) override {
+    struct statvfs disk;
+    if (::statvfs(path.c_str(), &disk) != 0) return std::nullopt;
+    return static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+  }
+  absl::StatusOr<std::string> Quarantine(const std::string& path,
+                                         const std::string& root) override {
+    return kvstrata::Quarantine(path, root);
+  }
+  std::unique_ptr<FileLock> TryLock(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return nullptr;
+    auto lock = std::make_unique<PosixFileLock>(fd);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return nullptr;  // Another holder has it.
+    return lock;
+  }
+};
+
+}  // namespace
+
+BlockFileSystem* BlockFileSystem::Default() {
+  static BlockFileSystem* fs = new PosixBlockFileSystem;
+  return fs;
+}
+
+}  // namespace kvstrata

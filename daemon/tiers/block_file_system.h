@@ -1,0 +1,80 @@
+// BlockFileSystem: every filesystem call a file tier makes, behind one interface (LevelDB's
+// Env is the model). Production tiers use Default() (POSIX, block_file_io.h underneath);
+// tests wrap it (daemon/testing/fault_file_system.h) to inject ENOSPC, EIO, slow and torn
+// I/O into a real tier on a real directory. Implementations are thread-safe; every call may
+// block on the filesystem.
+#ifndef KVSTRATA_DAEMON_TIERS_BLOCK_FILE_SYSTEM_H_
+#define KVSTRATA_DAEMON_TIERS_BLOCK_FILE_SYSTEM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/namespaces/namespace_spec.h"
+#include "daemon/tiers/block_file_format.h"
+#include "daemon/tiers/block_file_io.h"
+
+namespace kvstrata {
+
+struct FileInfo {
+  uint64_t size = 0;
+  absl::Time modified;
+  bool regular = false;  // a regular file (not a directory or anything else)
+};
+
+// An exclusive advisory lock on a file, held until destroyed.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
+class BlockFileSystem {
+ public:
+  virtual ~BlockFileSystem() = default;
+
+  // The process-wide POSIX implementation (never destroyed).
+  static BlockFileSystem* Default();
+
+  // Creates `dir` and its parents.
+  virtual absl::Status MakeDirectories(const std::string& dir) = 0;
+  // Writes a block file atomically (a temp file renamed into place: block_file_io.h).
+  virtual absl::StatusOr<BlockWriteInfo> WriteBlock(const std::string& path,
+                                                    const BlockHeader& header,
+                                                    absl::string_view payload,
+                                                    const BlockWriteOptions& options) = 0;
+  // Reads and verifies a block file into `dest`.
+  virtual BlockReadResult ReadBlock(const std::string& path, absl::string_view fingerprint,
+                                    absl::string_view key, absl::Span<char> dest) = 0;
+  // `<root>/<fingerprint>/namespace.json` (namespace_file.h).
+  virtual absl::StatusOr<std::string> WriteNamespace(absl::string_view root,
+                                                     const NamespaceSpec& spec) = 0;
+  virtual absl::StatusOr<NamespaceSpec> ReadNamespace(absl::string_view root,
+                                                      absl::string_view fingerprint) = 0;
+  // stat(2); nullopt when nothing is there.
+  virtual std::optional<FileInfo> Stat(const std::string& path) = 0;
+  // Calls fn(name, is_dir) for each entry of `dir` but "." and "..". False when unreadable.
+  virtual bool ListDirectory(const std::string& dir,
+                             const std::function<void(absl::string_view, bool)>& fn) = 0;
+  // unlink(2); true when this call removed the file.
+  virtual bool Remove(const std::string& path) = 0;
+  // Sets the file's modification time to now.
+  virtual void Touch(const std::string& path) = 0;
+  // Bytes free for an unprivileged writer on the filesystem holding `path`.
+  virtual std::optional<uint64_t> FreeBytes(const std::string& path) = 0;
+  // Moves a bad block file aside (block_file_io.h Quarantine); returns where it went.
+  virtual absl::StatusOr<std::string> Quarantine(const std::string& path,
+                                                 const std::string& root) = 0;
+  // An exclusive lock on `path` (created if needed) without waiting; nullptr when another
+  // holder has it or it cannot be opened.
+  virtual std::unique_ptr<FileLock> TryLock(const std::string& path) = 0;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TIERS_BLOCK_FILE_SYSTEM_H_
