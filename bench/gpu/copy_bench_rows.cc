@@ -169,7 +169,10 @@ StrategyFigure MeasureStrategy(CudaTransferEngine& engine, const GpuKv& kv, Dire
 }
 
 void Judge(RowResult& r, uint64_t kernel_max_piece_bytes) {
-  r.chosen = ResolveStrategy(CopyStrategy::kAuto, r.spec.piece_bytes, kernel_max_piece_bytes);
+  // Rows that load (or load and store at once) judge what auto picks for loads.
+  const CopyDirection d =
+      r.spec.direction == Direction::kStore ? CopyDirection::kDown : CopyDirection::kUp;
+  r.chosen = ResolveStrategy(CopyStrategy::kAuto, d, r.spec.piece_bytes, kernel_max_piece_bytes);
   size_t chosen = StrategyIndex(r.chosen);
   const StrategyFigure& best = r.figures[chosen];
   const StrategyFigure& loop = r.figures[0];

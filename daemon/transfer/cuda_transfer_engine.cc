@@ -172,8 +172,8 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
                                     std::function<void(TransferResult)> done) const {
   const Device& device = devices_[reg.device];
   LaneJob job;
-  job.launch.strategy =
-      ResolveStrategy(options_.copy_strategy, reg.max_piece_bytes, options_.kernel_max_piece_bytes);
+  job.launch.strategy = ResolveStrategy(options_.copy_strategy, request.direction,
+                                        reg.max_piece_bytes, options_.kernel_max_piece_bytes);
   job.launch.direction = request.direction;
   job.launch.grid_blocks = device.grid_blocks;
   if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBytes) {

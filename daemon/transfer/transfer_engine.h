@@ -96,7 +96,8 @@ struct TransferResult {
 
 // How a transfer's pieces are copied (docs/gpu-data-path.md, "Copy strategies").
 enum class CopyStrategy {
-  kAuto,        // kStaged when the largest piece < kernel_max_piece_bytes, else kBatch.
+  kAuto,        // Stores: kBatch. Loads: kStaged when the largest piece <
+                // kernel_max_piece_bytes, else kBatch.
   kBatch,       // One cudaMemcpyBatchAsync per transfer, piece by piece.
   kKernel,      // One gather/scatter kernel over (src, dst, bytes) descriptors, reading or
                 // writing the pinned host region directly over PCIe.
@@ -110,7 +111,7 @@ struct TransferEngineOptions {
   uint64_t host_bytes = 0;
   uint32_t max_blocks_per_transfer = 65536;
   CopyStrategy copy_strategy = CopyStrategy::kAuto;
-  // kAuto's threshold; set from bench/gpu/copy_bench (see docs/gpu-data-path.md).
+  // kAuto's threshold for loads; set from bench/gpu/copy_bench (docs/gpu-data-path.md).
   // 256 KiB: copy_bench's recommendation on an H100, and one engine job of 64 KiB pieces
   // reached 86-87 % of the ceiling staged against 77-83 % batched (bench/RESULTS.md).
   uint64_t kernel_max_piece_bytes = 256 * 1024;

@@ -302,9 +302,10 @@ StagedPlan SliceStaged(const StagedPlan& plan, size_t first, size_t end) {
   return slice;
 }
 
-CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
-                             uint64_t kernel_max_piece_bytes) {
+CopyStrategy ResolveStrategy(CopyStrategy requested, CopyDirection direction,
+                             uint64_t max_piece_bytes, uint64_t kernel_max_piece_bytes) {
   if (requested != CopyStrategy::kAuto) return requested;
+  if (direction == CopyDirection::kDown) return CopyStrategy::kBatch;
   return max_piece_bytes < kernel_max_piece_bytes ? CopyStrategy::kStaged : CopyStrategy::kBatch;
 }
 

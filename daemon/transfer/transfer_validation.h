@@ -115,9 +115,10 @@ std::vector<size_t> PartitionByBytes(absl::Span<const PieceCopy> pieces, size_t 
 // Blocks [first, end) of `plan` as a plan of their own (pieces and slots re-based).
 StagedPlan SliceStaged(const StagedPlan& plan, size_t first, size_t end);
 
-// kAuto -> kStaged when max_piece_bytes < kernel_max_piece_bytes, else kBatch.
-CopyStrategy ResolveStrategy(CopyStrategy requested, uint64_t max_piece_bytes,
-                             uint64_t kernel_max_piece_bytes);
+// kAuto -> stores: kBatch; loads: kStaged when max_piece_bytes < kernel_max_piece_bytes,
+// else kBatch. Any other request is kept.
+CopyStrategy ResolveStrategy(CopyStrategy requested, CopyDirection direction,
+                             uint64_t max_piece_bytes, uint64_t kernel_max_piece_bytes);
 
 const char* CopyStrategyName(CopyStrategy strategy);
 // The strategy CopyStrategyName calls `name`; nullopt for any other name.

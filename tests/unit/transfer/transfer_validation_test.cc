@@ -301,9 +301,22 @@ TEST(SliceStagedTest, SliceRebasesPieces) {
 }
 
 TEST(ResolveStrategyTest, AutoPicksStagedCopiesForSmallPieces) {
-  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 16 * kKiB, 256 * kKiB), CopyStrategy::kStaged);
-  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, 256 * kKiB, 256 * kKiB), CopyStrategy::kBatch);
-  EXPECT_EQ(ResolveStrategy(CopyStrategy::kMemcpyLoop, 1, 256 * kKiB), CopyStrategy::kMemcpyLoop);
+  const CopyDirection load = CopyDirection::kUp;
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, load, 16 * kKiB, 256 * kKiB),
+            CopyStrategy::kStaged);
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, load, 256 * kKiB, 256 * kKiB),
+            CopyStrategy::kBatch);
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kMemcpyLoop, load, 1, 256 * kKiB),
+            CopyStrategy::kMemcpyLoop);
+}
+
+TEST(ResolveStrategyTest, AutoStoresByDmaWhateverThePieces) {
+  // A staged store's gather kernel shares the engine's SMs with its forward pass.
+  const CopyDirection store = CopyDirection::kDown;
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, store, 16 * kKiB, 256 * kKiB),
+            CopyStrategy::kBatch);
+  EXPECT_EQ(ResolveStrategy(CopyStrategy::kStaged, store, 16 * kKiB, 256 * kKiB),
+            CopyStrategy::kStaged);
   EXPECT_STREQ(CopyStrategyName(CopyStrategy::kKernel), "kernel");
   EXPECT_STREQ(CopyStrategyName(CopyStrategy::kStaged), "staged");
   EXPECT_EQ(CopyStrategyFromName("loop"), CopyStrategy::kMemcpyLoop);
