@@ -23,6 +23,7 @@ from .endpoint import Endpoint, default_endpoint, parse_endpoint
 from .errors import DaemonUnavailable, KVStrataError
 from .host import LoadResult, LookupResult, StoreResult
 from .jobs import CompletionTracker
+from .link import DaemonLink
 from .session import RegisteredNamespace, Session
 from .shm import SharedRegion, SharedRegionError, receive_region_fd
 from .spec import namespace_spec
@@ -31,7 +32,7 @@ from .tier import Tier
 __version__ = "0.1.0"
 __all__ = [
     "ADMIN", "CONTROL", "Client", "CompletionTracker", "CudaPiece", "CudaRegistration",
-    "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
+    "DaemonLink", "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
     "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "RegisteredNamespace",
     "ResponseStream", "Session", "SharedRegion", "SharedRegionError", "StoreResult", "Tier",
     "default_endpoint", "describe_kv_caches", "format_gpu_uuid", "gpu_uuid", "namespace_spec",
