@@ -26,7 +26,7 @@ class HostCache:
 
     def __init__(self, kv_caches: Any, layout: str) -> None:
         import torch  # noqa: PLC0415
-        from kvstrata.cuda import _cross_layer_pieces, _vllm_pieces  # noqa: PLC0415
+        from kvstrata.kv_layouts import _cross_layer_pieces, _vllm_pieces  # noqa: PLC0415
 
         self.torch = torch
         raw = (_cross_layer_pieces(kv_caches, None) if layout == "vllm_cross_layer"
