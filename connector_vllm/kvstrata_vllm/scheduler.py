@@ -160,6 +160,8 @@ class SchedulerSide:
             if r is None:
                 hit = 0
                 break
+            if r.fast:
+                self.stats.add("lookup_fast", 1)
             if r.lease_id:
                 st.leases.append((ns, r.lease_id))
             hit = min(hit, r.hit_blocks)

@@ -71,6 +71,7 @@ class DaemonLink:
         self._down = False                # an outage is being reported
         self._closed = False
         self._specs: Dict[Any, Dict[str, Any]] = {}   # set_namespace(): registered when possible
+        self._specs_registered = True     # every namespace of _specs is in `namespaces`
         self.namespaces: Dict[Any, RegisteredNamespace] = {}
         self.errors = 0
 
@@ -93,7 +94,7 @@ class DaemonLink:
         """The connected session (its set_namespace namespaces registered), or None
         without waiting (daemon unreachable: treat as a miss)."""
         s = self._session
-        if s is not None and self._specs.keys() <= self.namespaces.keys():
+        if s is not None and self._specs_registered:
             if s.connected:
                 self._mark_up()
                 return s
@@ -110,8 +111,9 @@ class DaemonLink:
                 if not s.connected:
                     self._mark_down(s.last_error)
                     return None
-                for key, fields in list(self._specs.items()):
+                for key, fields in self._specs.items():
                     self.register_namespace(s, key, fields)
+                self._specs_registered = True
             except Exception as err:  # noqa: BLE001 - unreachable, refused, bad endpoint
                 if self.raise_refused and not is_unreachable(err):
                     self._next_try = 0.0
@@ -154,6 +156,7 @@ class DaemonLink:
         with self._lock:
             self._specs[key] = dict(fields)
             self.namespaces.pop(key, None)
+            self._specs_registered = False
             self._next_try = 0.0
         self.session()
 
