@@ -6,9 +6,9 @@ With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_
 `batch_set_v1` (host pool indices): the bytes go once, with streaming stores
 (kvstrata.stream_copy), between the host pool's page pieces (`get_page_buffer_meta`) and the
 daemon's L1 slots in the shared-memory region this process maps, through the client's one
-reserve → copy → commit path (Session.store_pointers / load_pointers). `batch_exists` answers the number of leading pages present
-(Session.lookup: the daemon's lookup fast path, a binary frame on a persistent Unix
-socket, falling back to gRPC).
+reserve → copy → commit path (Session.store_pointers / load_pointers). `batch_exists`
+answers the number of leading pages present (Session.lookup: the daemon's lookup fast path,
+a binary frame on a persistent Unix socket, falling back to gRPC).
 The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
 (`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
 
