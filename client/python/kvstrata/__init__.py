@@ -11,6 +11,9 @@ GPU mode (the daemon copies between CUDA KV caches and its tiers; torch on deman
         reg = s.register_cuda_kv_caches(ns, kv_caches, "vllm")   # vLLM's per-layer tensors
         job = s.submit_store(ns, reg, keys, block_ids, event=reg.record_event())
         done = s.wait_jobs([job], timeout=10)[job]               # JobCompletion: ok, failed_blocks
+
+An engine that must never fail because of the daemon holds its session in a
+kvstrata.DaemonLink (None while the daemon is unreachable: treat it as a miss).
 """
 from __future__ import annotations
 

@@ -208,8 +208,9 @@ class Reconnect(Connection):
             new_ns_ids[ns.namespace_id] = r.namespace_id
         return ns_updates, self._reregister_cuda(sid, registrations, new_ns_ids)
 
-
-    # Provided by the other parts (kvstrata.gpu_io, kvstrata.jobs, kvstrata.host_io).
+    # ------------------------------------------------------------------ the other parts
+    # What a reconnect asks of the other parts; kvstrata.Session lists those parts before
+    # this class, so their methods (gpu_io, jobs, host_io) win over these no-ops.
 
     def _live_cuda_registrations(self) -> List[CudaRegistration]:
         return []
