@@ -2,7 +2,10 @@
 
 The package ships no protoc-generated _pb2 modules (they pin the protobuf runtime version);
 instead build_py runs grpc_tools.protoc once and stores a serialized FileDescriptorSet that
-kvstrata/_proto.py turns into message classes at import time.
+kvstrata/_proto.py turns into message classes at import time. The same protoc run writes
+type stubs (--pyi_out) for the messages: kvstrata/v1/*_pb2.pyi (the proto package
+kvstrata.v1, stub-only), re-exported by kvstrata/pb.pyi, so type checkers and IDEs know
+every message, field and enum of kvstrata.pb.
 
 build_py also compiles client/cpp/block_copy.cc (streaming-store copies) alone into
 kvstrata/_generated/libkvstrata_copy.so, a plain C-ABI library that kvstrata/stream_copy.py
@@ -45,6 +48,8 @@ PROTO_GLOB = "kvstrata/v1/*.proto"
 NATIVE_SOURCES = ("client/cpp/block_copy.h", "client/cpp/block_copy.cc")
 VENDORED_NATIVE = GENERATED / "native_src"  # Copy of NATIVE_SOURCES (for sdists).
 NATIVE_LIBRARY = GENERATED / "libkvstrata_copy.so"
+STUBS = HERE  # protoc --pyi_out writes kvstrata/v1/*_pb2.pyi under it
+STUB_GLOB = "kvstrata/v1/*.pyi"
 
 
 def sync_proto_sources() -> Path:
@@ -64,15 +69,21 @@ def sync_proto_sources() -> Path:
 
 
 def compile_descriptor_set(proto_root: Path, out: Path) -> None:
-    """Run grpc_tools.protoc to write a FileDescriptorSet (imports included) to out."""
+    """Run grpc_tools.protoc to write a FileDescriptorSet (imports included) to out, and
+    the messages' type stubs (kvstrata/v1/*_pb2.pyi) under STUBS."""
     try:
         from grpc_tools import protoc
     except ImportError as err:  # pragma: no cover - build requirement missing
         raise RuntimeError("kvstrata: building needs grpcio-tools (pip install grpcio-tools)") from err
     files = [str(p.relative_to(proto_root)) for p in sorted(proto_root.glob(PROTO_GLOB))]
     out.parent.mkdir(parents=True, exist_ok=True)
+    stubs = STUBS / "kvstrata" / "v1"
+    stubs.mkdir(parents=True, exist_ok=True)
+    for stale in stubs.glob("*_pb2.pyi"):
+        stale.unlink()
+    (stubs / "__init__.pyi").write_text("")
     args = ["grpc_tools.protoc", f"-I{proto_root}", f"--descriptor_set_out={out}",
-            "--include_imports", *files]
+            "--include_imports", f"--pyi_out={STUBS}", *files]
     if protoc.main(args) != 0:
         raise RuntimeError(f"kvstrata: protoc failed: {' '.join(args)}")
 
@@ -137,7 +148,9 @@ class BuildPyWithProto(build_py):
             built_library.unlink(missing_ok=True)
         native = [NATIVE_LIBRARY] if native_built else []
         native_src = [VENDORED_NATIVE / f for f in NATIVE_SOURCES]
-        for src in [DESCRIPTOR, *sorted(VENDORED_PROTO.glob(PROTO_GLOB)), *native, *native_src]:
+        stubs = sorted(STUBS.glob(STUB_GLOB))
+        for src in [DESCRIPTOR, *sorted(VENDORED_PROTO.glob(PROTO_GLOB)), *native, *native_src,
+                    *stubs]:
             dst = Path(self.build_lib) / src.relative_to(HERE)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)

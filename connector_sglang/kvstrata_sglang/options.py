@@ -122,3 +122,22 @@ def read_secret_file(key: str, path: Optional[str]) -> Optional[str]:
         raise ValueError(f"kvstrata extra-config: {key} {path!r} is empty")
     return text
 
+
+
+def open_link(options: BackendOptions) -> Any:
+    """The backend's kvstrata.DaemonLink: one Session, fail-safe (kvstrata.link); a refused
+    namespace spec or credentials raise (the operator must know)."""
+    import logging
+
+    import kvstrata
+
+    backoff_max = max(0.05, min(2.0, options.retry_interval_s or 2.0))
+    return kvstrata.DaemonLink(
+        endpoint=options.endpoint, client_name=options.client_name, timeout=options.timeout_s,
+        token=read_secret_file("token_file", options.token_file),
+        tls_root_cert=options.tls_root_cert_file,
+        heartbeat_timeout_ms=options.heartbeat_timeout_ms,
+        retry_interval_s=options.retry_interval_s, reconnect_backoff=(0.05, backoff_max),
+        fast_lookup=options.fast_lookup, raise_refused=True,
+        log=logging.getLogger("kvstrata_sglang"),
+        without="HiCache L3 reads miss and writes are skipped")

@@ -3,11 +3,12 @@
 SGLang constructs it through its `dynamic` backend factory as
 `KVStrataStorage(storage_config, kwargs)` and then calls `register_mem_pool_host(pool)`.
 With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_v1` /
-`batch_set_v1` (host pool indices): the bytes go once, with streaming stores (kvstrata.stream_copy), between the host
-pool's page pieces (`get_page_buffer_meta`) and the daemon's L1 slots in the shared-memory
-region this process maps. `batch_exists` answers the number of leading pages present
-(Session.lookup: the daemon's lookup fast path, a binary frame on a persistent Unix
-socket, falling back to gRPC).
+`batch_set_v1` (host pool indices): the bytes go once, with streaming stores
+(kvstrata.stream_copy), between the host pool's page pieces (`get_page_buffer_meta`) and the
+daemon's L1 slots in the shared-memory region this process maps, through the client's one
+reserve → copy → commit path (Session.store_pointers / load_pointers). `batch_exists`
+answers the number of leading pages present (Session.lookup: the daemon's lookup fast path,
+a binary frame on a persistent Unix socket, falling back to gRPC).
 The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
 (`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
 
@@ -17,7 +18,6 @@ daemon is back. Malformed arguments raise TypeError/ValueError before any byte m
 """
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 import time
@@ -31,14 +31,11 @@ from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorage
 from .copier import PieceCopier
 from .keys import page_keys
 from .layout import PageLayout, checked_host_indices, describe_pool, legacy_block_view
-from .link import DaemonLink
-from .options import BackendOptions, parse_options
+from .options import BackendOptions, open_link, parse_options
 
 log = logging.getLogger("kvstrata_sglang")
+PAGES = "pages"  # the link's key of the host pool's namespace
 
-_RESERVED = kvstrata.pb.SlotRef.STATE_RESERVED
-_PRESENT = kvstrata.pb.SlotRef.STATE_ALREADY_PRESENT
-_READY = kvstrata.pb.SlotRef.STATE_READY
 _INTERNAL = grpc.StatusCode.INTERNAL
 
 
@@ -50,19 +47,6 @@ def storage_writer(storage_config: Any) -> bool:
     if writer is not None:
         return bool(writer)
     return not storage_config.is_mla_model or storage_config.tp_rank == 0
-
-
-class _Mapped:
-    """The address of a mapped region, valid while this object lives (it holds a buffer
-    export, so the region cannot be unmapped under a copy, e.g. by a reconnect)."""
-
-    def __init__(self, region: kvstrata.SharedRegion) -> None:
-        self.region = region
-        self._anchor = (ctypes.c_ubyte * region.size).from_buffer(region.mmap)
-        self.base = ctypes.addressof(self._anchor)
-
-    def release(self) -> None:
-        self._anchor = None
 
 
 class KVStrataStorage(HiCacheStorage):
@@ -78,7 +62,7 @@ class KVStrataStorage(HiCacheStorage):
         self.is_writer = storage_writer(storage_config)
         self.layout: Optional[PageLayout] = None
         self.mem_pool_host: Any = None
-        self._link = DaemonLink(self.options)
+        self._link = open_link(self.options)
         self._copier = PieceCopier(self.options.copy_threads)
         self._metrics_lock = threading.Lock()
         self._prefetch_pgs: List[int] = []
@@ -97,17 +81,16 @@ class KVStrataStorage(HiCacheStorage):
         layout = describe_pool(mem_pool_host, self.storage_config, self.options)
         super().register_mem_pool_host(mem_pool_host)
         self.layout = layout
-        self._link.set_namespace(layout.spec)
+        self._link.set_namespace(PAGES, layout.spec)
 
     @property
     def namespace(self) -> Optional[kvstrata.RegisteredNamespace]:
         """The registered namespace (None until the daemon was reached once)."""
-        got = self._link.get()
-        return got[1] if got else None
+        return self._link.namespaces.get(PAGES) if self._link.session() is not None else None
 
     @property
     def session(self) -> Optional[kvstrata.Session]:
-        return self._link.session
+        return self._link.current
 
     def _need_layout(self) -> PageLayout:
         if self.layout is None:
@@ -120,11 +103,14 @@ class KVStrataStorage(HiCacheStorage):
 
     def _usable(self) -> Any:
         """(session, namespace), or None (counted) while the daemon cannot be used."""
+        got = None
         try:
-            got = self._link.get()
+            s = self._link.session()
+            ns = self._link.namespaces.get(PAGES) if s is not None else None
+            if ns is not None:
+                got = (s, ns)
         except kvstrata.KVStrataError as err:  # e.g. the namespace refused on a reconnect
             log.warning("kvstrata: the daemon refused the session or namespace: %s", err)
-            got = None
         if got is None:
             self._count("unavailable")
         return got
@@ -203,73 +189,21 @@ class KVStrataStorage(HiCacheStorage):
     def _store(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
                keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:
         self._check_block_bytes(ns)
-        client, sid = session.client, session.session_id
-        region = session.shared_region()
-        r = client.reserve_store(session_id=sid, namespace_id=ns.namespace_id, keys=keys)
-        if len(r.slots) != len(keys):
-            self._abort(client, sid, r.reservation_id)
-            raise kvstrata.KVStrataError(_INTERNAL, f"ReserveStore answered {len(r.slots)} "
-                                         f"slots for {len(keys)} keys")
-        ok = [s.state == _PRESENT for s in r.slots]
-        reserved = [i for i, s in enumerate(r.slots) if s.state == _RESERVED]
-        self._count("set_already_present", sum(ok))
-        self._count("set_dropped", len(keys) - sum(ok) - len(reserved))
-        if not reserved or not r.reservation_id:
-            return ok
-        try:
-            self._copy_pages(region, r.slots, reserved, ptrs, into_slots=True)
-        except BaseException:
-            self._abort(client, sid, r.reservation_id)
-            raise
-        committed = client.commit_store(session_id=sid,
-                                        reservation_id=r.reservation_id).committed_blocks
-        if committed == len(reserved):
-            for i in reserved:
-                ok[i] = True
-            self._count("set_stored", committed)
+        r = session.store_pointers(ns, keys, ptrs, self.layout.segment_sizes,
+                                   copy=self._copier.run)
+        self._count("set_already_present", r.already_present)
+        self._count("set_dropped", len(keys) - r.already_present - r.reserved)
+        if r.stored == r.reserved:
+            self._count("set_stored", r.stored)
         else:  # The reservation was cut short (session lost meanwhile): claim nothing.
-            log.warning("kvstrata: %d of %d reserved pages committed", committed, len(reserved))
-        return ok
+            log.warning("kvstrata: %d of %d reserved pages committed", r.stored, r.reserved)
+        return r.ok
 
     def _load(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
               keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:
         self._check_block_bytes(ns)
-        client, sid = session.client, session.session_id
-        region = session.shared_region()
-        r = client.acquire_load(session_id=sid, namespace_id=ns.namespace_id, keys=keys)
-        ok = [False] * len(keys)
-        try:
-            if len(r.slots) != len(keys):
-                raise kvstrata.KVStrataError(_INTERNAL, f"AcquireLoad answered {len(r.slots)} "
-                                             f"slots for {len(keys)} keys")
-            ready = [i for i, s in enumerate(r.slots) if s.state == _READY]
-            self._copy_pages(region, r.slots, ready, ptrs, into_slots=False)
-            for i in ready:
-                ok[i] = True
-        finally:
-            if r.load_id:
-                client.release_load(session_id=sid, load_id=r.load_id)
-        return ok
-
-    def _copy_pages(self, region: kvstrata.SharedRegion, slots: Sequence[Any],
-                    pages: List[int], ptrs: Sequence[int], into_slots: bool) -> None:
-        """One copy of each listed page between its pieces in the host pool (ptrs) and its
-        slot (slots[i], checked against the region first): into the slots for a store, out
-        of them for a load."""
-        sizes, offsets = self.layout.segment_sizes, self.layout.segment_offsets
-        n = self.layout.segments_per_page
-        mapped = _Mapped(region)
-        try:
-            pieces = []
-            for i in pages:
-                s = slots[i]
-                self._check_slot(region, s.offset, s.length)
-                for j in range(n):
-                    host, slot = ptrs[i * n + j], mapped.base + s.offset + offsets[j]
-                    pieces.append((slot, host, sizes[j]) if into_slots else (host, slot, sizes[j]))
-            self._copier.run(pieces)
-        finally:
-            mapped.release()
+        return session.load_pointers(ns, keys, ptrs, self.layout.segment_sizes,
+                                     copy=self._copier.run)
 
     def _page_pointers(self, indices: Any, num_pages: int) -> Sequence[int]:
         """The host pool's piece addresses for the pages (get_page_buffer_meta), checked
@@ -287,21 +221,6 @@ class KVStrataStorage(HiCacheStorage):
             raise kvstrata.KVStrataError(_INTERNAL, f"the daemon's blocks have "
                                          f"{ns.bytes_per_block} bytes, pages have "
                                          f"{self.layout.bytes_per_page}")
-
-    def _check_slot(self, region: kvstrata.SharedRegion, offset: int, length: int) -> None:
-        if length != self.layout.bytes_per_page:
-            raise kvstrata.KVStrataError(_INTERNAL, f"a slot of {length} bytes for a page of "
-                                         f"{self.layout.bytes_per_page}")
-        region.check_range(offset, length)
-
-    @staticmethod
-    def _abort(client: kvstrata.Client, sid: int, reservation_id: int) -> None:
-        if not reservation_id:
-            return
-        try:
-            client.commit_store(session_id=sid, reservation_id=reservation_id, abort=True)
-        except kvstrata.KVStrataError as err:  # The session's end reclaims the slots.
-            log.warning("kvstrata: aborting reservation %d failed: %s", reservation_id, err)
 
     def _degrade(self, err: kvstrata.KVStrataError, what: str, answer: Any) -> Any:
         """A failed daemon call: log, let the link notice a lost daemon, answer `answer`."""

@@ -5,8 +5,9 @@ start-up with the option's name, never later in the serving loop.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 # kv_transfer_params key: per-request cap on the tokens KVStrata may store.
 MAX_OFFLOAD_TOKENS_PARAM = "max_offload_tokens"
@@ -18,7 +19,7 @@ _OVERRIDABLE_FIELDS = {"model", "salt", "engine", "engine_kind"}
 
 _KNOWN = {"endpoint", "tokens_per_unit", "offload", "store_threshold_tokens",
           "namespace", "lease_ttl_ms", "reconnect_interval_s", "timeout_s",
-          "max_pending_store_bytes", "store_timeout_s", "load_mode"}
+          "max_pending_store_bytes", "store_timeout_s", "load_mode", "fast_lookup"}
 # How a hit is loaded: "auto" loads L1 hits of a GPU engine in the step that uses them, layer
 # by layer (vLLM's wait_for_layer_load), and anything on disk (or on a CPU engine) before
 # the request is scheduled; "sync" loads L1 hits in the step on CPU engines too; "async"
@@ -39,6 +40,7 @@ class ConnectorConfig:
     max_pending_store_bytes: int = 1 << 30   # host mode: gathered units awaiting the store
     store_timeout_s: float = 30.0
     load_mode: str = "auto"                 # LOAD_MODES
+    fast_lookup: bool = True                # lookups over the daemon's lookup fast path
 
     def unit_tokens(self, block_size: int) -> int:
         """Tokens per stored unit; ValueError unless a positive multiple of block_size."""
@@ -87,6 +89,10 @@ def parse_config(extra: Optional[Mapping[str, Any]]) -> ConnectorConfig:
     if load_mode not in LOAD_MODES:
         raise ValueError(f"kv_connector_extra_config.load_mode must be one of "
                          f"{', '.join(LOAD_MODES)}, got {load_mode!r}")
+    fast_lookup = extra.get("fast_lookup", True)
+    if not isinstance(fast_lookup, bool):
+        raise ValueError(f"kv_connector_extra_config.fast_lookup must be true or false, got "
+                         f"{fast_lookup!r}")
     namespace = extra.get("namespace", {})
     if not isinstance(namespace, Mapping):
         raise ValueError(f"kv_connector_extra_config.namespace must be an object, got "
@@ -109,7 +115,20 @@ def parse_config(extra: Optional[Mapping[str, Any]]) -> ConnectorConfig:
         reconnect_interval_s=_float(extra, "reconnect_interval_s", 5.0, 0.0),
         timeout_s=_float(extra, "timeout_s", 5.0, 0.1),
         max_pending_store_bytes=_int(extra, "max_pending_store_bytes", 1 << 30, 0),
-        store_timeout_s=_float(extra, "store_timeout_s", 30.0, 0.1), load_mode=load_mode)
+        store_timeout_s=_float(extra, "store_timeout_s", 30.0, 0.1), load_mode=load_mode,
+        fast_lookup=fast_lookup)
+
+
+def open_link(cfg: ConnectorConfig, client_name: str,
+              on_session: Optional[Callable[[Any], None]] = None) -> Any:
+    """The connector's kvstrata.DaemonLink (kvstrata.link): its session, opened lazily,
+    never lets the daemon fail vLLM (misses and recompute while it is unreachable)."""
+    import kvstrata
+
+    return kvstrata.DaemonLink(
+        endpoint=cfg.endpoint, client_name=client_name, timeout=cfg.timeout_s,
+        retry_interval_s=cfg.reconnect_interval_s, fast_lookup=cfg.fast_lookup,
+        on_session=on_session, log=logging.getLogger("kvstrata_vllm"))
 
 
 def max_offload_tokens(kv_transfer_params: Optional[Mapping[str, Any]]) -> Optional[int]:

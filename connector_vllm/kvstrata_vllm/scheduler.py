@@ -18,8 +18,7 @@ import grpc
 import kvstrata
 from kvstrata import pb
 
-from .config import ConnectorConfig, max_offload_tokens
-from .link import Link
+from .config import ConnectorConfig, max_offload_tokens, open_link
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
 from .namespace import (cache_geometry, hash_seed_problem, hash_tokens, namespace_fields,
                         unit_keys)
@@ -81,7 +80,7 @@ class SchedulerSide:
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
                                                                    False))
         self._spec_kind = _spec_kind(kv_cache_config)
-        self.link = Link(cfg, "vllm-scheduler", on_session=self._register)
+        self.link = open_link(cfg, "vllm-scheduler", on_session=self._register)
         self._reqs: Dict[str, _Req] = {}
         self._loads: List[RequestTransfer] = []
         # Requests whose loads ran in the last built step (sync): their leases are released
@@ -161,6 +160,8 @@ class SchedulerSide:
             if r is None:
                 hit = 0
                 break
+            if r.fast:
+                self.stats.add("lookup_fast", 1)
             if r.lease_id:
                 st.leases.append((ns, r.lease_id))
             hit = min(hit, r.hit_blocks)

@@ -3,6 +3,8 @@
 Counters (all sums over the interval and over the workers):
   lookup_tokens / hit_tokens       tokens asked beyond vLLM's local hit / found in KVStrata
   lookup_unavailable               lookups answered "miss" because the daemon was unreachable
+  lookup_fast                      lookups answered on the daemon's lookup fast path (one per
+                                   rank's namespace; the others went over gRPC)
   store_units_planned              units the scheduler handed to the workers to store
   stored_units / store_dropped_units / store_failed_units / stored_bytes
   loaded_units / load_failed_units / loaded_bytes
@@ -24,6 +26,7 @@ COUNTERS = {
     "lookup_tokens": "Prompt tokens looked up in KVStrata beyond vLLM's local prefix hit",
     "hit_tokens": "Tokens found in KVStrata (external prefix-cache hits)",
     "lookup_unavailable": "Lookups answered as misses because kvstratad was unreachable",
+    "lookup_fast": "Lookups answered on kvstratad's lookup fast path (not gRPC)",
     "store_units_planned": "Units handed to the workers to store",
     "stored_units": "Units stored into KVStrata",
     "store_dropped_units": "Units not stored: daemon backpressure, queue full or unreachable",

@@ -4,7 +4,7 @@ Two data paths, chosen by where vLLM's KV cache lives:
 - host mode (CPU tensors, vLLM's CPU engine): units are gathered from the KV cache into
   rows during wait_for_save (after the forward pass wrote them) and stored by a background
   thread through the daemon's shared memory; loads copy slots into rows and scatter them
-  into the allocated blocks in start_load_kv.
+  into the allocated blocks in start_load_kv (host_cache.py: HostCache, StoreThread).
 - CUDA mode: the KV cache tensors are registered with the daemon through CUDA IPC; stores
   are jobs that wait for an IPC event recorded after the forward pass; loads are jobs; the
   completions arrive on the session's completion stream. One unit = one vLLM block here
@@ -27,15 +27,14 @@ same step.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import kvstrata
 
-from .config import ConnectorConfig
-from .link import Link
+from .config import ConnectorConfig, open_link
+from .host_cache import HostCache, StoreThread
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer
 from .namespace import cache_geometry, namespace_fields
 from .stats import StatsCounter
@@ -77,120 +76,6 @@ def kv_layout_name(vllm_config: Any) -> str:
     return "vllm_nhd"
 
 
-class HostCache:
-    """Byte views of a CPU KV cache: one [num_blocks, piece_bytes] uint8 view per piece,
-    in the daemon's piece order (layer by layer, K then V), so a block's bytes match what
-    the GPU path would store."""
-
-    def __init__(self, kv_caches: Any, layout: str) -> None:
-        import torch  # noqa: PLC0415
-        from kvstrata.cuda import _cross_layer_pieces, _vllm_pieces  # noqa: PLC0415
-
-        self.torch = torch
-        raw = (_cross_layer_pieces(kv_caches, None) if layout == "vllm_cross_layer"
-               else _vllm_pieces(kv_caches, None))
-        self.views = []
-        for t, p in raw:
-            if t.device.type != "cpu":
-                raise ValueError(f"{p.what} is on {t.device}: host mode needs CPU tensors")
-            storage = t.untyped_storage()
-            flat = torch.empty(0, dtype=torch.uint8).set_(storage)
-            offset = p.ptr - storage.data_ptr()
-            self.views.append(flat.as_strided((p.num_blocks, p.piece_bytes),
-                                              (p.block_stride, 1), offset))
-        counts = {v.shape[0] for v in self.views}
-        if len(counts) != 1:
-            raise ValueError(f"the KV cache tensors disagree on the number of blocks: {counts}")
-        self.num_blocks = counts.pop()
-        self.block_bytes = sum(v.shape[1] for v in self.views)
-
-    def gather(self, block_ids: List[int]) -> Any:
-        """[len(block_ids), block_bytes] uint8: a copy of those blocks."""
-        idx = self.torch.tensor(block_ids, dtype=self.torch.long)
-        return self.torch.cat([v.index_select(0, idx) for v in self.views], dim=1)
-
-    def scatter(self, block_ids: List[int], rows: Any) -> None:
-        """Write rows[i] (block_bytes each) into block block_ids[i]."""
-        idx = self.torch.tensor(block_ids, dtype=self.torch.long)
-        offset = 0
-        for v in self.views:
-            width = v.shape[1]
-            v.index_copy_(0, idx, rows[:, offset:offset + width])
-            offset += width
-
-
-class StoreThread:
-    """Stores gathered rows in the background; drops (counted) when the queue is full."""
-
-    def __init__(self, worker: "WorkerSide") -> None:
-        self.worker = worker
-        self.queue: "queue.Queue[Optional[Tuple[List[bytes], Any]]]" = queue.Queue()
-        self.pending_units = 0
-        self.pending_bytes = 0
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self.thread = threading.Thread(target=self._run, daemon=True, name="kvstrata-store")
-        self.thread.start()
-
-    def fits(self, nbytes: int) -> bool:
-        """Whether nbytes more gathered bytes stay within max_pending_store_bytes."""
-        with self._lock:
-            return self.pending_bytes + nbytes <= self.worker.cfg.max_pending_store_bytes
-
-    def submit(self, keys: List[bytes], rows: Any) -> bool:
-        nbytes = int(rows.numel())
-        with self._lock:
-            if self.pending_bytes + nbytes > self.worker.cfg.max_pending_store_bytes:
-                return False
-            self.pending_units += len(keys)
-            self.pending_bytes += nbytes
-        self.queue.put((keys, rows))
-        return True
-
-    def _run(self) -> None:
-        w = self.worker
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            keys, rows = item
-            try:
-                s, ns = w.session_and_ns()
-                result = None
-                if s is not None and ns is not None:
-                    result = w.link.guard("store", lambda: s.store(ns, keys, list(rows)), None)
-                if result is None:
-                    w.stats.add("store_dropped_units", len(keys))
-                else:
-                    w.stats.add("stored_units", result.stored)
-                    w.stats.add("stored_bytes", result.stored * rows.shape[1])
-                    w.stats.add("store_dropped_units", result.dropped)
-                    w.note_stored(keys[:result.stored + result.already_present])
-            except Exception:  # noqa: BLE001 - never let the thread die
-                log.exception("kvstrata_vllm: store failed")
-                w.stats.add("store_failed_units", len(keys))
-            finally:
-                with self._lock:
-                    self.pending_units -= len(keys)
-                    self.pending_bytes -= int(rows.numel())
-                    self._idle.notify_all()
-
-    def drain(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while self.pending_units:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(left)
-        return True
-
-    def stop(self, timeout: float) -> None:
-        self.drain(timeout)
-        self.queue.put(None)
-        self.thread.join(timeout=1.0)
-
-
 class WorkerSide:
     def __init__(self, vllm_config: Any, kv_cache_config: Any, cfg: ConnectorConfig) -> None:
         self.cfg = cfg
@@ -206,7 +91,8 @@ class WorkerSide:
         events = getattr(vllm_config, "kv_events_config", None)
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
                                                                    False))
-        self.link = Link(cfg, f"vllm-worker-tp{self.tp_rank}", on_session=self._on_session)
+        self.link = open_link(cfg, f"vllm-worker-tp{self.tp_rank}",
+                              on_session=self._on_session)
         self.stats = StatsCounter()
         self.mode: Optional[str] = None        # "host" or "cuda" once registered
         self.host: Optional[HostCache] = None
@@ -402,7 +288,7 @@ class WorkerSide:
             log.warning("kvstrata_vllm: the forward pass read %d of %d layers without "
                         "wait_for_layer_load; those loads count as failed (recomputed)",
                         layers - len(self._sync_waited), layers)
-        s = self.link._session
+        s = self.link.current
         done, self._sync_done = self._sync_done, None
         if done is None and s is not None:
             try:
@@ -582,7 +468,7 @@ class WorkerSide:
         if self._sync_job is not None:
             self._finish_layered()
         if self.mode == "cuda" and self._jobs:
-            s = self.link._session
+            s = self.link.current
             if s is not None:
                 self._complete(self.link.guard("take_completions", s.take_completions, {}))
         with self._lock:
@@ -604,7 +490,7 @@ class WorkerSide:
     def shutdown(self) -> None:
         if self.store_thread is not None:
             self.store_thread.stop(self.cfg.store_timeout_s)
-        s = self.link._session
+        s = self.link.current
         if self.mode == "cuda" and self._jobs and s is not None:
             try:
                 s.wait_jobs(list(self._jobs), timeout=self.cfg.store_timeout_s)

@@ -11,6 +11,9 @@ GPU mode (the daemon copies between CUDA KV caches and its tiers; torch on deman
         reg = s.register_cuda_kv_caches(ns, kv_caches, "vllm")   # vLLM's per-layer tensors
         job = s.submit_store(ns, reg, keys, block_ids, event=reg.record_event())
         done = s.wait_jobs([job], timeout=10)[job]               # JobCompletion: ok, failed_blocks
+
+An engine that must never fail because of the daemon holds its session in a
+kvstrata.DaemonLink (None while the daemon is unreachable: treat it as a miss).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from .endpoint import Endpoint, default_endpoint, parse_endpoint
 from .errors import DaemonUnavailable, KVStrataError
 from .host import LoadResult, LookupResult, StoreResult
 from .jobs import CompletionTracker
+from .link import DaemonLink
 from .session import RegisteredNamespace, Session
 from .shm import SharedRegion, SharedRegionError, receive_region_fd
 from .spec import namespace_spec
@@ -31,7 +35,7 @@ from .tier import Tier
 __version__ = "0.1.0"
 __all__ = [
     "ADMIN", "CONTROL", "Client", "CompletionTracker", "CudaPiece", "CudaRegistration",
-    "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
+    "DaemonLink", "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
     "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "RegisteredNamespace",
     "ResponseStream", "Session", "SharedRegion", "SharedRegionError", "StoreResult", "Tier",
     "default_endpoint", "describe_kv_caches", "format_gpu_uuid", "gpu_uuid", "namespace_spec",

@@ -29,6 +29,12 @@ class DaemonUnavailable(KVStrataError):
     """The daemon could not be reached (not running, wrong socket, connection lost)."""
 
 
+def session_unknown(err: BaseException, session_id: int) -> bool:
+    """True for the daemon's NOT_FOUND "session <id> is unknown or has ended"."""
+    return (isinstance(err, KVStrataError) and err.code == grpc.StatusCode.NOT_FOUND
+            and f"session {session_id} " in err.message)
+
+
 def from_rpc_error(err: grpc.RpcError, endpoint: Optional[str] = None) -> KVStrataError:
     """Translate a grpc.RpcError (which is also a grpc.Call) into a KVStrataError."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN

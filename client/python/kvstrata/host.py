@@ -7,6 +7,7 @@ block is copied exactly once, between the caller's memory and the shared-memory 
 """
 from __future__ import annotations
 
+import ctypes
 import sys
 from dataclasses import dataclass, field
 from typing import Any, List, Sequence
@@ -36,6 +37,10 @@ class StoreResult:
     stored: int = 0
     already_present: int = 0
     dropped: int = 0                   # backpressure or not admitted: skipped, not an error
+    # Per key: True = stored or already present (none of the reserved keys when the commit
+    # covered fewer than were reserved); and how many keys were reserved.
+    ok: List[bool] = field(default_factory=list, compare=False, repr=False)
+    reserved: int = field(default=0, compare=False, repr=False)
 
     def as_dict(self) -> dict:
         return {"stored": self.stored, "already_present": self.already_present,
@@ -177,6 +182,19 @@ def new_block(nbytes: int) -> Any:
     """A new uint8 numpy array (bytearray without numpy) of nbytes."""
     np = _numpy()
     return bytearray(nbytes) if np is None else np.empty(nbytes, dtype=np.uint8)
+
+
+class RegionAddress:
+    """The address of a mapped region, valid while this object lives (it holds a buffer
+    export, so the region cannot be unmapped under a copy, e.g. by a reconnect)."""
+
+    def __init__(self, region: SharedRegion) -> None:
+        self.region = region
+        self._anchor: Any = (ctypes.c_ubyte * region.size).from_buffer(region.mmap)
+        self.base = ctypes.addressof(self._anchor)
+
+    def release(self) -> None:
+        self._anchor = None
 
 
 class RegionCopier:

@@ -14,6 +14,10 @@ completion (every block in failed_blocks) for each of them, so waiters never han
 of a daemon that is gone. rebind() moves the tracker to the session opened on the new
 daemon; job ids of later sessions carry a generation tag in bits 48..62 (JOB_TAG_SHIFT) so
 they never collide with ids of an earlier daemon.
+
+SessionJobs is the part of kvstrata.Session that owns its tracker: completions(),
+poll_completions(), take_completions(), wait_jobs(); the jobs themselves are submitted by
+kvstrata.gpu_io.
 """
 from __future__ import annotations
 
@@ -21,12 +25,13 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import grpc
 
 from . import pb
-from .errors import KVStrataError
+from .connection import Connection
+from .errors import KVStrataError, session_unknown
 
 log = logging.getLogger("kvstrata")
 
@@ -322,3 +327,100 @@ class CompletionTracker:
             else:
                 backoff = min(backoff * 2, _MAX_POLL_BACKOFF_S)
                 next_poll = time.monotonic() + backoff
+
+
+class SessionJobs(Connection):
+    """The completions of a kvstrata.Session's GPU jobs (its CompletionTracker)."""
+
+    def _init_jobs(self) -> None:
+        self._tracker: Optional[CompletionTracker] = None
+        self._tracker_lock = threading.Lock()
+
+    def _close_jobs(self) -> None:
+        with self._tracker_lock:
+            tracker, self._tracker = self._tracker, None
+        if tracker is not None:
+            tracker.close()
+
+    def completions(self) -> CompletionTracker:
+        """The session's CompletionTracker; its WatchCompletions stream opens on first use."""
+        with self._tracker_lock:
+            if self._tracker is None:
+                with self._lock:
+                    sid, tag = self.open_response.session_id, job_tag(self._generation)
+                self._tracker = CompletionTracker(
+                    self.client, sid, on_lost=self._on_tracker_lost if self.auto_reconnect else None,
+                    tag=tag)
+            tracker = self._tracker
+        if self._connected or not self.auto_reconnect:
+            tracker.start()
+        return tracker
+
+    def _on_tracker_lost(self, err: BaseException, session_id: int) -> None:
+        if isinstance(err, KVStrataError) and (err.code == grpc.StatusCode.UNAVAILABLE
+                                               or session_unknown(err, session_id)):
+            self._note_lost(err, session_id)
+
+    def poll_completions(self, max_completions: int = 0) -> List[Any]:
+        """Every job completion not yet handed out: one PollCompletions RPC plus what the
+        completion stream delivered (kvstrata.pb.JobCompletion messages).
+
+        While reconnecting after a daemon restart: no RPC, the completions at hand (among
+        them the failures of the lost session's jobs)."""
+        tracker = self.completions()
+        if self.auto_reconnect and not self._connected:
+            return list(tracker.take().values())
+        try:
+            return tracker.poll(max_completions)
+        except KVStrataError as err:
+            if not self.auto_reconnect or err.code not in (grpc.StatusCode.UNAVAILABLE,
+                                                           grpc.StatusCode.NOT_FOUND):
+                raise
+            self._on_tracker_lost(err, tracker.session_id)
+            if self._connected:
+                raise
+            return list(tracker.take().values())
+
+    def take_completions(self) -> Dict[int, Any]:
+        """Completions the stream delivered so far, by job id; no RPC, never blocks."""
+        return self.completions().take()
+
+    def wait_jobs(self, job_ids: Sequence[int], timeout: Optional[float] = None) -> Dict[int, Any]:
+        """Block until the jobs completed; their JobCompletions by job id (taken).
+
+        TimeoutError when timeout seconds pass first. Check `.ok` / `.failed_blocks`.
+        """
+        return self.completions().wait(job_ids, timeout)
+
+    def wait_job(self, job_id: int, timeout: Optional[float] = None) -> Any:
+        """wait_jobs for one job: its JobCompletion."""
+        return self.wait_jobs([job_id], timeout)[int(job_id)]
+
+    def _expect(self, daemon_job_id: int, tag: int, kind: int, num_blocks: int) -> int:
+        """The job id handed to the caller (tagged with the generation) and tracked as pending."""
+        job_id = daemon_job_id | tag
+        self.completions().expect(job_id, kind, num_blocks, tag)
+        return job_id
+
+    def _fail_jobs(self, reason: str) -> None:
+        with self._tracker_lock:
+            tracker = self._tracker
+        if tracker is not None:
+            n = tracker.fail_pending(reason)
+            if n:
+                log.info("kvstrata: %d pending jobs reported failed: %s", n, reason)
+
+    def _restart_stream(self) -> None:
+        with self._tracker_lock:
+            tracker = self._tracker
+        if tracker is not None and not tracker.watching:
+            with self._lock:
+                sid, tag = self.open_response.session_id, job_tag(self._generation)
+            tracker.rebind(sid, tag, fail=False)
+
+    def _rebind_tracker(self, session_id: int, tag: int) -> None:
+        """Move the tracker to a new session (its old jobs reported failed)."""
+        with self._tracker_lock:
+            tracker = self._tracker
+        if tracker is not None:
+            tracker.rebind(session_id, tag)

@@ -1,6 +1,7 @@
 """Friendly construction of a NamespaceSpec: engine="vllm", dtype="bfloat16", kv_layout="vllm_nhd"."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Union
 
 from google.protobuf.message import Message
@@ -63,3 +64,44 @@ def namespace_spec(spec: Union[Message, Mapping[str, Any], None] = None, **field
         else:
             raise TypeError(f"namespace_spec: unknown field {key!r}; fields: {', '.join(sorted(known))}")
     return out
+
+
+@dataclass(frozen=True)
+class RegisteredNamespace:
+    """What RegisterNamespace answered for a spec.
+
+    After a daemon restart the Session re-registers the spec and updates namespace_id in
+    place (the fingerprint stays the same), so keep and pass this object, not the id.
+    """
+
+    namespace_id: int
+    fingerprint: str
+    bytes_per_block: int
+
+    def __hash__(self) -> int:  # Stable across the in-place update of namespace_id.
+        return hash((self.fingerprint, self.bytes_per_block))
+
+    def _update(self, namespace_id: int, fingerprint: str, bytes_per_block: int) -> None:
+        object.__setattr__(self, "namespace_id", int(namespace_id))
+        object.__setattr__(self, "fingerprint", fingerprint)
+        object.__setattr__(self, "bytes_per_block", int(bytes_per_block))
+
+
+NamespaceArg = Union[RegisteredNamespace, int]
+
+
+def namespace_id(ns: NamespaceArg) -> int:
+    """The daemon's id of a RegisteredNamespace (or an id passed as is)."""
+    if isinstance(ns, RegisteredNamespace):
+        return ns.namespace_id
+    if isinstance(ns, int) and not isinstance(ns, bool):
+        return ns
+    raise TypeError(f"expected the RegisteredNamespace from register_namespace(), got {type(ns).__name__}")
+
+
+def block_bytes(ns: Any) -> int:
+    """bytes_per_block of a RegisteredNamespace (host-mode store/load need it)."""
+    if not isinstance(ns, RegisteredNamespace):
+        raise TypeError("store/load need the RegisteredNamespace from register_namespace() "
+                        f"(it carries bytes_per_block), got {type(ns).__name__}")
+    return ns.bytes_per_block

@@ -105,6 +105,19 @@ def test_second_engine_gets_external_hits_and_exact_kv(model_dir, daemon, engine
     del so
 
 
+@pytest.mark.parametrize("fast_lookup", [True, False])
+def test_lookups_use_the_fast_path_unless_turned_off(model_dir, daemon, engines, fast_lookup):
+    """The scheduler's lookups go over the daemon's lookup fast path (kvstrata.DaemonLink,
+    fast_lookup, default on), as SGLang's batch_exists does; fast_lookup=False: gRPC."""
+    first = warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon, fast_lookup=fast_lookup))
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)
+    assert e.outputs[r.request_id] == first
+    assert e.stats["hit_tokens"] == 6 * BLOCK
+    assert (e.stats.get("lookup_fast", 0) > 0) == fast_lookup, e.stats
+
+
 def test_local_hit_then_external_hit_beyond_it(model_dir, daemon, engines):
     """vLLM's own prefix cache covers 2 blocks; KVStrata supplies the next 4."""
     warm(engines, model_dir, daemon)

@@ -98,3 +98,21 @@ def test_tiers_are_named() -> None:
     assert kvstrata.Tier.of_all(b"\x01\x03") == [kvstrata.Tier.L1, kvstrata.Tier.L3]
     assert kvstrata.Tier.of_all([2, 99]) == [kvstrata.Tier.L2, 99]
     assert kvstrata.Tier.of_all([]) == []
+
+
+def test_installed_package_has_the_message_stubs() -> None:
+    """The build writes protoc's type stubs (--pyi_out) into the package: kvstrata/v1/
+    *_pb2.pyi for every proto file, re-exported by kvstrata/pb.pyi."""
+    import importlib.resources
+
+    root = importlib.resources.files("kvstrata")
+    pb_stub = root.joinpath("pb.pyi").read_text()
+    for name in ("admin", "common", "control"):
+        assert f"from kvstrata.v1.{name}_pb2 import *" in pb_stub
+        stub = root.joinpath("v1").joinpath(f"{name}_pb2.pyi").read_text()
+        assert "class " in stub and "_message.Message" in stub, name
+    common = root.joinpath("v1").joinpath("common_pb2.pyi").read_text()
+    assert "class NamespaceSpec(_message.Message)" in common
+    assert "ENGINE_KIND_VLLM: EngineKind" in common
+    assert "class ReserveStoreRequest(_message.Message)" in \
+        root.joinpath("v1").joinpath("control_pb2.pyi").read_text()

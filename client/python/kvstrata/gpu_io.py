@@ -1,0 +1,255 @@
+"""GPU I/O: the engine's CUDA KV caches registered with the daemon, and the store and load
+jobs the daemon runs on them.
+
+The part of kvstrata.Session for GPU engines: register_cuda_kv_caches() sends CUDA IPC
+handles of the KV tensors (kvstrata.cuda describes them), submit_store() / submit_load()
+answer job ids (over the fast path's job frames when it can, else gRPC), cancel_job().
+Their completions arrive through kvstrata.jobs (SessionJobs). A reconnect registers the
+kept descriptions again on the new session (no CUDA call: the heartbeat thread has no CUDA
+context). torch is imported only by register_cuda_kv_caches.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import grpc
+
+from . import pb
+from .connection import Connection
+from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlags,
+                   block_transfers, checked_block_ids, describe_kv_caches, flatten_tensors)
+from .errors import KVStrataError
+from .fast_path import KIND_LOAD, KIND_STORE, NotSpoken
+from .host import key_bytes
+from .jobs import JOB_TAG_MASK, job_tag
+from .spec import NamespaceArg, RegisteredNamespace, namespace_id
+
+log = logging.getLogger("kvstrata")
+
+RegistrationArg = Union[CudaRegistration, int]
+
+
+class GpuIO(Connection):
+    """CUDA KV-cache registrations and GPU store/load jobs of a kvstrata.Session."""
+
+    def _init_gpu_io(self) -> None:
+        self._cuda_registrations: Dict[int, CudaRegistration] = {}
+
+    def _close_gpu_io(self) -> None:
+        self._cuda_registrations.clear()  # The daemon drops them with the session.
+
+    # ------------------------------------------------------------------ registration
+
+    def register_cuda_kv_caches(self, ns: NamespaceArg, kv_caches: Any, layout: str, *,
+                                num_events: int = 4, tokens_per_block: Optional[int] = None,
+                                block_dim: Optional[int] = None, exporter: Any = "driver",
+                                layer_flags: bool = False,
+                                timeout: Optional[float] = None) -> CudaRegistration:
+        """Register the engine's CUDA KV caches with the daemon (RegisterKvMemory).
+
+        kv_caches / layout / tokens_per_block / block_dim / exporter: as for
+        kvstrata.describe_kv_caches ("vllm", "vllm_cross_layer", "sglang"); kv_caches may
+        also be a KvCacheDescription from it (layout is then ignored). With the
+        RegisteredNamespace, the pieces must add up to its bytes_per_block (ValueError
+        before any call otherwise). num_events interprocess CUDA events are created and
+        sent along (0 = none: stores then never wait). layer_flags: also one GPU word per
+        layer (`reg.layer_flags`, a LayerFlags), for layer-wise loads
+        (submit_load(..., layer_flag_value=...)). Returns a CudaRegistration:
+        `.registration_id`, `.record_event()`, `.description`; it keeps the tensors alive.
+        Also opens the session's completion stream, before any job can be submitted.
+        """
+        block_bytes = ns.bytes_per_block if isinstance(ns, RegisteredNamespace) else None
+        if isinstance(kv_caches, KvCacheDescription):  # Described already.
+            desc = kv_caches
+            if block_bytes is not None and desc.block_bytes != block_bytes:
+                raise ValueError(f"the description's blocks have {desc.block_bytes} bytes but "
+                                 f"the namespace has {block_bytes} bytes_per_block")
+        else:
+            desc = describe_kv_caches(kv_caches, layout, block_bytes,
+                                      tokens_per_block=tokens_per_block, block_dim=block_dim,
+                                      exporter=exporter)
+        events = IpcEventPool(desc.device_index, num_events) if num_events else None
+        flags = (LayerFlags(desc.device_index, [p.layer for p in desc.pieces], exporter)
+                 if layer_flags else None)
+        sid = self._sid()
+        self.completions()  # Start watching before the first job exists.
+        r = self._call("register_kv_memory", sid, namespace_id=namespace_id(ns),
+                       cuda=desc.to_proto(events.handles if events is not None else (),
+                                          flags.to_proto() if flags is not None else None),
+                       timeout=timeout)
+        reg = CudaRegistration(r.registration_id, namespace_id(ns), desc, events,
+                               flatten_tensors(kv_caches), flags)
+        with self._lock:
+            self._check_same_session(sid, "the KV caches")
+            self._cuda_registrations[reg.registration_id] = reg
+        return reg
+
+    def unregister_cuda_kv_caches(self, reg: RegistrationArg) -> None:
+        """UnregisterKvMemory; the daemon stops using the memory (jobs must be finished)."""
+        reg_id = int(reg)
+        self._call("unregister_kv_memory", registration_id=reg_id)
+        with self._lock:
+            known = self._cuda_registrations.pop(reg_id, None)
+        if known is not None:
+            known.unregistered = True
+
+    def cuda_registration(self, registration_id: int) -> Optional[CudaRegistration]:
+        """The CudaRegistration this session made with that id, if any."""
+        return self._cuda_registrations.get(int(registration_id))
+
+    def _registration(self, reg: RegistrationArg) -> Optional[CudaRegistration]:
+        if isinstance(reg, CudaRegistration):
+            return reg
+        if isinstance(reg, bool) or not isinstance(reg, int):
+            raise TypeError(f"expected a CudaRegistration or a registration id, got {type(reg).__name__}")
+        return self._cuda_registrations.get(reg)
+
+    def submit_store(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
+                     block_ids: Sequence[int], event: Union[None, bool, int] = None) -> int:
+        """SubmitStore: the daemon copies block_ids[i] of the KV cache to keys[i]; job id.
+
+        event: None (no wait), True (record an IPC event of the registration now, on the
+        current stream, and wait for it) or the value reg.record_event() answered (1 +
+        the event's index). The store's outcome arrives as a JobCompletion.
+        """
+        known = self._registration(reg)
+        keys = key_bytes(keys)
+        blocks = self._job_blocks(keys, block_ids, known)
+        if event is None or event is False:
+            wait_event = 0
+        elif event is True:
+            if known is None:
+                raise ValueError("event=True needs the CudaRegistration (it owns the events)")
+            wait_event = known.record_event()
+        elif isinstance(event, int):
+            wait_event = event
+            pool = len(known.events) if known is not None and known.events is not None else None
+            if wait_event < 0 or (pool is not None and wait_event > pool):
+                raise ValueError(f"event {event} is out of range: 0 (none) or 1..{pool} "
+                                 "(the value record_event() answered)")
+        else:
+            raise TypeError(f"event must be None, True or an int, got {type(event).__name__}")
+        sid, tag = self._sid_tag()
+        job_id = self._submit_fast(KIND_STORE, sid, ns, reg, keys, blocks, event=wait_event)
+        if job_id is None:
+            job_id = int(self._call("submit_store", sid, namespace_id=namespace_id(ns),
+                                    registration_id=int(reg), wait_event=wait_event,
+                                    **blocks).job_id)
+        return self._expect(job_id, tag, pb.JobCompletion.KIND_STORE, len(keys))
+
+    def submit_load(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
+                    block_ids: Sequence[int], lease_id: int = 0,
+                    layer_flag_value: int = 0) -> int:
+        """SubmitLoad: the daemon copies keys[i] into block_ids[i] of the KV cache; job id.
+
+        The completion's failed_blocks lists the indices that were not loaded (missing:
+        recompute them); the blocks are usable once the completion arrived. lease_id: a
+        lease from lookup(lease=True) covering the keys; it is consumed.
+        layer_flag_value (> 0; a registration made with layer_flags=True, value from
+        `reg.layer_flags.next_value()`): a layer-wise load. The daemon copies layer by layer
+        and writes the value into each layer's word once it landed;
+        `reg.layer_flags.wait(layer, value)` makes a stream wait for that (on the GPU, right
+        after this returns). Only blocks in L1 are loaded (the others fail at once, nothing
+        is read from disk). The completion still reports the outcome: blocks it lists
+        failed hold garbage, and if it never comes (the daemon died) release(value) lets
+        the waiting streams go on.
+        """
+        known = self._registration(reg)
+        keys = key_bytes(keys)
+        blocks = self._job_blocks(keys, block_ids, known)
+        if layer_flag_value and (known is None or known.layer_flags is None):
+            raise ValueError("layer_flag_value needs a registration made with "
+                             "register_cuda_kv_caches(..., layer_flags=True)")
+        sid, tag = self._sid_tag()
+        job_id = self._submit_fast(KIND_LOAD, sid, ns, reg, keys, blocks,
+                                   event=layer_flag_value, lease_id=lease_id)
+        if job_id is None:
+            job_id = int(self._call("submit_load", sid, namespace_id=namespace_id(ns),
+                                    registration_id=int(reg), lease_id=lease_id,
+                                    layer_flag_value=layer_flag_value, **blocks).job_id)
+        return self._expect(job_id, tag, pb.JobCompletion.KIND_LOAD, len(keys))
+
+    def _submit_fast(self, kind: int, sid: int, ns: NamespaceArg, reg: RegistrationArg,
+                     keys: List[bytes], blocks: dict, event: int = 0,
+                     lease_id: int = 0) -> Optional[int]:
+        """The job id from a job frame on the daemon's fast-path socket; None when that path
+        does not apply (see fast_path): then the caller submits through gRPC."""
+        socket_ = self._fast_socket(keys) if "block_ids" in blocks else None
+        if socket_ is None:
+            return None
+        try:
+            return socket_.submit(kind, sid, namespace_id(ns), int(reg), keys,
+                                  blocks["block_ids"], event, lease_id)
+        except NotSpoken:
+            self.fast_path = False
+            return None
+        except KVStrataError as err:
+            raise self._failed(err, sid) from None
+
+    def _job_blocks(self, keys: List[bytes], block_ids: Any,
+                    known: Optional[CudaRegistration]) -> dict:
+        """The request fields naming a job's blocks: parallel arrays when the daemon reads
+        them (OpenSessionResponse.packed_transfers), else one BlockTransfer per block."""
+        num_blocks = known.num_blocks if known else None
+        if getattr(self.open_response, "packed_transfers", False):
+            return {"keys": keys, "block_ids": checked_block_ids(keys, block_ids, num_blocks)}
+        return {"blocks": block_transfers(keys, block_ids, num_blocks)}
+
+    def cancel_job(self, job_id: int) -> bool:
+        """CancelJob: True when the job was cancelled before it ran (it still completes).
+
+        False for a job of a session lost to a daemon restart (it was reported failed)."""
+        job_id = int(job_id)
+        sid, tag = self._sid_tag()
+        if job_id & JOB_TAG_MASK != tag:
+            return False
+        return bool(self._call("cancel_job", sid, job_id=job_id & ~JOB_TAG_MASK).cancelled)
+
+
+    def _sid_tag(self) -> Tuple[int, int]:
+        with self._lock:
+            return self._sid(), job_tag(self._generation)
+
+    # ------------------------------------------------------------------ reconnect
+
+    def _live_cuda_registrations(self) -> List[CudaRegistration]:
+        """The registrations to make again on a new session (call under self._lock)."""
+        return [r for r in self._cuda_registrations.values() if not r.unregistered]
+
+    def _reregister_cuda(self, sid: int, registrations: List[CudaRegistration],
+                         new_ns_ids: Dict[int, int]) -> List[Tuple[CudaRegistration, int, int]]:
+        """Register the kept descriptions on new session sid: (registration, new id, new
+        namespace id) of each that succeeded. UNAVAILABLE aborts the attempt."""
+        timeout = self.client.timeout
+        reg_updates: List[Tuple[CudaRegistration, int, int]] = []
+        for reg in registrations:
+            ns_id = new_ns_ids.get(reg.namespace_id)
+            if ns_id is None:
+                log.error("kvstrata: CUDA registration %d is not re-registered: its namespace "
+                          "%d was not registered through this session (or failed)",
+                          reg.registration_id, reg.namespace_id)
+                continue
+            events = reg.events.handles if reg.events is not None else ()
+            try:
+                r = self.client.register_kv_memory(session_id=sid, namespace_id=ns_id,
+                                                   cuda=reg.description.to_proto(events),
+                                                   timeout=timeout)
+            except KVStrataError as err:
+                if err.code == grpc.StatusCode.UNAVAILABLE:
+                    raise
+                self.last_error = err
+                log.error("kvstrata: re-registering CUDA registration %d failed: %s",
+                          reg.registration_id, err)
+                continue
+            reg_updates.append((reg, r.registration_id, ns_id))
+        return reg_updates
+
+    def _apply_cuda_updates(self, reg_updates: List[Tuple[CudaRegistration, int, int]]) -> None:
+        """Update the handles in place for the new session (call under self._lock)."""
+        regs: Dict[int, CudaRegistration] = {}
+        for reg, new_reg_id, new_ns_id in reg_updates:
+            reg.registration_id = int(new_reg_id)
+            reg.namespace_id = int(new_ns_id)
+            regs[reg.registration_id] = reg
+        self._cuda_registrations = regs
