@@ -42,15 +42,7 @@ class FileFactory {
   explicit FileFactory(bool shared) {
     char tmpl[] = "/tmp/kvs-contract-XXXXXX";
     root_ = mkdtemp(tmpl);
-    FileTierOptions o;
-    o.name = shared ? "l3" : "l2";
-    o.tier = shared ? Tier::kL3 : Tier::kL2;
-    o.root = root_;
-    o.capacity_bytes = 64 << 20;
-    o.shared = shared;
-    o.access_record_interval = absl::ZeroDuration();
-    o.shared_eviction_interval = absl::Hours(1);
-    auto opened = FileTier::Open(std::move(o));
+    auto opened = FileTier::Open(TestFileTierOptions(root_, shared));
     EXPECT_TRUE(opened.ok()) << opened.status();
     tier_ = *std::move(opened);
     EXPECT_TRUE(tier_->WaitWarm(absl::Seconds(5)));

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -47,15 +48,19 @@ class FileTierTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   FileTierOptions Options(bool shared = false) {
-    FileTierOptions o;
-    o.name = shared ? "l3" : "l2";
-    o.tier = shared ? Tier::kL3 : Tier::kL2;
-    o.root = root_;
-    o.capacity_bytes = 64 << 20;
-    o.shared = shared;
+    FileTierOptions o = TestFileTierOptions(root_, shared);
     o.negative_cache_ttl = absl::Milliseconds(200);
-    o.access_record_interval = absl::ZeroDuration();
-    o.shared_eviction_interval = absl::Hours(1);  // Tests call EnforceSharedCapacity.
+    return o;
+  }
+  // Options whose tier sees its first `n` block writes fail with EIO.
+  FileTierOptions FailingFirstWrites(int n) {
+    auto failures = std::make_shared<std::atomic<int>>(n);
+    faults_.SetHook([failures](absl::string_view op, const std::string&) {
+      return op == "write" && failures->fetch_sub(1) > 0 ? absl::UnavailableError("EIO")
+                                                         : absl::OkStatus();
+    });
+    FileTierOptions o = Options();
+    o.files = &faults_;
     return o;
   }
   std::unique_ptr<FileTier> Open(FileTierOptions o) {
@@ -233,14 +238,8 @@ TEST_F(FileTierTest, ShrunkTierGrowsBackWhenTheDiskHasRoomAgain) {
 }
 
 TEST_F(FileTierTest, IoErrorMakesTheTierReadOnlyForACooldown) {
-  FileTierOptions o = Options();
+  FileTierOptions o = FailingFirstWrites(1);
   o.read_only_cooldown = absl::Milliseconds(300);
-  std::atomic<int> failures{1};
-  faults_.SetHook([&](absl::string_view op, const std::string&) {
-    return op == "write" && failures.fetch_sub(1) > 0 ? absl::UnavailableError("EIO")
-                                                      : absl::OkStatus();
-  });
-  o.files = &faults_;
   auto tier = Open(o);
   std::string data = Payload(kPayload, 5);
   EXPECT_FALSE(tier->Write(ns_, Key(1), data).ok());
@@ -272,15 +271,9 @@ TEST_F(FileTierTest, ATornWriteIsAMissNeverWrongBytes) {
 
 TEST_F(FileTierTest, TheTierKeepsTimeByItsClock) {
   FakeClock clock;
-  FileTierOptions o = Options();
+  FileTierOptions o = FailingFirstWrites(1);
   o.clock = &clock;
   o.read_only_cooldown = absl::Seconds(30);
-  std::atomic<int> failures{1};
-  faults_.SetHook([&](absl::string_view op, const std::string&) {
-    return op == "write" && failures.fetch_sub(1) > 0 ? absl::UnavailableError("EIO")
-                                                      : absl::OkStatus();
-  });
-  o.files = &faults_;
   auto tier = Open(o);
   std::string data = Payload(kPayload, 13);
   EXPECT_FALSE(tier->Write(ns_, Key(1), data).ok());

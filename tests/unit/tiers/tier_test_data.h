@@ -1,5 +1,6 @@
-// Test data shared by the tiers tests: a namespace fingerprint, a key, and deterministic
-// non-repeating payloads (xorshift32), so a swapped or shifted byte never goes unnoticed.
+// Test data shared by the tiers tests: a namespace fingerprint, a key, deterministic
+// non-repeating payloads (xorshift32), so a swapped or shifted byte never goes unnoticed,
+// and the options of a small FileTier.
 #ifndef KVSTRATA_TESTS_UNIT_TIERS_TIER_TEST_DATA_H_
 #define KVSTRATA_TESTS_UNIT_TIERS_TIER_TEST_DATA_H_
 
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "daemon/namespaces/namespace_spec.h"
+#include "daemon/tiers/file_tier.h"
 
 namespace kvstrata {
 
@@ -34,6 +36,20 @@ inline NamespaceSpec OpaqueTestSpec(uint64_t block_bytes, std::string model) {
   spec.tokens_per_block = 16;
   (void)ValidateAndNormalize(spec);
   return spec;
+}
+
+// A 64 MiB FileTier at `root`: local (L2) or shared (L3). Access times are recorded on
+// every hit and the shared tier trims only when a test calls EnforceSharedCapacity.
+inline FileTierOptions TestFileTierOptions(const std::string& root, bool shared) {
+  FileTierOptions o;
+  o.name = shared ? "l3" : "l2";
+  o.tier = shared ? Tier::kL3 : Tier::kL2;
+  o.root = root;
+  o.capacity_bytes = 64 << 20;
+  o.shared = shared;
+  o.access_record_interval = absl::ZeroDuration();
+  o.shared_eviction_interval = absl::Hours(1);
+  return o;
 }
 
 }  // namespace kvstrata
