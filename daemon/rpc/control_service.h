@@ -5,8 +5,11 @@
 // The hot host-mode methods (Lookup, ReserveStore, CommitStore, AcquireLoad, ReleaseLoad)
 // use gRPC's callback API: they run on the thread that read the request (no hand-off to a
 // sync-server thread: one wake-up less per call) with recycled messages (MessagePool).
-// They only take short locks, never block on I/O. Thread-safe (gRPC calls it from many
-// threads).
+// Blocking: they take short locks and never do I/O themselves, but with L2/L3 enabled
+// Lookup waits up to the lower tiers' probe_timeout for file probes (l2/l3.probe_timeout_ms,
+// 5 ms by default) and AcquireLoad up to promotion_wait (l1.promotion_wait_ms, 5 s) for
+// blocks coming up from L2/L3, on that gRPC thread (BlockStore, daemon/store). Without
+// lower tiers neither waits. Thread-safe (gRPC calls it from many threads).
 #ifndef KVSTRATA_DAEMON_RPC_CONTROL_SERVICE_H_
 #define KVSTRATA_DAEMON_RPC_CONTROL_SERVICE_H_
 

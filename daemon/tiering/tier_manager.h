@@ -16,6 +16,7 @@
 #define KVSTRATA_DAEMON_TIERING_TIER_MANAGER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -180,6 +181,10 @@ class TierManager : public TierListener {
   bool WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace& tn, absl::string_view key,
                    const PendingWrite* fallback);
   void CountHit(NamespaceId ns, const BlockKey& key);
+  // The time since `start` on the monotonic clock (copy latencies).
+  static absl::Duration Since(std::chrono::steady_clock::time_point start) {
+    return absl::FromChrono(std::chrono::steady_clock::now() - start);
+  }
   // Metrics: one copy between L1 and `tier` (down = L1 -> tier), and a dropped write.
   void RecordCopy(Tier tier, bool down, uint64_t bytes, absl::Duration took);
   void RecordDroppedWrite(Tier tier);

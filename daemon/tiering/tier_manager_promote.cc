@@ -59,11 +59,11 @@ void TierManager::PromoteChunk(NamespaceId ns, const TierNamespace& tn,
       if (slot.status != StoreStatus::kReserved) continue;
       Lower* lower = TierOf(tiers[i]);
       absl::Span<char> dest(region_ + slot.offset, slot.length);
-      const absl::Time start = absl::Now();
+      const auto start = std::chrono::steady_clock::now();
       if (lower != nullptr && lower->storage->Read(tn, keys[i], dest)) {
         written.push_back(static_cast<uint32_t>(i));
         lower->promoted.fetch_add(1);
-        RecordCopy(tiers[i], /*down=*/false, slot.length, absl::Now() - start);
+        RecordCopy(tiers[i], /*down=*/false, slot.length, Since(start));
       }
     }
     (void)cache_->CommitStore(kDaemonSession, reserved->reservation, absl::MakeConstSpan(written),

@@ -55,9 +55,9 @@ void TierManager::QueueWrite(Lower& lower, NamespaceId ns, const BlockKey& key,
     const absl::string_view raw(bytes.data(), bytes.size());
     std::optional<TierNamespace> tn = NamespaceOf(ns);
     if (tn.has_value() && !from_l1) {
-      const absl::Time start = absl::Now();
+      const auto start = std::chrono::steady_clock::now();
       if (lower.storage->Write(*tn, raw, pending->copy).ok()) {
-        RecordCopy(lower.storage->level(), true, pending->copy.size(), absl::Now() - start);
+        RecordCopy(lower.storage->level(), true, pending->copy.size(), Since(start));
       }
     } else if (tn.has_value()) {
       WriteFromL1(lower, ns, *tn, raw, pending.get());
@@ -86,17 +86,17 @@ bool TierManager::WriteFromL1(Lower& lower, NamespaceId ns, const TierNamespace&
       MutexLock lock(&lower.pending_mu);
       copy = fallback->copy;
     }
-    const absl::Time start = absl::Now();
+    const auto start = std::chrono::steady_clock::now();
     if (copy.empty() || !lower.storage->Write(tn, key, copy).ok()) return false;
-    RecordCopy(lower.storage->level(), true, copy.size(), absl::Now() - start);
+    RecordCopy(lower.storage->level(), true, copy.size(), Since(start));
     return true;
   }
   const LoadSlot& slot = pinned->slots[0];
-  const absl::Time start = absl::Now();
+  const auto start = std::chrono::steady_clock::now();
   absl::Status written =
       lower.storage->Write(tn, key, absl::string_view(region_ + slot.offset, slot.length));
   (void)cache_->ReleaseLoad(kDaemonSession, pinned->load);
-  if (written.ok()) RecordCopy(lower.storage->level(), true, slot.length, absl::Now() - start);
+  if (written.ok()) RecordCopy(lower.storage->level(), true, slot.length, Since(start));
   return written.ok();
 }
 
