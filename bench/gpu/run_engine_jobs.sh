@@ -6,6 +6,9 @@
 #                                         # the GPU Python tests
 #   bash bench/gpu/run_engine_jobs.sh 3   # job frames vs gRPC submits (KVSTRATA_FAST_SUBMIT=0)
 #                                         # and gpu.copy_streams=8, on four layouts
+#   SIZES=8192 REPEATS=15 bash bench/gpu/run_engine_jobs.sh 4
+#                                         # stores by DMA (the default since vLLM run 14)
+#                                         # against gpu.copy_strategy=staged, five layouts
 # Needs .bundle/ (scripts/bundle.sh, scripts/bundle_python.sh); writes under $OUT.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -45,8 +48,14 @@ case "${1:-}" in
     KVSTRATA_FAST_PATH=0 engine_jobs grpc --layouts nhd16,nhd32,mla,cross_layer
     engine_jobs streams8 --layouts nhd16,nhd32,flashinfer,mla --set gpu.copy_streams=8
     ;;
+  4)
+    bash scripts/gpu_run.sh --install-python | tail -n 1
+    layouts=(--layouts nhd16,nhd32,flashinfer,mla,cross_layer --no-overlap)
+    engine_jobs default "${layouts[@]}"
+    engine_jobs staged "${layouts[@]}" --set gpu.copy_strategy=staged
+    ;;
   *)
-    echo "usage: $0 1|2|3" >&2
+    echo "usage: $0 1|2|3|4" >&2
     exit 2
     ;;
 esac
