@@ -26,23 +26,17 @@ absl::StatusOr<NamespaceInfo> FindByFingerprint(const ServiceContext& context,
 }
 
 // Which tiers an admin request names: L1 and/or one lower tier (nullopt = all lower ones).
-struct TierChoice {
-  bool l1 = true;
-  bool lower = true;
-  std::optional<Tier> lower_tier;
-};
-
-absl::StatusOr<TierChoice> ChooseTiers(const ServiceContext& context, v1::Tier tier) {
+absl::StatusOr<TierSelection> ChooseTiers(const ServiceContext& context, v1::Tier tier) {
   switch (tier) {
     case v1::TIER_UNSPECIFIED:
-      return TierChoice{};
+      return TierSelection{};
     case v1::TIER_L1_DRAM:
-      return TierChoice{true, false, std::nullopt};
+      return TierSelection{true, false, std::nullopt};
     case v1::TIER_L2_LOCAL:
     case v1::TIER_L3_SHARED: {
       Tier lower = *TierFromWire(tier);
       for (const LowerTierStatus& st : context.tiers->Status()) {
-        if (st.tier == lower) return TierChoice{false, true, lower};
+        if (st.tier == lower) return TierSelection{false, true, lower};
       }
       std::string name(TierLabel(lower));
       return absl::FailedPreconditionError(
@@ -115,30 +109,16 @@ grpc::Status AdminService::Evict(grpc::ServerContext* ctx, const v1::EvictReques
     absl::StatusOr<NamespaceInfo> ns = FindByFingerprint(context_, request->fingerprint());
     if (!ns.ok()) return ns.status();
     if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-    absl::StatusOr<TierChoice> tiers = ChooseTiers(context_, request->tier());
+    absl::StatusOr<TierSelection> tiers = ChooseTiers(context_, request->tier());
     if (!tiers.ok()) return tiers.status();
     std::vector<std::string_view> keys = KeyViews(request->keys());
-    // A pin keeps a block in every tier: its L2/L3 files are not removed either.
-    absl::StatusOr<std::vector<bool>> pinned = context_.cache->Pinned(ns->id, keys);
-    if (!pinned.ok()) return pinned.status();
-    std::vector<std::string_view> unpinned;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!(*pinned)[i]) unpinned.push_back(keys[i]);
-    }
-    std::vector<bool> evicted(unpinned.size(), false);
-    if (tiers->l1) {
-      absl::StatusOr<size_t> l1 = context_.cache->Evict(ns->id, unpinned, &evicted);
-      if (!l1.ok()) return l1.status();
-      response->set_l1_blocks(*l1);
-    }
-    for (Tier lower : {Tier::kL2, Tier::kL3}) {
-      if (!tiers->lower || (tiers->lower_tier.has_value() && *tiers->lower_tier != lower)) continue;
-      size_t files = context_.tiers->Evict(ns->id, unpinned, lower, &evicted);
-      if (lower == Tier::kL2) response->set_l2_blocks(files);
-      if (lower == Tier::kL3) response->set_l3_blocks(files);
-    }
-    response->set_evicted_blocks(std::count(evicted.begin(), evicted.end(), true));
-    response->set_pinned_blocks(keys.size() - unpinned.size());
+    absl::StatusOr<EvictCounts> evicted = context_.store->Evict(ns->id, keys, *tiers);
+    if (!evicted.ok()) return evicted.status();
+    if (tiers->l1) response->set_l1_blocks(evicted->l1);
+    if (tiers->lower && tiers->lower_tier != Tier::kL3) response->set_l2_blocks(evicted->l2);
+    if (tiers->lower && tiers->lower_tier != Tier::kL2) response->set_l3_blocks(evicted->l3);
+    response->set_evicted_blocks(evicted->keys);
+    response->set_pinned_blocks(evicted->pinned);
     return absl::OkStatus();
   });
 }
@@ -153,10 +133,9 @@ grpc::Status AdminService::Clear(grpc::ServerContext* ctx, const v1::ClearReques
       if (!info.ok()) return info.status();
       ns = info->id;
     }
-    absl::StatusOr<TierChoice> tiers = ChooseTiers(context_, request->tier());
+    absl::StatusOr<TierSelection> tiers = ChooseTiers(context_, request->tier());
     if (!tiers.ok()) return tiers.status();
-    size_t l1 = tiers->l1 ? context_.cache->Clear(ns) : 0;
-    size_t files = tiers->lower ? context_.tiers->Clear(ns, tiers->lower_tier) : 0;
+    auto [l1, files] = context_.store->Clear(ns, *tiers);
     v1::Progress progress;
     progress.set_done_units(l1 + files);
     progress.set_total_units(l1 + files);
@@ -189,7 +168,7 @@ grpc::Status AdminService::PinOrUnpin(absl::string_view method, grpc::ServerCont
     if (absl::Status s = ValidateKeys(request.keys()); !s.ok()) return s;
     std::vector<std::string_view> keys = KeyViews(request.keys());
     absl::StatusOr<size_t> changed =
-        pin ? context_.cache->Pin(ns->id, keys) : context_.cache->Unpin(ns->id, keys);
+        pin ? context_.store->Pin(ns->id, keys) : context_.store->Unpin(ns->id, keys);
     if (!changed.ok()) return changed.status();
     response->set_blocks(*changed);
     return absl::OkStatus();
@@ -203,7 +182,7 @@ grpc::Status AdminService::Drain(grpc::ServerContext* ctx, const v1::DrainReques
     if (!context_.tiers->has_tiers()) {
       return absl::FailedPreconditionError("no lower tier (L2/L3) is enabled: nothing to drain to");
     }
-    absl::StatusOr<TierChoice> tiers = ChooseTiers(context_, request->target());
+    absl::StatusOr<TierSelection> tiers = ChooseTiers(context_, request->target());
     if (!tiers.ok()) return tiers.status();
     if (!tiers->lower) return absl::InvalidArgumentError("drain targets a lower tier, not L1");
     uint64_t last_done = 0, last_total = 0;
@@ -216,7 +195,7 @@ grpc::Status AdminService::Drain(grpc::ServerContext* ctx, const v1::DrainReques
       progress.set_unit("blocks");
       writer->Write(progress);
     };
-    absl::StatusOr<size_t> written = context_.tiers->Drain(tiers->lower_tier, send);
+    absl::StatusOr<size_t> written = context_.store->Drain(tiers->lower_tier, send);
     if (!written.ok()) return written.status();
     v1::Progress last;  // the last counts again: a final frame reads like the one before it
     last.set_done(true);

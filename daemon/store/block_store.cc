@@ -36,4 +36,47 @@ absl::StatusOr<std::vector<std::optional<Tier>>> BlockStore::Peek(NamespaceId ns
   return where;
 }
 
+absl::StatusOr<EvictCounts> BlockStore::Evict(NamespaceId ns, Keys keys,
+                                              const TierSelection& tiers) {
+  absl::StatusOr<std::vector<bool>> pinned = l1_->Pinned(ns, keys);
+  if (!pinned.ok()) return pinned.status();
+  std::vector<std::string_view> unpinned;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!(*pinned)[i]) unpinned.push_back(keys[i]);
+  }
+  EvictCounts counts;
+  counts.pinned = keys.size() - unpinned.size();
+  std::vector<bool> evicted(unpinned.size(), false);
+  if (tiers.l1) {
+    absl::StatusOr<size_t> l1 = l1_->Evict(ns, unpinned, &evicted);
+    if (!l1.ok()) return l1.status();
+    counts.l1 = *l1;
+  }
+  for (Tier lower : {Tier::kL2, Tier::kL3}) {
+    if (lower_ == nullptr || !tiers.lower ||
+        (tiers.lower_tier.has_value() && *tiers.lower_tier != lower)) {
+      continue;
+    }
+    size_t files = lower_->Evict(ns, unpinned, lower, &evicted);
+    (lower == Tier::kL2 ? counts.l2 : counts.l3) = files;
+  }
+  counts.keys = static_cast<size_t>(std::count(evicted.begin(), evicted.end(), true));
+  return counts;
+}
+
+std::pair<size_t, size_t> BlockStore::Clear(std::optional<NamespaceId> ns,
+                                            const TierSelection& tiers) {
+  size_t l1 = tiers.l1 ? l1_->Clear(ns) : 0;
+  size_t files = tiers.lower && lower_ != nullptr ? lower_->Clear(ns, tiers.lower_tier) : 0;
+  return {l1, files};
+}
+
+absl::StatusOr<size_t> BlockStore::Drain(std::optional<Tier> tier,
+                                         const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (lower_ == nullptr || !lower_->has_tiers()) {
+    return absl::FailedPreconditionError("no lower tier (L2/L3) is enabled: nothing to drain to");
+  }
+  return lower_->Drain(tier, progress);
+}
+
 }  // namespace kvstrata

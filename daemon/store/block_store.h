@@ -15,8 +15,10 @@
 #ifndef KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_
 #define KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_
 
+#include <functional>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +29,22 @@
 #include "daemon/tiering/tier_manager.h"
 
 namespace kvstrata {
+
+// Which tiers an admin operation acts on: L1 and/or the lower tiers (one, or all of them
+// when lower_tier is nullopt).
+struct TierSelection {
+  bool l1 = true;
+  bool lower = true;
+  std::optional<Tier> lower_tier;
+};
+
+// What an admin Evict did: blocks (L1) and files (L2, L3) removed, the keys that left at
+// least one tier, and the pinned keys left alone.
+struct EvictCounts {
+  size_t l1 = 0, l2 = 0, l3 = 0;
+  size_t keys = 0;
+  size_t pinned = 0;
+};
 
 struct BlockStoreOptions {
   absl::Duration default_lease_ttl = absl::Seconds(5);  // [sessions] lease_ttl_ms
@@ -85,6 +103,19 @@ class BlockStore {
   // Admin: the fastest tier holding each key (L1 first), nullopt where none does. Probes
   // the lower tiers' files for keys their indexes do not know.
   absl::StatusOr<std::vector<std::optional<Tier>>> Peek(NamespaceId ns, Keys keys);
+  // Admin: removes the keys from the selected tiers. A pin keeps a block in every tier:
+  // pinned keys are left in L1 and their L2/L3 files too. Blocks in use are skipped.
+  absl::StatusOr<EvictCounts> Evict(NamespaceId ns, Keys keys, const TierSelection& tiers);
+  // Admin: every block of `ns` (nullopt: of every namespace) in the selected tiers. Returns
+  // L1 blocks and lower-tier files removed.
+  std::pair<size_t, size_t> Clear(std::optional<NamespaceId> ns, const TierSelection& tiers);
+  // Admin: pins keep blocks from eviction in every tier; the count of keys changed.
+  absl::StatusOr<size_t> Pin(NamespaceId ns, Keys keys) { return l1_->Pin(ns, keys); }
+  absl::StatusOr<size_t> Unpin(NamespaceId ns, Keys keys) { return l1_->Unpin(ns, keys); }
+  // Admin: writes every L1 block the lower tier `tier` (nullopt: each) lacks; blocks on I/O
+  // until done, calling progress(done, total). FAILED_PRECONDITION without lower tiers.
+  absl::StatusOr<size_t> Drain(std::optional<Tier> tier,
+                               const std::function<void(uint64_t, uint64_t)>& progress);
 
  private:
   PartitionedCache* const l1_;

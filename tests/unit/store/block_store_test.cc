@@ -128,6 +128,47 @@ TEST_F(BlockStoreTest, PeekNamesTheFastestTierOfEachKey) {
   EXPECT_EQ((*where)[2], std::nullopt);
 }
 
+TEST_F(BlockStoreTest, EvictLeavesPinnedKeysInEveryTier) {
+  std::vector<std::string> keys = Keys(3);
+  StoreAll(keys, 50);
+  std::string_view pinned = keys[0];
+  ASSERT_EQ(*store_->Pin(ns_, absl::MakeConstSpan(&pinned, 1)), 1u);
+  auto evicted = store_->Evict(ns_, Views(keys), TierSelection{});
+  ASSERT_TRUE(evicted.ok()) << evicted.status();
+  EXPECT_EQ(evicted->pinned, 1u);
+  EXPECT_EQ(evicted->l1, 2u);
+  EXPECT_EQ(evicted->l2, 2u);
+  EXPECT_EQ(evicted->keys, 2u);
+  auto where = store_->Peek(ns_, Views(keys));
+  ASSERT_TRUE(where.ok());
+  EXPECT_EQ((*where)[0], Tier::kL1);
+  EXPECT_EQ((*where)[1], std::nullopt);
+  EXPECT_EQ((*where)[2], std::nullopt);
+  EXPECT_EQ(lower_->Stats().blocks, 1u);  // The pinned key's L2 copy stays.
+}
+
+TEST_F(BlockStoreTest, EvictAndClearActOnTheSelectedTiersOnly) {
+  std::vector<std::string> keys = Keys(2);
+  StoreAll(keys, 60);
+  auto l1_only = store_->Evict(ns_, Views(keys), TierSelection{true, false, std::nullopt});
+  ASSERT_TRUE(l1_only.ok()) << l1_only.status();
+  EXPECT_EQ(l1_only->l1, 2u);
+  EXPECT_EQ(lower_->Stats().blocks, 2u);
+  EXPECT_EQ(store_->Clear(ns_, TierSelection{false, true, Tier::kL2}),
+            (std::pair<size_t, size_t>{0, 2}));
+  EXPECT_EQ(lower_->Stats().blocks, 0u);
+}
+
+TEST_F(BlockStoreTest, DrainWritesWhatTheLowerTierLacks) {
+  std::vector<std::string> keys = Keys(3);
+  StoreAll(keys, 70);
+  ASSERT_EQ(store_->Clear(ns_, TierSelection{false, true, std::nullopt}).second, 3u);
+  auto written = store_->Drain(std::nullopt, [](uint64_t, uint64_t) {});
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, 3u);
+  EXPECT_EQ(lower_->Stats().blocks, 3u);
+}
+
 TEST(BlockStoreWithoutLowerTiersTest, IsL1Alone) {
   std::vector<char> region(8 * (64 << 10));
   auto allocator = *SlabAllocator::Create(
@@ -140,6 +181,7 @@ TEST(BlockStoreWithoutLowerTiersTest, IsL1Alone) {
   auto found = store.Lookup(kClient, 1, absl::MakeConstSpan(&key, 1), std::nullopt);
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found->hits, 0u);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.Drain(std::nullopt, nullptr).status()));
 }
 
 }  // namespace
