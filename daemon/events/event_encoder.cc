@@ -48,7 +48,8 @@ std::vector<Field> Fields(const KvEvent& e) {
   if (e.kind == KvEventKind::kAllBlocksCleared) return f;
   auto str = [](MsgpackWriter& out, const std::string& v) { out.Str(v); };
   auto uint = [](MsgpackWriter& out, uint64_t v) { out.Uint(v); };
-  f.push_back({"block_hashes", true, [&e](MsgpackWriter& out) { WriteHashes(out, e.block_hashes); }});
+  f.push_back(
+      {"block_hashes", true, [&e](MsgpackWriter& out) { WriteHashes(out, e.block_hashes); }});
   if (e.kind == KvEventKind::kBlockStored) {
     f.push_back({"parent_block_hash", true, [&e](MsgpackWriter& out) {
                    e.parent_block_hash.has_value() ? out.Uint(*e.parent_block_hash) : out.Nil();

@@ -197,8 +197,7 @@ void EventPublisher::PublishPending() {
     if (!batch.events.empty()) {
       KvEvent& last = batch.events.back();
       if (last.kind == p.kind && last.namespace_id == p.ns && last.medium == medium &&
-          last.locality == locality &&
-          last.block_hashes.size() < options_.max_hashes_per_event) {
+          last.locality == locality && last.block_hashes.size() < options_.max_hashes_per_event) {
         last.block_hashes.push_back(p.hash);
         continue;
       }
