@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "client/cli/commands.h"
 #include "client/cli/output.h"
 #include "client/cli/table.h"
+#include "daemon/common/tier.h"
 
 namespace kvstrata {
 namespace {
@@ -37,9 +39,10 @@ absl::Status ParseTarget(const std::vector<std::string>& args, Request& request)
 // --tier as the wire enum; `allow_l1` false for drain (its targets are lower tiers).
 absl::StatusOr<v1::Tier> ParseTier(const std::string& name, bool allow_l1) {
   if (name.empty() || name == "all") return v1::TIER_UNSPECIFIED;
-  if (name == "l1" && allow_l1) return v1::TIER_L1_DRAM;
-  if (name == "l2") return v1::TIER_L2_LOCAL;
-  if (name == "l3") return v1::TIER_L3_SHARED;
+  std::optional<Tier> tier = TierFromLabel(name);
+  if (tier.has_value() && (allow_l1 || *tier != Tier::kL1)) {
+    return static_cast<v1::Tier>(TierWire(*tier));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("--tier='", name, "': expected ", allow_l1 ? "l1, l2, l3 or all" : "l2 or l3"));
 }

@@ -3,12 +3,14 @@
 #include <google/protobuf/descriptor.h>
 
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/commands.h"
 #include "client/cli/json_writer.h"
+#include "daemon/common/tier.h"
 
 namespace kvstrata {
 
@@ -53,16 +55,8 @@ std::string EnumName(const google::protobuf::Message& holder, const char* field)
 }
 
 std::string TierName(v1::Tier tier) {
-  switch (tier) {
-    case v1::TIER_L1_DRAM:
-      return "l1";
-    case v1::TIER_L2_LOCAL:
-      return "l2";
-    case v1::TIER_L3_SHARED:
-      return "l3";
-    default:
-      return "-";
-  }
+  std::optional<Tier> known = TierFromWire(static_cast<uint32_t>(tier));
+  return known.has_value() ? std::string(TierLabel(*known)) : "-";
 }
 
 }  // namespace kvstrata

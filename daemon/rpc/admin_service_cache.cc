@@ -179,9 +179,8 @@ grpc::Status AdminService::Drain(grpc::ServerContext* ctx, const v1::DrainReques
                                  grpc::ServerWriter<v1::Progress>* writer) {
   return context_.guard->Run("Admin.Drain", ctx, [&](const Caller& caller) -> absl::Status {
     if (absl::Status s = RequireAdmin(caller, "Admin.Drain"); !s.ok()) return s;
-    if (!context_.tiers->has_tiers()) {
-      return absl::FailedPreconditionError("no lower tier (L2/L3) is enabled: nothing to drain to");
-    }
+    // Checked before the target, so that "no lower tier" is what a daemon without any says.
+    if (absl::Status s = context_.store->CheckDrainable(); !s.ok()) return s;
     absl::StatusOr<TierSelection> tiers = ChooseTiers(context_, request->target());
     if (!tiers.ok()) return tiers.status();
     if (!tiers->lower) return absl::InvalidArgumentError("drain targets a lower tier, not L1");

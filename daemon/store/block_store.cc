@@ -71,11 +71,16 @@ std::pair<size_t, size_t> BlockStore::Clear(std::optional<NamespaceId> ns,
   return {l1, files};
 }
 
-absl::StatusOr<size_t> BlockStore::Drain(std::optional<Tier> tier,
-                                         const std::function<void(uint64_t, uint64_t)>& progress) {
+absl::Status BlockStore::CheckDrainable() const {
   if (lower_ == nullptr || !lower_->has_tiers()) {
     return absl::FailedPreconditionError("no lower tier (L2/L3) is enabled: nothing to drain to");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> BlockStore::Drain(std::optional<Tier> tier,
+                                         const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (absl::Status s = CheckDrainable(); !s.ok()) return s;
   return lower_->Drain(tier, progress);
 }
 

@@ -112,8 +112,10 @@ class BlockStore {
   // Admin: pins keep blocks from eviction in every tier; the count of keys changed.
   absl::StatusOr<size_t> Pin(NamespaceId ns, Keys keys) { return l1_->Pin(ns, keys); }
   absl::StatusOr<size_t> Unpin(NamespaceId ns, Keys keys) { return l1_->Unpin(ns, keys); }
+  // FAILED_PRECONDITION when no lower tier is enabled (nothing to drain to), else OK.
+  absl::Status CheckDrainable() const;
   // Admin: writes every L1 block the lower tier `tier` (nullopt: each) lacks; blocks on I/O
-  // until done, calling progress(done, total). FAILED_PRECONDITION without lower tiers.
+  // until done, calling progress(done, total). CheckDrainable's error without lower tiers.
   absl::StatusOr<size_t> Drain(std::optional<Tier> tier,
                                const std::function<void(uint64_t, uint64_t)>& progress);
 

@@ -35,19 +35,19 @@ class MemoryTier final : public BlockTier {
   Tier level() const override { return level_; }
   Presence Cached(absl::string_view fingerprint, absl::string_view key) const override {
     MutexLock lock(&mu_);
-    return blocks_.contains(Name(fingerprint, key)) ? Presence::kPresent : Presence::kAbsent;
+    return Find(fingerprint, key) != nullptr ? Presence::kPresent : Presence::kAbsent;
   }
   bool Probe(absl::string_view fingerprint, absl::string_view key) override {
     return Cached(fingerprint, key) == Presence::kPresent;
   }
   bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override {
     MutexLock lock(&mu_);
-    auto it = blocks_.find(Name(ns.fingerprint, key));
-    if (fail_reads_ || it == blocks_.end() || it->second.size() != dest.size()) {
+    const std::string* block = Find(ns.fingerprint, key);
+    if (fail_reads_ || block == nullptr || block->size() != dest.size()) {
       ++stats_.misses;
       return false;
     }
-    std::memcpy(dest.data(), it->second.data(), dest.size());
+    std::memcpy(dest.data(), block->data(), dest.size());
     ++stats_.hits;
     stats_.read_bytes += dest.size();
     return true;
@@ -59,57 +59,69 @@ class MemoryTier final : public BlockTier {
           "a block of ", payload.size(), " bytes where the namespace has ", ns.payload_bytes));
     }
     MutexLock lock(&mu_);
-    std::string name = Name(ns.fingerprint, key);
-    if (blocks_.contains(name)) return absl::OkStatus();
+    if (Find(ns.fingerprint, key) != nullptr) return absl::OkStatus();
     if (fail_writes_) {
       ++stats_.write_errors;
       return absl::UnavailableError("memory tier: writes fail");
     }
-    if (capacity_blocks_ > 0 && blocks_.size() >= capacity_blocks_) {
+    if (capacity_blocks_ > 0 && CountLocked() >= capacity_blocks_) {
       ++stats_.refused_writes;
       return absl::ResourceExhaustedError("memory tier: full");
     }
-    blocks_.emplace(std::move(name), std::string(payload));
+    blocks_[ns.fingerprint].emplace(std::string(key), std::string(payload));
     ++stats_.writes;
     stats_.write_bytes += payload.size();
     return absl::OkStatus();
   }
   bool Remove(absl::string_view fingerprint, absl::string_view key) override {
     MutexLock lock(&mu_);
-    return blocks_.erase(Name(fingerprint, key)) > 0;
+    auto it = blocks_.find(fingerprint);
+    return it != blocks_.end() && it->second.erase(key) > 0;
   }
   size_t Clear(std::optional<absl::string_view> fingerprint) override {
     MutexLock lock(&mu_);
-    size_t removed = 0;
-    for (auto it = blocks_.begin(); it != blocks_.end();) {
-      if (!fingerprint.has_value() || absl::string_view(it->first).substr(0, 32) == *fingerprint) {
-        blocks_.erase(it++);
-        ++removed;
-      } else {
-        ++it;
-      }
+    if (!fingerprint.has_value()) {
+      size_t removed = CountLocked();
+      blocks_.clear();
+      return removed;
     }
+    auto it = blocks_.find(*fingerprint);
+    if (it == blocks_.end()) return 0;
+    size_t removed = it->second.size();
+    blocks_.erase(it);
     return removed;
   }
   TierStats Stats() const override {
     MutexLock lock(&mu_);
     TierStats s = stats_;
-    s.blocks = blocks_.size();
-    for (const auto& [name, bytes] : blocks_) s.used_bytes += bytes.size();
+    s.blocks = CountLocked();
+    for (const auto& [fingerprint, keys] : blocks_) {
+      for (const auto& [key, bytes] : keys) s.used_bytes += bytes.size();
+    }
     s.warm = true;
     return s;
   }
 
  private:
-  // fingerprint (32 hex) + key bytes
-  static std::string Name(absl::string_view fingerprint, absl::string_view key) {
-    return absl::StrCat(fingerprint, key);
+  const std::string* Find(absl::string_view fingerprint, absl::string_view key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto ns = blocks_.find(fingerprint);
+    if (ns == blocks_.end()) return nullptr;
+    auto it = ns->second.find(key);
+    return it == ns->second.end() ? nullptr : &it->second;
+  }
+  size_t CountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t n = 0;
+    for (const auto& [fingerprint, keys] : blocks_) n += keys.size();
+    return n;
   }
 
   const Tier level_;
   const size_t capacity_blocks_;
   mutable Mutex mu_;
-  absl::flat_hash_map<std::string, std::string> blocks_ ABSL_GUARDED_BY(mu_);
+  // fingerprint -> key -> payload
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> blocks_
+      ABSL_GUARDED_BY(mu_);
   TierStats stats_ ABSL_GUARDED_BY(mu_);
   bool fail_writes_ ABSL_GUARDED_BY(mu_) = false;
   bool fail_reads_ ABSL_GUARDED_BY(mu_) = false;

@@ -92,8 +92,9 @@ class Connection:
     def _close_parts(self) -> None:
         """Release the other parts' state on close (see kvstrata.Session)."""
 
-    def _heartbeat_loop(self) -> None:  # kvstrata.reconnect.Reconnect
-        raise NotImplementedError
+    def _heartbeat_loop(self) -> None:
+        """The heartbeat thread's body: kvstrata.reconnect.Reconnect defines it."""
+        raise NotImplementedError("a Connection heart-beats through kvstrata.Session")
 
     def _fail_jobs(self, reason: str) -> None:  # kvstrata.jobs.SessionJobs
         """Report the session's pending jobs failed (the jobs part overrides this)."""

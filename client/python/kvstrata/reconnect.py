@@ -232,4 +232,5 @@ class Reconnect(Connection):
         pass
 
     def shared_region(self) -> Any:
-        raise NotImplementedError
+        """The mapped region a reconnect remaps: kvstrata.host_io.HostIO defines it."""
+        raise NotImplementedError("the shared region is mapped through kvstrata.Session")
