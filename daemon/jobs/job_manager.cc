@@ -192,11 +192,11 @@ absl::StatusOr<JobId> JobManager::SubmitLoad(SessionId session, NamespaceId ns,
                                              std::optional<LeaseId> lease,
                                              std::optional<uint64_t> layer_flag_value) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
-  BlockStore::PendingLoad pending;
+  PendingLoad pending;
   // A layer-wise load runs now, in the engine's step: nothing waits for a disk.
   if (!layer_flag_value.has_value()) pending = store_->BeginLoad(ns, blocks.keys);
   const JobId job = StartJob(session, JobCompletion::Kind::kLoad);
-  if (pending.waits.empty()) {
+  if (pending.waits().empty()) {
     if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease, layer_flag_value);
         !s.ok()) {
       return s;
@@ -251,8 +251,7 @@ void JobManager::DeferredLoop() {
 absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
                                  RegistrationId registration, const JobBlocks& blocks,
                                  std::optional<LeaseId> lease,
-                                 std::optional<uint64_t> layer_flag_value,
-                                 BlockStore::PendingLoad pending) {
+                                 std::optional<uint64_t> layer_flag_value, PendingLoad pending) {
   const absl::Time entered = absl::Now();
   absl::StatusOr<LoadResult> acquired =
       store_->FinishLoad(session, ns, blocks.keys, lease, std::move(pending));

@@ -106,7 +106,7 @@ class JobManager {
     std::vector<std::string> keys;
     std::vector<uint32_t> block_ids;
     std::optional<LeaseId> lease;
-    BlockStore::PendingLoad pending;
+    PendingLoad pending;
   };
   absl::Status CheckRegistration(SessionId session, NamespaceId ns, RegistrationId registration,
                                  const JobBlocks& blocks);
@@ -115,8 +115,7 @@ class JobManager {
   // (no completion) and the error returned.
   absl::Status RunLoad(JobId job, SessionId session, NamespaceId ns, RegistrationId registration,
                        const JobBlocks& blocks, std::optional<LeaseId> lease,
-                       std::optional<uint64_t> layer_flag_value,
-                       BlockStore::PendingLoad pending = {});
+                       std::optional<uint64_t> layer_flag_value, PendingLoad pending = {});
   void DeferredLoop();
   JobId StartJob(SessionId session, JobCompletion::Kind kind);
   // Reports one finished job's copies to the metrics sink.

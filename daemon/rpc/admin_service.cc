@@ -62,7 +62,7 @@ void AdminService::FillTiers(google::protobuf::RepeatedPtrField<v1::TierInfo>* t
   FillTier(config.l2, v1::TIER_L2_LOCAL, config.l2.eviction_policy, l2);
   v1::TierInfo* l3 = tiers->Add();
   FillTier(config.l3, v1::TIER_L3_SHARED, config.l3.eviction_policy, l3);
-  for (const LowerTierStatus& st : context_.tiers->Status()) {
+  for (const LowerTierStatus& st : context_.store->LowerTiers()) {
     FillLowerUsage(st, st.tier == Tier::kL2 ? l2 : l3);
   }
 }

@@ -35,7 +35,7 @@ absl::StatusOr<TierSelection> ChooseTiers(const ServiceContext& context, v1::Tie
     case v1::TIER_L2_LOCAL:
     case v1::TIER_L3_SHARED: {
       Tier lower = *TierFromWire(tier);
-      for (const LowerTierStatus& st : context.tiers->Status()) {
+      for (const LowerTierStatus& st : context.store->LowerTiers()) {
         if (st.tier == lower) return TierSelection{false, true, lower};
       }
       std::string name(TierLabel(lower));

@@ -18,7 +18,6 @@
 #include "daemon/session/session_registry.h"
 #include "daemon/session/tenant_table.h"
 #include "daemon/store/block_store.h"
-#include "daemon/tiering/tier_manager.h"
 
 namespace kvstrata {
 
@@ -52,7 +51,6 @@ struct ServiceContext {
   std::string shm_fd_socket;             // Where host-mode clients receive the region's fd.
   std::string lookup_socket;             // The lookup fast path (LookupServer); "" when absent.
   JobManager* jobs = nullptr;            // GPU store/load jobs and KV memory registrations.
-  TierManager* tiers = nullptr;          // L2/L3 below the cache (admin); may hold no tier.
   EventPublisher* events = nullptr;      // KV events; nullptr when [events] is disabled.
   MetricsSink* metrics = nullptr;        // lookups and hits; nullptr reports nothing.
 };

@@ -112,7 +112,6 @@ absl::Status Daemon::StartServing() {
                          fd_socket,
                          config_.server.socket + ".lookup",
                          jobs_.get(),
-                         tiers_.get(),
                          events_.get(),
                          metrics_.get()};
   absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(

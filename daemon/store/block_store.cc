@@ -1,6 +1,7 @@
 #include "daemon/store/block_store.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 namespace kvstrata {
@@ -13,19 +14,72 @@ absl::Duration BlockStore::LeaseTtl(absl::Duration requested) const {
 absl::StatusOr<LookupResult> BlockStore::Lookup(SessionId session, NamespaceId ns, Keys keys,
                                                 std::optional<absl::Duration> lease_ttl) {
   absl::StatusOr<LookupResult> result = l1_->Lookup(session, ns, keys, lease_ttl);
-  if (result.ok() && lower_ != nullptr)
-    lower_->ExtendLookup(session, ns, keys, lease_ttl, &*result);
+  if (!result.ok() || lower_ == nullptr) return result;
+  lower_->CountL1Hits(ns, keys.first(result->hits));
+  if (result->hits >= keys.size()) return result;
+  const Keys rest = keys.subspan(result->hits);
+  std::vector<Tier> below = lower_->FindBelowL1(ns, rest);
+  if (below.empty()) return result;
+  if (lease_ttl.has_value()) LeaseBelowL1(session, ns, rest, below, *lease_ttl, &*result);
+  result->hits += below.size();
+  result->tiers.insert(result->tiers.end(), below.begin(), below.end());
   return result;
 }
 
-BlockStore::PendingLoad BlockStore::BeginLoad(NamespaceId ns, Keys keys) {
-  return lower_ != nullptr ? lower_->StartLoad(ns, keys) : PendingLoad{};
+void BlockStore::LeaseBelowL1(SessionId session, NamespaceId ns, Keys keys,
+                              const std::vector<Tier>& tiers, absl::Duration ttl,
+                              LookupResult* result) {
+  if (!result->lease.has_value()) {
+    absl::StatusOr<LeaseId> lease = l1_->CreateEmptyLease(session, ns, ttl);
+    if (lease.ok()) result->lease = *lease;
+  }
+  std::optional<LeaseRef> into;
+  if (result->lease.has_value()) into = LeaseRef{session, *result->lease};
+  // Past the first L1 miss, blocks still in L1 join the lease as they are; the others are
+  // promoted into it.
+  std::vector<std::string_view> in_l1;
+  std::vector<std::string> promote;
+  std::vector<Tier> promote_tiers;
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    if (tiers[i] == Tier::kL1) {
+      in_l1.push_back(keys[i]);
+    } else {
+      promote.emplace_back(keys[i]);
+      promote_tiers.push_back(tiers[i]);
+    }
+  }
+  if (into.has_value() && !in_l1.empty()) l1_->AddToLease(*into, ns, in_l1);
+  if (!promote.empty())
+    (void)lower_->Promote(ns, std::move(promote), std::move(promote_tiers), into);
+}
+
+PendingLoad BlockStore::BeginLoad(NamespaceId ns, Keys keys) {
+  PendingLoad pending;
+  if (lower_ == nullptr) return pending;
+  Promoter::LoadPlan plan = lower_->PlanLoad(ns, keys);
+  pending.waits() = std::move(plan.in_flight);
+  if (plan.promote.empty()) return pending;
+  // The daemon's own lease holds what lands until the caller's AcquireLoad pins it. The
+  // load's blocks already in L1 join it too: the promotions make room by evicting, and
+  // must not evict what this load is about to read.
+  std::optional<LeaseRef> into;
+  absl::StatusOr<LeaseId> lease =
+      l1_->CreateEmptyLease(kDaemonSession, ns, lower_->promotion_wait() + absl::Seconds(30));
+  if (lease.ok()) {
+    into = LeaseRef{kDaemonSession, *lease};
+    pending.HoldLease(l1_, *lease);
+    l1_->AddToLease(*into, ns, keys);
+  }
+  Promoter::Marks started =
+      lower_->Promote(ns, std::move(plan.promote), std::move(plan.tiers), into);
+  pending.waits().insert(pending.waits().end(), started.begin(), started.end());
+  return pending;
 }
 
 absl::StatusOr<LoadResult> BlockStore::FinishLoad(SessionId session, NamespaceId ns, Keys keys,
                                                   std::optional<LeaseId> lease,
                                                   PendingLoad pending) {
-  if (lower_ != nullptr) lower_->WaitForLoad(pending);
+  if (lower_ != nullptr) lower_->Wait(pending.waits());
   // `pending` keeps the promoted blocks pinned until AcquireLoad has pinned them itself.
   return l1_->AcquireLoad(session, ns, keys, lease);
 }

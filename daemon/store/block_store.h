@@ -9,6 +9,9 @@
 //   block that did not make it is simply missing: the engine recomputes it.
 // - A store goes to L1 (reserve -> the caller copies -> commit); the lower tiers receive it
 //   by write-down (TierManager), never on the caller's path.
+// - Leases are made here: a lookup's lease (L1 makes it with the L1 hits; the blocks found
+//   below L1 join it, those still in L1 at once, the others as their promotions land) and a
+//   load's own daemon lease on what its promotions bring up (PendingLoad).
 // - Lease TTLs: a request's TTL (0 = the default) is clamped to the maximum here, once.
 // Thread-safe. Blocking: Lookup up to the probe timeouts; FinishLoad and AcquireLoad up to
 // promotion_wait; everything else only on L1's locks.
@@ -26,6 +29,7 @@
 #include "absl/types/span.h"
 #include "daemon/cache/partitioned_cache.h"
 #include "daemon/common/ids.h"
+#include "daemon/store/pending_load.h"
 #include "daemon/tiering/tier_manager.h"
 
 namespace kvstrata {
@@ -54,8 +58,6 @@ struct BlockStoreOptions {
 class BlockStore {
  public:
   using Keys = absl::Span<const std::string_view>;
-  // A load's promotions, started by BeginLoad; hand it to FinishLoad.
-  using PendingLoad = TierManager::PendingLoad;
 
   // `l1` and `lower` (nullptr: no L2/L3) are not owned and outlive the store.
   BlockStore(PartitionedCache* l1, TierManager* lower, BlockStoreOptions options)
@@ -83,7 +85,9 @@ class BlockStore {
     return l1_->AbortStore(session, reservation);
   }
 
-  // Starts promoting what `keys` has below L1 and returns at once.
+  // Starts promoting what `keys` has below L1 and returns; blocks only while a tier still
+  // scanning after a restart has to be probed (up to promotion_wait). Hand the result to
+  // FinishLoad.
   PendingLoad BeginLoad(NamespaceId ns, Keys keys);
   // Waits for `pending` (bounded), then pins the keys' L1 blocks for the caller's copies.
   absl::StatusOr<LoadResult> FinishLoad(SessionId session, NamespaceId ns, Keys keys,
@@ -112,6 +116,10 @@ class BlockStore {
   // Admin: pins keep blocks from eviction in every tier; the count of keys changed.
   absl::StatusOr<size_t> Pin(NamespaceId ns, Keys keys) { return l1_->Pin(ns, keys); }
   absl::StatusOr<size_t> Unpin(NamespaceId ns, Keys keys) { return l1_->Unpin(ns, keys); }
+  // Admin: each lower tier's state and counters, fastest first (empty without L2/L3).
+  std::vector<LowerTierStatus> LowerTiers() const {
+    return lower_ != nullptr ? lower_->Status() : std::vector<LowerTierStatus>{};
+  }
   // FAILED_PRECONDITION when no lower tier is enabled (nothing to drain to), else OK.
   absl::Status CheckDrainable() const;
   // Admin: writes every L1 block the lower tier `tier` (nullopt: each) lacks; blocks on I/O
@@ -120,6 +128,11 @@ class BlockStore {
                                const std::function<void(uint64_t, uint64_t)>& progress);
 
  private:
+  // A lookup found `tiers` (past L1's hits) for `keys`: they join the lookup's lease (made
+  // now if L1 had no hit), promoted into it where they are below L1.
+  void LeaseBelowL1(SessionId session, NamespaceId ns, Keys keys, const std::vector<Tier>& tiers,
+                    absl::Duration ttl, LookupResult* result);
+
   PartitionedCache* const l1_;
   TierManager* const lower_;
   const BlockStoreOptions options_;

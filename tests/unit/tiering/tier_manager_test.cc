@@ -1,6 +1,8 @@
 // TierManager over a real BlockCache (heap "region") and real FileTiers in temp dirs:
 // write-through and write-back, lookups that continue below L1 and lease what they find,
 // loads that wait for promotion, drain, and a slow disk that must not hold a lookup up.
+// Lookups and loads go through the BlockStore over them, as the daemon's do (it makes the
+// leases the promotions join).
 #include "daemon/tiering/tier_manager.h"
 
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/pool/slab_allocator.h"
+#include "daemon/store/block_store.h"
 #include "daemon/testing/fault_file_system.h"
 #include "gtest/gtest.h"
 #include "tests/unit/tiering/tiered_cache.h"
@@ -36,6 +39,7 @@ class TierManagerTest : public ::testing::Test {
   }
   void TearDown() override {
     if (manager_ != nullptr) manager_->Stop();
+    store_.reset();
     cache_.reset();
     manager_.reset();
     fs::remove_all(root_);
@@ -60,6 +64,7 @@ class TierManagerTest : public ::testing::Test {
     l1_ = std::move(built.l1);  // AttachL1's pointer: kept while manager_ lives
     manager_ = std::move(built.manager);
     cache_ = std::move(built.cache);
+    store_ = std::make_unique<BlockStore>(l1_.get(), manager_.get(), BlockStoreOptions{});
   }
 
   std::vector<std::string> Keys(int count, const std::string& prefix = "k") {
@@ -86,16 +91,16 @@ class TierManagerTest : public ::testing::Test {
     }
   }
   // Starts the keys' promotions and waits for them (bounded): what a load does first.
-  TierManager::PendingLoad Promote(absl::Span<const std::string_view> views) {
-    TierManager::PendingLoad pending = manager_->StartLoad(ns_, views);
-    manager_->WaitForLoad(pending);
+  PendingLoad Promote(absl::Span<const std::string_view> views) {
+    PendingLoad pending = store_->BeginLoad(ns_, views);
+    manager_->Wait(pending.waits());
     return pending;
   }
   // Loads and checks every key; returns how many were byte-exact.
   size_t LoadExact(const std::vector<std::string>& keys, int seed,
                    std::optional<LeaseId> lease = std::nullopt) {
     auto views = Views(keys);
-    TierManager::PendingLoad promoted = Promote(views);
+    PendingLoad promoted = Promote(views);
     auto loaded = cache_->AcquireLoad(kClient, ns_, views, lease);
     EXPECT_TRUE(loaded.ok()) << loaded.status();
     size_t exact = 0;
@@ -119,9 +124,8 @@ class TierManagerTest : public ::testing::Test {
   LookupResult Lookup(const std::vector<std::string>& keys,
                       std::optional<absl::Duration> lease = std::nullopt) {
     auto views = Views(keys);
-    auto result = cache_->Lookup(kClient, ns_, views, lease);
+    auto result = store_->Lookup(kClient, ns_, views, lease);
     EXPECT_TRUE(result.ok());
-    manager_->ExtendLookup(kClient, ns_, views, lease, &*result);
     return *result;
   }
   size_t FilesOnDisk() {
@@ -141,6 +145,7 @@ class TierManagerTest : public ::testing::Test {
   std::unique_ptr<PartitionedCache> l1_;  // over cache_; outlives manager_
   std::unique_ptr<TierManager> manager_;
   std::unique_ptr<BlockCache> cache_;
+  std::unique_ptr<BlockStore> store_;  // over l1_ and manager_
 };
 
 TEST_F(TierManagerTest, WriteThroughWritesEveryCommittedBlock) {

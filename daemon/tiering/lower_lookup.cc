@@ -1,0 +1,111 @@
+#include "daemon/tiering/lower_lookup.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <limits>
+#include <mutex>
+#include <string>
+
+namespace kvstrata {
+namespace {
+
+constexpr size_t kMaxProbedKeys = 1024;
+// Probes are latency-bound stat(2)s (1-16 ms each over a FUSE mount such as GlusterFS), so
+// a chain's keys are probed this many at a time.
+constexpr size_t kProbeThreads = 16;
+
+absl::string_view Raw(std::string_view key) { return absl::string_view(key.data(), key.size()); }
+
+}  // namespace
+
+LowerLookup::LowerLookup(TierStack* stack)
+    : stack_(stack), prober_(std::make_unique<IoPool>(kProbeThreads)) {}
+
+std::vector<Tier> LowerLookup::Prefix(NamespaceId ns, const TierNamespace& tn, Keys keys) {
+  absl::StatusOr<std::vector<std::optional<Tier>>> in_l1 = stack_->l1()->Peek(ns, keys);
+  std::vector<Tier> found;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (in_l1.ok() && (*in_l1)[i].has_value()) {
+      found.push_back(Tier::kL1);
+      continue;
+    }
+    bool unknown = false;
+    std::optional<Tier> tier = stack_->Where(tn, Raw(keys[i]), &unknown);
+    if (!tier.has_value()) break;
+    found.push_back(*tier);
+  }
+  return found;
+}
+
+std::vector<Tier> LowerLookup::FindChain(NamespaceId ns, const TierNamespace& tn, Keys keys) {
+  std::vector<Tier> found = Prefix(ns, tn, keys);
+  if (found.size() < keys.size()) {
+    bool unknown = false;
+    stack_->Where(tn, Raw(keys[found.size()]), &unknown);
+    if (unknown) {
+      absl::Duration timeout = absl::ZeroDuration();
+      for (const auto& lower : stack_->tiers()) {
+        timeout = std::max(timeout, lower->options.probe_timeout);
+      }
+      Probe(tn, keys.subspan(found.size()), timeout);
+      found = Prefix(ns, tn, keys);
+    }
+  }
+  return found;
+}
+
+void LowerLookup::Probe(const TierNamespace& tn, Keys keys, absl::Duration timeout) {
+  if (keys.empty() || timeout <= absl::ZeroDuration()) return;
+  // One probe task per key, run in parallel; a key past the first absent one is skipped
+  // (the chain ends there), so a miss costs at most kProbeThreads wasted stat(2)s.
+  struct Chain {
+    explicit Chain(const TierNamespace& n, size_t count) : tn(n), pending(count) {}
+    const TierNamespace tn;
+    std::atomic<size_t> first_absent{std::numeric_limits<size_t>::max()};
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t pending;  // by mu
+  };
+  const size_t count = std::min(keys.size(), kMaxProbedKeys);
+  auto chain = std::make_shared<Chain>(tn, count);
+  for (size_t i = 0; i < count; ++i) {
+    prober_->Submit(IoPool::Priority::kUrgent, [this, chain, i, key = std::string(keys[i])] {
+      if (i < chain->first_absent.load(std::memory_order_acquire)) {
+        bool unknown = false;
+        bool present = stack_->Where(chain->tn, key, &unknown).has_value();
+        for (size_t t = 0; !present && t < stack_->tiers().size(); ++t) {
+          BlockTier& storage = *stack_->tiers()[t]->storage;
+          present = storage.Cached(chain->tn.fingerprint, key) == BlockTier::Presence::kUnknown &&
+                    storage.Probe(chain->tn.fingerprint, key);
+        }
+        size_t seen = chain->first_absent.load(std::memory_order_acquire);
+        while (!present && i < seen &&
+               !chain->first_absent.compare_exchange_weak(seen, i, std::memory_order_acq_rel)) {
+        }
+      }
+      std::lock_guard<std::mutex> lock(chain->mu);
+      if (--chain->pending == 0) chain->cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(chain->mu);
+  chain->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return chain->pending == 0; });
+}
+
+void LowerLookup::Peek(const TierNamespace& tn, Keys keys,
+                       std::vector<std::optional<Tier>>* where) {
+  for (size_t i = 0; i < keys.size() && i < where->size(); ++i) {
+    if ((*where)[i].has_value()) continue;
+    bool unknown = false;
+    (*where)[i] = stack_->Where(tn, Raw(keys[i]), &unknown);
+    if ((*where)[i].has_value() || !unknown) continue;
+    for (const auto& lower : stack_->tiers()) {
+      if (lower->storage->Probe(tn.fingerprint, Raw(keys[i]))) {
+        (*where)[i] = lower->level();
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace kvstrata

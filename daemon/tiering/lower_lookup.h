@@ -1,0 +1,55 @@
+// LowerLookup: which lower tier holds each block past L1's hits. The tiers' indexes answer
+// first, without I/O; where an index cannot tell (a shared tier, a local tier still
+// scanning after a restart) the block files are probed: a chain's keys in parallel on a
+// pool of probe threads of its own, skipping the keys past the first one no tier has,
+// waiting at most a timeout (answers arriving later still land in the tiers' indexes).
+// Thread-safe. FindChain blocks up to the tiers' largest probe_timeout, Probe up to its
+// `timeout`, Peek on one probe per unknown key.
+#ifndef KVSTRATA_DAEMON_TIERING_LOWER_LOOKUP_H_
+#define KVSTRATA_DAEMON_TIERING_LOWER_LOOKUP_H_
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/tiering/tier_stack.h"
+#include "daemon/tiers/io_pool.h"
+
+namespace kvstrata {
+
+class LowerLookup {
+ public:
+  using Keys = absl::Span<const std::string_view>;
+
+  // `stack` outlives this.
+  explicit LowerLookup(TierStack* stack);
+  LowerLookup(const LowerLookup&) = delete;
+  LowerLookup& operator=(const LowerLookup&) = delete;
+  ~LowerLookup() { Stop(); }
+  // Stops the probe threads (queued probes are dropped). Idempotent.
+  void Stop() { prober_->Stop(); }
+
+  // The leading `keys` present in some tier, with the fastest tier of each (kL1 for a key
+  // still in L1 past the lookup's first L1 miss); probes files when an index cannot tell.
+  std::vector<Tier> FindChain(NamespaceId ns, const TierNamespace& tn, Keys keys);
+  // Probes the keys whose presence the indexes cannot tell (up to 1024), waiting at most
+  // `timeout`: afterwards the indexes know what the probes found.
+  void Probe(const TierNamespace& tn, Keys keys, absl::Duration timeout);
+  // Admin: the lower tier holding each key whose `where` entry is unset (set entries are
+  // kept), probing each unknown key's files one after another.
+  void Peek(const TierNamespace& tn, Keys keys, std::vector<std::optional<Tier>>* where);
+
+ private:
+  // The leading keys present per L1 and the indexes, without I/O.
+  std::vector<Tier> Prefix(NamespaceId ns, const TierNamespace& tn, Keys keys);
+
+  TierStack* const stack_;
+  std::unique_ptr<IoPool> prober_;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TIERING_LOWER_LOOKUP_H_

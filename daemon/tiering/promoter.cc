@@ -1,0 +1,130 @@
+#include "daemon/tiering/promoter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+namespace kvstrata {
+namespace {
+
+constexpr size_t kPromotionChunk = 8;  // blocks per I/O task: spreads a batch over threads
+
+}  // namespace
+
+Promoter::Marks Promoter::Promote(NamespaceId ns, const TierNamespace& tn,
+                                  std::vector<std::string> keys, std::vector<Tier> tiers,
+                                  std::optional<LeaseRef> into) {
+  // Claim the keys nobody is promoting yet; note the others' marks.
+  std::vector<std::string> mine;
+  std::vector<Tier> mine_tiers;
+  Marks started, all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      absl::StatusOr<BlockKey> key = BlockKey::Make(ns, keys[i]);
+      if (!key.ok()) continue;
+      auto it = promoting_.find(*key);
+      if (it != promoting_.end()) {
+        all.push_back(it->second);
+        continue;
+      }
+      auto mark = std::make_shared<Promotion>();
+      promoting_.emplace(*key, mark);
+      all.push_back(mark);
+      started.push_back(std::move(mark));
+      mine.push_back(std::move(keys[i]));
+      mine_tiers.push_back(tiers[i]);
+    }
+  }
+  for (size_t begin = 0; begin < mine.size(); begin += kPromotionChunk) {
+    const size_t end = std::min(mine.size(), begin + kPromotionChunk);
+    std::vector<std::string> chunk(mine.begin() + begin, mine.begin() + end);
+    std::vector<Tier> chunk_tiers(mine_tiers.begin() + begin, mine_tiers.begin() + end);
+    Marks chunk_marks(started.begin() + begin, started.begin() + end);
+    LowerTier* lower = stack_->TierOf(chunk_tiers.front());
+    if (lower == nullptr || lower->io == nullptr || stack_->stopped()) {
+      Finish(ns, chunk, chunk_marks);  // Stopping: nothing comes up.
+      continue;
+    }
+    lower->promotions.fetch_add(1);
+    lower->io->Submit(IoPool::Priority::kUrgent,
+                      [this, ns, tn, chunk = std::move(chunk), chunk_tiers = std::move(chunk_tiers),
+                       into, chunk_marks = std::move(chunk_marks)] {
+                        PromoteChunk(ns, tn, chunk, chunk_tiers, into, chunk_marks);
+                      });
+  }
+  return all;
+}
+
+void Promoter::PromoteChunk(NamespaceId ns, const TierNamespace& tn,
+                            const std::vector<std::string>& keys, const std::vector<Tier>& tiers,
+                            std::optional<LeaseRef> into, const Marks& marks) {
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  absl::StatusOr<ReserveResult> reserved = stack_->l1()->ReserveStore(
+      kDaemonSession, ns, tn.payload_bytes, views, /*bypass_admission=*/true);
+  if (reserved.ok() && reserved->reservation != 0) {
+    std::vector<uint32_t> written;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const StoreSlot& slot = reserved->slots[i];
+      if (slot.status != StoreStatus::kReserved) continue;
+      LowerTier* lower = stack_->TierOf(tiers[i]);
+      absl::Span<char> dest(stack_->region(slot.offset), slot.length);
+      const auto start = std::chrono::steady_clock::now();
+      if (lower != nullptr && lower->storage->Read(tn, keys[i], dest)) {
+        written.push_back(static_cast<uint32_t>(i));
+        lower->promoted.fetch_add(1);
+        stack_->RecordCopy(tiers[i], CopyDirection::kUp, slot.length, TierStack::Since(start));
+      }
+    }
+    (void)stack_->l1()->CommitStore(kDaemonSession, reserved->reservation,
+                                    absl::MakeConstSpan(written), into);
+  }
+  Finish(ns, keys, marks);
+}
+
+void Promoter::Finish(NamespaceId ns, const std::vector<std::string>& keys, const Marks& marks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    absl::StatusOr<BlockKey> key = BlockKey::Make(ns, keys[i]);
+    if (key.ok()) promoting_.erase(*key);
+    marks[i]->done = true;
+  }
+  cv_.notify_all();
+}
+
+void Promoter::Wait(const Marks& marks) {
+  if (marks.empty()) return;
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(promotion_wait_);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, deadline, [&] {
+    return std::all_of(marks.begin(), marks.end(), [](const auto& m) { return m->done; });
+  });
+}
+
+Promoter::LoadPlan Promoter::PlanLoad(NamespaceId ns, const TierNamespace& tn,
+                                      absl::Span<const std::string_view> keys,
+                                      const std::vector<std::optional<Tier>>& in_l1) {
+  LoadPlan plan;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (in_l1[i].has_value()) continue;
+    absl::StatusOr<BlockKey> key = BlockKey::Make(ns, keys[i]);
+    if (!key.ok()) continue;
+    auto it = promoting_.find(*key);
+    if (it != promoting_.end()) {
+      plan.in_flight.push_back(it->second);
+      continue;
+    }
+    bool unknown = false;
+    std::optional<Tier> tier =
+        stack_->Where(tn, absl::string_view(keys[i].data(), keys[i].size()), &unknown);
+    if (tier.has_value()) {
+      plan.promote.emplace_back(keys[i]);
+      plan.tiers.push_back(*tier);
+    }
+  }
+  return plan;
+}
+
+}  // namespace kvstrata

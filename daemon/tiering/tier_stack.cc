@@ -1,0 +1,83 @@
+#include "daemon/tiering/tier_stack.h"
+
+#include <utility>
+
+namespace kvstrata {
+
+void TierStack::AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions options) {
+  auto lower = std::make_unique<LowerTier>();
+  lower->io = std::make_unique<IoPool>(options.io_threads);
+  lower->storage = std::move(storage);
+  lower->options = options;
+  tiers_.push_back(std::move(lower));
+}
+
+void TierStack::Stop() {
+  // Stopped, not destroyed: a task still running on one pool may submit to another
+  // (a promotion's commit queues a write) while that one stops.
+  stopped_.store(true);
+  for (auto& lower : tiers_) {
+    if (lower->io != nullptr) lower->io->Stop();
+  }
+}
+
+LowerTier* TierStack::TierOf(Tier tier) const {
+  for (const auto& lower : tiers_) {
+    if (lower->level() == tier) return lower.get();
+  }
+  return nullptr;
+}
+
+std::optional<TierNamespace> TierStack::NamespaceOf(NamespaceId ns) {
+  {
+    MutexLock lock(&ns_mu_);
+    auto it = ns_cache_.find(ns);
+    if (it != ns_cache_.end()) return it->second;
+  }
+  std::optional<NamespaceInfo> info = namespaces_->Find(ns);
+  if (!info.has_value()) return std::nullopt;
+  TierNamespace tn{info->fingerprint, info->spec, info->bytes_per_block};
+  MutexLock lock(&ns_mu_);
+  ns_cache_.emplace(ns, tn);
+  return tn;
+}
+
+NamespaceId TierStack::NamespaceByFingerprint(absl::string_view fingerprint) {
+  {
+    MutexLock lock(&ns_mu_);
+    auto it = ns_by_fingerprint_.find(fingerprint);
+    if (it != ns_by_fingerprint_.end()) return it->second;
+  }
+  std::optional<NamespaceInfo> info = namespaces_->FindByFingerprint(std::string(fingerprint));
+  if (!info.has_value()) return 0;
+  MutexLock lock(&ns_mu_);
+  ns_by_fingerprint_.emplace(std::string(fingerprint), info->id);
+  return info->id;
+}
+
+std::optional<Tier> TierStack::Where(const TierNamespace& tn, absl::string_view key,
+                                     bool* unknown) const {
+  for (const auto& lower : tiers_) {
+    switch (lower->storage->Cached(tn.fingerprint, key)) {
+      case BlockTier::Presence::kPresent:
+        return lower->level();
+      case BlockTier::Presence::kUnknown:
+        *unknown = true;
+        break;
+      case BlockTier::Presence::kAbsent:
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
+void TierStack::RecordCopy(Tier tier, CopyDirection direction, uint64_t bytes,
+                           absl::Duration took) const {
+  if (metrics_ != nullptr) metrics_->RecordTransfer(tier, direction, bytes, took);
+}
+
+void TierStack::RecordDroppedWrite(Tier tier) const {
+  if (metrics_ != nullptr) metrics_->RecordStoreDropped(tier, DropReason::kQueueFull, 1);
+}
+
+}  // namespace kvstrata

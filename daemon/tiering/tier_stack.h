@@ -1,0 +1,107 @@
+// TierStack: what the tiering pieces (WriteDown, Promoter, LowerLookup) share: the tiers
+// below L1, fastest first, each with its options and its I/O threads; L1 (the partitioned
+// cache and the shared region its offsets point into); the namespaces as the tiers name
+// them; and where copy metrics go.
+// Set up (AddTier, AttachL1, SetMetrics) before serving; after that thread-safe. Stop()
+// stops every tier's I/O threads (queued tasks are dropped) and is final.
+#ifndef KVSTRATA_DAEMON_TIERING_TIER_STACK_H_
+#define KVSTRATA_DAEMON_TIERING_TIER_STACK_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/cache/partitioned_cache.h"
+#include "daemon/common/ids.h"
+#include "daemon/common/mutex.h"
+#include "daemon/common/tier.h"
+#include "daemon/metrics/metrics_sink.h"
+#include "daemon/namespaces/namespace_registry.h"
+#include "daemon/tiers/block_tier.h"
+#include "daemon/tiers/io_pool.h"
+
+namespace kvstrata {
+
+struct LowerTierOptions {
+  bool write_back = false;
+  uint32_t write_down_min_hits = 0;  // L1 hits before a block is written down; 0 = on store
+  size_t io_threads = 4;
+  size_t write_queue_blocks = 1024;
+  absl::Duration probe_timeout = absl::Milliseconds(5);
+};
+
+// One tier below L1.
+struct LowerTier {
+  std::unique_ptr<BlockTier> storage;
+  LowerTierOptions options;
+  std::unique_ptr<IoPool> io;  // its reads (urgent) and writes (background)
+  // Kept by WriteDown (writes queued now, writes dropped by a full queue) and Promoter
+  // (promotion tasks started, blocks promoted into L1).
+  std::atomic<uint64_t> queued{0}, dropped{0}, promotions{0}, promoted{0};
+  Tier level() const { return storage->level(); }
+};
+
+class TierStack {
+ public:
+  explicit TierStack(NamespaceRegistry* namespaces) : namespaces_(namespaces) {}
+  TierStack(const TierStack&) = delete;
+  TierStack& operator=(const TierStack&) = delete;
+  ~TierStack() { Stop(); }
+
+  // Set-up: lower tiers fastest first, then L1.
+  void AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions options);
+  void AttachL1(PartitionedCache* cache, char* region_base) {
+    l1_ = cache;
+    region_ = region_base;
+  }
+  void SetMetrics(MetricsSink* metrics) { metrics_ = metrics; }
+  void Stop();
+  bool stopped() const { return stopped_.load(); }
+
+  const std::vector<std::unique_ptr<LowerTier>>& tiers() const { return tiers_; }
+  LowerTier* TierOf(Tier tier) const;
+  // L1; nullptr until AttachL1.
+  PartitionedCache* l1() const { return l1_; }
+  // The L1 bytes at `offset` (an offset of a slot the cache gave out).
+  char* region(uint64_t offset) const { return region_ + offset; }
+
+  // The namespace as the tiers name it (fingerprint, spec, payload size); nullopt when
+  // it is not registered. Cached.
+  std::optional<TierNamespace> NamespaceOf(NamespaceId ns);
+  // The registered namespace with this fingerprint, or 0.
+  NamespaceId NamespaceByFingerprint(absl::string_view fingerprint);
+
+  // The fastest lower tier whose index holds `key`, without I/O; nullopt = none does,
+  // and then `unknown` is set when a probe of some tier could tell more.
+  std::optional<Tier> Where(const TierNamespace& tn, absl::string_view key, bool* unknown) const;
+
+  // Metrics: one copy between L1 and `tier` that took `took`, and one dropped write.
+  void RecordCopy(Tier tier, CopyDirection direction, uint64_t bytes, absl::Duration took) const;
+  void RecordDroppedWrite(Tier tier) const;
+  // The time since `start` on the monotonic clock (copy latencies).
+  static absl::Duration Since(std::chrono::steady_clock::time_point start) {
+    return absl::FromChrono(std::chrono::steady_clock::now() - start);
+  }
+
+ private:
+  NamespaceRegistry* const namespaces_;
+  std::vector<std::unique_ptr<LowerTier>> tiers_;  // fastest first
+  PartitionedCache* l1_ = nullptr;
+  char* region_ = nullptr;
+  MetricsSink* metrics_ = nullptr;
+  std::atomic<bool> stopped_{false};
+
+  Mutex ns_mu_;
+  absl::flat_hash_map<NamespaceId, TierNamespace> ns_cache_ ABSL_GUARDED_BY(ns_mu_);
+  absl::flat_hash_map<std::string, NamespaceId> ns_by_fingerprint_ ABSL_GUARDED_BY(ns_mu_);
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_TIERING_TIER_STACK_H_

@@ -1,0 +1,164 @@
+#include "daemon/tiering/write_down.h"
+
+#include <utility>
+
+namespace kvstrata {
+namespace {
+
+constexpr size_t kMaxTrackedHits = 1 << 20;
+
+absl::string_view Raw(const BlockKey& key) {
+  const std::string_view bytes = key.bytes();
+  return absl::string_view(bytes.data(), bytes.size());
+}
+
+}  // namespace
+
+void WriteDown::AddTier(LowerTier* tier) {
+  auto queue = std::make_unique<Queue>();
+  queue->tier = tier;
+  counts_hits_ = counts_hits_ || tier->options.write_down_min_hits > 0;
+  queues_.push_back(std::move(queue));
+}
+
+void WriteDown::OnStored(NamespaceId ns, const BlockKey& key) {
+  for (auto& queue : queues_) {
+    const LowerTierOptions& options = queue->tier->options;
+    if (!options.write_back && options.write_down_min_hits == 0) Enqueue(*queue, ns, key, "");
+  }
+}
+
+void WriteDown::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset, uint64_t length) {
+  for (auto& queue : queues_) {
+    const LowerTierOptions& options = queue->tier->options;
+    if (!options.write_back) {
+      MutexLock lock(&queue->pending_mu);
+      auto it = queue->pending.find(key);
+      if (it != queue->pending.end()) it->second->copy.assign(stack_->region(offset), length);
+      continue;
+    }
+    if (options.write_down_min_hits > 0) {
+      MutexLock lock(&hits_mu_);
+      auto it = l1_hits_.find(key);
+      if (it == l1_hits_.end() || it->second < options.write_down_min_hits) continue;
+    }
+    Enqueue(*queue, ns, key, std::string(stack_->region(offset), length));
+  }
+}
+
+void WriteDown::CountHits(NamespaceId ns, absl::Span<const std::string_view> keys) {
+  if (!counts_hits_) return;
+  for (std::string_view k : keys) {
+    absl::StatusOr<BlockKey> key = BlockKey::Make(ns, k);
+    if (!key.ok()) continue;
+    uint32_t hits;
+    {
+      MutexLock lock(&hits_mu_);
+      if (l1_hits_.size() >= kMaxTrackedHits) l1_hits_.clear();
+      hits = ++l1_hits_[*key];
+    }
+    for (auto& queue : queues_) {
+      const LowerTierOptions& options = queue->tier->options;
+      if (!options.write_back && options.write_down_min_hits == hits) {
+        Enqueue(*queue, ns, *key, "");
+      }
+    }
+  }
+}
+
+void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied) {
+  LowerTier& lower = *queue.tier;
+  if (lower.io == nullptr || stack_->stopped()) return;
+  if (lower.queued.load() >= lower.options.write_queue_blocks) {
+    lower.dropped.fetch_add(1);
+    stack_->RecordDroppedWrite(lower.level());
+    return;
+  }
+  lower.queued.fetch_add(1);
+  auto pending = std::make_shared<PendingWrite>();
+  pending->copy = std::move(copied);
+  const bool from_l1 = pending->copy.empty();
+  if (from_l1) {
+    MutexLock lock(&queue.pending_mu);
+    queue.pending[key] = pending;
+  }
+  lower.io->Submit(IoPool::Priority::kBackground, [this, &queue, ns, key, pending, from_l1] {
+    LowerTier& lower = *queue.tier;
+    std::optional<TierNamespace> tn = stack_->NamespaceOf(ns);
+    if (tn.has_value() && !from_l1) {
+      const auto start = std::chrono::steady_clock::now();
+      if (lower.storage->Write(*tn, Raw(key), pending->copy).ok()) {
+        stack_->RecordCopy(lower.level(), CopyDirection::kDown, pending->copy.size(),
+                           TierStack::Since(start));
+      }
+    } else if (tn.has_value()) {
+      WriteFromL1(queue, ns, *tn, Raw(key), pending.get());
+    }
+    if (from_l1) {
+      MutexLock lock(&queue.pending_mu);
+      auto it = queue.pending.find(key);
+      if (it != queue.pending.end() && it->second == pending) queue.pending.erase(it);
+    }
+    lower.queued.fetch_sub(1);
+  });
+}
+
+bool WriteDown::WriteFromL1(Queue& queue, NamespaceId ns, const TierNamespace& tn,
+                            absl::string_view key, const PendingWrite* fallback) {
+  LowerTier& lower = *queue.tier;
+  if (lower.storage->Cached(tn.fingerprint, key) == BlockTier::Presence::kPresent) return true;
+  const std::string_view view(key.data(), key.size());
+  absl::StatusOr<LoadResult> pinned =
+      stack_->l1()->AcquireLoad(kDaemonSession, ns, absl::MakeConstSpan(&view, 1), std::nullopt);
+  if (!pinned.ok() || pinned->load == 0) {
+    // Evicted from L1 before its turn: OnEvicting saved the bytes (under the cache lock,
+    // which AcquireLoad also took, so the copy is complete by now).
+    if (fallback == nullptr) return false;
+    std::string copy;
+    {
+      MutexLock lock(&queue.pending_mu);
+      copy = fallback->copy;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    if (copy.empty() || !lower.storage->Write(tn, key, copy).ok()) return false;
+    stack_->RecordCopy(lower.level(), CopyDirection::kDown, copy.size(), TierStack::Since(start));
+    return true;
+  }
+  const LoadSlot& slot = pinned->slots[0];
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status written =
+      lower.storage->Write(tn, key, absl::string_view(stack_->region(slot.offset), slot.length));
+  (void)stack_->l1()->ReleaseLoad(kDaemonSession, pinned->load);
+  if (written.ok()) {
+    stack_->RecordCopy(lower.level(), CopyDirection::kDown, slot.length, TierStack::Since(start));
+  }
+  return written.ok();
+}
+
+absl::StatusOr<size_t> WriteDown::Drain(std::optional<Tier> tier,
+                                        const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (stack_->l1() == nullptr) return absl::FailedPreconditionError("L1 is not ready");
+  std::vector<Queue*> targets;
+  for (auto& queue : queues_) {
+    if (!tier.has_value() || queue->tier->level() == *tier) targets.push_back(queue.get());
+  }
+  if (targets.empty()) return absl::FailedPreconditionError("no such lower tier is enabled");
+  std::vector<BlockKey> keys = stack_->l1()->VisibleKeys(std::nullopt);
+  const uint64_t total = keys.size() * targets.size();
+  uint64_t done = 0;
+  size_t written = 0;
+  progress(0, total);
+  for (Queue* queue : targets) {
+    for (const BlockKey& key : keys) {
+      std::optional<TierNamespace> tn = stack_->NamespaceOf(key.ns());
+      if (tn.has_value() && queue->tier->storage->Cached(tn->fingerprint, Raw(key)) !=
+                                BlockTier::Presence::kPresent) {
+        written += WriteFromL1(*queue, key.ns(), *tn, Raw(key), nullptr);
+      }
+      if (++done % 64 == 0 || done == total) progress(done, total);
+    }
+  }
+  return written;
+}
+
+}  // namespace kvstrata
