@@ -6,75 +6,61 @@
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/tiers/block_file_format.h"
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_path.h"
-#include "daemon/tiers/flat_json.h"
+#include "daemon/tiers/namespace_file.pb.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace kvstrata {
 namespace {
 
-// Reads fields out of a parsed object, remembering the first problem.
-class FieldReader {
- public:
-  explicit FieldReader(const FlatJsonObject& object) : object_(object) {}
+using storage::NamespaceFile;
 
-  std::string String(absl::string_view key) {
-    const std::string* value = Find<std::string>(key);
-    return value == nullptr ? std::string() : *value;
+// The spec in `file`, or INVALID_ARGUMENT naming the first field missing.
+absl::StatusOr<NamespaceSpec> SpecFromFile(const NamespaceFile& f) {
+  const std::pair<bool, absl::string_view> required[] = {
+      {f.has_engine_kind(), "engine_kind"},
+      {f.has_model(), "model"},
+      {f.has_dtype(), "dtype"},
+      {f.has_num_layers(), "num_layers"},
+      {f.has_num_kv_heads(), "num_kv_heads"},
+      {f.has_head_size(), "head_size"},
+      {f.has_tokens_per_block(), "tokens_per_block"},
+      {f.has_tp_size(), "tp_size"},
+      {f.has_tp_rank(), "tp_rank"},
+      {f.has_pp_size(), "pp_size"},
+      {f.has_pp_rank(), "pp_rank"},
+      {f.has_kv_layout(), "kv_layout"},
+      {f.has_attention_kind(), "attention_kind"},
+      {f.has_salt(), "salt"},
+      {f.has_opaque_block_bytes(), "opaque_block_bytes"},
+  };
+  for (const auto& [present, name] : required) {
+    if (!present)
+      return absl::InvalidArgumentError(absl::StrCat("namespace JSON: missing field ", name));
   }
-  uint64_t U64(absl::string_view key) {
-    const uint64_t* value = Find<uint64_t>(key);
-    return value == nullptr ? 0 : *value;
-  }
-  uint32_t U32(absl::string_view key) {
-    const uint64_t value = U64(key);
-    if (value > UINT32_MAX) Fail(absl::StrCat("field ", key, " out of range"));
-    return static_cast<uint32_t>(value);
-  }
-  bool Has(absl::string_view key) const { return object_.contains(key); }
-  const absl::Status& status() const { return status_; }
-
- private:
-  template <typename T>
-  const T* Find(absl::string_view key) {
-    auto it = object_.find(key);
-    if (it == object_.end()) {
-      Fail(absl::StrCat("missing field ", key));
-      return nullptr;
-    }
-    const T* value = std::get_if<T>(&it->second);
-    if (value == nullptr) Fail(absl::StrCat("field ", key, " has the wrong type"));
-    return value;
-  }
-  void Fail(std::string message) {
-    if (status_.ok()) status_ = absl::InvalidArgumentError("namespace JSON: " + message);
-  }
-
-  const FlatJsonObject& object_;
-  absl::Status status_;
-};
-
-NamespaceSpec SpecFromFields(FieldReader& r) {
   NamespaceSpec spec;
-  spec.engine_kind = static_cast<EngineKind>(r.U32("engine_kind"));
-  spec.model = r.String("model");
-  spec.dtype = static_cast<DType>(r.U32("dtype"));
-  spec.num_layers = r.U32("num_layers");
-  spec.num_kv_heads = r.U32("num_kv_heads");
-  spec.head_size = r.U32("head_size");
-  spec.tokens_per_block = r.U32("tokens_per_block");
-  spec.tp_size = r.U32("tp_size");
-  spec.tp_rank = r.U32("tp_rank");
-  spec.pp_size = r.U32("pp_size");
-  spec.pp_rank = r.U32("pp_rank");
-  spec.kv_layout = static_cast<KvLayout>(r.U32("kv_layout"));
-  spec.attention_kind = static_cast<AttentionKind>(r.U32("attention_kind"));
-  spec.salt = r.String("salt");
-  spec.opaque_block_bytes = r.U64("opaque_block_bytes");
-  if (r.Has("scope")) spec.scope = r.String("scope");
+  spec.engine_kind = static_cast<EngineKind>(f.engine_kind());
+  spec.model = f.model();
+  spec.dtype = static_cast<DType>(f.dtype());
+  spec.num_layers = f.num_layers();
+  spec.num_kv_heads = f.num_kv_heads();
+  spec.head_size = f.head_size();
+  spec.tokens_per_block = f.tokens_per_block();
+  spec.tp_size = f.tp_size();
+  spec.tp_rank = f.tp_rank();
+  spec.pp_size = f.pp_size();
+  spec.pp_rank = f.pp_rank();
+  spec.kv_layout = static_cast<KvLayout>(f.kv_layout());
+  spec.attention_kind = static_cast<AttentionKind>(f.attention_kind());
+  spec.salt = f.salt();
+  spec.opaque_block_bytes = f.opaque_block_bytes();
+  spec.scope = f.scope();
   return spec;
 }
 
@@ -96,48 +82,62 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 }  // namespace
 
 std::string NamespaceToJson(const NamespaceSpec& spec) {
-  FlatJsonWriter w;
-  w.Add("format", kNamespaceFileFormat);
-  w.Add("format_version", kNamespaceFileVersion);
-  w.Add("block_file_format_version", kBlockFileFormatVersion);
-  w.Add("fingerprint", Fingerprint(spec));
-  w.Add("engine_kind", static_cast<uint64_t>(spec.engine_kind));
-  w.Add("model", spec.model);
-  w.Add("dtype", static_cast<uint64_t>(spec.dtype));
-  w.Add("num_layers", spec.num_layers);
-  w.Add("num_kv_heads", spec.num_kv_heads);
-  w.Add("head_size", spec.head_size);
-  w.Add("tokens_per_block", spec.tokens_per_block);
-  w.Add("tp_size", spec.tp_size);
-  w.Add("tp_rank", spec.tp_rank);
-  w.Add("pp_size", spec.pp_size);
-  w.Add("pp_rank", spec.pp_rank);
-  w.Add("kv_layout", static_cast<uint64_t>(spec.kv_layout));
-  w.Add("attention_kind", static_cast<uint64_t>(spec.attention_kind));
-  w.Add("salt", spec.salt);
-  w.Add("opaque_block_bytes", spec.opaque_block_bytes);
-  if (!spec.scope.empty()) w.Add("scope", spec.scope);  // the tenant (multi-tenant daemons)
-  return w.Finish();
+  NamespaceFile f;
+  f.set_format(std::string(kNamespaceFileFormat));
+  f.set_format_version(kNamespaceFileVersion);
+  f.set_block_file_format_version(kBlockFileFormatVersion);
+  f.set_fingerprint(Fingerprint(spec));
+  f.set_engine_kind(static_cast<uint32_t>(spec.engine_kind));
+  f.set_model(spec.model);
+  f.set_dtype(static_cast<uint32_t>(spec.dtype));
+  f.set_num_layers(spec.num_layers);
+  f.set_num_kv_heads(spec.num_kv_heads);
+  f.set_head_size(spec.head_size);
+  f.set_tokens_per_block(spec.tokens_per_block);
+  f.set_tp_size(spec.tp_size);
+  f.set_tp_rank(spec.tp_rank);
+  f.set_pp_size(spec.pp_size);
+  f.set_pp_rank(spec.pp_rank);
+  f.set_kv_layout(static_cast<uint32_t>(spec.kv_layout));
+  f.set_attention_kind(static_cast<uint32_t>(spec.attention_kind));
+  f.set_salt(spec.salt);
+  // ValidateAndNormalize caps it at 1 GiB.
+  f.set_opaque_block_bytes(static_cast<uint32_t>(spec.opaque_block_bytes));
+  if (!spec.scope.empty()) f.set_scope(spec.scope);  // the tenant (multi-tenant daemons)
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(f, &json, options);  // Cannot fail.
+  return json;
 }
 
 absl::StatusOr<NamespaceSpec> NamespaceFromJson(absl::string_view json) {
-  absl::StatusOr<FlatJsonObject> object = ParseFlatJson(json);
-  if (!object.ok()) return object.status();
-  FieldReader r(*object);
-  const std::string format = r.String("format");
-  const uint64_t version = r.U64("format_version");
-  const uint64_t block_version = r.U64("block_file_format_version");
-  const std::string fingerprint = r.String("fingerprint");
-  NamespaceSpec spec = SpecFromFields(r);
-  if (!r.status().ok()) return r.status();
-  if (format != kNamespaceFileFormat || version != kNamespaceFileVersion ||
-      block_version != kBlockFileFormatVersion) {
+  NamespaceFile f;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (auto parsed = google::protobuf::util::JsonStringToMessage(
+          google::protobuf::StringPiece(json.data(), json.size()), &f, options);
+      !parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("namespace JSON: ", std::string(parsed.message())));
+  }
+  if (!f.has_format() || !f.has_format_version() || !f.has_block_file_format_version() ||
+      !f.has_fingerprint()) {
+    return absl::InvalidArgumentError(
+        "namespace JSON: missing format, format_version, block_file_format_version or "
+        "fingerprint");
+  }
+  absl::StatusOr<NamespaceSpec> spec = SpecFromFile(f);
+  if (!spec.ok()) return spec.status();
+  if (f.format() != kNamespaceFileFormat || f.format_version() != kNamespaceFileVersion ||
+      f.block_file_format_version() != kBlockFileFormatVersion) {
     return absl::InvalidArgumentError("namespace JSON: unknown format or version");
   }
-  if (absl::Status s = ValidateAndNormalize(spec); !s.ok()) {
+  if (absl::Status s = ValidateAndNormalize(*spec); !s.ok()) {
     return absl::DataLossError(absl::StrCat("namespace JSON: ", s.message()));
   }
-  if (Fingerprint(spec) != fingerprint) {
+  if (Fingerprint(*spec) != f.fingerprint()) {
     return absl::DataLossError("namespace JSON: fingerprint does not match the spec");
   }
   return spec;

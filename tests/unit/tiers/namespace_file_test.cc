@@ -5,6 +5,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_path.h"
@@ -48,6 +49,30 @@ TEST(NamespaceFileTest, RejectsAnInvalidSpec) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(NamespaceFileTest, ReadsTheOneLineFilesOfEarlierDaemons) {
+  // What daemons before the protobuf JSON mapping wrote (a hand-written writer, one line).
+  NamespaceSpec spec = Spec();
+  ASSERT_TRUE(ValidateAndNormalize(spec).ok());
+  const std::string old = absl::StrCat(
+      "{\"format\": \"kvstrata-namespace\", \"format_version\": 1, \"block_file_format_version\": "
+      "1, "
+      "\"fingerprint\": \"",
+      Fingerprint(spec), "\", \"engine_kind\": ", static_cast<int>(spec.engine_kind),
+      ", \"model\": \"meta-llama/Llama-3.1-8B \\\"quoted\\\"\\n\", \"dtype\": ",
+      static_cast<int>(spec.dtype), ", \"num_layers\": ", spec.num_layers,
+      ", \"num_kv_heads\": ", spec.num_kv_heads, ", \"head_size\": ", spec.head_size,
+      ", \"tokens_per_block\": ", spec.tokens_per_block, ", \"tp_size\": ", spec.tp_size,
+      ", \"tp_rank\": ", spec.tp_rank, ", \"pp_size\": ", spec.pp_size,
+      ", \"pp_rank\": ", spec.pp_rank, ", \"kv_layout\": ", static_cast<int>(spec.kv_layout),
+      ", \"attention_kind\": ", static_cast<int>(spec.attention_kind),
+      ", \"salt\": \"tenant\\\\a\", \"opaque_block_bytes\": 0}");
+  absl::StatusOr<NamespaceSpec> read = NamespaceFromJson(old);
+  ASSERT_TRUE(read.ok()) << read.status() << "\n" << old;
+  EXPECT_EQ(read->model, spec.model);
+  EXPECT_EQ(read->salt, spec.salt);
+  EXPECT_EQ(Fingerprint(*read), Fingerprint(spec));
+}
+
 TEST(NamespaceFileTest, ReadingValidatesTheContents) {
   NamespaceSpec spec = Spec();
   ASSERT_TRUE(ValidateAndNormalize(spec).ok());
@@ -57,7 +82,9 @@ TEST(NamespaceFileTest, ReadingValidatesTheContents) {
       "",
       "[]",
       "{\"format\": \"kvstrata-namespace\"}",  // Missing fields.
-      absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": \"32\""}}),  // Type.
+      absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": \"many\""}}),  // Type.
+      absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": true"}}),      // Type.
+      absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": -32"}}),       // Sign.
       absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": 31"}}),  // Fingerprint.
       absl::StrReplaceAll(json, {{"\"num_layers\": 32", "\"num_layers\": 0"}}),   // Invalid.
       absl::StrReplaceAll(json, {{"\"format_version\": 1", "\"format_version\": 9"}}),
