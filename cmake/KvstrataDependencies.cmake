@@ -12,6 +12,13 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)  # KV events (daemon/events)
+# msgpack-cxx (Debian libmsgpack-cxx-dev), header-only, for the KV events' MessagePack. Its
+# CMake package insists on the third-party adaptors' dependencies, which the daemon does not
+# use: only its headers are taken, with those adaptors off (MSGPACK_NO_BOOST).
+find_path(KVSTRATA_MSGPACK_INCLUDE msgpack/pack.hpp REQUIRED)
+add_library(kvstrata_msgpack INTERFACE)
+target_include_directories(kvstrata_msgpack SYSTEM INTERFACE ${KVSTRATA_MSGPACK_INCLUDE})
+target_compile_definitions(kvstrata_msgpack INTERFACE MSGPACK_NO_BOOST MSGPACK_DEFAULT_API_VERSION=3)
 if(KVSTRATA_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
 endif()

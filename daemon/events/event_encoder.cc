@@ -5,10 +5,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/events/msgpack_writer.h"
+#include "msgpack/pack.hpp"
+#include "msgpack/sbuffer.hpp"
 
 namespace kvstrata {
 namespace {
+
+// msgpack-cxx's packer writes each integer in its smallest form, as msgspec does.
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+Packer& PackStr(Packer& out, std::string_view s) {
+  out.pack_str(static_cast<uint32_t>(s.size()));
+  return out.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+}
 
 std::string_view Tag(KvEventKind kind) {
   switch (kind) {
@@ -27,18 +36,17 @@ std::string_view Tag(KvEventKind kind) {
 struct Field {
   std::string_view name;
   bool set;
-  std::function<void(MsgpackWriter&)> write;
+  std::function<void(Packer&)> write;
 };
 
-void WriteHashes(MsgpackWriter& out, const std::vector<uint64_t>& hashes) {
-  out.ArrayHeader(static_cast<uint32_t>(hashes.size()));
-  for (uint64_t h : hashes) out.Uint(h);
+void WriteHashes(Packer& out, const std::vector<uint64_t>& hashes) {
+  out.pack_array(static_cast<uint32_t>(hashes.size()));
+  for (uint64_t h : hashes) out.pack_uint64(h);
 }
 
 template <typename T, typename F>
 Field Optional(std::string_view name, const std::optional<T>& value, F write) {
-  return Field{name, value.has_value(),
-               [&value, write](MsgpackWriter& out) { write(out, *value); }};
+  return Field{name, value.has_value(), [&value, write](Packer& out) { write(out, *value); }};
 }
 
 // The fields of `e` after the tag, in vLLM 0.33's declaration order. The required ones
@@ -46,27 +54,27 @@ Field Optional(std::string_view name, const std::optional<T>& value, F write) {
 std::vector<Field> Fields(const KvEvent& e) {
   std::vector<Field> f;
   if (e.kind == KvEventKind::kAllBlocksCleared) return f;
-  auto str = [](MsgpackWriter& out, const std::string& v) { out.Str(v); };
-  auto uint = [](MsgpackWriter& out, uint64_t v) { out.Uint(v); };
-  f.push_back(
-      {"block_hashes", true, [&e](MsgpackWriter& out) { WriteHashes(out, e.block_hashes); }});
+  auto str = [](Packer& out, const std::string& v) { PackStr(out, v); };
+  auto uint = [](Packer& out, uint64_t v) { out.pack_uint64(v); };
+  f.push_back({"block_hashes", true, [&e](Packer& out) { WriteHashes(out, e.block_hashes); }});
   if (e.kind == KvEventKind::kBlockStored) {
-    f.push_back({"parent_block_hash", true, [&e](MsgpackWriter& out) {
-                   e.parent_block_hash.has_value() ? out.Uint(*e.parent_block_hash) : out.Nil();
+    f.push_back({"parent_block_hash", true, [&e](Packer& out) {
+                   e.parent_block_hash.has_value() ? out.pack_uint64(*e.parent_block_hash)
+                                                   : out.pack_nil();
                  }});
-    f.push_back({"token_ids", true, [&e](MsgpackWriter& out) {
-                   out.ArrayHeader(static_cast<uint32_t>(e.token_ids.size()));
-                   for (uint32_t t : e.token_ids) out.Uint(t);
+    f.push_back({"token_ids", true, [&e](Packer& out) {
+                   out.pack_array(static_cast<uint32_t>(e.token_ids.size()));
+                   for (uint32_t t : e.token_ids) out.pack_uint64(t);
                  }});
-    f.push_back({"block_size", true, [&e](MsgpackWriter& out) { out.Uint(e.block_size); }});
-    f.push_back({"lora_id", true, [&e](MsgpackWriter& out) {
-                   e.lora_id.has_value() ? out.Int(*e.lora_id) : out.Nil();
+    f.push_back({"block_size", true, [&e](Packer& out) { out.pack_uint64(e.block_size); }});
+    f.push_back({"lora_id", true, [&e](Packer& out) {
+                   e.lora_id.has_value() ? out.pack_int64(*e.lora_id) : out.pack_nil();
                  }});
   }
-  f.push_back({"medium", true, [&e](MsgpackWriter& out) { out.Str(e.medium); }});
+  f.push_back({"medium", true, [&e](Packer& out) { PackStr(out, e.medium); }});
   if (e.kind == KvEventKind::kBlockStored) {
-    f.push_back({"lora_name", true, [&e](MsgpackWriter& out) {
-                   e.lora_name.has_value() ? out.Str(*e.lora_name) : out.Nil();
+    f.push_back({"lora_name", true, [&e](Packer& out) {
+                   e.lora_name.has_value() ? PackStr(out, *e.lora_name) : out.pack_nil();
                  }});
     f.push_back({"extra_keys", false, nullptr});
   }
@@ -83,7 +91,7 @@ std::vector<Field> Fields(const KvEvent& e) {
 // map: {"type": tag, name: value...} with the set fields only (msgspec tagged struct,
 // omit_defaults). array: [tag, value...] up to the last set field, unset ones before it
 // written as nil (msgspec array_like with omit_defaults).
-void WriteEvent(MsgpackWriter& out, const KvEvent& e, bool map) {
+void WriteEvent(Packer& out, const KvEvent& e, bool map) {
   std::vector<Field> fields = Fields(e);
   size_t count = 0, last = 0;
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -93,20 +101,24 @@ void WriteEvent(MsgpackWriter& out, const KvEvent& e, bool map) {
     }
   }
   if (map) {
-    out.MapHeader(static_cast<uint32_t>(count + 1));
-    out.Str("type");
-    out.Str(Tag(e.kind));
+    out.pack_map(static_cast<uint32_t>(count + 1));
+    PackStr(out, "type");
+    PackStr(out, Tag(e.kind));
     for (const Field& f : fields) {
       if (!f.set) continue;
-      out.Str(f.name);
+      PackStr(out, f.name);
       f.write(out);
     }
     return;
   }
-  out.ArrayHeader(static_cast<uint32_t>(last + 1));
-  out.Str(Tag(e.kind));
+  out.pack_array(static_cast<uint32_t>(last + 1));
+  PackStr(out, Tag(e.kind));
   for (size_t i = 0; i < last; ++i) {
-    fields[i].set ? fields[i].write(out) : out.Nil();
+    if (fields[i].set) {
+      fields[i].write(out);
+    } else {
+      out.pack_nil();
+    }
   }
 }
 
@@ -121,13 +133,14 @@ absl::StatusOr<EventEncoding> ParseEventEncoding(std::string_view name) {
 
 std::string EncodeEventBatch(const KvEventBatch& batch, int64_t data_parallel_rank,
                              EventEncoding encoding) {
-  MsgpackWriter out;
-  out.ArrayHeader(3);
-  out.Double(batch.ts);
-  out.ArrayHeader(static_cast<uint32_t>(batch.events.size()));
+  msgpack::sbuffer buffer;
+  Packer out(buffer);
+  out.pack_array(3);
+  out.pack_double(batch.ts);
+  out.pack_array(static_cast<uint32_t>(batch.events.size()));
   for (const KvEvent& e : batch.events) WriteEvent(out, e, encoding == EventEncoding::kMap);
-  out.Int(data_parallel_rank);
-  return out.Release();
+  out.pack_int64(data_parallel_rank);
+  return std::string(buffer.data(), buffer.size());
 }
 
 }  // namespace kvstrata
