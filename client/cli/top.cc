@@ -1,23 +1,26 @@
 // `kvstrata top`: a live view of hit rates, throughput and tier usage. Each frame shows
 // the rates over the last interval, from two samples of GetStatus (tiers: capacity,
-// usage, hits, misses, evictions) and of the daemon's Prometheus page when it serves one
-// (lookups, bytes moved per direction, dropped stores). --iterations=N prints N frames
-// and exits (0 = until interrupted); --json prints one JSON object per frame and line.
+// usage, hits, misses, evictions) and of GetStats' running totals (lookups, blocks asked
+// and hit, dropped stores, bytes moved per direction; a caller GetStats refuses gets the
+// GetStatus rates alone). --iterations=N prints N frames and exits (0 = until
+// interrupted); --json prints one JSON object per frame and line.
 #include <unistd.h>
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <iostream>
+#include <map>
 #include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/cli/commands.h"
-#include "client/cli/metrics_page.h"
 #include "client/cli/output.h"
 #include "client/cli/table.h"
+#include "daemon/common/tier.h"
 
 namespace kvstrata {
 namespace {
@@ -25,13 +28,10 @@ namespace {
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-constexpr const char* kDirections[] = {"gpu_to_l1", "l1_to_gpu", "l1_to_l2",
-                                       "l2_to_l1",  "l1_to_l3",  "l3_to_l1"};
-
 struct Sample {
   absl::Time at;
   v1::GetStatusResponse status;
-  std::optional<MetricsPage> metrics;
+  std::optional<std::map<std::string, double>> totals;  // GetStats' counters, by name
 };
 
 absl::StatusOr<Sample> TakeSample(CommandContext& c) {
@@ -39,10 +39,12 @@ absl::StatusOr<Sample> TakeSample(CommandContext& c) {
       c.client->Call(&v1::Admin::Stub::GetStatus, c.client->admin(), v1::GetStatusRequest());
   if (!status.ok()) return status.status();
   Sample sample{absl::Now(), std::move(*status), std::nullopt};
-  if (!sample.status.metrics_address().empty()) {
-    absl::StatusOr<MetricsPage> page =
-        MetricsPage::Fetch(sample.status.metrics_address(), absl::Seconds(5));
-    if (page.ok()) sample.metrics = std::move(*page);
+  auto stats = c.client->Call(&v1::Admin::Stub::GetStats, c.client->admin(), v1::GetStatsRequest());
+  if (stats.ok()) {
+    sample.totals.emplace();
+    for (const v1::Counter& counter : stats->counters()) {
+      (*sample.totals)[counter.name()] = static_cast<double>(counter.value());
+    }
   }
   return sample;
 }
@@ -81,7 +83,7 @@ Struct Frame(const Sample& prev, const Sample& cur) {
   fields["uptime_ms"] = Number(static_cast<double>(cur.status.uptime_ms()));
   fields["sessions"] = Number(cur.status.sessions());
   fields["namespaces"] = Number(cur.status.namespaces());
-  fields["source"] = Text(cur.metrics && prev.metrics ? "status+metrics" : "status");
+  fields["source"] = Text(cur.totals && prev.totals ? "status+stats" : "status");
   Value tiers;
   double hits = 0, misses = 0;
   for (const v1::TierInfo& t : cur.status.tiers()) {
@@ -109,19 +111,23 @@ Struct Frame(const Sample& prev, const Sample& cur) {
   }
   fields["tiers"] = tiers;
   fields["hit_rate"] = Optional(Ratio(hits, hits + misses));
-  if (cur.metrics && prev.metrics) {
-    auto delta = [&](const std::string& name, const std::map<std::string, std::string>& m = {}) {
-      return (cur.metrics->Sum(name, m) - prev.metrics->Sum(name, m)) / dt;
+  if (cur.totals && prev.totals) {
+    auto delta = [&](const std::string& name) {
+      auto at = [&](const std::map<std::string, double>& totals) {
+        auto it = totals.find(name);
+        return it == totals.end() ? 0.0 : it->second;
+      };
+      return (at(*cur.totals) - at(*prev.totals)) / dt;
     };
-    double asked = delta("kvstrata_lookup_blocks_total");
-    fields["lookups_per_s"] = Number(delta("kvstrata_lookups_total"));
+    double asked = delta("lookup_blocks");
+    fields["lookups_per_s"] = Number(delta("lookups"));
     fields["blocks_asked_per_s"] = Number(asked);
-    fields["hit_rate"] = Optional(Ratio(delta("kvstrata_hit_blocks_total"), asked));
-    fields["dropped_stores_per_s"] = Number(delta("kvstrata_stores_dropped_total"));
+    fields["hit_rate"] = Optional(Ratio(delta("hit_blocks"), asked));
+    fields["dropped_stores_per_s"] = Number(delta("dropped_stores"));
     Struct throughput;
-    for (const char* d : kDirections) {
-      (*throughput.mutable_fields())[d] =
-          Number(delta("kvstrata_transfer_bytes_total", {{"direction", d}}));
+    for (std::string_view d : kCopyRouteNames) {
+      (*throughput.mutable_fields())[std::string(d)] =
+          Number(delta(absl::StrCat("transfer_bytes_", std::string(d))));
     }
     *fields["throughput_bytes_per_s"].mutable_struct_value() = throughput;
   } else {
@@ -147,7 +153,7 @@ void PrintHuman(const v1::GetStatusResponse& status, const Struct& frame) {
               << "   blocks asked/s " << Rate(f.at("blocks_asked_per_s").number_value())
               << "   dropped stores/s " << Rate(f.at("dropped_stores_per_s").number_value());
   } else {
-    std::cout << "   (metrics endpoint off: no lookup or throughput rates)";
+    std::cout << "   (Admin.GetStats refused: no lookup or throughput rates)";
   }
   std::cout << "\n\n";
   Table tiers({"TIER", "STATE", "CAPACITY", "USED", "USE%", "BLOCKS", "HITS/S", "HIT%", "EVICT/S",
@@ -167,9 +173,10 @@ void PrintHuman(const v1::GetStatusResponse& status, const Struct& frame) {
   if (f.at("throughput_bytes_per_s").kind_case() == Value::kStructValue) {
     std::cout << "\n";
     Table throughput({"DIRECTION", "BYTES/S"});
-    for (const char* d : kDirections) {
-      double v = f.at("throughput_bytes_per_s").struct_value().fields().at(d).number_value();
-      throughput.AddRow({d, absl::StrCat(HumanBytes(uint64_t(v)), "/s")});
+    for (std::string_view d : kCopyRouteNames) {
+      const std::string route(d);
+      double v = f.at("throughput_bytes_per_s").struct_value().fields().at(route).number_value();
+      throughput.AddRow({route, absl::StrCat(HumanBytes(uint64_t(v)), "/s")});
     }
     throughput.Print(std::cout);
   }

@@ -64,6 +64,13 @@ class MetricsSink {
                         std::function<double()> /*read*/) {}
   virtual void AddCounter(std::string /*name*/, std::string /*help*/, MetricLabelPairs /*labels*/,
                           std::function<double()> /*read*/) {}
+
+  // The sum of the counter series named `name` whose labels include every `match` pair,
+  // as a scrape would read them now (Admin.GetStats serves these; `kvstrata top` turns them
+  // into rates). 0 for a name with no series.
+  virtual double CounterTotal(absl::string_view /*name*/, const MetricLabelPairs& /*match*/) const {
+    return 0;
+  }
 };
 
 // Discards everything (tests, tools).

@@ -1,5 +1,6 @@
 #include "daemon/metrics/prometheus_metrics.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <exception>
@@ -246,6 +247,26 @@ void PrometheusMetrics::AddCounter(std::string name, std::string help, MetricLab
                                    std::function<double()> read) {
   impl_->callbacks->Add(name, help, prometheus::MetricType::Counter, std::move(labels),
                         std::move(read));
+}
+
+double PrometheusMetrics::CounterTotal(absl::string_view name,
+                                       const MetricLabelPairs& match) const {
+  std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
+  std::vector<prometheus::MetricFamily> callbacks = impl_->callbacks->Collect();
+  families.insert(families.end(), callbacks.begin(), callbacks.end());
+  double total = 0;
+  for (const prometheus::MetricFamily& family : families) {
+    if (family.name != name || family.type != prometheus::MetricType::Counter) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      const bool matches = std::all_of(match.begin(), match.end(), [&](const auto& want) {
+        return std::any_of(metric.label.begin(), metric.label.end(), [&](const auto& label) {
+          return label.name == want.first && label.value == want.second;
+        });
+      });
+      if (matches) total += metric.counter.value;
+    }
+  }
+  return total;
 }
 
 std::string PrometheusMetrics::bound_address() const { return impl_->bound_address; }

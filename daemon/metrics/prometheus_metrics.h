@@ -34,6 +34,8 @@ class PrometheusMetrics : public MetricsSink {
   void AddCounter(std::string name, std::string help, MetricLabelPairs labels,
                   std::function<double()> read) override;
 
+  double CounterTotal(absl::string_view name, const MetricLabelPairs& match) const override;
+
   // "host:port" actually bound, "" when not serving.
   std::string bound_address() const;
   // The text exposition format, as served at /metrics.

@@ -48,10 +48,25 @@ absl::StatusOr<TierSelection> ChooseTiers(const ServiceContext& context, v1::Tie
   }
 }
 
-void AddCounter(v1::GetStatsResponse* response, const char* name, uint64_t value) {
+void AddCounter(v1::GetStatsResponse* response, absl::string_view name, uint64_t value) {
   v1::Counter* counter = response->add_counters();
-  counter->set_name(name);
+  counter->set_name(std::string(name));
   counter->set_value(value);
+}
+
+// The running totals `kvstrata top` shows as rates, as the metrics page counts them.
+void AddActivity(const MetricsSink& metrics, v1::GetStatsResponse* response) {
+  auto total = [&](absl::string_view name, const MetricLabelPairs& match = {}) {
+    return static_cast<uint64_t>(metrics.CounterTotal(name, match));
+  };
+  AddCounter(response, "lookups", total("kvstrata_lookups_total"));
+  AddCounter(response, "lookup_blocks", total("kvstrata_lookup_blocks_total"));
+  AddCounter(response, "hit_blocks", total("kvstrata_hit_blocks_total"));
+  AddCounter(response, "dropped_stores", total("kvstrata_stores_dropped_total"));
+  for (std::string_view route : kCopyRouteNames) {
+    AddCounter(response, absl::StrCat("transfer_bytes_", std::string(route)),
+               total("kvstrata_transfer_bytes_total", {{"direction", std::string(route)}}));
+  }
 }
 
 }  // namespace
@@ -74,6 +89,7 @@ grpc::Status AdminService::GetStats(grpc::ServerContext* ctx, const v1::GetStats
     AddCounter(response, "active_loads", s.active_loads);
     AddCounter(response, "sessions", context_.sessions->size());
     AddCounter(response, "namespaces", context_.namespaces->size());
+    if (context_.metrics != nullptr) AddActivity(*context_.metrics, response);
     FillTiers(response->mutable_tiers());
     return absl::OkStatus();
   });

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import grpc
@@ -9,7 +10,7 @@ import pytest
 
 import kvstrata
 from kvstrata import pb
-from kvs_testing import L1_CAPACITY, assert_code, mha_spec
+from kvs_testing import L1_CAPACITY, Daemon, assert_code, mha_spec, short_tmpdir
 
 MIB = 1 << 20
 
@@ -82,6 +83,34 @@ def test_get_stats(client: kvstrata.Client) -> None:
     names = [c.name for c in stats.counters]
     assert len(names) == len(set(names)) and all(names)
     assert {t.tier for t in stats.tiers} == {t.tier for t in client.list_tiers().tiers}
+
+
+def test_get_stats_totals_count_without_the_metrics_endpoint() -> None:
+    """`kvstrata top`'s rates come from GetStats' running totals, metrics page on or off."""
+    d = Daemon(short_tmpdir())
+    d.args = [a if not a.startswith("--metrics_address=") else "--metrics_address=off"
+              for a in d.args]
+    d.start()
+    try:
+        with d.client(timeout=10.0) as c, kvstrata.Session(c, client_name="totals") as s:
+            assert c.get_status().metrics_address == ""
+            ns = s.register_namespace(**mha_spec(kv_layout="opaque", dtype="uint8",
+                                                 opaque_block_bytes=4096, salt="totals"))
+
+            def totals() -> dict:
+                return {t.name: t.value for t in c.get_stats().counters}
+
+            before = totals()
+            for _ in range(7):
+                s.lookup(ns, [b"\x01", b"\x02"])
+            after = totals()
+    finally:
+        d.stop()
+        shutil.rmtree(d.workdir, ignore_errors=True)
+    assert after["lookups"] - before["lookups"] == 7
+    assert after["lookup_blocks"] - before["lookup_blocks"] == 14
+    routes = ("gpu_to_l1", "l1_to_gpu", "l1_to_l2", "l2_to_l1", "l1_to_l3", "l3_to_l1")
+    assert {f"transfer_bytes_{r}" for r in routes} <= set(after)
 
 
 def test_list_sessions_reports_the_client(client: kvstrata.Client) -> None:

@@ -140,7 +140,7 @@ def test_top_json_frames_and_rates(cdaemon) -> None:
     assert proc.returncode == 0
     frames = [json.loads(l) for l in out.splitlines()]
     assert len(frames) == 2
-    assert all(f["source"] == "status+metrics" for f in frames)
+    assert all(f["source"] == "status+stats" for f in frames)
     lookups = sum(f["lookups_per_s"] * f["interval_s"] for f in frames)
     assert round(lookups) == 50
     assert 0.45 <= max(f["hit_rate"] or 0 for f in frames) <= 0.55   # 1 hit of 2 per lookup
