@@ -85,7 +85,7 @@ class LookupServer::Loop {
   bool Add(std::shared_ptr<Connection> c) {
     c->idle_since_ms.store(NowMs());
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = c.get();
     std::lock_guard<std::mutex> lock(mu_);
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->fd, &ev) != 0) return false;
@@ -105,7 +105,7 @@ class LookupServer::Loop {
         if (events[i].events & EPOLLOUT) {
           Flush(*c);
         } else {
-          OnReadable(*c);
+          OnReadable(*c, (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
         }
       }
       if (NowMs() - last_scan >= 1000) {
@@ -123,7 +123,10 @@ class LookupServer::Loop {
     closed_.clear();
   }
 
-  void OnReadable(Connection& c) {
+  // Edge-triggered: reads what has come. A short read means nothing more is there now
+  // (more data would raise a new edge), unless the peer's end came with this edge
+  // (`peer_closed`): then it reads on to the end of the stream.
+  void OnReadable(Connection& c, bool peer_closed) {
     char chunk[kReadChunk];
     bool end = false;
     for (;;) {
@@ -132,7 +135,7 @@ class LookupServer::Loop {
         c.in.append(chunk, static_cast<size_t>(n));
         c.last_progress_ms = NowMs();
         c.idle_since_ms.store(0);
-        if (static_cast<size_t>(n) < sizeof(chunk)) break;
+        if (static_cast<size_t>(n) < sizeof(chunk) && !peer_closed) break;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -192,7 +195,7 @@ class LookupServer::Loop {
     if (pending != c.watching_out) {
       c.watching_out = pending;
       epoll_event ev{};
-      ev.events = pending ? EPOLLOUT : (EPOLLIN | EPOLLRDHUP);
+      ev.events = EPOLLET | (pending ? EPOLLOUT : EPOLLIN | EPOLLRDHUP);
       ev.data.ptr = &c;
       epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
     }
@@ -246,7 +249,7 @@ absl::StatusOr<std::unique_ptr<LookupServer>> LookupServer::Start(const std::str
   if (!fd.ok()) return fd.status();
   std::unique_ptr<LookupServer> server(new LookupServer(path, *fd, std::move(context), metrics));
   const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
-  const size_t loops = std::clamp<size_t>(cpus / 2, 1, kLoops);
+  const size_t loops = std::clamp<size_t>(cpus, 1, kLoops);
   for (size_t i = 0; i < loops; ++i) {
     server->loops_.push_back(std::make_unique<Loop>(server->frames_, server->stop_));
     if (absl::Status s = server->loops_.back()->Start(); !s.ok()) return s;

@@ -4,8 +4,8 @@
 // (daemon/common/job_wire.h, magic "KVSJ") on the same connections (LookupFrames answers
 // both).
 //
-// Threads: one accept thread, and a few event loops (epoll; kLoops at most, one per two
-// CPUs) that each serve their share of the connections: read without blocking until a
+// Threads: one accept thread, and a few event loops (epoll; one per CPU, kLoops at most)
+// that each serve their share of the connections: read without blocking until a
 // frame is whole, answer it on the loop's thread, write the response without blocking. So
 // any number of connections costs no thread each, a slow or silent client holds no thread,
 // and a call's own work (a lookup that probes a slow lower tier) delays only the other
@@ -44,7 +44,7 @@ class LookupServer {
  public:
   static constexpr size_t kMaxConnections = 256;
   static constexpr int kFrameTimeoutSeconds = 5;
-  static constexpr size_t kLoops = 4;
+  static constexpr size_t kLoops = 8;
 
   // Listens on `path` (a stale file there is replaced) with permissions `mode`.
   static absl::StatusOr<std::unique_ptr<LookupServer>> Start(const std::string& path, uint32_t mode,

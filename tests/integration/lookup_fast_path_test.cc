@@ -294,6 +294,35 @@ TEST_F(LookupFastPathTest, FrameLargerThanAdvertisedIsRejected) {
   close(fd);
 }
 
+TEST_F(LookupFastPathTest, PipelinedFramesAreAnsweredInOrder) {
+  int fd = RawConnect();
+  std::string frames;
+  for (uint32_t count : {8u, 3u, 5u}) {
+    frames += Frame(Header(count, 32), 0);
+    for (const std::string& key : Keys(0, count)) frames += key;
+  }
+  Send(fd, frames);  // Three frames in one write.
+  for (uint32_t want : {8u, 3u, 5u}) {
+    uint32_t hits = 0;
+    EXPECT_EQ(ReadStatus(fd, &hits), 0);
+    EXPECT_EQ(hits, want);
+  }
+  close(fd);
+}
+
+TEST_F(LookupFastPathTest, AFrameBeforeAHalfCloseIsStillAnswered) {
+  int fd = RawConnect();
+  std::string frame = Frame(Header(4, 32), 0);
+  for (const std::string& key : Keys(0, 4)) frame += key;
+  Send(fd, frame);
+  shutdown(fd, SHUT_WR);  // Nothing more will come; the answer must still arrive.
+  uint32_t hits = 0;
+  EXPECT_EQ(ReadStatus(fd, &hits), 0);
+  EXPECT_EQ(hits, 4u);
+  EXPECT_TRUE(ClosedByDaemon(fd));
+  close(fd);
+}
+
 TEST_F(LookupFastPathTest, ManyConnectionsAndPersistentCalls) {
   std::vector<std::unique_ptr<LookupClient>> clients;
   for (int i = 0; i < 20; ++i) clients.push_back(std::make_unique<LookupClient>(lookup_socket_));
