@@ -10,6 +10,7 @@ kvstrata_vllm.worker.WorkerSide; this class only routes vLLM's calls to them.
 """
 from __future__ import annotations
 
+import pickle
 from typing import Any, Dict, Iterable, Optional, Set, Tuple
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
@@ -26,6 +27,12 @@ from .metadata import KVStrataMetadata
 from .scheduler import SchedulerSide
 from .stats import KVStrataPromMetrics, KVStrataStats
 from .worker import WorkerSide
+
+# The hooks whose time inside the connector the trace sums per step (trace.timed).
+WORKER_HOOKS = ("start_load_kv", "wait_for_layer_load", "save_kv_layer", "wait_for_save",
+                "get_finished")
+SCHEDULER_HOOKS = ("get_num_new_matched_tokens", "update_state_after_alloc",
+                   "build_connector_meta", "update_connector_output", "request_finished")
 
 
 def per_layer_hooks(forward_context: Any) -> bool:
@@ -73,6 +80,7 @@ class KVStrataConnector(KVConnectorBase_V1):
         assert self.worker is not None
         self.worker.register(kv_cache, layout="vllm_cross_layer")
 
+    @trace.timed("start_load_kv")
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         """Called every step, with or without a forward pass (vLLM 0.26 and 0.33 alike)."""
         assert self.worker is not None
@@ -81,15 +89,18 @@ class KVStrataConnector(KVConnectorBase_V1):
         if isinstance(meta, KVStrataMetadata):
             self.worker.start_load(meta, per_layer_hooks=per_layer_hooks(forward_context))
 
+    @trace.timed("wait_for_layer_load")
     def wait_for_layer_load(self, layer_name: str) -> None:
         """A same-step load: the current stream waits for this layer's blocks (GPU-side)."""
         assert self.worker is not None
         self.worker.wait_layer(layer_name)
 
+    @trace.timed("save_kv_layer")
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
                       **kwargs: Any) -> None:
         return  # Stores are taken in wait_for_save, after the whole forward pass.
 
+    @trace.timed("wait_for_save")
     def wait_for_save(self) -> None:
         assert self.worker is not None
         meta = self._connector_metadata
@@ -103,7 +114,15 @@ class KVStrataConnector(KVConnectorBase_V1):
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         assert self.worker is not None
-        trace.event("step_finished", "")
+        if not trace.enabled():
+            return self.worker.get_finished(finished_req_ids)
+        done = self._get_finished(finished_req_ids)
+        trace.event("step_finished", "", us=trace.take_hook_us(*WORKER_HOOKS))
+        return done
+
+    @trace.timed("get_finished")
+    def _get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        assert self.worker is not None
         return self.worker.get_finished(finished_req_ids)
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
@@ -133,6 +152,7 @@ class KVStrataConnector(KVConnectorBase_V1):
 
     # ------------------------------------------------------------------ scheduler side
 
+    @trace.timed("get_num_new_matched_tokens")
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[int, bool]:
         assert self.scheduler is not None
         return self.scheduler.get_num_new_matched_tokens(request, num_computed_tokens)
@@ -144,18 +164,31 @@ class KVStrataConnector(KVConnectorBase_V1):
         split = self.scheduler.hit_sources(request, num_external_tokens)
         return {CacheHitSource(name): n for name, n in split.items() if n}
 
+    @trace.timed("update_state_after_alloc")
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         assert self.scheduler is not None
         self.scheduler.update_state_after_alloc(request, blocks, num_external_tokens)
 
     def build_connector_meta(self, scheduler_output: Any) -> KVStrataMetadata:
         assert self.scheduler is not None
+        if not trace.enabled():
+            return self.scheduler.build_connector_meta(scheduler_output)
+        meta = self._build_connector_meta(scheduler_output)
+        trace.event("sched", "", meta_bytes=len(pickle.dumps(meta)),
+                    us=trace.take_hook_us(*SCHEDULER_HOOKS))
+        return meta
+
+    @trace.timed("build_connector_meta")
+    def _build_connector_meta(self, scheduler_output: Any) -> KVStrataMetadata:
+        assert self.scheduler is not None
         return self.scheduler.build_connector_meta(scheduler_output)
 
+    @trace.timed("update_connector_output")
     def update_connector_output(self, connector_output: Any) -> None:
         assert self.scheduler is not None
         self.scheduler.update_connector_output(connector_output)
 
+    @trace.timed("request_finished")
     def request_finished(self, request: Any, block_ids: Any) -> Tuple[bool, Optional[Dict[str, Any]]]:
         assert self.scheduler is not None
         return self.scheduler.request_finished(request, block_ids)

@@ -3,7 +3,10 @@
 One Link (session) for the scheduler process; it registers the namespace of every
 tensor-parallel rank, looks each up, and counts a unit as a hit only when every rank has
 it. The leases it takes pin the hits until the workers report the load finished
-(finished_recving), the request ends, or the lease expires (lease_ttl_ms).
+(finished_recving), a same-step load was submitted, the request ends, or the lease expires
+(lease_ttl_ms); a thread sends the releases (releaser.py), so no step waits for one. A
+request with nothing to load (vLLM's own prefix cache covers every loadable unit) is looked
+up without a lease: the answer only spares stores of units KVStrata holds.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from .config import ConnectorConfig, max_offload_tokens, open_link
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
 from .namespace import (cache_geometry, hash_seed_problem, hash_tokens, namespace_fields,
                         unit_keys)
+from .releaser import LeaseReleaser
 from .stats import StatsCounter
 from . import trace
 
@@ -81,6 +85,7 @@ class SchedulerSide:
                                                                    False))
         self._spec_kind = _spec_kind(kv_cache_config)
         self.link = open_link(cfg, "vllm-scheduler", on_session=self._register)
+        self.releaser = LeaseReleaser(self.link)   # releases leave the step to a thread
         self._reqs: Dict[str, _Req] = {}
         self._loads: List[RequestTransfer] = []
         # Requests whose loads ran in the last built step (sync): their leases are released
@@ -116,10 +121,8 @@ class SchedulerSide:
     def _release(self, st: _Req) -> None:
         leases, st.leases = st.leases, []
         s = self.link.session() if leases else None
-        for ns, lease_id in leases:
-            if s is None:
-                return  # The daemon's session end (or the lease TTL) releases them.
-            self.link.guard("release_lease", lambda: s.release_lease(lease_id), None)
+        if s is not None:  # else the daemon's session end (or the lease TTL) releases them
+            self.releaser.release(s, [lease_id for _, lease_id in leases])
 
     # ------------------------------------------------------------------ lookups
 
@@ -138,8 +141,9 @@ class SchedulerSide:
             # worker is still reconnecting after a daemon restart).
             return 0, False
         hashes = request.block_hashes
-        end_u = min((request.num_tokens - 1) // self.unit_tokens,
-                    len(hashes) * self.hash_tokens // self.unit_tokens)
+        hashed_u = len(hashes) * self.hash_tokens // self.unit_tokens
+        # Units that may load: never the one holding the last token (vLLM computes >= 1).
+        end_u = min((request.num_tokens - 1) // self.unit_tokens, hashed_u)
         start_u = num_computed_tokens // self.unit_tokens
         if end_u <= 0:
             return 0, False
@@ -149,14 +153,18 @@ class SchedulerSide:
             return 0, False
         s = self.link.session()
         t0 = time.monotonic()
-        # From unit 0, not start_u: the answer also tells which of vLLM's local hits KVStrata
-        # holds already, so they are not stored again.
-        keys = self._keys(hashes, 0, end_u)
+        # From unit 0, not start_u, and through the unit of the last token when it is full:
+        # the answer also tells which units KVStrata holds already, so they are not stored
+        # again (vLLM's local hits, and a prompt's last full unit that no hit ever loads).
+        keys = self._keys(hashes, 0, min(request.num_tokens // self.unit_tokens, hashed_u))
+        # A lease only when a load may follow: a request vLLM's own cache covers up to its
+        # last loadable unit (a GPU prefix hit) costs the lookup alone, no release.
+        lease = end_u > start_u
         hit = len(keys)
         tiers = [0] * hit       # per unit, the slowest tier any rank holds it in
         for ns in namespaces:   # Every rank must have a unit for it to count.
             r = self.link.guard("lookup", lambda ns=ns: s.lookup(
-                ns, keys[:hit], lease=True, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
+                ns, keys[:hit], lease=lease, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
             if r is None:
                 hit = 0
                 break
@@ -172,7 +180,8 @@ class SchedulerSide:
         st.tiers = tiers[:hit]
         st.present_units = hit
         trace.event("lookup", request.request_id, ms=round((time.monotonic() - t0) * 1e3, 3),
-                    units=hit)
+                    units=hit, lease=lease)
+        hit = min(hit, end_u)
         matched = hit * self.unit_tokens - num_computed_tokens
         self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
         if hit <= start_u or matched <= 0:
@@ -261,9 +270,10 @@ class SchedulerSide:
             return
         req = st.request
         if st.stored_units is None:
-            # Units KVStrata held at the lookup are not stored again; vLLM's other local
-            # hits are (they may never have been stored). The cap is read once.
-            st.stored_units = min(st.present_units, computed_before // self.unit_tokens)
+            # Units KVStrata held at the lookup are not stored again (the prompt's last full
+            # unit too, which no hit loads); vLLM's other local hits are (they may never
+            # have been stored). The cap is read once.
+            st.stored_units = st.present_units
             st.store_cap = self._store_cap(st)
         limit = req.num_prompt_tokens if self.cfg.offload == "prompt" else req.num_tokens
         limit = min(limit, computed_after, len(req.block_hashes) * self.hash_tokens)
@@ -449,6 +459,7 @@ class SchedulerSide:
     def shutdown(self) -> None:
         for st in list(self._reqs.values()):
             self._release(st)
+        self.releaser.close()
         self.link.close()
 
 

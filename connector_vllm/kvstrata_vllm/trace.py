@@ -8,22 +8,31 @@ load_reported (the scheduler learnt the load finished), store_submit (ms, units)
 same-step (layer-wise) load also wait0 / wait_last (the forward pass reached the first and
 the last layer's wait_for_layer_load), save (wait_for_save), finish (get_finished) and gpu
 (GPU ms between those points, from CUDA events, logged once they completed); every step of
-a worker: step_start (start_load_kv), step_save (wait_for_save), step_finished
-(get_finished) and hooks (host ms between its wait_for_layer_load calls), with an
-empty "req". Unset (the
-default), every call is a no-op. Each line is one O_APPEND write, so the lines of
-the scheduler and worker processes do not interleave.
+a worker: step_start (start_load_kv), step_save (wait_for_save), step_finished (the end of
+get_finished, with `us`: the µs spent inside each worker hook this step, see timed) and
+hooks (host ms between its wait_for_layer_load calls, and what the calling thread did
+meanwhile: see hook_gaps), with an empty "req"; every scheduler step: sched (the µs spent
+inside each scheduler hook since the last one, and `meta_bytes`: the pickled size of the
+metadata sent to the workers). Unset (the default), every call is a no-op and `timed`
+leaves the hooks unwrapped. Each line is one O_APPEND write (one descriptor per process),
+so the lines of the scheduler and worker processes do not interleave.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
+import resource
 import threading
 import time
-from typing import Any
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 _PATH = os.environ.get("KVSTRATA_VLLM_TRACE") or None
 _lock = threading.Lock()
+_fd: Optional[int] = None
+_fd_pid = 0
+_hook_us: Dict[str, float] = {}   # timed(): µs inside each hook since take_hook_us()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def enabled() -> bool:
@@ -33,24 +42,74 @@ def enabled() -> bool:
 def event(name: str, req_id: str, **fields: Any) -> None:
     if _PATH is None:
         return
+    global _fd, _fd_pid
     line = json.dumps({"t": time.monotonic(), "pid": os.getpid(), "ev": name, "req": req_id,
                        **fields}) + "\n"
     with _lock:
-        fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        if _fd is None or _fd_pid != os.getpid():  # a forked process opens its own
+            _fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            _fd_pid = os.getpid()
+        os.write(_fd, line.encode())
 
 
-def hook_gaps(calls: list, end: float) -> None:
+def timed(name: str) -> Callable[[F], F]:
+    """A connector hook's decorator: with the trace on, the µs spent inside it are summed
+    under `name` until take_hook_us(); with it off the hook is returned unchanged."""
+    def wrap(fn: F) -> F:
+        if _PATH is None:
+            return fn
+
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _hook_us[name] = _hook_us.get(name, 0.0) + (time.perf_counter() - t0) * 1e6
+        return inner  # type: ignore[return-value]
+    return wrap
+
+
+def take_hook_us(*names: str) -> Dict[str, float]:
+    """The summed µs of these hooks (rounded; absent ones left out), reset to zero."""
+    return {n: round(_hook_us.pop(n), 1) for n in names if n in _hook_us}
+
+
+def thread_clock() -> Tuple[float, Optional[int], Optional[int], int, int, Optional[int]]:
+    """The calling thread's (wall s, ns on a CPU, ns runnable but waiting for a CPU,
+    voluntary and involuntary context switches, CPU it runs on); None where /proc lacks it
+    (schedstat needs the kernel's scheduler statistics)."""
+    wall = time.monotonic()
+    ru = resource.getrusage(resource.RUSAGE_THREAD)
+    on = wait = cpu = None
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            on, wait = (int(x) for x in f.read().split()[:2])
+        with open("/proc/thread-self/stat", "rb") as f:
+            cpu = int(f.read().rsplit(b")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        pass
+    return wall, on, wait, ru.ru_nvcsw, ru.ru_nivcsw, cpu
+
+
+def hook_gaps(calls: list, end: float, clock: Optional[tuple] = None) -> None:
     """One "hooks" event: the host ms between a step's wait_for_layer_load calls (and from
-    the last one to wait_for_save): count, median, max and where the max was."""
+    the last one to wait_for_save): count, median, max and where the max was; with `clock`
+    (thread_clock() at the first call) also what the calling thread did from there to now:
+    cpu_ms on a CPU, runq_ms runnable but not running, vcs / ivcs voluntary (it blocked:
+    a lock, the GIL, a sync) and involuntary (preempted) switches, cpus it ran on."""
     gaps = [b - a for a, b in zip(calls, calls[1:] + [end])]
     worst = max(range(len(gaps)), key=gaps.__getitem__)
+    more: Dict[str, Any] = {}
+    if clock is not None:
+        now = thread_clock()
+        if now[1] is not None and clock[1] is not None:
+            more["cpu_ms"] = round((now[1] - clock[1]) / 1e6, 3)
+            more["runq_ms"] = round((now[2] - clock[2]) / 1e6, 3)
+        more.update(vcs=now[3] - clock[3], ivcs=now[4] - clock[4], cpus=[clock[5], now[5]])
     event("hooks", "", n=len(calls), median_ms=round(sorted(gaps)[len(gaps) // 2] * 1e3, 3),
           max_ms=round(gaps[worst] * 1e3, 3), max_at=worst,
-          total_ms=round((end - calls[0]) * 1e3, 3))
+          total_ms=round((end - calls[0]) * 1e3, 3), **more)
 
 
 class GpuMarks:

@@ -119,6 +119,7 @@ class WorkerSide:
         self._warned_hooks = False
         self._marks = trace.GpuMarks()  # the trace's GPU timeline of layer-wise loads
         self._hooks: List[float] = []     # with the trace on: this step's hook call times
+        self._clock: Any = None           # and trace.thread_clock() at the first of them
 
     # ------------------------------------------------------------------ registration
 
@@ -258,6 +259,8 @@ class WorkerSide:
     def wait_layer(self, layer_name: str) -> None:
         """wait_for_layer_load: the current stream waits (on the GPU) for this layer."""
         if trace.enabled():
+            if not self._hooks:
+                self._clock = trace.thread_clock()
             self._hooks.append(time.monotonic())
         if self._sync_job is None or self.reg is None or self.reg.layer_flags is None:
             return
@@ -364,7 +367,7 @@ class WorkerSide:
     def save(self, meta: KVStrataMetadata) -> None:
         """Called from wait_for_save: this step's forward pass has written meta.stores."""
         if self._hooks:
-            trace.hook_gaps(self._hooks, time.monotonic())
+            trace.hook_gaps(self._hooks, time.monotonic(), self._clock)
             self._hooks = []
         if self._sync_job is not None and trace.enabled():
             trace.event("save", self._sync_job[2][0])

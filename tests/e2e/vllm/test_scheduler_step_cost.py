@@ -1,0 +1,119 @@
+"""What a request costs the engine's step when KVStrata has nothing to move (issue 21's 1K
+hit): no lease and no release RPC for a request vLLM's own prefix cache covers, no store
+of a unit KVStrata already holds -- the prompt's last full unit included, which no hit ever
+loads (vLLM always computes the last token) -- and lease releases sent by a thread, not by
+the step. vLLM's real Scheduler, a real kvstratad; the scheduler session's calls are
+counted (or slowed) by wrapping its methods.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List
+
+from harness import BLOCK, Engine
+from kvs_testing import wait_until
+
+WHOLE = [100 + (i * 7) % 300 for i in range(6 * BLOCK)]   # 6 full units, the last one too
+
+
+def ext(daemon, **extra) -> dict:
+    return {"endpoint": daemon.endpoint, **extra}
+
+
+def count_calls(engine: Engine) -> Dict[str, List[Any]]:
+    """The scheduler session's lookups (their lease argument) and lease releases."""
+    s = engine.connector.scheduler.link.session()
+    calls: Dict[str, List[Any]] = {"lookup": [], "release_lease": []}
+    lookup, release = s.lookup, s.release_lease
+
+    def counted_lookup(ns, keys, lease=False, lease_ttl_ms=0):
+        calls["lookup"].append(lease)
+        return lookup(ns, keys, lease=lease, lease_ttl_ms=lease_ttl_ms)
+
+    def counted_release(lease_id):
+        calls["release_lease"].append(lease_id)
+        return release(lease_id)
+
+    s.lookup, s.release_lease = counted_lookup, counted_release
+    return calls
+
+
+def stores_planned(engine: Engine) -> int:
+    return engine.stats.get("store_units_planned", 0)
+
+
+def test_gpu_prefix_hit_takes_no_lease_and_stores_nothing(model_dir, daemon, engines):
+    """The same whole-unit prompt twice in one engine: the second is vLLM's own prefix hit
+    of 5 units (the 6th holds the last token, recomputed). Its lookup takes no lease (no
+    load can follow), so nothing is released, and the 6th unit, stored by the first run,
+    is not stored again."""
+    e = engines(model_dir, ext(daemon))
+    first = e.add(WHOLE)
+    e.run()
+    e.drain_stores()
+    assert e.stats.get("stored_units") == 6
+    planned = stores_planned(e)
+    calls = count_calls(e)
+    again = e.add(WHOLE)
+    e.run()
+    assert e.scheduler.requests.get(again.request_id) is None
+    assert calls["lookup"] == [False] and calls["release_lease"] == []
+    assert stores_planned(e) == planned                      # the 6th unit: held already
+    assert e.outputs[again.request_id] == e.outputs[first.request_id]
+
+
+def test_external_hit_does_not_store_the_last_unit_again(model_dir, daemon, engines):
+    """A second engine: 5 units load from KVStrata, the 6th (the last token's) is computed
+    but not stored again, since the lookup found it held; a lease is taken for the load."""
+    warm = engines(model_dir, ext(daemon))
+    first = warm.add(WHOLE)
+    warm.run()
+    warm.drain_stores()
+    e = engines(model_dir, ext(daemon))
+    calls = count_calls(e)
+    r = e.add(WHOLE)
+    e.run()
+    assert e.stats["hit_tokens"] == 5 * BLOCK and e.stats["loaded_units"] == 5
+    assert calls["lookup"] == [True]
+    assert stores_planned(e) == 0
+    assert e.outputs[r.request_id] == warm.outputs[first.request_id]
+
+
+def test_a_unit_kvstrata_lacks_is_still_stored(model_dir, daemon, engines):
+    """The lookup's answer, not the prompt's shape, decides: a whole-unit prompt whose
+    last unit KVStrata does not hold (only a shorter prefix was stored) stores that unit."""
+    warm = engines(model_dir, ext(daemon))
+    warm.add(WHOLE[:5 * BLOCK + 3])        # stores units 0-4 only
+    warm.run()
+    warm.drain_stores()
+    e = engines(model_dir, ext(daemon))
+    e.add(WHOLE)
+    e.run()
+    e.drain_stores()
+    assert e.stats["loaded_units"] == 5
+    assert stores_planned(e) == 1 and e.stats.get("stored_units") == 1
+
+
+def test_lease_release_does_not_hold_the_step(model_dir, daemon, engines):
+    """A same-step load's lease is released once the load is submitted, by the connector's
+    release thread: a daemon that takes a second to answer ReleaseLease holds up no step
+    (the request runs to its end meanwhile), and the release still arrives."""
+    warm = engines(model_dir, ext(daemon))
+    warm.add(WHOLE)
+    warm.run()
+    warm.drain_stores()
+    e = engines(model_dir, ext(daemon, load_mode="sync"))
+    s = e.connector.scheduler.link.session()
+    real, released = s.release_lease, []
+
+    def slow_release(lease_id):
+        time.sleep(1.0)
+        released.append(real(lease_id))
+
+    s.release_lease = slow_release
+    r = e.add(WHOLE)
+    t0 = time.monotonic()
+    e.run()
+    assert time.monotonic() - t0 < 0.9 and not released
+    assert e.stats["loaded_units"] == 5 and r.request_id in e.finished
+    assert wait_until(lambda: len(released) == 1, timeout_s=10)
