@@ -15,9 +15,10 @@ echo "test: C++ tests (ctest)"
 echo "test: Python tests (pytest)"
 KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/integration/python" || status=1
-echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard, README command blocks)"
-KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
-  "$repo/.venv/bin/python" -m pytest -q "$repo/tests/deploy" || status=1
+echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard, README command blocks, the container image built with buildah and run)"
+KVSTRATA_IMAGE_TEST="${KVSTRATA_IMAGE_TEST:-1}" \
+  KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
+  "$repo/.venv/bin/python" -m pytest -q -rs "$repo/tests/deploy" || status=1
 # SGLang connector (kvstrata_sglang) against the real sglang package in its own venv:
 # SGLang 0.5.23, then 0.5.17 (.sglang0517, sglang 0.5.17's Python with the few packages it
 # needs in other versions, on PYTHONPATH in front of .venv-sglang).

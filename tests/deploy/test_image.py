@@ -1,6 +1,8 @@
 """The kvstratad container image, built for real and run (issue 18), when asked for:
-KVSTRATA_IMAGE_TEST=1 (needs root, buildah and Debian's package mirror; ~4 minutes, so it is
-not part of scripts/test.sh). scripts/build_image.sh builds deploy/container/Dockerfile with
+KVSTRATA_IMAGE_TEST=1 (scripts/test.sh sets it; ~4 minutes). It skips, saying why, where
+the machine cannot build images at all (not root, no buildah/debootstrap, no Debian
+mirror: scripts/build_image.sh exits 3); a failing Dockerfile build fails it.
+scripts/build_image.sh builds deploy/container/Dockerfile with
 buildah FROM a debootstrapped Debian 12; the image's kvstratad then checks its embedded
 configuration, and serves a store / lookup / load round trip to this process's Python
 client through a socket directory mounted at another path (as the Kubernetes examples
@@ -25,11 +27,16 @@ TAG = "localhost/kvstratad:test"
 pytestmark = pytest.mark.skipif(
     os.environ.get("KVSTRATA_IMAGE_TEST") != "1",
     reason="container image test: set KVSTRATA_IMAGE_TEST=1 (root, buildah, network; ~4 min)")
+CANNOT_BUILD = 3  # scripts/build_image.sh: the machine cannot build images
 
 
 @pytest.fixture(scope="module")
 def container() -> Iterator[str]:
-    subprocess.run(["bash", str(REPO / "scripts" / "build_image.sh"), TAG], check=True)
+    built = subprocess.run(["bash", str(REPO / "scripts" / "build_image.sh"), TAG],
+                           stderr=subprocess.PIPE, text=True)
+    if built.returncode == CANNOT_BUILD:
+        pytest.skip(built.stderr.strip().splitlines()[-1])
+    assert built.returncode == 0, f"the image build failed:\n{built.stderr[-4000:]}"
     ctr = subprocess.run(["buildah", "from", TAG], check=True, capture_output=True,
                          text=True).stdout.strip()
     yield ctr

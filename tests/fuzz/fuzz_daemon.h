@@ -87,7 +87,6 @@ struct FuzzDaemon {
                              dir + "/k.sock.lookup",
                              jobs.get(),
                              nullptr,
-                             nullptr,
                              metrics.get()};
     lookup_server = *LookupServer::Start(context.lookup_socket, 0600, context, metrics.get());
     session = sessions.Open(kDefaultTenant, "fuzz", 1, "fuzz", absl::ZeroDuration())->id;
