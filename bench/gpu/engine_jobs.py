@@ -52,16 +52,20 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import load_latency  # noqa: E402  (start_daemon, stop_daemon, log, process_cpu_seconds)
-from load_latency import log, process_cpu_seconds  # noqa: E402
+from load_latency import REPO, log, process_cpu_seconds  # noqa: E402
+
+# The engines' layouts, from the connectors' sources (neither needs its engine installed).
+sys.path.insert(0, str(REPO / "connector_vllm"))    # kvstrata_vllm.kv_layouts
+sys.path.insert(0, str(REPO / "connector_sglang"))  # kvstrata_sglang.device_pool
 
 LAYERS, KV_HEADS, HEAD, MLA_DIM = 32, 8, 128, 576  # MLA: kv_lora_rank 512 + rope 64
 LLAMA, DEEPSEEK = "meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V3"
 LAYOUTS = ("nhd16", "hnd16", "nhd32", "flashinfer", "mla", "cross_layer", "sglang", "sglang_mla")
-SKIPPED = {  # Asked for, but the client has no such GPU layout.
-    "sglang_layer_first": "SGLang's layer_first is a host-pool layout; the client's 'sglang' GPU "
-    "layout takes the per-layer device pool and always fills L1 in page_first_direct order",
-    "sglang_page_first": "SGLang's page_first is a host-pool layout; the client's 'sglang' GPU "
-    "layout takes the per-layer device pool and always fills L1 in page_first_direct order",
+SKIPPED = {  # Asked for, but no connector has such a GPU layout.
+    "sglang_layer_first": "SGLang's layer_first is a host-pool layout; kvstrata_sglang.device_pool "
+    "takes the per-layer device pool and always fills L1 in page_first_direct order",
+    "sglang_page_first": "SGLang's page_first is a host-pool layout; kvstrata_sglang.device_pool "
+    "takes the per-layer device pool and always fills L1 in page_first_direct order",
 }
 TARGETS = {"load_8k_pct_h2d": 0.90, "p99_over_p50": 1.2, "load_1k_over_ceiling": 1.3,
            "submit_us_512_blocks": 300.0, "store_pct_d2h": 0.85}
@@ -70,23 +74,31 @@ _evict_ok = True
 
 @dataclass
 class Cache:
-    kv: Any                  # what register_cuda_kv_caches gets
-    client_layout: str       # its layout argument
+    pieces: Callable[[], List[Any]]  # what register_cuda_kv_caches gets (TensorPieces)
+    layout: str              # the connector's layout the pieces come from
     spec: Dict[str, Any]     # register_namespace fields
     parts: List[Tuple[Any, int, int]]  # (uint8 view, block dim, rows per block): poison/verify
     tpb: int                 # tokens per block
-    page: Optional[int] = None  # SGLang page size (tokens_per_block of the registration)
 
 
 def build_cache(name: str, nb: int) -> Cache:
     """The KV cache of one layout with nb blocks, allocated on cuda:0."""
     import torch
+    from kvstrata_sglang.device_pool import device_pool_pieces
+    from kvstrata_vllm.kv_layouts import kv_cache_pieces
 
     def bf16(*shape: int) -> Any:
         return torch.empty(*shape, dtype=torch.bfloat16, device="cuda")
 
-    def per_layer(ts: List[Any]) -> Dict[str, Any]:
-        return {f"model.layers.{i}.self_attn.attn": t for i, t in enumerate(ts)}
+    def vllm(kv: Any, kv_layout: str) -> Tuple[Callable[[], List[Any]], str]:
+        """vLLM's caches (per-layer: a dict by layer name) as pieces, by kv_layout."""
+        if isinstance(kv, list):
+            kv = {f"model.layers.{i}.self_attn.attn": t for i, t in enumerate(kv)}
+        return lambda: kv_cache_pieces(kv, kv_layout), f"kvstrata_vllm.kv_layouts {kv_layout}"
+
+    def sglang(buffers: Any, page: int) -> Tuple[Callable[[], List[Any]], str]:
+        return (lambda: device_pool_pieces(buffers, page),
+                f"kvstrata_sglang.device_pool page_size={page}")
 
     def u8(ts: List[Any], dim: int, rows: int = 1) -> List[Tuple[Any, int, int]]:
         return [(t.view(torch.uint8), dim, rows) for t in ts]
@@ -97,28 +109,29 @@ def build_cache(name: str, nb: int) -> Cache:
     if name in ("nhd16", "nhd32"):
         tpb = 16 if name == "nhd16" else 32
         ts = [bf16(2, nb, tpb, KV_HEADS, HEAD) for _ in range(LAYERS)]
-        return Cache(per_layer(ts), "vllm", {**spec, "tokens_per_block": tpb}, u8(ts, 1), tpb)
+        return Cache(*vllm(ts, "vllm_nhd"), {**spec, "tokens_per_block": tpb}, u8(ts, 1), tpb)
     if name == "hnd16":
         ts = [bf16(2, nb, KV_HEADS, 16, HEAD) for _ in range(LAYERS)]
         views = [t.permute(0, 1, 3, 2, 4) for t in ts]  # logical [2, N, 16, 8, 128]
-        return Cache(per_layer(views), "vllm_hnd", {**spec, "kv_layout": "vllm_hnd"}, u8(ts, 1), 16)
+        return Cache(*vllm(views, "vllm_hnd"), {**spec, "kv_layout": "vllm_hnd"}, u8(ts, 1), 16)
     if name == "flashinfer":
         ts = [bf16(nb, 2, 16, KV_HEADS, HEAD) for _ in range(LAYERS)]
-        return Cache(per_layer(ts), "vllm_flashinfer", spec, u8(ts, 0), 16)
+        return Cache(*vllm(ts, "vllm_nhd"), spec, u8(ts, 0), 16)
     if name == "mla":
         ts = [bf16(nb, 16, MLA_DIM) for _ in range(LAYERS)]
-        return Cache(per_layer(ts), "vllm", {**spec, **mla}, u8(ts, 0), 16)
+        return Cache(*vllm(ts, "vllm_nhd"), {**spec, **mla}, u8(ts, 0), 16)
     if name == "cross_layer":
         t = bf16(nb, LAYERS, 2, 16, KV_HEADS, HEAD)
-        return Cache(t, "vllm_cross_layer", {**spec, "kv_layout": "vllm_cross_layer"}, u8([t], 0), 16)
+        return Cache(*vllm(t, "vllm_cross_layer"), {**spec, "kv_layout": "vllm_cross_layer"},
+                     u8([t], 0), 16)
     sgl = {**spec, "engine": "sglang", "kv_layout": "sglang_page_first_direct"}
     if name == "sglang":
         k = [bf16(nb * 16, KV_HEADS, HEAD) for _ in range(LAYERS)]
         v = [bf16(nb * 16, KV_HEADS, HEAD) for _ in range(LAYERS)]
-        return Cache((k, v), "sglang", sgl, u8(k + v, 0, 16), 16, page=16)
+        return Cache(*sglang((k, v), 16), sgl, u8(k + v, 0, 16), 16)
     if name == "sglang_mla":
         kv = [bf16(nb * 16, 1, MLA_DIM) for _ in range(LAYERS)]
-        return Cache(kv, "sglang", {**sgl, **mla}, u8(kv, 0, 16), 16, page=16)
+        return Cache(*sglang(kv, 16), {**sgl, **mla}, u8(kv, 0, 16), 16)
     raise ValueError(f"unknown layout {name!r}")
 
 
@@ -279,12 +292,12 @@ def run_layout(s: Any, name: str, sizes: List[int], args: argparse.Namespace,
         return {"status": "skipped", "reason": f"no size is a multiple of {tpb} tokens"}, []
     n_max = max(counts)
     cache = build_cache(name, 2 * n_max)
-    info: Dict[str, Any] = {"status": "ok", "client_layout": cache.client_layout,
+    info: Dict[str, Any] = {"status": "ok", "layout": cache.layout,
                             "spec": {k: str(v) for k, v in cache.spec.items()}}
     try:
         ns = s.register_namespace(**cache.spec, salt=f"engine-jobs-{os.getpid()}-{name}-{time.time_ns()}")
         t0 = time.perf_counter()
-        reg = s.register_cuda_kv_caches(ns, cache.kv, cache.client_layout, tokens_per_block=cache.page)
+        reg = s.register_cuda_kv_caches(ns, cache.pieces())
         info["register_s"] = time.perf_counter() - t0
     except (ValueError, TypeError, kvstrata.KVStrataError) as err:
         return {"status": "skipped", "reason": f"{type(err).__name__}: {err}"}, []

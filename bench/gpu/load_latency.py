@@ -98,6 +98,9 @@ def measure_loads(endpoint: str, sizes_blocks: List[int], repeats: Dict[int, int
 
     import kvstrata
 
+    sys.path.insert(0, str(REPO / "connector_vllm"))  # vLLM's layouts, without vLLM
+    from kvstrata_vllm.kv_layouts import kv_cache_pieces
+
     n_max = max(sizes_blocks)
     num_blocks = 2 * n_max
     dev = torch.device("cuda", 0)
@@ -121,8 +124,8 @@ def measure_loads(endpoint: str, sizes_blocks: List[int], repeats: Dict[int, int
                                   tokens_per_block=TOKENS, kv_layout="vllm_nhd",
                                   salt=f"bench-{os.getpid()}")
         t0 = time.perf_counter()
-        reg = s.register_cuda_kv_caches(ns, {f"model.layers.{i}.self_attn.attn": t
-                                             for i, t in enumerate(layers)}, "vllm")
+        reg = s.register_cuda_kv_caches(ns, kv_cache_pieces(
+            {f"model.layers.{i}.self_attn.attn": t for i, t in enumerate(layers)}, "vllm_nhd"))
         out["register_s"] = time.perf_counter() - t0
         out["pieces_per_block"] = len(reg.description.pieces)
         torch.cuda.synchronize()

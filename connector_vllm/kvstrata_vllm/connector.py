@@ -23,6 +23,7 @@ except ImportError:
 
 from . import trace
 from .config import parse_config
+from .kv_layouts import CROSS_LAYER
 from .metadata import KVStrataMetadata
 from .scheduler import SchedulerSide
 from .stats import KVStrataPromMetrics, KVStrataStats
@@ -78,7 +79,7 @@ class KVStrataConnector(KVConnectorBase_V1):
     def register_cross_layers_kv_cache(self, kv_cache: Any, attn_backend: Any = None) -> None:
         """One tensor holding every layer, blocks outermost (older vLLM calls this)."""
         assert self.worker is not None
-        self.worker.register(kv_cache, layout="vllm_cross_layer")
+        self.worker.register(kv_cache, layout=CROSS_LAYER)
 
     @trace.timed("start_load_kv")
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:

@@ -11,7 +11,9 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+
+from kvstrata import TensorPiece
 
 if TYPE_CHECKING:
     from .worker import WorkerSide
@@ -20,19 +22,17 @@ log = logging.getLogger("kvstrata_vllm")
 
 
 class HostCache:
-    """Byte views of a CPU KV cache: one [num_blocks, piece_bytes] uint8 view per piece,
-    in the daemon's piece order (layer by layer, K then V), so a block's bytes match what
-    the GPU path would store."""
+    """Byte views of a CPU KV cache: one [num_blocks, piece_bytes] uint8 view per piece
+    (from kv_layouts.kv_cache_pieces), in the pieces' order (layer by layer, K then V), so
+    a block's bytes match what the GPU path would store."""
 
-    def __init__(self, kv_caches: Any, layout: str) -> None:
+    def __init__(self, pieces: Sequence[TensorPiece]) -> None:
         import torch  # noqa: PLC0415
-        from kvstrata.kv_layouts import _cross_layer_pieces, _vllm_pieces  # noqa: PLC0415
 
         self.torch = torch
-        raw = (_cross_layer_pieces(kv_caches, None) if layout == "vllm_cross_layer"
-               else _vllm_pieces(kv_caches, None))
         self.views = []
-        for t, p in raw:
+        for p in pieces:
+            t = p.tensor
             if t.device.type != "cpu":
                 raise ValueError(f"{p.what} is on {t.device}: host mode needs CPU tensors")
             storage = t.untyped_storage()

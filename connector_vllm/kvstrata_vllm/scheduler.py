@@ -22,6 +22,7 @@ import kvstrata
 from kvstrata import pb
 
 from .config import ConnectorConfig, max_offload_tokens, open_link
+from .kv_layouts import kv_layout_name
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
 from .namespace import (cache_geometry, hash_seed_problem, hash_tokens, namespace_fields,
                         unit_keys)
@@ -74,7 +75,6 @@ class SchedulerSide:
             raise ValueError("KVStrataConnector does not support pipeline parallelism yet "
                              "(pipeline_parallel_size > 1)")
         self.tp_size = int(getattr(parallel, "tensor_parallel_size", 1))
-        from .worker import kv_layout_name  # noqa: PLC0415 - shared with the workers
         layout = kv_layout_name(vllm_config)
         model = str(vllm_config.model_config.model)
         self.fields = [namespace_fields(geometry, cfg, model, self.unit_tokens, self.tp_size,

@@ -1,6 +1,7 @@
 """Worker side: registration, loads, stores and their completions, per tensor-parallel rank.
 
-Two data paths, chosen by where vLLM's KV cache lives:
+Two data paths, chosen by where vLLM's KV cache lives; in both a block's bytes are the KV
+cache's pieces in kv_layouts.py's order:
 - host mode (CPU tensors, vLLM's CPU engine): units are gathered from the KV cache into
   rows during wait_for_save (after the forward pass wrote them) and stored by a background
   thread through the daemon's shared memory; loads copy slots into rows and scatter them
@@ -35,6 +36,7 @@ import kvstrata
 
 from .config import ConnectorConfig, open_link
 from .host_cache import HostCache, StoreThread
+from .kv_layouts import CROSS_LAYER, kv_cache_pieces, kv_layout_name, layer_names
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer
 from .namespace import cache_geometry, namespace_fields
 from .stats import StatsCounter
@@ -60,20 +62,6 @@ def failed_indices(completion: Any, count: int) -> Set[int]:
     job failed without naming blocks."""
     failed = set(completion.failed_blocks)
     return failed if completion.ok or failed else set(range(count))
-
-
-def kv_layout_name(vllm_config: Any) -> str:
-    """The namespace's kv_layout from vLLM's resolved KV cache layout name.
-
-    Names list dims outermost first (e.g. LBNHC: layers, blocks, tokens, heads, channels);
-    blocks outermost means one cross-layer tensor; heads before tokens means HND."""
-    name = str(getattr(vllm_config.cache_config, "kv_cache_layout", None) or "NHD").upper()
-    name = {"NHD": "LBNHC", "HND": "LBHNC"}.get(name, name)
-    if name.startswith("B"):
-        return "vllm_cross_layer"
-    if "H" in name and "N" in name and name.index("H") < name.index("N"):
-        return "vllm_hnd"
-    return "vllm_nhd"
 
 
 class WorkerSide:
@@ -131,13 +119,12 @@ class WorkerSide:
         if layout:
             self.fields["kv_layout"] = layout
         self.kv_caches = kv_caches
-        if isinstance(kv_caches, dict) and layout != "vllm_cross_layer":
-            names = kvstrata.cuda.layer_names(kv_caches)
-            self._layer_of = {str(n): i for i, n in enumerate(names)}
+        if isinstance(kv_caches, dict) and layout != CROSS_LAYER:
+            self._layer_of = {str(n): i for i, n in enumerate(layer_names(kv_caches))}
         try:
             if devices == {"cpu"}:
                 self.mode = "host"
-                self.host = HostCache(kv_caches, self.layout)
+                self.host = HostCache(kv_cache_pieces(kv_caches, self.layout))
                 self.store_thread = StoreThread(self)
             elif devices == {"cuda"}:
                 if self.blocks_per_unit != 1:
@@ -161,10 +148,9 @@ class WorkerSide:
             self._disable(f"the namespace has {ns.bytes_per_block} bytes per unit but the KV "
                           f"cache holds {self.host.block_bytes * self.blocks_per_unit}")
         if self.mode == "cuda" and self.reg is None:
-            layout = "vllm_cross_layer" if self.layout == "vllm_cross_layer" else "vllm"
             try:
-                self.reg = s.register_cuda_kv_caches(ns, self.kv_caches, layout,
-                                                     layer_flags=True)
+                self.reg = s.register_cuda_kv_caches(
+                    ns, kv_cache_pieces(self.kv_caches, self.layout), layer_flags=True)
             except (ValueError, TypeError) as err:  # The tensors do not fit: not transient.
                 self._disable(f"registering the CUDA KV caches: {err}")
 

@@ -1,4 +1,4 @@
-"""GPU mode: describe an engine's CUDA KV cache for RegisterKvMemory, and its IPC events.
+"""GPU mode: an engine's CUDA KV cache described for RegisterKvMemory, and its IPC events.
 
 The daemon copies KV blocks itself, between the engine's GPU memory (opened from CUDA IPC
 handles) and its L1 pool. What it needs per engine block is a list of *pieces*: for each
@@ -7,12 +7,13 @@ between blocks and the contiguous bytes of one block. In an L1 slot the pieces o
 are stored back to back in the order given, so they add up to the namespace's
 bytes_per_block.
 
-    desc = describe_kv_caches(kv_caches, "vllm", block_bytes=ns.bytes_per_block)
+    desc = describe_pieces(pieces, block_bytes=ns.bytes_per_block)
 
-`kv_caches` and `layout`: the engines' layouts ("vllm", "vllm_cross_layer", "sglang") are
-described in kvstrata.kv_layouts. Every tensor must be a CUDA tensor of one device,
-allocated by PyTorch's native caching allocator (or plain cudaMalloc): legacy CUDA IPC
-cannot export expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True),
+`pieces` are kvstrata.kv_pieces.TensorPiece objects (tensor_pieces, or an engine's layout
+in its connector: kvstrata_vllm.kv_layouts, kvstrata_sglang.device_pool); this module
+finds the CUDA allocation of each and exports it. Every tensor must be a CUDA tensor of
+one device, allocated by PyTorch's native caching allocator (or plain cudaMalloc): legacy
+CUDA IPC cannot export expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True),
 cudaMallocAsync pools or cuMem (VMM) allocations such as vLLM's sleep-mode pool. Keep the
 tensors alive while registered.
 
@@ -23,19 +24,18 @@ imports fine without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import pb
 from .cuda_ipc import (CUDA_IPC_HANDLE_BYTES, CudaDriverError, Exporter, IpcAllocation,
                        IpcEventPool, LayerFlags, _device_of, _driver, _resolve_exporter,
                        _uuid_of, export_with_driver, export_with_torch, format_gpu_uuid,
                        gpu_uuid, normalize_torch_ipc_handle)
-from .kv_layouts import (LAYOUTS, _LAYOUT_ALIASES, _cross_layer_pieces, _is_tensor_like,
-                         _sglang_pieces, _vllm_pieces, layer_names)
+from .kv_pieces import TensorPiece
 
-# Defined in kvstrata.cuda_ipc and kvstrata.kv_layouts, importable from here as before.
+# Defined in kvstrata.cuda_ipc, importable from here as before.
 _REEXPORTED = (CudaDriverError, _driver, export_with_driver, export_with_torch,
-               format_gpu_uuid, gpu_uuid, normalize_torch_ipc_handle, layer_names)
+               format_gpu_uuid, gpu_uuid, normalize_torch_ipc_handle)
 
 
 # ---------------------------------------------------------------------- results
@@ -63,13 +63,12 @@ class CudaPiece:
 
 @dataclass(frozen=True)
 class KvCacheDescription:
-    """What describe_kv_caches found: the pieces of every block, on one GPU."""
+    """What describe_pieces found: the pieces of every block, on one GPU."""
 
     gpu_uuid: str
     device_index: int
     num_blocks: int
     pieces: Tuple[CudaPiece, ...]
-    layout: str
 
     @property
     def block_bytes(self) -> int:
@@ -110,39 +109,35 @@ def _merge_adjacent(pieces: List[CudaPiece]) -> List[CudaPiece]:
     return merged
 
 
-def describe_kv_caches(kv_caches: Any, layout: str, block_bytes: Optional[int] = None, *,
-                       tokens_per_block: Optional[int] = None, block_dim: Optional[int] = None,
-                       exporter: Union[str, Exporter] = "driver", gpu_uuid: Optional[str] = None,
-                       merge_adjacent: bool = True) -> KvCacheDescription:
-    """Describe an engine's KV cache tensors as CudaTensor pieces (see the module docstring).
+def describe_pieces(pieces: Sequence[TensorPiece], block_bytes: Optional[int] = None, *,
+                    exporter: Union[str, Exporter] = "driver", gpu_uuid: Optional[str] = None,
+                    merge_adjacent: bool = True) -> KvCacheDescription:
+    """Describe KV cache pieces as the CudaTensor pieces of RegisterKvMemory (see the module
+    docstring); the blocks' byte order is the pieces' order.
 
     block_bytes: the namespace's bytes_per_block; when given the pieces must add up to it.
-    tokens_per_block: SGLang's page size (layout "sglang" only). block_dim: overrides the
-    block dim where the shape is ambiguous. exporter: "driver" (default), "torch" or a
-    callable tensor -> IpcAllocation. gpu_uuid: overrides the device's uuid (tests).
-    merge_adjacent: join pieces adjacent in memory (e.g. K and V of a [N, 2, ...] view).
+    exporter: "driver" (default), "torch" or a callable tensor -> IpcAllocation. gpu_uuid:
+    overrides the device's uuid (tests). merge_adjacent: join pieces adjacent in memory
+    (e.g. K and V of a [N, 2, ...] view).
     Raises ValueError / TypeError for tensors that do not fit, before anything is sent.
     """
-    kind = _LAYOUT_ALIASES.get(str(layout).lower())
-    if kind is None:
-        raise ValueError(f"unknown layout {layout!r}; expected one of: {', '.join(LAYOUTS)}")
-    if kind == "vllm":
-        raw = _vllm_pieces(kv_caches, block_dim)
-    elif kind == "cross_layer":
-        raw = _cross_layer_pieces(kv_caches, block_dim)
-    else:
-        raw = _sglang_pieces(kv_caches, tokens_per_block)
+    raw = list(pieces)
+    for i, p in enumerate(raw):
+        if not isinstance(p, TensorPiece):
+            raise TypeError(f"pieces[{i}]: expected a kvstrata.TensorPiece (kvstrata."
+                            f"tensor_pieces, or an engine layout of its connector), got "
+                            f"{type(p).__name__}")
     if not raw:
-        raise ValueError("kv_caches holds no tensors")
+        raise ValueError("no pieces: the KV caches hold no tensors")
 
     devices = {}
-    for t, p in raw:
-        devices.setdefault(_device_of(t, p.what), p.what)
+    for p in raw:
+        devices.setdefault(_device_of(p.tensor, p.what), p.what)
     if len(devices) != 1:
         raise ValueError("all KV cache tensors must be on one device; found "
                          + ", ".join(f"cuda:{d} ({w})" for d, w in sorted(devices.items())))
     device_index = next(iter(devices))
-    counts = sorted({p.num_blocks for _, p in raw})
+    counts = sorted({p.num_blocks for p in raw})
     if len(counts) != 1:
         raise ValueError(f"the KV cache tensors disagree on the number of blocks: {counts}")
     num_blocks = counts[0]
@@ -151,12 +146,12 @@ def describe_kv_caches(kv_caches: Any, layout: str, block_bytes: Optional[int] =
 
     export = _resolve_exporter(exporter)
     allocations: List[IpcAllocation] = []
-    pieces: List[CudaPiece] = []
-    for t, p in raw:
+    out: List[CudaPiece] = []
+    for p in raw:
         span = (num_blocks - 1) * p.block_stride + p.piece_bytes
         alloc = next((a for a in allocations if a.contains(p.ptr, span)), None)
         if alloc is None:
-            alloc = export(t)
+            alloc = export(p.tensor)
             if len(alloc.handle) != CUDA_IPC_HANDLE_BYTES:
                 raise ValueError(f"{p.what}: IPC handle of {len(alloc.handle)} bytes, expected "
                                  f"{CUDA_IPC_HANDLE_BYTES}")
@@ -165,20 +160,20 @@ def describe_kv_caches(kv_caches: Any, layout: str, block_bytes: Optional[int] =
                     f"{p.what}: its blocks [{p.ptr:#x}, +{span}) are not inside the exported "
                     f"allocation [{alloc.base:#x}, +{alloc.size}) ({alloc.source})")
             allocations.append(alloc)
-        pieces.append(CudaPiece(alloc.handle, p.ptr - alloc.base, alloc.size, p.block_stride,
-                                p.piece_bytes, p.layer, p.kv_index, p.ptr))
+        out.append(CudaPiece(alloc.handle, p.ptr - alloc.base, alloc.size, p.block_stride,
+                             p.piece_bytes, p.layer, p.kv_index, p.ptr))
     if merge_adjacent:
-        pieces = _merge_adjacent(pieces)
-    total = sum(p.piece_bytes for p in pieces)
+        out = _merge_adjacent(out)
+    total = sum(p.piece_bytes for p in out)
     if block_bytes is not None and total != int(block_bytes):
         raise ValueError(
             f"the KV cache's pieces add up to {total} bytes per block but the namespace has "
             f"{int(block_bytes)} bytes_per_block: check num_layers, num_kv_heads, head_size, "
             f"tokens_per_block, dtype and attention of the namespace spec against the tensors "
-            f"({len(raw)} pieces of {sorted({p.piece_bytes for _, p in raw})} bytes)")
+            f"({len(raw)} pieces of {sorted({p.piece_bytes for p in raw})} bytes)")
     if gpu_uuid is None:
         gpu_uuid = _uuid_of(device_index)
-    return KvCacheDescription(gpu_uuid, device_index, num_blocks, tuple(pieces), layout)
+    return KvCacheDescription(gpu_uuid, device_index, num_blocks, tuple(out))
 
 
 # ---------------------------------------------------------------------- registrations
@@ -221,17 +216,6 @@ class CudaRegistration:
         d = self.description
         return (f"kvstrata.CudaRegistration(id={self.registration_id}, {d.gpu_uuid}, "
                 f"{d.num_blocks} blocks x {d.block_bytes} bytes, {len(d.pieces)} pieces)")
-
-
-def flatten_tensors(kv_caches: Any) -> List[Any]:
-    """Every tensor of a kv_caches argument (to keep references)."""
-    if _is_tensor_like(kv_caches):
-        return [kv_caches]
-    if isinstance(kv_caches, Mapping):
-        return [t for v in kv_caches.values() for t in flatten_tensors(v)]
-    if isinstance(kv_caches, (list, tuple)):
-        return [t for v in kv_caches for t in flatten_tensors(v)]
-    return []
 
 
 def checked_block_ids(keys: Sequence[bytes], block_ids: Any,

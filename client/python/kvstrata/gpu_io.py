@@ -1,9 +1,10 @@
 """GPU I/O: the engine's CUDA KV caches registered with the daemon, and the store and load
 jobs the daemon runs on them.
 
-The part of kvstrata.Session for GPU engines: register_cuda_kv_caches() sends CUDA IPC
-handles of the KV tensors (kvstrata.cuda describes them), submit_store() / submit_load()
-answer job ids (over the fast path's job frames when it can, else gRPC), cancel_job().
+The part of kvstrata.Session for GPU engines: register_cuda_kv_caches() sends the CUDA IPC
+handles of the KV tensors' pieces (kvstrata.kv_pieces; kvstrata.cuda describes them for the
+daemon), submit_store() / submit_load() answer job ids (over the fast path's job frames
+when it can, else gRPC), cancel_job().
 Their completions arrive through kvstrata.jobs (SessionJobs). A reconnect registers the
 kept descriptions again on the new session (no CUDA call: the heartbeat thread has no CUDA
 context). torch is imported only by register_cuda_kv_caches.
@@ -18,11 +19,12 @@ import grpc
 from . import pb
 from .connection import Connection
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlags,
-                   block_transfers, checked_block_ids, describe_kv_caches, flatten_tensors)
+                   block_transfers, checked_block_ids, describe_pieces)
 from .errors import KVStrataError
 from .fast_path import KIND_LOAD, KIND_STORE, NotSpoken
 from .host import key_bytes
 from .jobs import JOB_TAG_MASK, job_tag
+from .kv_pieces import TensorPiece
 from .spec import NamespaceArg, RegisteredNamespace, namespace_id
 
 log = logging.getLogger("kvstrata")
@@ -41,34 +43,36 @@ class GpuIO(Connection):
 
     # ------------------------------------------------------------------ registration
 
-    def register_cuda_kv_caches(self, ns: NamespaceArg, kv_caches: Any, layout: str, *,
-                                num_events: int = 4, tokens_per_block: Optional[int] = None,
-                                block_dim: Optional[int] = None, exporter: Any = "driver",
+    def register_cuda_kv_caches(self, ns: NamespaceArg,
+                                pieces: Union[Sequence[TensorPiece], KvCacheDescription], *,
+                                num_events: int = 4, exporter: Any = "driver",
                                 layer_flags: bool = False,
                                 timeout: Optional[float] = None) -> CudaRegistration:
         """Register the engine's CUDA KV caches with the daemon (RegisterKvMemory).
 
-        kv_caches / layout / tokens_per_block / block_dim / exporter: as for
-        kvstrata.describe_kv_caches ("vllm", "vllm_cross_layer", "sglang"); kv_caches may
-        also be a KvCacheDescription from it (layout is then ignored). With the
-        RegisteredNamespace, the pieces must add up to its bytes_per_block (ValueError
+        pieces: the KV tensors as kvstrata.TensorPiece objects, in a block's byte order
+        (kvstrata.tensor_pieces, or the engine's layout in its connector:
+        kvstrata_vllm.kv_layouts, kvstrata_sglang.device_pool), or a KvCacheDescription
+        made from them (kvstrata.describe_pieces). exporter: as for describe_pieces. With
+        the RegisteredNamespace, the pieces must add up to its bytes_per_block (ValueError
         before any call otherwise). num_events interprocess CUDA events are created and
         sent along (0 = none: stores then never wait). layer_flags: also one GPU word per
         layer (`reg.layer_flags`, a LayerFlags), for layer-wise loads
         (submit_load(..., layer_flag_value=...)). Returns a CudaRegistration:
-        `.registration_id`, `.record_event()`, `.description`; it keeps the tensors alive.
-        Also opens the session's completion stream, before any job can be submitted.
+        `.registration_id`, `.record_event()`, `.description`; it keeps the pieces' tensors
+        alive. Also opens the session's completion stream, before any job can be submitted.
         """
         block_bytes = ns.bytes_per_block if isinstance(ns, RegisteredNamespace) else None
-        if isinstance(kv_caches, KvCacheDescription):  # Described already.
-            desc = kv_caches
+        tensors: List[Any] = []
+        if isinstance(pieces, KvCacheDescription):  # Described already.
+            desc = pieces
             if block_bytes is not None and desc.block_bytes != block_bytes:
                 raise ValueError(f"the description's blocks have {desc.block_bytes} bytes but "
                                  f"the namespace has {block_bytes} bytes_per_block")
         else:
-            desc = describe_kv_caches(kv_caches, layout, block_bytes,
-                                      tokens_per_block=tokens_per_block, block_dim=block_dim,
-                                      exporter=exporter)
+            pieces = list(pieces)
+            desc = describe_pieces(pieces, block_bytes, exporter=exporter)
+            tensors = list({id(p.tensor): p.tensor for p in pieces}.values())
         events = IpcEventPool(desc.device_index, num_events) if num_events else None
         flags = (LayerFlags(desc.device_index, [p.layer for p in desc.pieces], exporter)
                  if layer_flags else None)
@@ -78,8 +82,8 @@ class GpuIO(Connection):
                        cuda=desc.to_proto(events.handles if events is not None else (),
                                           flags.to_proto() if flags is not None else None),
                        timeout=timeout)
-        reg = CudaRegistration(r.registration_id, namespace_id(ns), desc, events,
-                               flatten_tensors(kv_caches), flags)
+        reg = CudaRegistration(r.registration_id, namespace_id(ns), desc, events, tensors,
+                               flags)
         with self._lock:
             self._check_same_session(sid, "the KV caches")
             self._cuda_registrations[reg.registration_id] = reg

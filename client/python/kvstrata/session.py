@@ -12,8 +12,9 @@ Session is the public facade; each concept is one part, in its own module:
   load_pointers() from raw memory, one reserve -> copy -> commit path; the region is
   mapped on first use (shared_region()) and unmapped by close().
 - kvstrata.gpu_io: GPU mode (the daemon copies between the engine's CUDA KV cache and its
-  tiers): register_cuda_kv_caches(), submit_store() / submit_load() answering job ids (see
-  kvstrata.cuda). torch is imported only by register_cuda_kv_caches.
+  tiers): register_cuda_kv_caches() of the KV tensors' pieces, submit_store() /
+  submit_load() answering job ids (see kvstrata.kv_pieces and kvstrata.cuda). torch is
+  imported only by register_cuda_kv_caches.
 - kvstrata.jobs: poll_completions() / take_completions() / wait_jobs() fed by a
   WatchCompletions stream.
 - kvstrata.events: poll_events().

@@ -34,7 +34,7 @@ def roundtrip_engine(cfg: Dict[str, Any], conn: Any) -> None:
             ns = s.register_namespace(**llama_spec("nhd", cfg["salt"]))
             cache = KvCache("nhd", cfg["num_blocks"])
             cache.poison(range(cfg["num_blocks"]))
-            reg = s.register_cuda_kv_caches(ns, cache.kv_caches, "vllm")
+            reg = s.register_cuda_kv_caches(ns, cache.pieces())
             counters = roundtrip_rounds(s, ns, reg, cache, rng, cfg["rounds"], timeout=60.0)
 
             # Publish: store blocks whose digests the other engine checks after loading.
@@ -79,7 +79,7 @@ def killed_engine(cfg: Dict[str, Any], conn: Any) -> None:
         n = cfg["num_blocks"]
         cache = KvCache("nhd", n)
         cache.fill_random(range(n))
-        reg = s.register_cuda_kv_caches(ns, cache.kv_caches, "vllm")
+        reg = s.register_cuda_kv_caches(ns, cache.pieces())
         torch.cuda.synchronize()
         if cfg.get("event_pending"):
             torch.cuda._sleep(int(cfg.get("sleep_cycles", 2_000_000_000)))  # busy GPU, ~1 s

@@ -1,5 +1,7 @@
 """Helpers of the GPU tests: a kvstratad subprocess, Llama-3.1-8B KV caches in vLLM's
-layouts, random fills, snapshots and byte-exact comparisons.
+layouts (their pieces from the vLLM connector's kvstrata_vllm.kv_layouts, imported from
+connector_vllm/ like connector_sglang/'s kvstrata_sglang: neither needs its engine), random
+fills, snapshots and byte-exact comparisons.
 
 Imports neither torch nor a GPU at import time: the GPU test modules call require_gpu()
 first, which skips them (module level) when torch or a CUDA device is missing.
@@ -16,6 +18,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "tests" / "integration" / "python"))
+sys.path.insert(0, str(REPO / "connector_vllm"))    # kvstrata_vllm.kv_layouts
+sys.path.insert(0, str(REPO / "connector_sglang"))  # kvstrata_sglang.device_pool
 import kvs_testing  # noqa: E402  (the daemon launcher shared with the integration tests)
 from kvs_testing import wait_until  # noqa: E402,F401  (re-exported for the GPU tests)
 
@@ -115,9 +119,11 @@ class KvCache:
         else:
             raise ValueError(layout)
 
-    @property
-    def describe_layout(self) -> str:
-        return "vllm_cross_layer" if self.layout == "cross_layer" else "vllm"
+    def pieces(self) -> List[Any]:
+        """The cache as kvstrata pieces, by the namespace's kv_layout (kvstrata_vllm)."""
+        from kvstrata_vllm.kv_layouts import kv_cache_pieces
+
+        return kv_cache_pieces(self.kv_caches, LAYOUT_NS[self.layout])
 
     @property
     def kv_caches(self) -> Any:

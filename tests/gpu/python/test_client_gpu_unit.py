@@ -1,16 +1,17 @@
-"""GPU-mode client logic without a GPU, torch or daemon: describe_kv_caches on fake
-tensor-like objects, block transfers, handle parsing, the completion tracker and the
-Session's GPU calls against a fake client. Runs anywhere (also where the GPU tests skip).
+"""GPU-mode client logic without a GPU, torch or daemon: pieces (kvstrata.tensor_pieces)
+described for CUDA IPC (kvstrata.describe_pieces) on fake tensor-like objects, block
+transfers, handle parsing, the completion tracker and the Session's GPU calls against a
+fake client. Runs anywhere (also where the GPU tests skip). The engines' layouts are tested
+with their connectors (tests/e2e/vllm/test_kv_layouts.py, tests/integration/sglang/
+test_device_pool.py).
 """
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List
 
 import grpc
 import pytest
@@ -20,169 +21,64 @@ from kvstrata import cuda as kcuda
 from kvstrata import pb
 from kvstrata.jobs import CompletionTracker
 
-L, H, D, T = 32, 8, 128, 16           # Llama-3.1-8B geometry, vLLM block of 16 tokens
-BF16 = 2
-PIECE = T * H * D * BF16              # 32 KiB: one layer's K (or V) of one block
-BLOCK = 2 * L * PIECE                 # 2 MiB
-ALLOC_BASE = 0x7F0000000000
-UUID = "GPU-01234567-89ab-cdef-0123-456789abcdef"
+from fake_cuda import (ALLOC_BASE, BF16, BLOCK, PIECE, UUID, D, FakeDevice, FakeExporter,
+                       FakeTensor, H, L, T, describe, per_layer)
 
 
-@dataclass
-class FakeDevice:
-    type: str = "cuda"
-    index: int = 0
-
-    def __str__(self) -> str:
-        return f"{self.type}:{self.index}"
+def kv_first(layers: List[FakeTensor]) -> List[kvstrata.TensorPiece]:
+    """Per-layer [2, N, ...] tensors (K/V dim 0, blocks dim 1) as pieces, layer by layer."""
+    return [p for i, t in enumerate(layers)
+            for p in kvstrata.tensor_pieces(t, block_dim=1, kv_dim=0, layer=i, what=f"layer {i}")]
 
 
-class FakeTensor:
-    """Just enough of torch.Tensor: shape, stride(), element_size(), data_ptr(), device."""
-
-    def __init__(self, shape: Sequence[int], ptr: int, itemsize: int = BF16,
-                 strides: Sequence[int] = None, device: FakeDevice = None) -> None:
-        self.shape = tuple(shape)
-        if strides is None:
-            strides, acc = [], 1
-            for n in reversed(self.shape):
-                strides.insert(0, acc)
-                acc *= n
-        self._strides = tuple(strides)
-        self._ptr = ptr
-        self._itemsize = itemsize
-        self.device = device or FakeDevice()
-
-    def stride(self) -> Tuple[int, ...]:
-        return self._strides
-
-    def element_size(self) -> int:
-        return self._itemsize
-
-    def data_ptr(self) -> int:
-        return self._ptr
-
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self._itemsize
-
-    def permute(self, *order: int) -> "FakeTensor":
-        return FakeTensor([self.shape[i] for i in order], self._ptr, self._itemsize,
-                          [self._strides[i] for i in order], self.device)
+# ---------------------------------------------------------------------- pieces
 
 
-class FakeExporter:
-    """Every tensor lives in its own allocation, or all in one when `single` is set."""
-
-    def __init__(self, single: Tuple[int, int] = None, slack: int = 0) -> None:
-        self.single = single
-        self.slack = slack
-        self.calls = 0
-
-    def __call__(self, t: FakeTensor) -> kcuda.IpcAllocation:
-        self.calls += 1
-        if self.single is not None:
-            base, size = self.single
-        else:
-            base, size = t.data_ptr(), t.nbytes() + self.slack
-        return kcuda.IpcAllocation(base.to_bytes(8, "little") * 8, base, size, "fake")
-
-
-def per_layer(shape_fn, n_blocks: int, gap: int = 1 << 20) -> List[FakeTensor]:
-    """L tensors of shape_fn(n_blocks), each in its own address range."""
-    out, ptr = [], ALLOC_BASE
-    for _ in range(L):
-        t = shape_fn(n_blocks, ptr)
-        out.append(t)
-        ptr += t.nbytes() + gap
-    return out
-
-
-def describe(kv, layout="vllm", block_bytes=None, exporter=None, **kw):
-    return kvstrata.describe_kv_caches(kv, layout, block_bytes, exporter=exporter or FakeExporter(),
-                                       gpu_uuid=UUID, **kw)
-
-
-# ---------------------------------------------------------------------- vLLM layouts
-
-
-def test_flash_attention_nhd_two_pieces_per_layer():
+def test_tensor_pieces_kv_split_and_adjacent():
     n = 100
-    layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D], p), n)
-    desc = describe({f"model.layers.{i}.self_attn.attn": t for i, t in enumerate(layers)},
-                    block_bytes=BLOCK)
-    assert desc.num_blocks == n and desc.block_bytes == BLOCK and desc.gpu_uuid == UUID
-    assert len(desc.pieces) == 2 * L
-    for i, p in enumerate(desc.pieces):
-        assert (p.layer, p.kv_index) == (i // 2, i % 2)
-        assert p.piece_bytes == PIECE and p.block_stride == PIECE
-        assert p.base_offset == (0 if p.kv_index == 0 else n * PIECE)
-        assert p.allocation_bytes == 2 * n * PIECE
-        assert p.ipc_handle == layers[p.layer].data_ptr().to_bytes(8, "little") * 8
-    proto = desc.to_proto([b"e" * 64, b"f" * 64])
-    assert proto.num_blocks == n and len(proto.tensors) == 2 * L and len(proto.ipc_events) == 2
-    assert proto.tensors[1].kv_index == 1 and proto.tensors[1].base_offset == n * PIECE
-    assert proto.gpu_uuid == UUID
+    t = FakeTensor([2, n, T, H, D], ALLOC_BASE)
+    k, v = kvstrata.tensor_pieces(t, block_dim=1, kv_dim=0, layer=3, what="t")
+    assert (k.layer, k.kv_index, v.layer, v.kv_index) == (3, 0, 3, 1)
+    assert k.ptr == ALLOC_BASE and v.ptr == ALLOC_BASE + n * PIECE
+    assert k.piece_bytes == k.block_stride == PIECE and k.num_blocks == n
+    assert k.tensor is t and k.what == "t[K]"
+    # K and V of a block adjacent in memory ([N, 2, ...]): one piece of both.
+    (kv,) = kvstrata.tensor_pieces(FakeTensor([n, 2, T, H, D], ALLOC_BASE), block_dim=0,
+                                   kv_dim=1, kv_index=1)
+    assert (kv.piece_bytes, kv.block_stride, kv.kv_index) == (2 * PIECE, 2 * PIECE, 0)
 
 
-def test_dict_is_ordered_by_layer_number():
-    layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D], p), 8)
-    kv = {f"model.layers.{i}.attn": layers[i] for i in (10, 2, 31, 0, 1, 3, 4, 5, 6, 7, 8, 9, 11,
-                                                           12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-                                                           22, 23, 24, 25, 26, 27, 28, 29, 30)}
-    desc = describe(kv, block_bytes=BLOCK)
-    handles = [p.ipc_handle for p in desc.pieces[::2]]
-    assert handles == [t.data_ptr().to_bytes(8, "little") * 8 for t in layers]
+def test_tensor_pieces_outermost_block_dim_and_rows():
+    t = FakeTensor([64, L, 2, T, H, D], ALLOC_BASE)
+    (p,) = kvstrata.tensor_pieces(t.permute(1, 2, 0, 3, 4, 5))   # blocks: the largest stride
+    assert (p.num_blocks, p.piece_bytes, p.block_stride) == (64, BLOCK, BLOCK)
+    # Token-major [tokens, heads, dim], 16 tokens per block.
+    (q,) = kvstrata.tensor_pieces(FakeTensor([16 * 10, H, D], ALLOC_BASE), block_dim=0,
+                                  rows_per_block=16, layer=2, kv_index=1)
+    assert (q.num_blocks, q.piece_bytes, q.block_stride, q.layer, q.kv_index) == \
+        (10, PIECE, PIECE, 2, 1)
+    with pytest.raises(ValueError, match="multiple"):
+        kvstrata.tensor_pieces(FakeTensor([100, H, D], ALLOC_BASE), block_dim=0, rows_per_block=16)
+    with pytest.raises(ValueError, match="rows_per_block"):
+        kvstrata.tensor_pieces(t, rows_per_block=0)
+    with pytest.raises(ValueError, match="kv_dim"):
+        kvstrata.tensor_pieces(t, block_dim=0, kv_dim=1)        # size 32, not 2
+    with pytest.raises(ValueError, match="out of range"):
+        kvstrata.tensor_pieces(t, block_dim=6)
+    with pytest.raises(TypeError):
+        kvstrata.tensor_pieces(object())
 
 
-def test_hnd_permuted_view_is_dense_per_block():
-    # vLLM's HND stride order: physical [2, N, heads, tokens, dim], logical [2, N, tokens, heads, dim].
-    layers = per_layer(lambda n, p: FakeTensor([2, n, H, T, D], p).permute(0, 1, 3, 2, 4), 50)
-    assert layers[0].shape == (2, 50, T, H, D)
-    desc = describe(layers, "vllm_hnd", BLOCK)
-    assert len(desc.pieces) == 2 * L and {p.piece_bytes for p in desc.pieces} == {PIECE}
-
-
-def test_flashinfer_one_piece_per_layer():
-    layers = per_layer(lambda n, p: FakeTensor([n, 2, T, H, D], p), 40)
-    desc = describe(layers, "vllm_flashinfer", BLOCK)
-    assert len(desc.pieces) == L
-    assert all(p.piece_bytes == 2 * PIECE == p.block_stride and p.kv_index == 0 for p in desc.pieces)
-    assert [p.layer for p in desc.pieces] == list(range(L))
-
-
-def test_kv_first_logical_over_block_first_physical_is_one_piece():
-    # Logical [2, N, ...] whose K and V of a block are adjacent in memory ([N, 2, ...] physical).
-    layers = per_layer(lambda n, p: FakeTensor([n, 2, T, H, D], p).permute(1, 0, 2, 3, 4), 20)
-    desc = describe(layers, block_bytes=BLOCK)
-    assert len(desc.pieces) == L and desc.pieces[0].piece_bytes == 2 * PIECE
-
-
-def test_mla_three_dim_per_layer():
-    layers = per_layer(lambda n, p: FakeTensor([n, T, 576], p), 30)
-    desc = describe(layers)
-    assert len(desc.pieces) == L and desc.block_bytes == L * T * 576 * BF16
-
-
-def test_block_dim_override_for_two_blocks():
-    # [2, 2, ...]: ambiguous; the default is vLLM's [2, N, ...]; block_dim=0 says [N, 2, ...].
-    layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D], p), 2)
-    assert len(describe(layers).pieces) == 2 * L
-    assert len(describe(layers, block_dim=0).pieces) == L
-
-
-def test_cross_layer_tensor():
-    n = 64
-    t = FakeTensor([n, L, 2, T, H, D], ALLOC_BASE + 4096)
-    desc = describe(t, "vllm_cross_layer", BLOCK, exporter=FakeExporter(single=(ALLOC_BASE, 1 << 30)))
-    (p,) = desc.pieces
-    assert (p.piece_bytes, p.block_stride, p.base_offset) == (BLOCK, BLOCK, 4096)
-    # A permuted logical view (layers first) still finds the blocks by their stride.
-    view = t.permute(1, 2, 0, 3, 4, 5)
-    (q,) = describe(view, "cross_layer", BLOCK,
-                    exporter=FakeExporter(single=(ALLOC_BASE, 1 << 30))).pieces
-    assert q == p
-    with pytest.raises(ValueError, match="one tensor"):
-        describe([t, t], "vllm_cross_layer")
+def test_describe_takes_pieces():
+    with pytest.raises(TypeError, match="TensorPiece"):
+        describe({"model.layers.0.attn": FakeTensor([2, 8, T, H, D], ALLOC_BASE)})
+    with pytest.raises(ValueError, match="no tensors"):
+        describe([])
+    desc = describe(kvstrata.tensor_pieces(FakeTensor([2, 8, T, H, D], ALLOC_BASE),
+                                           block_dim=1, kv_dim=0))
+    assert desc.num_blocks == 8 and [p.kv_index for p in desc.pieces] == [0, 1]
+    with pytest.raises(ValueError, match="64"):
+        desc.to_proto([b"short"])
 
 
 def test_adjacent_pieces_are_merged():
@@ -194,47 +90,12 @@ def test_adjacent_pieces_are_merged():
     layers = [FakeTensor([2, n, T, H, D], ALLOC_BASE + l * st[1] * BF16,
                          strides=[st[2], st[0], st[3], st[4], st[5]]) for l in range(L)]
     exp = FakeExporter(single=(ALLOC_BASE, whole.nbytes()))
-    desc = describe(layers, block_bytes=BLOCK, exporter=exp)
+    desc = describe(kv_first(layers), block_bytes=BLOCK, exporter=exp)
     assert len(desc.pieces) == 1 and desc.pieces[0].piece_bytes == BLOCK
     assert exp.calls == 1  # one allocation, exported once
-    unmerged = describe(layers, block_bytes=BLOCK, merge_adjacent=False,
+    unmerged = describe(kv_first(layers), block_bytes=BLOCK, merge_adjacent=False,
                         exporter=FakeExporter(single=(ALLOC_BASE, whole.nbytes())))
     assert len(unmerged.pieces) == L  # K and V of a layer are one piece already
-
-
-# ---------------------------------------------------------------------- SGLang
-
-
-def test_sglang_mha_pages():
-    page, rows = 16, 16 * 101
-    ptr = [ALLOC_BASE]
-
-    def buf():
-        t = FakeTensor([rows, H, D], ptr[0])
-        ptr[0] += t.nbytes() + 4096
-        return t
-
-    k = [buf() for _ in range(L)]
-    v = [buf() for _ in range(L)]
-    for kv in ((k, v), {"k": k, "v": v}):
-        desc = describe(kv, "sglang", BLOCK, tokens_per_block=page)
-        assert desc.num_blocks == 101
-        assert [(p.kv_index, p.layer) for p in desc.pieces] == \
-            [(0, i) for i in range(L)] + [(1, i) for i in range(L)]
-        assert all(p.piece_bytes == p.block_stride == PIECE for p in desc.pieces)
-    with pytest.raises(ValueError, match="tokens_per_block"):
-        describe((k, v), "sglang")
-    with pytest.raises(ValueError, match="multiple"):
-        describe((k, v), "sglang", tokens_per_block=64)
-    with pytest.raises(ValueError, match="V buffers"):
-        describe((k, v[:-1]), "sglang", tokens_per_block=page)
-
-
-def test_sglang_mla_single_list():
-    bufs = per_layer(lambda n, p: FakeTensor([n * 64, 1, 576], p), 10)
-    desc = describe(bufs, "sglang_mla", tokens_per_block=64)
-    assert desc.num_blocks == 10 and len(desc.pieces) == L
-    assert desc.block_bytes == L * 64 * 576 * BF16
 
 
 # ---------------------------------------------------------------------- refusals
@@ -243,7 +104,7 @@ def test_sglang_mla_single_list():
 def test_block_bytes_mismatch_explains():
     layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D], p), 8)
     with pytest.raises(ValueError, match="bytes_per_block"):
-        describe(layers, block_bytes=BLOCK // 2)
+        describe(kv_first(layers), block_bytes=BLOCK // 2)
 
 
 def test_non_contiguous_block_is_refused():
@@ -251,45 +112,30 @@ def test_non_contiguous_block_is_refused():
     layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D // 2], p,
                                                strides=[n * T * H * D, T * H * D, H * D, D, 1]), 8)
     with pytest.raises(ValueError, match="not contiguous"):
-        describe(layers)
+        describe(kv_first(layers))
 
 
 def test_devices_must_agree_and_be_cuda():
     layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D], p), 8)
     layers[3].device = FakeDevice("cuda", 1)
     with pytest.raises(ValueError, match="one device"):
-        describe(layers)
+        describe(kv_first(layers))
     layers[3].device = FakeDevice("cpu", None)
     with pytest.raises(ValueError, match="CUDA"):
-        describe(layers)
+        describe(kv_first(layers))
 
 
 def test_block_counts_must_agree():
     layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D], p), 8)
     layers[5] = FakeTensor([2, 9, T, H, D], layers[5].data_ptr())
     with pytest.raises(ValueError, match="number of blocks"):
-        describe(layers)
+        describe(kv_first(layers))
 
 
 def test_allocation_must_hold_every_block():
     layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D], p), 8)
     with pytest.raises(ValueError, match="not inside"):
-        describe(layers, exporter=FakeExporter(slack=-PIECE))
-
-
-def test_bad_arguments():
-    t = FakeTensor([2, 8, T, H, D], ALLOC_BASE)
-    with pytest.raises(ValueError, match="unknown layout"):
-        describe([t], "paged")
-    with pytest.raises(TypeError, match="cross_layer"):
-        describe(t, "vllm")
-    with pytest.raises(TypeError):
-        describe([object()])
-    with pytest.raises(ValueError, match="no tensors"):
-        describe([])
-    desc = describe([t])
-    with pytest.raises(ValueError, match="64"):
-        desc.to_proto([b"short"])
+        describe(kv_first(layers), exporter=FakeExporter(slack=-PIECE))
 
 
 # ---------------------------------------------------------------------- helpers
@@ -334,7 +180,7 @@ def test_format_gpu_uuid():
 def test_imports_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
             "import kvstrata, kvstrata.cuda, kvstrata.jobs\n"
-            "assert kvstrata.describe_kv_caches and kvstrata.IpcEventPool\n"
+            "assert kvstrata.describe_pieces and kvstrata.tensor_pieces and kvstrata.IpcEventPool\n"
             "try:\n    kvstrata.gpu_uuid(0)\nexcept ImportError:\n    print('no-torch-ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "no-torch-ok" in r.stdout, r.stderr
@@ -489,15 +335,15 @@ def test_session_gpu_calls_with_a_fake_client():
     s = kvstrata.Session(fc)
     ns = kvstrata.RegisteredNamespace(3, "f" * 32, BLOCK)
     layers = per_layer(lambda n, p: FakeTensor([2, n, T, H, D], p), 8)
-    desc = describe(layers, block_bytes=BLOCK)
-    reg = s.register_cuda_kv_caches(ns, desc, "vllm", num_events=0)
+    desc = describe(kv_first(layers), block_bytes=BLOCK)
+    reg = s.register_cuda_kv_caches(ns, desc, num_events=0)
     assert reg.registration_id == 42 and int(reg) == 42 and reg.num_blocks == 8
     sent = fc.calls["register_kv_memory"][0]
     assert sent["namespace_id"] == 3 and len(sent["cuda"].tensors) == 2 * L
     assert "watch_completions" in fc.calls   # the stream opens before any job exists
 
     with pytest.raises(ValueError, match="bytes_per_block"):
-        s.register_cuda_kv_caches(kvstrata.RegisteredNamespace(3, "f" * 32, BLOCK - 1), desc, "vllm",
+        s.register_cuda_kv_caches(kvstrata.RegisteredNamespace(3, "f" * 32, BLOCK - 1), desc,
                                   num_events=0)
     keys = [bytes([i]) * 32 for i in range(3)]
     job = s.submit_store(ns, reg, keys, [0, 1, 2])

@@ -1,4 +1,5 @@
-"""describe_kv_caches on real CUDA tensors (no daemon): handles, offsets, sizes, uuid."""
+"""describe_pieces on real CUDA tensors (no daemon): handles, offsets, sizes, uuid; the
+pieces of vLLM's layouts (kvstrata_vllm) and of SGLang's device pool (kvstrata_sglang)."""
 from __future__ import annotations
 
 import re
@@ -14,6 +15,8 @@ import torch  # noqa: E402
 
 import kvstrata  # noqa: E402
 from kvstrata import cuda as kcuda  # noqa: E402
+from kvstrata_sglang.device_pool import device_pool_pieces  # noqa: E402
+from kvstrata_vllm.kv_layouts import kv_cache_pieces  # noqa: E402
 
 UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -33,7 +36,7 @@ def test_gpu_uuid_matches_the_driver():
 @pytest.mark.parametrize("layout", ["nhd", "hnd", "flashinfer", "cross_layer"])
 def test_describe_llama_layouts(layout):
     cache = KvCache(layout, 96)
-    desc = kvstrata.describe_kv_caches(cache.kv_caches, cache.describe_layout, BLOCK_BYTES)
+    desc = kvstrata.describe_pieces(cache.pieces(), BLOCK_BYTES)
     assert desc.block_bytes == BLOCK_BYTES and desc.num_blocks == 96
     assert desc.gpu_uuid == kvstrata.gpu_uuid(0)
     for p in desc.pieces:
@@ -57,8 +60,8 @@ def test_describe_llama_layouts(layout):
 
 def test_torch_exporter_agrees_with_the_driver():
     cache = KvCache("nhd", 32)
-    by_driver = kvstrata.describe_kv_caches(cache.kv_caches, "vllm", BLOCK_BYTES)
-    by_torch = kvstrata.describe_kv_caches(cache.kv_caches, "vllm", BLOCK_BYTES, exporter="torch")
+    by_driver = kvstrata.describe_pieces(cache.pieces(), BLOCK_BYTES)
+    by_torch = kvstrata.describe_pieces(cache.pieces(), BLOCK_BYTES, exporter="torch")
     for a, b in zip(by_driver.pieces, by_torch.pieces):
         assert (a.base_offset, a.allocation_bytes, a.block_stride, a.piece_bytes) == \
                (b.base_offset, b.allocation_bytes, b.block_stride, b.piece_bytes)
@@ -68,7 +71,7 @@ def test_sglang_token_major_buffers():
     page, layers, rows = 16, 4, 16 * 33  # 32 pages + SGLang's padding page
     k = [torch.empty(rows, 8, 128, dtype=torch.bfloat16, device="cuda") for _ in range(layers)]
     v = [torch.empty(rows, 8, 128, dtype=torch.bfloat16, device="cuda") for _ in range(layers)]
-    desc = kvstrata.describe_kv_caches((k, v), "sglang", tokens_per_block=page)
+    desc = kvstrata.describe_pieces(device_pool_pieces((k, v), page))
     assert desc.num_blocks == 33
     assert [(p.kv_index, p.layer) for p in desc.pieces] == \
         [(0, i) for i in range(layers)] + [(1, i) for i in range(layers)]
@@ -77,12 +80,12 @@ def test_sglang_token_major_buffers():
 
 def test_non_cuda_and_mixed_devices_are_refused():
     with pytest.raises(ValueError, match="CUDA"):
-        kvstrata.describe_kv_caches([torch.empty(2, 4, 16, 8, 128)], "vllm")
+        kvstrata.describe_pieces(kv_cache_pieces([torch.empty(2, 4, 16, 8, 128)], "vllm_nhd"))
     if torch.cuda.device_count() > 1:
         a = torch.empty(2, 4, 16, 8, 128, device="cuda:0")
         b = torch.empty(2, 4, 16, 8, 128, device="cuda:1")
         with pytest.raises(ValueError, match="one device"):
-            kvstrata.describe_kv_caches([a, b], "vllm")
+            kvstrata.describe_pieces(kv_cache_pieces([a, b], "vllm_nhd"))
 
 
 def test_ipc_event_pool_round_robin():
@@ -100,7 +103,7 @@ def test_pieces_address_exactly_the_blocks(layout):
 
     cache = KvCache(layout, 128)
     cache.poison(range(128))
-    desc = kvstrata.describe_kv_caches(cache.kv_caches, cache.describe_layout, BLOCK_BYTES)
+    desc = kvstrata.describe_pieces(cache.pieces(), BLOCK_BYTES)
     src, dst = [3, 0, 127, 64, 65], [10, 11, 99, 1, 2]
     cache.fill_random(src)
     slots = reference_store(desc, cache.device, src)
@@ -162,7 +165,7 @@ def test_roundtrip_helpers_with_the_reference_copier(layout):
 
     cache = KvCache(layout, 256)
     cache.poison(range(256))
-    desc = kvstrata.describe_kv_caches(cache.kv_caches, cache.describe_layout, BLOCK_BYTES)
+    desc = kvstrata.describe_pieces(cache.pieces(), BLOCK_BYTES)
 
     class Reg:
         description = desc

@@ -115,7 +115,7 @@ def test_engine_killed_mid_transfer(fresh_daemon: Daemon, salt, event_pending):
         with kvstrata.Session(c, client_name="after-kill") as s:
             ns = s.register_namespace(**llama_spec("nhd", salt + "-after"))
             cache = KvCache("nhd", 256)
-            reg = s.register_cuda_kv_caches(ns, cache.kv_caches, "vllm")
+            reg = s.register_cuda_kv_caches(ns, cache.pieces())
             counters = roundtrip_rounds(s, ns, reg, cache, random.Random(salt), 4, max_blocks=32)
             assert counters["loaded_blocks"] > 0
         assert d.running() and c.is_serving(), d.log_tail()

@@ -53,7 +53,7 @@ def restart_engine(cfg: Dict[str, Any], conn: Any) -> None:
         ns = s.register_namespace(**llama_spec("nhd", cfg["salt"]))
         cache = KvCache("nhd", NUM_BLOCKS)
         cache.poison(range(NUM_BLOCKS))
-        reg = s.register_cuda_kv_caches(ns, cache.kv_caches, "vllm")
+        reg = s.register_cuda_kv_caches(ns, cache.pieces())
         ptrs = [t.data_ptr() for t in cache.layers]
         counters = roundtrip_rounds(s, ns, reg, cache, rng, 4, max_blocks=16)
         conn.send({"kind": "ready", "counters": counters, "session_id": s.session_id,

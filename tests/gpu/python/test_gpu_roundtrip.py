@@ -29,7 +29,7 @@ def _setup(session, salt, layout, num_blocks=NUM_BLOCKS):
     assert ns.bytes_per_block == BLOCK_BYTES
     cache = KvCache(layout, num_blocks)
     cache.poison(range(num_blocks))
-    reg = session.register_cuda_kv_caches(ns, cache.kv_caches, cache.describe_layout)
+    reg = session.register_cuda_kv_caches(ns, cache.pieces())
     assert reg.registration_id > 0
     return ns, cache, reg
 
@@ -53,8 +53,7 @@ def test_consecutive_blocks_roundtrip(session, salt, layout):
     ns = session.register_namespace(**llama_spec(layout, salt))
     cache = KvCache(layout, 512)
     cache.poison(range(512))
-    reg = session.register_cuda_kv_caches(ns, cache.kv_caches, cache.describe_layout,
-                                          layer_flags=True)
+    reg = session.register_cuda_kv_caches(ns, cache.pieces(), layer_flags=True)
     rng = random.Random(f"consecutive-{layout}-{salt}")
     src, dst, dst2 = list(range(64, 160)), list(range(300, 396)), list(range(400, 496))
     keys = random_keys(rng, len(src))
@@ -259,7 +258,7 @@ def test_unregister_then_register_again(session, salt):
         session.client.submit_load(session_id=session.session_id, namespace_id=ns.namespace_id,
                                    registration_id=reg.registration_id,
                                    blocks=[pb.BlockTransfer(key=b"k" * 32, block_id=0)])
-    reg2 = session.register_cuda_kv_caches(ns, cache.kv_caches, "vllm")
+    reg2 = session.register_cuda_kv_caches(ns, cache.pieces())
     counters = roundtrip_rounds(session, ns, reg2, cache, random.Random(salt), 3, max_blocks=16,
                                 timeout=JOB_TIMEOUT_S)
     assert counters["rounds"] == 3

@@ -39,7 +39,7 @@ def engine(cfg: Dict[str, Any], conn: Any) -> None:
                               timeout=60.0) as s:
             ns = s.register_namespace(**llama_spec("nhd", cfg["salt"]))
             cache = KvCache("nhd", NUM_BLOCKS)
-            reg = s.register_cuda_kv_caches(ns, cache.kv_caches, "vllm")
+            reg = s.register_cuda_kv_caches(ns, cache.pieces())
             if cfg["mode"] == "store":
                 cache.fill_random(ids)
                 torch.cuda.synchronize()
