@@ -15,11 +15,13 @@ Loads in the step that uses them (RequestTransfer.sync, config load_mode): in CU
 of a step's are one layer-wise job, submitted in start_load_kv; the daemon writes the job's
 value into a per-layer GPU word once that layer's copies landed, and wait_for_layer_load
 makes the forward pass's stream wait for its layer's word (cuStreamWaitValue64: no CPU
-wait). When the forward pass runs as one full CUDA graph (no per-layer hook), start_load_kv
-waits for every layer instead; a layer whose hook never ran makes the whole job count as
-failed. get_finished waits for the job's completion, so its failed blocks reach vLLM in the
-same step (vLLM then discards the step's output for those requests and recomputes); words
-the daemon did not write are written here, so the stream never waits forever.
+wait) -- until the job's completion has arrived (every layer landed): the later layers
+skip the driver call. When the forward pass runs as one full CUDA graph (no per-layer
+hook), start_load_kv waits for every layer instead; a layer whose hook never ran makes the
+whole job count as failed. get_finished waits for the job's completion, so its failed
+blocks reach vLLM in the same step (vLLM then discards the step's output for those requests
+and recomputes); words the daemon did not write are written here, so the stream never
+waits forever.
 
 Any block that could not be loaded is reported by get_block_ids_with_load_errors (vLLM then
 recomputes it); an asynchronous load's request is still reported finished receiving in the
@@ -104,6 +106,7 @@ class WorkerSide:
         self._sync_done: Any = None
         self._sync_waited: Set[int] = set()
         self._sync_waited_all = False
+        self._gpu_waits = 0  # stream waits this layer-wise load issued (before it landed)
         self._warned_hooks = False
         self._marks = trace.GpuMarks()  # the trace's GPU timeline of layer-wise loads
         self._hooks: List[float] = []     # with the trace on: this step's hook call times
@@ -232,6 +235,7 @@ class WorkerSide:
         self._marks.mark("submitted")
         self._sync_waited = set()
         self._sync_waited_all = wait_all
+        self._gpu_waits = 0
         # A load that already failed as a whole (e.g. nothing was in L1 any more) never
         # writes the flags: let the forward pass through now, not only in get_finished.
         early = self.link.guard("take_completions", s.take_completions, {})
@@ -243,7 +247,10 @@ class WorkerSide:
             reg.layer_flags.wait_all(value)
 
     def wait_layer(self, layer_name: str) -> None:
-        """wait_for_layer_load: the current stream waits (on the GPU) for this layer."""
+        """wait_for_layer_load: the current stream waits (on the GPU) for this layer -- until
+        the job's completion is here: then every layer has landed (the daemon reports a job
+        once all its copies finished) and the later layers need no wait, each of which costs
+        the forward pass's thread a driver call (cuStreamWaitValue64)."""
         if trace.enabled():
             if not self._hooks:
                 self._clock = trace.thread_clock()
@@ -251,18 +258,35 @@ class WorkerSide:
         if self._sync_job is None or self.reg is None or self.reg.layer_flags is None:
             return
         layer = self._layer_of.get(layer_name, 0)
-        try:
-            self.reg.layer_flags.wait(layer, self._sync_job[3])
-        except Exception as err:  # noqa: BLE001 - unwaited: the job counts as failed
-            if not self._warned_hooks:
-                self._warned_hooks = True
-                log.warning("kvstrata_vllm: waiting for a layer-wise load: %s", err)
-            return
+        if not self._landed():
+            try:
+                self.reg.layer_flags.wait(layer, self._sync_job[3])
+            except Exception as err:  # noqa: BLE001 - unwaited: the job counts as failed
+                if not self._warned_hooks:
+                    self._warned_hooks = True
+                    log.warning("kvstrata_vllm: waiting for a layer-wise load: %s", err)
+                return
+            self._gpu_waits += 1
         if trace.enabled() and (not self._sync_waited or layer == len(self._layer_of) - 1):
             name = "wait_last" if self._sync_waited else "wait0"
-            trace.event(name, self._sync_job[2][0], layer=layer)
+            trace.event(name, self._sync_job[2][0], layer=layer, gpu_waits=self._gpu_waits)
             self._marks.mark(name)
         self._sync_waited.add(layer)
+
+    def _landed(self) -> bool:
+        """Whether the step's layer-wise load has completed without a failed block (its
+        completion taken from the session's stream, the others' handed on)."""
+        done = self._sync_done
+        if done is None:
+            s = self.link.current
+            early = self.link.guard("take_completions", s.take_completions, {}) if s else {}
+            if not early:
+                return False
+            done = self._sync_done = early.pop(self._sync_job[0], None)
+            self._complete(early)
+            if done is None:
+                return False
+        return not failed_indices(done, len(self._sync_job[1]))
 
     def _finish_layered(self) -> None:
         """The step's layer-wise load is over: its failed blocks become invalid."""

@@ -1,14 +1,18 @@
 """What a request costs the engine's step when KVStrata has nothing to move (issue 21's 1K
 hit): no lease and no release RPC for a request vLLM's own prefix cache covers, no store
 of a unit KVStrata already holds -- the prompt's last full unit included, which no hit ever
-loads (vLLM always computes the last token) -- and lease releases sent by a thread, not by
-the step. vLLM's real Scheduler, a real kvstratad; the scheduler session's calls are
-counted (or slowed) by wrapping its methods.
+loads (vLLM always computes the last token) --, lease releases sent by a thread, not by
+the step, and no per-layer stream wait once a layer-wise load has landed. vLLM's real
+Scheduler, a real kvstratad; the scheduler session's calls are counted (or slowed) by
+wrapping its methods; the CUDA-mode layer hook runs against stand-ins of the registration's
+layer flags and the session's completions (no GPU here).
 """
 from __future__ import annotations
 
 import time
 from typing import Any, Dict, List
+
+import pytest
 
 from harness import BLOCK, Engine
 from kvs_testing import wait_until
@@ -117,3 +121,57 @@ def test_lease_release_does_not_hold_the_step(model_dir, daemon, engines):
     assert time.monotonic() - t0 < 0.9 and not released
     assert e.stats["loaded_units"] == 5 and r.request_id in e.finished
     assert wait_until(lambda: len(released) == 1, timeout_s=10)
+
+
+class _Flags:
+    """A registration's layer flags, recording the stream waits asked for."""
+
+    def __init__(self) -> None:
+        self.waits: List[int] = []
+
+    def wait(self, layer: int, value: int) -> None:
+        self.waits.append(layer)
+
+
+class _Registration:
+    def __init__(self) -> None:
+        self.layer_flags = _Flags()
+
+
+class _Completions:
+    """The session's completions as take_completions hands them out."""
+
+    def __init__(self) -> None:
+        self.arrived: Dict[int, Any] = {}
+
+    def take_completions(self) -> Dict[int, Any]:
+        out, self.arrived = self.arrived, {}
+        return out
+
+
+class _Done:
+    def __init__(self, failed: List[int]) -> None:
+        self.ok, self.failed_blocks = not failed, failed
+
+
+@pytest.mark.parametrize("failed", [[], [1]])
+def test_layer_waits_stop_once_the_load_landed(model_dir, daemon, engines, failed):
+    """wait_for_layer_load asks the GPU to wait for each layer's word until the layer-wise
+    load's completion is in; from then on every layer has landed and no wait is issued --
+    unless the completion reports failed blocks (the words may never come: keep waiting,
+    get_finished releases them)."""
+    e = engines(model_dir, ext(daemon))
+    w = e.workers[0].connector.worker
+    names = sorted(w._layer_of, key=w._layer_of.get)
+    assert len(names) == 2
+    reg, completions, link_session = _Registration(), _Completions(), w.link._session
+    w.reg, w.link._session = reg, completions
+    try:
+        w._sync_job, w._sync_done, w._sync_waited, w._gpu_waits = (7, [3, 4], ["r"], 1), None, set(), 0
+        w.wait_layer(names[0])                     # no completion yet: the stream waits
+        completions.arrived[7] = _Done(failed)
+        w.wait_layer(names[1])                     # landed (or failed): wait only if failed
+        assert reg.layer_flags.waits == ([0, 1] if failed else [0])
+        assert w._sync_waited == {0, 1} and w._sync_done is not None
+    finally:
+        w._sync_job, w.reg, w.link._session = None, None, link_session
