@@ -27,6 +27,14 @@
 # written; call 4's --continue read them): give call 3 fewer roles, e.g. none,kvstrata_batch
 # there and kvstrata,native,kvstrata_b in call 4 (~8 min).
 #
+# The 1K step profile (bench/RESULTS.md, run 17): control roles noop, noop_link, noop_reg
+# (a connector doing nothing; with KVStrataConnector's sessions idle; with the KV cache
+# registered too), and a role again in a new engine process with a suffix .N:
+#   call 3: bash scripts/gpu_vllm.sh --roles none,native,kvstrata,noop,noop_link,noop_reg \
+#             --sizes 1024,8192 --repeats 9 --no-users --keep-daemon --role-timeout 150
+#   call 4: bash scripts/gpu_vllm.sh --continue --roles kvstrata.2,native.2,kvstrata.3,native.3 \
+#             --keep-daemon --role-timeout 150
+#
 # Tensor parallelism 2 (issue 20), machine kind nvidia-h200-x2 (two H200s): the same
 # preparation and calls 1 and 2, then the benchmark in two calls (a call runs 600 s at most;
 # the first ~6 min, the second ~4.5 min); engine.py keeps NVLink multicast off

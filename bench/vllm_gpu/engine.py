@@ -16,6 +16,9 @@ torch.compile on, the same GPU KV budget, greedy sampling):
               then L2 hits after daemon restarts, then the daemon killed during a load;
               with tp > 1 last "one rank misses" (tp_rank 1's namespace cleared; the
               `none` role computes its reference prompt)
+  noop, noop_link, noop_reg  controls (noop_connector.py): a connector doing nothing; with
+              KVStrataConnector's daemon sessions idle; and the KV cache registered too
+A suffix .N (kvstrata.2) runs a role again in another engine process.
 Results go to --out as JSON, written after every phase (a run cut short keeps what it did).
 
 With spec["tp"] > 1 every role runs tensor-parallel over that many GPUs (vLLM's
@@ -41,6 +44,7 @@ from typing import Any, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import cpu_probe  # noqa: E402
 import kvstrata  # noqa: E402
 from daemon_ctl import DaemonCtl  # noqa: E402
 
@@ -93,34 +97,50 @@ def role_daemon(spec: Dict[str, Any], role: str) -> Dict[str, Any]:
     d["settings"] = {**d["settings"], **spec.get("role_daemon", {}).get(role, {})}
     return d
 
+# Control roles (noop_connector.py): a connector that does nothing; with KVStrataConnector's
+# daemon sessions held idle; and with the GPU KV cache registered with the daemon too.
+NOOP_LINK = {"noop": None, "noop_link": "session", "noop_reg": "register"}
+
+
 class Bench:
     def __init__(self, role: str, spec: Dict[str, Any], out: Path) -> None:
         self.role, self.spec, self.out = role, spec, out
+        base = role.split(".")[0]  # "kvstrata.2": the kvstrata role in another engine process
         self.tp = int(spec.get("tp", 1))
         self.result: Dict[str, Any] = {"role": role, "tp": self.tp, "phases": {}}
         self._tiny = 0
-        self.daemon = DaemonCtl(**role_daemon(spec, role)) if role.startswith("kvstrata") else None
+        uses_daemon = base.startswith("kvstrata") or bool(NOOP_LINK.get(base))
+        self.daemon = DaemonCtl(**role_daemon(spec, base)) if uses_daemon else None
+        self.daemon_pid = DaemonCtl(**spec["daemon"]).pid  # for the CPU probe
         from vllm import LLM, SamplingParams  # noqa: PLC0415
         from vllm.config import KVTransferConfig  # noqa: PLC0415
 
         self.SamplingParams = SamplingParams
         kvt = None
-        if role == "native":
+        if base == "native":
             kvt = KVTransferConfig(kv_connector="OffloadingConnector", kv_role="kv_both",
                                    kv_connector_extra_config={
                                        "spec_name": "CPUOffloadingSpec",
                                        "cpu_bytes_to_use": int(spec["cpu_bytes"]),
                                        "block_size": spec["block_size"]})
-        elif role.startswith("kvstrata"):
+        elif base.startswith("kvstrata"):
             kvt = KVTransferConfig(kv_connector="KVStrataConnector",
                                    kv_connector_module_path="kvstrata_vllm", kv_role="kv_both",
                                    kv_load_failure_policy="recompute",
                                    kv_connector_extra_config={
                                        "endpoint": self.daemon.endpoint,
                                        **spec.get("kvstrata_extra", {}),
-                                       **ASYNC_EXTRA.get(role, {})})
+                                       **ASYNC_EXTRA.get(base, {})})
+        elif base in NOOP_LINK:
+            extra = {"link": NOOP_LINK[base], "endpoint": self.daemon.endpoint} \
+                if self.daemon is not None else {}
+            kvt = KVTransferConfig(kv_connector="NoopTraceConnector",
+                                   kv_connector_module_path="noop_connector", kv_role="kv_both",
+                                   kv_connector_extra_config=extra)
+            os.environ["PYTHONPATH"] = os.pathsep.join(  # the engine core imports it
+                [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
         self.trace: Optional[Path] = None
-        if role.startswith("kvstrata"):  # the connector's per-request timeline (trace.py)
+        if base.startswith("kvstrata") or base in NOOP_LINK:  # per-step timeline (trace.py)
             self.trace = out.with_suffix(".trace.jsonl")
             self.trace.unlink(missing_ok=True)
             os.environ["KVSTRATA_VLLM_TRACE"] = str(self.trace)
@@ -241,16 +261,24 @@ class Bench:
             cold = self.generate([p])
             self.settle()
             runs = []
+            pids = [os.getpid(), self.daemon_pid()]
+            before = cpu_probe.snapshot(pids)
             for _ in range(self.spec["repeats"]):
                 self.reset_gpu_cache()
                 runs.append(self.generate([p]))
+            after = cpu_probe.snapshot(pids)
             rows[str(n)] = summarize(cold, runs)
+            rows[str(n)]["cpu_hit"] = cpu_probe.delta(before, after, len(runs))
             # The same prompt again without a reset: vLLM's own GPU prefix-cache hit, the
             # floor under any offload tier's hit (median of three).
+            before = cpu_probe.snapshot(pids)
             hits = [self.generate([p]) for _ in range(3)]
+            rows[str(n)]["cpu_gpu_hit"] = cpu_probe.delta(before, cpu_probe.snapshot(pids), 3)
             rows[str(n)]["gpu_hit_ms"] = round(
                 statistics.median(h["wall_s"] for h in hits) * 1e3, 2)
+            rows[str(n)]["gpu_hit_runs_ms"] = [round(h["wall_s"] * 1e3, 2) for h in hits]
             rows[str(n)]["gpu_hit_timeline"] = hits[-1]["timeline"]
+            rows[str(n)]["gpu_hit_timelines"] = [h["timeline"] for h in hits]
             log(f"{self.role} {n} tokens: cold {cold['wall_s'] * 1e3:.1f} ms, "
                 f"{'hit' if hits else 'recompute'} median {rows[str(n)]['median_ms']:.1f} ms, "
                 f"cached {rows[str(n)]['cached']}")
@@ -524,22 +552,27 @@ def summarize(cold: Optional[Dict[str, Any]], runs: List[Dict[str, Any]]) -> Dic
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    roles = ("none", "native", "kvstrata", "kvstrata_async", "kvstrata_batch", "kvstrata_b",
+             *NOOP_LINK)
     ap.add_argument("--role", required=True,
-                    choices=("none", "native", "kvstrata", "kvstrata_async", "kvstrata_batch",
-                             "kvstrata_b"))
+                    help=f"one of {', '.join(roles)}, optionally with a suffix .N (the same "
+                         "role in another engine process: kvstrata.2)")
     ap.add_argument("--spec", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    base = args.role.split(".")[0]
+    if base not in roles:
+        ap.error(f"unknown role {args.role}")
     spec = json.loads(Path(args.spec).read_text())
     global VOCAB
     VOCAB = spec["vocab"]
     parallel_env(int(spec.get("tp", 1)))
     b = Bench(args.role, spec, Path(args.out))
-    if args.role in ("none", "native", "kvstrata", "kvstrata_async", "kvstrata_batch"):
-        b.single(hits=args.role != "none")
+    if base != "kvstrata_b":
+        b.single(hits=base != "none")
         if spec["users"] > 0:
             b.users()
-        if args.role == "none" and b.tp > 1:
+        if base == "none" and b.tp > 1:
             b.one_rank_miss_ref()
     else:
         b.cross_instance()

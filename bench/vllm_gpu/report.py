@@ -7,12 +7,16 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from step_profile import render_profile
+
 GIB = 1 << 30
 ROLES = ("none", "native", "kvstrata_async", "kvstrata", "kvstrata_b")
 # Roles run only when --roles names them, and the daemon settings each runs with on top of
 # the run's (the daemon is restarted with them before the role, on an empty L1 and L2).
 ROLE_DAEMON = {"kvstrata_batch": {"gpu.copy_strategy": "batch"}}
-ALL_ROLES = ROLES + tuple(ROLE_DAEMON)
+# Control roles (engine.py, noop_connector.py), run only when --roles names them.
+CONTROL_ROLES = ("noop", "noop_link", "noop_reg")
+ALL_ROLES = ROLES + tuple(ROLE_DAEMON) + CONTROL_ROLES
 # The roles with single-request rows and users rounds (engine A and its variants).
 ENGINE_A = ("none", "native", "kvstrata", "kvstrata_async", "kvstrata_batch")
 
@@ -126,7 +130,8 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
     for n in sizes:
         row = none_single.get(n)
         ref = {"tokens": row["cold_tokens"], "top5": row["cold_top5"]} if row else None
-        for role in ("kvstrata", "kvstrata_async", "kvstrata_batch"):
+        for role in [r for r in results if r.split(".")[0] in
+                     ("kvstrata", "kvstrata_async", "kvstrata_batch")]:
             kv = results.get(role, {}).get("phases", {}).get("single", {}).get(n)
             if kv:
                 for i, (t, p) in enumerate(zip(kv["tokens"], kv["top5"])):
@@ -391,11 +396,13 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
     lines.append("")
     lines.append("Engines: " + ", ".join(
         f"{r} rc={results.get(r, {}).get('rc')} start {results.get(r, {}).get('engine_start_s')} s "
-        f"total {results.get(r, {}).get('seconds')} s" for r in ALL_ROLES if r in results))
+        f"total {results.get(r, {}).get('seconds')} s" for r in results
+        if isinstance(results[r], dict) and r.split(".")[0] in ALL_ROLES))
     lines.append("")
     lines.append("Targets")
     for t in rep["targets"]:
         lines.append(f"  {t['verdict']:4} {t['target']}: {t['value']}")
+    lines += render_profile(results)
     return "\n".join(lines)
 
 
@@ -458,7 +465,7 @@ def without_steps(value: Any) -> Any:
         return {k: without_steps(v) for k, v in value.items()}
     if isinstance(value, list):
         return [without_steps(v) for v in value
-                if not (isinstance(v, dict) and str(v.get("ev", "")).startswith(("step_", "hooks")))]
+                if not (isinstance(v, dict) and str(v.get("ev", "")).startswith(("step_", "hooks", "sched")))]
     return value
 
 

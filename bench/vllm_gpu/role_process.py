@@ -105,7 +105,7 @@ def run_benchmark(args, roles: Tuple[str, ...], make_spec: Callable[[Any, Path],
         if on_continue is not None:
             on_continue(spec)
         for f in sorted((workdir / "roles").glob("*.json")):
-            if f.stem in roles or f.stem in ("disk", "ceiling"):
+            if f.stem.split(".")[0] in roles or f.stem in ("disk", "ceiling"):
                 results[f.stem] = json.loads(f.read_text())
     else:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -176,7 +176,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--roles", default=",".join(ROLES),
                     help="roles in order (default: %(default)s); also kvstrata_batch (the "
                          "kvstrata role on a daemon with gpu.copy_strategy=batch; name it "
-                         "before kvstrata)")
+                         "before kvstrata), the controls noop, noop_link, noop_reg "
+                         "(noop_connector.py), and any role with a suffix .N (again, in "
+                         "another engine process: kvstrata.2)")
     ap.add_argument("--role-timeout", type=float, default=300.0)
     ap.add_argument("--quick", action="store_true", help="1K/8K and 4 users (a smoke run)")
     ap.add_argument("--disk-baseline", action="store_true",
