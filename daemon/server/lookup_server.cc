@@ -1,244 +1,126 @@
 #include "daemon/server/lookup_server.h"
 
 #include <poll.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <mutex>
-#include <utility>
+#include <string_view>
+#include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/common/job_wire.h"
+#include "daemon/common/lookup_wire.h"
+#include "daemon/rpc/cache_convert.h"
+#include "daemon/rpc/job_call.h"
+#include "daemon/rpc/lookup_call.h"
+#include "daemon/rpc/request_validation.h"
 #include "daemon/server/unix_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
 namespace {
 
-constexpr size_t kReadChunk = 64 << 10;
-constexpr int kWaitMs = 100;  // how often a loop looks at Stop and at stalled frames
+namespace wire = lookup_wire;
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+constexpr char kMethod[] = "LookupSocket.Lookup";
 
-// Sends what it can of `bytes` without blocking; false when the peer is gone.
-bool SendSome(int fd, const std::string& bytes, size_t* sent) {
-  while (*sent < bytes.size()) {
-    ssize_t n = send(fd, bytes.data() + *sent, bytes.size() - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      *sent += static_cast<size_t>(n);
-      continue;
-    }
+absl::Status CheckJobHeader(const job_wire::RequestHeader& h) {
+  if (h.version != job_wire::kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job frame version ", h.version, " is not supported (only 1)"));
+  }
+  if (h.kind != job_wire::kKindStore && h.kind != job_wire::kKindLoad) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job kind ", h.kind, " is neither 1 (store) nor 2 (load)"));
+  }
+  if (absl::Status s = ValidateKeyCount(h.key_count, "key_count"); !s.ok()) return s;
+  return ValidateKeySize(h.key_bytes, 0, "keys");
+}
+
+void EncodeJobReply(const absl::Status& status, uint64_t job_id, std::string* out) {
+  job_wire::ResponseHeader h;
+  h.status = static_cast<uint32_t>(status.code());
+  h.job_id = status.ok() ? job_id : 0;
+  absl::string_view message = status.message().substr(0, wire::kMaxMessageBytes);
+  h.message_bytes = static_cast<uint32_t>(message.size());
+  out->resize(job_wire::kResponseHeaderBytes + message.size());
+  job_wire::EncodeResponseHeader(h, out->data());
+  std::copy(message.begin(), message.end(), out->data() + job_wire::kResponseHeaderBytes);
+}
+
+// Splits `count` keys of `key_bytes` each out of `keys` into `views`.
+void SplitKeys(const std::string& keys, uint32_t key_bytes, std::vector<std::string_view>* views) {
+  views->clear();
+  for (size_t at = 0; at < keys.size(); at += key_bytes) {
+    views->emplace_back(keys.data() + at, key_bytes);
+  }
+}
+
+absl::Status CheckHeader(const wire::RequestHeader& h) {
+  if (h.magic != wire::kMagic) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad magic 0x", absl::Hex(h.magic),
+                     "; a frame starts with \"KVSL\" (lookup) or \"KVSJ\" (job)"));
+  }
+  if (h.version != wire::kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame version ", h.version, " is not supported (only 1)"));
+  }
+  if ((h.flags & ~wire::kKnownFlags) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown flags 0x", absl::Hex(h.flags)));
+  }
+  if (absl::Status s = ValidateKeyCount(h.key_count, "key_count"); !s.ok()) return s;
+  return ValidateKeySize(h.key_bytes, 0, "keys");
+}
+
+// Encodes the response frame for `status` (and `answer` when it is OK) into `out`.
+void EncodeReply(const absl::Status& status, const LookupAnswer* answer, std::string* out) {
+  wire::ResponseHeader h;
+  h.status = static_cast<uint32_t>(status.code());
+  absl::string_view message = status.message().substr(0, wire::kMaxMessageBytes);
+  h.message_bytes = static_cast<uint32_t>(message.size());
+  if (status.ok() && answer != nullptr) {
+    h.hit_blocks = static_cast<uint32_t>(answer->result.hits);
+    h.tier_count = static_cast<uint32_t>(answer->result.tiers.size());
+    h.lease_id = answer->result.lease.value_or(0);
+    h.lease_expires_unix_ms = answer->lease_expires_unix_ms;
+  }
+  out->resize(wire::kResponseHeaderBytes + h.tier_count + message.size());
+  wire::EncodeResponseHeader(h, out->data());
+  char* tiers = out->data() + wire::kResponseHeaderBytes;
+  for (uint32_t i = 0; i < h.tier_count; ++i) {
+    tiers[i] = static_cast<char>(TierWire(answer->result.tiers[i]));  // common.proto Tier
+  }
+  std::copy(message.begin(), message.end(), tiers + h.tier_count);
+}
+
+// Writes all of `bytes`; false when the peer is gone or stalls past SO_SNDTIMEO.
+bool SendAll(int fd, std::string_view bytes, int flags = 0) {
+  while (!bytes.empty()) {
+    ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | flags);
     if (n < 0 && errno == EINTR) continue;
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
   }
   return true;
 }
 
+void SendError(int fd, const absl::Status& status, int flags = 0) {
+  std::string reply;
+  EncodeReply(status, nullptr, &reply);
+  SendAll(fd, reply, flags);
+}
+
 }  // namespace
 
-// One admitted connection. The loop that serves it owns everything but `mu`, `fd`, `closed`
-// (the accept thread may shut it down to evict it) and the atomics.
-struct LookupServer::Connection {
-  Connection(int socket, TenantId owner) : tenant(owner), fd(socket) {}
-
-  const TenantId tenant;
-  std::mutex mu;
-  int fd;                                 // by mu once served; closed only by its loop
-  bool closed = false;                    // by mu
-  std::atomic<bool> done{false};          // closed: the accept thread may forget it
-  std::atomic<int64_t> idle_since_ms{0};  // waiting for a frame since; 0 while busy
-  // The loop's own:
-  std::string in;   // bytes received, not yet answered
-  std::string out;  // responses not yet sent (from out_sent on)
-  size_t out_sent = 0;
-  bool close_after_out = false;
-  bool watching_out = false;     // epoll waits for writability (responses pending), not input
-  int64_t last_progress_ms = 0;  // the last byte read or written
-  LookupFrames::Scratch scratch;
-
-  bool busy() const { return !in.empty() || out_sent < out.size(); }
-};
-
-// One event loop: an epoll set of connections and the thread that serves them.
-class LookupServer::Loop {
- public:
-  Loop(const LookupFrames& frames, const std::atomic<bool>& stop) : frames_(frames), stop_(stop) {}
-  ~Loop() {
-    if (thread_.joinable()) thread_.join();
-    if (epoll_fd_ >= 0) close(epoll_fd_);
-  }
-
-  absl::Status Start() {
-    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) return absl::InternalError(absl::StrCat("epoll_create1: errno ", errno));
-    thread_ = std::thread([this] { Run(); });
-    return absl::OkStatus();
-  }
-  void Join() {
-    if (thread_.joinable()) thread_.join();
-  }
-  // Serves `c` from now on (any thread). False when it cannot be watched.
-  bool Add(std::shared_ptr<Connection> c) {
-    c->idle_since_ms.store(NowMs());
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-    ev.data.ptr = c.get();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->fd, &ev) != 0) return false;
-    connections_.emplace(c.get(), std::move(c));
-    return true;
-  }
-
- private:
-  void Run() {
-    epoll_event events[64];
-    int64_t last_scan = NowMs();
-    while (!stop_.load()) {
-      int n = epoll_wait(epoll_fd_, events, 64, kWaitMs);
-      for (int i = 0; i < n; ++i) {
-        auto* c = static_cast<Connection*>(events[i].data.ptr);
-        if (c->done.load()) continue;  // Closed by an earlier event of this batch.
-        if (events[i].events & EPOLLOUT) {
-          Flush(*c);
-        } else {
-          OnReadable(*c, (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
-        }
-      }
-      if (NowMs() - last_scan >= 1000) {
-        last_scan = NowMs();
-        DropStalled();
-      }
-      closed_.clear();  // Closed connections are freed here, between batches.
-    }
-    std::vector<Connection*> all;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [raw, c] : connections_) all.push_back(raw);
-    }
-    for (Connection* c : all) Close(*c);
-    closed_.clear();
-  }
-
-  // Edge-triggered: reads what has come. A short read means nothing more is there now
-  // (more data would raise a new edge), unless the peer's end came with this edge
-  // (`peer_closed`): then it reads on to the end of the stream.
-  void OnReadable(Connection& c, bool peer_closed) {
-    char chunk[kReadChunk];
-    bool end = false;
-    for (;;) {
-      ssize_t n = read(c.fd, chunk, sizeof(chunk));
-      if (n > 0) {
-        c.in.append(chunk, static_cast<size_t>(n));
-        c.last_progress_ms = NowMs();
-        c.idle_since_ms.store(0);
-        if (static_cast<size_t>(n) < sizeof(chunk) && !peer_closed) break;
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      if (n < 0) {
-        Close(c);  // A socket error: nothing more can be sent either.
-        return;
-      }
-      end = true;  // The peer closed (or half-closed) it, or an eviction shut it down.
-      break;
-    }
-    AnswerWholeFrames(c);
-    if (end && !c.done.load()) {
-      c.close_after_out = true;  // Once the answers to what came before the end are sent.
-      Flush(c);
-    }
-  }
-
-  // Answers every whole frame received (pipelined ones too), then sends the responses.
-  void AnswerWholeFrames(Connection& c) {
-    size_t at = 0;
-    while (!c.close_after_out) {
-      const std::string_view rest(c.in.data() + at, c.in.size() - at);
-      const size_t bytes = frames_.FrameBytes(rest);
-      if (bytes == 0 || rest.size() < bytes) break;
-      if (!frames_.Answer(c.tenant, rest.substr(0, bytes), c.scratch, &c.out)) {
-        c.close_after_out = true;
-      }
-      at += bytes;
-    }
-    c.in.erase(0, at);
-    Flush(c);
-  }
-
-  // Sends pending responses without blocking. While some remain the connection is
-  // watched for writability only (a client that does not read its responses is not read
-  // from either); once they are sent, for readability again.
-  void Flush(Connection& c) {
-    if (c.out_sent < c.out.size()) {
-      const size_t before = c.out_sent;
-      if (!SendSome(c.fd, c.out, &c.out_sent)) {
-        Close(c);
-        return;
-      }
-      if (c.out_sent > before) c.last_progress_ms = NowMs();
-    }
-    const bool pending = c.out_sent < c.out.size();
-    if (!pending) {
-      c.out.clear();
-      c.out_sent = 0;
-      if (c.close_after_out) {
-        Close(c);
-        return;
-      }
-      if (c.in.empty()) c.idle_since_ms.store(NowMs());
-    }
-    if (pending != c.watching_out) {
-      c.watching_out = pending;
-      epoll_event ev{};
-      ev.events = EPOLLET | (pending ? EPOLLOUT : EPOLLIN | EPOLLRDHUP);
-      ev.data.ptr = &c;
-      epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
-    }
-  }
-
-  // A frame that started, or a response not taken, without progress for the frame timeout.
-  void DropStalled() {
-    std::vector<Connection*> stalled;
-    const int64_t now = NowMs();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [raw, c] : connections_) {
-        if (c->busy() && now - c->last_progress_ms >= int64_t{kFrameTimeoutSeconds} * 1000) {
-          stalled.push_back(raw);
-        }
-      }
-    }
-    for (Connection* c : stalled) Close(*c);
-  }
-
-  void Close(Connection& c) {
-    if (c.done.load()) return;
-    {
-      std::lock_guard<std::mutex> lock(c.mu);
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
-      close(c.fd);
-      c.closed = true;
-    }
-    c.done.store(true);
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = connections_.find(&c);
-    if (it == connections_.end()) return;
-    closed_.push_back(std::move(it->second));  // Kept alive until the batch is over.
-    connections_.erase(it);
-  }
-
-  const LookupFrames& frames_;
-  const std::atomic<bool>& stop_;
-  int epoll_fd_ = -1;
-  std::mutex mu_;
-  absl::flat_hash_map<Connection*, std::shared_ptr<Connection>> connections_;  // by mu_
-  std::vector<std::shared_ptr<Connection>> closed_;                            // the loop thread's
-  std::thread thread_;
+struct LookupServer::FrameBuffers {
+  std::string keys;
+  std::vector<std::string_view> views;
+  std::vector<uint32_t> block_ids;
+  std::string reply;
 };
 
 absl::StatusOr<std::unique_ptr<LookupServer>> LookupServer::Start(const std::string& path,
@@ -248,12 +130,6 @@ absl::StatusOr<std::unique_ptr<LookupServer>> LookupServer::Start(const std::str
   absl::StatusOr<int> fd = ListenUnix(path, mode);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<LookupServer> server(new LookupServer(path, *fd, std::move(context), metrics));
-  const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
-  const size_t loops = std::clamp<size_t>(cpus, 1, kLoops);
-  for (size_t i = 0; i < loops; ++i) {
-    server->loops_.push_back(std::make_unique<Loop>(server->frames_, server->stop_));
-    if (absl::Status s = server->loops_.back()->Start(); !s.ok()) return s;
-  }
   server->accept_thread_ = std::thread([raw = server.get()] { raw->AcceptLoop(); });
   return server;
 }
@@ -263,73 +139,152 @@ LookupServer::LookupServer(std::string path, int listen_fd, ServiceContext conte
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       context_(std::move(context)),
-      metrics_(metrics),
-      frames_(context_, metrics_) {}
+      metrics_(metrics) {}
 
 LookupServer::~LookupServer() { Stop(); }
 
 void LookupServer::Stop() {
   if (stop_.exchange(true)) return;
   if (accept_thread_.joinable()) accept_thread_.join();
-  for (auto& loop : loops_) loop->Join();  // Each closes its connections as it ends.
+  connections_.StopAll();
   close(listen_fd_);
   unlink(path_.c_str());
 }
 
 void LookupServer::AcceptLoop() {
   while (!stop_.load()) {
+    connections_.ReapFinished();
     pollfd waiting{listen_fd_, POLLIN, 0};
-    if (poll(&waiting, 1, kWaitMs) <= 0) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (poll(&waiting, 1, 100) <= 0) continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) Admit(fd);
   }
 }
 
-bool LookupServer::EvictIdlest() {
-  const int64_t now = NowMs();
-  Connection* idlest = nullptr;
-  int64_t oldest = now - 1000;  // idle at least 1 s
-  for (const auto& c : open_) {
-    const int64_t since = c->idle_since_ms.load();
-    if (!c->done.load() && since > 0 && since <= oldest) {
-      oldest = since;
-      idlest = c.get();
-    }
-  }
-  if (idlest == nullptr) return false;
-  std::lock_guard<std::mutex> lock(idlest->mu);
-  if (!idlest->closed) shutdown(idlest->fd, SHUT_RDWR);  // Its loop sees the end and closes it.
-  idlest->idle_since_ms.store(0);
-  return true;
-}
-
 void LookupServer::Admit(int fd) {
-  std::erase_if(open_, [](const auto& c) { return c->done.load(); });
-  auto refuse = [&](const absl::Status& status) {
-    spdlog::warn("lookup_socket_refused reason=\"{}\"", std::string(status.message()));
-    const std::string frame = LookupFrames::ErrorFrame(status);
-    (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    close(fd);
-  };
   // Full: make room by closing the connection idle the longest (at least 1 s), so idle
   // connections cannot lock new callers out; refuse only when every one is busy.
-  if (open_.size() >= kMaxConnections && !EvictIdlest()) {
-    refuse(absl::ResourceExhaustedError(
-        absl::StrCat("the lookup socket serves at most ", kMaxConnections, " connections")));
+  if (connections_.full() && !connections_.EvictIdlest(absl::Seconds(1))) {
+    spdlog::warn("lookup_socket_refused reason=\"{} connections open\"", connections_.size());
+    SendError(fd,
+              absl::ResourceExhaustedError(absl::StrCat("the lookup socket serves at most ",
+                                                        kMaxConnections, " connections")),
+              MSG_DONTWAIT);
+    close(fd);
     return;
   }
   absl::StatusOr<Caller> caller = context_.tenants->ForConnection(fd);
   if (!caller.ok()) {
-    refuse(caller.status());
-    return;
-  }
-  auto connection = std::make_shared<Connection>(fd, caller->tenant);
-  Loop& loop = *loops_[next_loop_++ % loops_.size()];
-  if (!loop.Add(connection)) {
+    spdlog::warn("lookup_socket_refused reason=\"{}\"", std::string(caller.status().message()));
+    SendError(fd, caller.status(), MSG_DONTWAIT);
     close(fd);
     return;
   }
-  open_.push_back(std::move(connection));
+  timeval timeout{1, 0};  // ReadFull counts these to kFrameTimeoutSeconds.
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  timeval send_timeout{kFrameTimeoutSeconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  if (!connections_.Start(
+          fd, [this, tenant = caller->tenant](int connection, std::atomic<int64_t>* idle) {
+            Serve(connection, tenant, idle);
+          })) {
+    close(fd);
+  }
+}
+
+bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start,
+                            std::atomic<int64_t>* idle_since_ms) const {
+  if (idle_since_ms != nullptr) idle_since_ms->store(absl::ToUnixMillis(absl::Now()));
+  size_t got = 0;
+  int stalls = 0;
+  while (got < size) {
+    ssize_t n = read(fd, data + got, size - got);
+    if (n > 0) {
+      if (idle_since_ms != nullptr) idle_since_ms->store(0);  // a frame has started
+      got += static_cast<size_t>(n);
+      stalls = 0;
+      continue;
+    }
+    if (n == 0 || stop_.load()) return false;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+    bool idle = frame_start && got == 0;
+    if (!idle && ++stalls >= kFrameTimeoutSeconds) return false;
+  }
+  return true;
+}
+
+bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes,
+                            FrameBuffers& buffers) const {
+  absl::Time start = absl::Now();
+  char header_bytes[job_wire::kRequestHeaderBytes];
+  std::copy(first_bytes, first_bytes + wire::kRequestHeaderBytes, header_bytes);
+  if (!ReadFull(fd, header_bytes + wire::kRequestHeaderBytes,
+                job_wire::kRequestHeaderBytes - wire::kRequestHeaderBytes, false)) {
+    return false;
+  }
+  job_wire::RequestHeader h = job_wire::DecodeRequestHeader(header_bytes);
+  const char* method =
+      h.kind == job_wire::kKindStore ? "LookupSocket.SubmitStore" : "LookupSocket.SubmitLoad";
+  if (absl::Status s = CheckJobHeader(h); !s.ok()) {
+    metrics_->RecordRpc(method, absl::StatusCodeToString(s.code()), absl::Now() - start);
+    EncodeJobReply(s, 0, &buffers.reply);
+    SendAll(fd, buffers.reply);
+    return false;  // The rest of the frame cannot be trusted: close.
+  }
+  buffers.keys.resize(static_cast<size_t>(h.key_count) * h.key_bytes);
+  buffers.block_ids.resize(h.key_count);
+  if (!ReadFull(fd, buffers.keys.data(), buffers.keys.size(), false) ||
+      !ReadFull(fd, reinterpret_cast<char*>(buffers.block_ids.data()),
+                buffers.block_ids.size() * sizeof(uint32_t), false)) {
+    return false;
+  }
+  for (uint32_t& id : buffers.block_ids) id = le32toh(id);
+  SplitKeys(buffers.keys, h.key_bytes, &buffers.views);
+  JobCall call{h.kind == job_wire::kKindStore ? JobCall::Kind::kStore : JobCall::Kind::kLoad,
+               tenant,
+               h.session_id,
+               h.namespace_id,
+               h.registration_id,
+               buffers.views,
+               buffers.block_ids,
+               h.kind == job_wire::kKindStore ? h.event : 0,
+               h.lease_id,
+               h.kind == job_wire::kKindLoad ? h.event : 0};
+  absl::StatusOr<uint64_t> job = RunSubmitJob(context_, call);
+  EncodeJobReply(job.status(), job.value_or(0), &buffers.reply);
+  metrics_->RecordRpc(method, absl::StatusCodeToString(job.status().code()), absl::Now() - start);
+  return SendAll(fd, buffers.reply);
+}
+
+void LookupServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const {
+  FrameBuffers buffers;
+  char header_bytes[wire::kRequestHeaderBytes];
+  while (ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true, idle_since_ms)) {
+    uint32_t magic = 0;
+    wire::internal::Get(header_bytes, &magic);
+    if (magic == job_wire::kMagic) {
+      if (!ServeJob(fd, tenant, header_bytes, buffers)) return;
+      continue;
+    }
+    absl::Time start = absl::Now();
+    wire::RequestHeader h = wire::DecodeRequestHeader(header_bytes);
+    if (absl::Status s = CheckHeader(h); !s.ok()) {
+      metrics_->RecordRpc(kMethod, absl::StatusCodeToString(s.code()), absl::Now() - start);
+      SendError(fd, s);
+      return;
+    }
+    buffers.keys.resize(static_cast<size_t>(h.key_count) * h.key_bytes);
+    if (!ReadFull(fd, buffers.keys.data(), buffers.keys.size(), false)) return;
+    SplitKeys(buffers.keys, h.key_bytes, &buffers.views);
+    absl::StatusOr<LookupAnswer> answer =
+        RunLookup(context_, {tenant, h.session_id, h.namespace_id, buffers.views,
+                             (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms});
+    EncodeReply(answer.status(), answer.ok() ? &*answer : nullptr, &buffers.reply);
+    metrics_->RecordRpc(kMethod, absl::StatusCodeToString(answer.status().code()),
+                        absl::Now() - start);
+    if (!SendAll(fd, buffers.reply)) return;
+  }
 }
 
 }  // namespace kvstrata

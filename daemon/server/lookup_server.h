@@ -1,29 +1,25 @@
 // The lookup fast path: Lookup answered on a plain Unix stream socket beside the gRPC one
 // (<socket>.lookup), in the binary frames of daemon/common/lookup_wire.h
-// (docs/wire-protocol.md, "Lookup fast path"), on persistent connections; job frames
-// (daemon/common/job_wire.h, magic "KVSJ") on the same connections (LookupFrames answers
-// both).
-//
-// Threads: one accept thread, and a few event loops (epoll; one per CPU, kLoops at most)
-// that each serve their share of the connections: read without blocking until a
-// frame is whole, answer it on the loop's thread, write the response without blocking. So
-// any number of connections costs no thread each, a slow or silent client holds no thread,
-// and a call's own work (a lookup that probes a slow lower tier) delays only the other
-// connections of its loop.
+// (docs/wire-protocol.md, "Lookup fast path"), on persistent connections. Each frame runs
+// RunLookup — the same checks and BlockCache::Lookup as Control.Lookup. Job frames
+// (daemon/common/job_wire.h, magic "KVSJ") on the same connections run RunSubmitJob, as
+// Control.SubmitStore / Control.SubmitLoad do.
 //
 // A connection is admitted by its peer credentials (TenantTable::ForConnection: a peer no
 // tenant claims gets a PERMISSION_DENIED frame and is closed); its frames may only name
-// sessions of its tenant. At most kMaxConnections are open: a connection beyond that first
-// closes the connection idle the longest, if one has waited at least 1 s for its next
-// frame, and else gets a RESOURCE_EXHAUSTED frame and is closed, so idle clients cannot lock
-// new ones out (an evicted client reconnects on its next call). An idle connection may
-// otherwise wait any time for its next frame; a frame that has started must arrive whole
-// within kFrameTimeoutSeconds and a response must be taken within it, else the connection
-// is dropped. A header that cannot be trusted is answered with INVALID_ARGUMENT and the
-// connection is closed; errors of the call leave it open.
+// sessions of its tenant. One accept thread and one thread per connection, at most
+// kMaxConnections (a connection beyond that first closes the connection idle the longest, if
+// one has waited at least 1 s for its next frame, and else gets a RESOURCE_EXHAUSTED frame
+// and is closed), so a slow or silent client only ever holds its own thread and idle
+// clients cannot lock new ones out (an evicted client reconnects on its next call). An idle
+// connection may otherwise wait any time for its next frame;
+// a frame that has started must arrive whole within kFrameTimeout and a response must be
+// taken within kFrameTimeout, else the connection is dropped. A header that cannot be
+// trusted (magic, version, flags, key count, key size) is answered with INVALID_ARGUMENT
+// and the connection is closed; errors of the call leave it open.
 //
-// Thread-safe; Stop is idempotent and joins every thread. Everything the ServiceContext
-// points to (and `metrics`) must outlive the server.
+// Thread-safe; Stop is idempotent and waits for every connection thread. Everything the
+// ServiceContext points to (and `metrics`) must outlive the server.
 #ifndef KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
 #define KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
 
@@ -31,12 +27,12 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/metrics/metrics_sink.h"
 #include "daemon/rpc/service_context.h"
-#include "daemon/server/lookup_frames.h"
+#include "daemon/server/connection_threads.h"
 
 namespace kvstrata {
 
@@ -44,7 +40,6 @@ class LookupServer {
  public:
   static constexpr size_t kMaxConnections = 256;
   static constexpr int kFrameTimeoutSeconds = 5;
-  static constexpr size_t kLoops = 8;
 
   // Listens on `path` (a stale file there is replaced) with permissions `mode`.
   static absl::StatusOr<std::unique_ptr<LookupServer>> Start(const std::string& path, uint32_t mode,
@@ -54,26 +49,31 @@ class LookupServer {
   void Stop();
 
  private:
-  struct Connection;
-  class Loop;
-
   LookupServer(std::string path, int listen_fd, ServiceContext context, MetricsSink* metrics);
   void AcceptLoop();
   void Admit(int fd);
-  // Closes (shuts down) the open connection idle the longest, if one has been idle at
-  // least 1 s; true when one was. Accept thread only.
-  bool EvictIdlest();
+  struct FrameBuffers;  // Per connection, reused from frame to frame.
+  // Serves frames until the peer closes, a frame is malformed or Stop is called.
+  // Serves frames on `fd`, a connection of `tenant` (admitted by its peer credentials).
+  // `idle_since_ms`: when it started waiting for a frame (0 while serving one).
+  void Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const;
+  // One job frame (its first kRequestHeaderBytes of lookup_wire already read); false when
+  // the connection must close.
+  bool ServeJob(int fd, TenantId tenant, const char* first_bytes, FrameBuffers& buffers) const;
+  // Reads exactly `size` bytes. Before the first byte of a frame (`frame_start`) it waits
+  // until Stop; after it, at most kFrameTimeoutSeconds without progress.
+  // `idle_since_ms` (frame starts only) is set while no byte of the frame has come.
+  bool ReadFull(int fd, char* data, size_t size, bool frame_start,
+                std::atomic<int64_t>* idle_since_ms = nullptr) const;
 
   const std::string path_;
   const int listen_fd_;
   const ServiceContext context_;
   MetricsSink* const metrics_;
-  const LookupFrames frames_;
   std::atomic<bool> stop_{false};
-  std::vector<std::unique_ptr<Loop>> loops_;
-  size_t next_loop_ = 0;                           // accept thread only
-  std::vector<std::shared_ptr<Connection>> open_;  // accept thread only: admitted, maybe closed
   std::thread accept_thread_;
+  // Owned by the accept thread while it runs, then by Stop (which joins it first).
+  ConnectionThreads connections_{kMaxConnections};  // The accept thread's only.
 };
 
 }  // namespace kvstrata
