@@ -44,7 +44,8 @@ class BlockStoreTest : public ::testing::Test {
     return {keys.begin(), keys.end()};
   }
   // Stores the keys through the store (payload seed + i) and waits until the lower tier
-  // has every one (write-through).
+  // has every one and the writes are over (write-through: a write holds its L1 block until
+  // it ends, which is after the lower tier counts the block).
   void StoreAll(const std::vector<std::string>& keys, int seed) {
     auto reserved = store_->ReserveStore(kClient, ns_, kBlock, Views(keys));
     ASSERT_TRUE(reserved.ok()) << reserved.status();
@@ -56,10 +57,12 @@ class BlockStoreTest : public ::testing::Test {
     }
     ASSERT_TRUE(store_->CommitStore(kClient, reserved->reservation, std::nullopt).ok());
     absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (lower_->Stats().blocks < keys.size() && absl::Now() < deadline) {
+    auto writing = [&] { return store_->LowerTiers()[0].queued_writes > 0; };
+    while ((lower_->Stats().blocks < keys.size() || writing()) && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(1));
     }
     ASSERT_EQ(lower_->Stats().blocks, keys.size());
+    ASSERT_FALSE(writing());
   }
 
   NamespaceRegistry namespaces_;
