@@ -225,15 +225,20 @@ class Connection:
 
     # ------------------------------------------------------------------ side sockets
 
-    def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:
-        """The daemon's fast-path socket for these keys, or None (then use gRPC): remote or
-        old daemons, keys of several lengths, or fast_path turned off."""
+    def _fast_path_for(self, keys: List[bytes]) -> Optional[str]:
+        """The path of the daemon's fast-path socket for these keys, or None (then use
+        gRPC): remote or old daemons, keys of several lengths, or fast_path turned off."""
         if (not self.fast_path or not keys or self.client.endpoint.kind != "unix"
                 or not getattr(self.open_response, "packed_transfers", False)
                 or len(set(map(len, keys))) != 1):
             return None
-        path = self.side_socket(getattr(self.open_response, "lookup_socket", ""))
-        if not path:
+        return self.side_socket(getattr(self.open_response, "lookup_socket", "")) or None
+
+    def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:
+        """The lookup connection to the daemon's fast-path socket for these keys, or None
+        (see _fast_path_for)."""
+        path = self._fast_path_for(keys)
+        if path is None:
             return None
         fast = self._fast_sockets.get(path)
         if fast is None:
@@ -271,8 +276,8 @@ class Connection:
         self._stop.set()
         self._wake.set()
         self._close_parts()
-        for job_socket in self._fast_sockets.values():
-            job_socket.close()
+        for fast in self._fast_sockets.values():
+            fast.close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.client.timeout + 1.0)
         try:

@@ -5,7 +5,8 @@ job frames (magic "KVSJ"), docs/wire-protocol.md: the same checks and answers as
 Control.Lookup / SubmitStore / SubmitLoad, without a gRPC round trip (~300 µs of Python
 gRPC per call on a GPU host). One persistent Unix stream connection per FastPathSocket, one
 frame in flight at a time (a lock); job completions still arrive on the session's
-WatchCompletions stream.
+WatchCompletions stream. FastPathSocket.submit waits for the daemon's answer; the Session
+sends its jobs through kvstrata.job_socket instead, which does not.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ VERSION = 1
 KIND_STORE, KIND_LOAD = 1, 2
 _REQUEST = struct.Struct("<IHHQIIIIQQ")  # 48 bytes
 _RESPONSE = struct.Struct("<IIQI")       # 20 bytes
+ANSWER_BYTES = _RESPONSE.size
+MAX_MESSAGE_BYTES = 4096  # the longest error message a job answer carries
 LOOKUP_MAGIC = 0x4C53564B  # "KVSL"
 _LOOKUP_REQUEST = struct.Struct("<IHHQIIII")   # 32 bytes
 _LOOKUP_RESPONSE = struct.Struct("<IIIIQQI")   # 36 bytes
@@ -40,6 +43,25 @@ def _raise_for(status: int, message: bytes, path: str) -> None:
     if status:
         raise KVStrataError(_CODES.get(status, grpc.StatusCode.UNKNOWN),
                             message.decode("utf-8", "replace"), path)
+
+
+def job_frame(kind: int, session_id: int, namespace_id: int, registration_id: int,
+              keys: List[bytes], block_ids: List[int], event: int = 0,
+              lease_id: int = 0) -> bytes:
+    """A SubmitStore / SubmitLoad job frame (docs/wire-protocol.md). keys: all of one length
+    (1..32 bytes). event: a store's wait_event or a load's layer_flag_value."""
+    ids = array.array("I", block_ids)
+    if sys.byteorder != "little":
+        ids.byteswap()
+    return b"".join((_REQUEST.pack(MAGIC, VERSION, kind, session_id, namespace_id, len(keys),
+                                   len(keys[0]) if keys else 0, event, registration_id,
+                                   lease_id),
+                     b"".join(keys), ids.tobytes()))
+
+
+def job_answer(header: bytes) -> Tuple[int, int, int, int]:
+    """(magic, status, job_id, message_bytes) of a job frame's 20-byte answer header."""
+    return _RESPONSE.unpack(header)
 
 
 class FastPathSocket:
@@ -58,13 +80,8 @@ class FastPathSocket:
         """The daemon's job id. keys: all of one length (1..32 bytes). event: a store's
         wait_event or a load's layer_flag_value. KVStrataError for the daemon's answer,
         DaemonUnavailable when the socket fails, NotSpoken (see above)."""
-        ids = array.array("I", block_ids)
-        if sys.byteorder != "little":
-            ids.byteswap()
-        frame = b"".join((_REQUEST.pack(MAGIC, VERSION, kind, session_id, namespace_id,
-                                        len(keys), len(keys[0]) if keys else 0, event,
-                                        registration_id, lease_id),
-                          b"".join(keys), ids.tobytes()))
+        frame = job_frame(kind, session_id, namespace_id, registration_id, keys, block_ids,
+                          event, lease_id)
         (_, status, job_id, _), message = self._exchange(frame, _RESPONSE, MAGIC,
                                                          lambda h: h[3])
         _raise_for(status, message, self.path)

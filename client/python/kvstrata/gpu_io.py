@@ -3,8 +3,16 @@ jobs the daemon runs on them.
 
 The part of kvstrata.Session for GPU engines: register_cuda_kv_caches() sends the CUDA IPC
 handles of the KV tensors' pieces (kvstrata.kv_pieces; kvstrata.cuda describes them for the
-daemon), submit_store() / submit_load() answer job ids (over the fast path's job frames
-when it can, else gRPC), cancel_job().
+daemon), submit_store() / submit_load() answer job ids, cancel_job().
+
+A submit goes as a job frame on the daemon's fast-path socket when it can (a Unix
+endpoint, a daemon that announces packed_transfers, keys of one length, fast_path on):
+the call returns once the frame is written, with a job id made by the client
+(kvstrata.job_ids), without waiting for the daemon's answer (kvstrata.job_socket). A
+refusal in that answer (unknown registration, bad block ids, a full pool, ...) arrives as
+the job's failed completion: ok False, every block in failed_blocks, the daemon's message
+in `error`; so does a connection that broke before the answer was read. Otherwise the
+submit goes through gRPC, waits for the daemon and raises its refusals, as before.
 Their completions arrive through kvstrata.jobs (SessionJobs). A reconnect registers the
 kept descriptions again on the new session (no CUDA call: the heartbeat thread has no CUDA
 context). torch is imported only by register_cuda_kv_caches.
@@ -20,9 +28,11 @@ from . import pb
 from .connection import Connection
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlags,
                    block_transfers, checked_block_ids, describe_pieces)
-from .errors import KVStrataError
-from .fast_path import KIND_LOAD, KIND_STORE, NotSpoken
+from .errors import DaemonUnavailable, KVStrataError
+from .fast_path import _CODES, KIND_LOAD, KIND_STORE, NotSpoken, job_frame
 from .host import key_bytes
+from .job_ids import client_job_id, is_client_job_id, job_counter
+from .job_socket import JobSocket, SentJob
 from .jobs import JOB_TAG_MASK, job_tag
 from .kv_pieces import TensorPiece
 from .spec import NamespaceArg, RegisteredNamespace, namespace_id
@@ -37,9 +47,13 @@ class GpuIO(Connection):
 
     def _init_gpu_io(self) -> None:
         self._cuda_registrations: Dict[int, CudaRegistration] = {}
+        self._job_sockets: Dict[str, JobSocket] = {}   # by path: one (the daemon's) at a time
+        self._job_numbers = job_counter()
 
     def _close_gpu_io(self) -> None:
         self._cuda_registrations.clear()  # The daemon drops them with the session.
+        for jobs in list(self._job_sockets.values()):
+            jobs.close()
 
     # ------------------------------------------------------------------ registration
 
@@ -116,6 +130,12 @@ class GpuIO(Connection):
         event: None (no wait), True (record an IPC event of the registration now, on the
         current stream, and wait for it) or the value reg.record_event() answered (1 +
         the event's index). The store's outcome arrives as a JobCompletion.
+
+        Over the fast path (see the module docstring) this returns once the job is handed
+        to the daemon's socket: a refusal by the daemon arrives as a failed completion,
+        not as an exception. ValueError / TypeError for arguments the client checks (key
+        lengths, block ids, the event) and DaemonUnavailable (nothing was sent: the daemon
+        is unreachable or the session is reconnecting) are raised at once either way.
         """
         known = self._registration(reg)
         keys = key_bytes(keys)
@@ -135,11 +155,13 @@ class GpuIO(Connection):
         else:
             raise TypeError(f"event must be None, True or an int, got {type(event).__name__}")
         sid, tag = self._sid_tag()
-        job_id = self._submit_fast(KIND_STORE, sid, ns, reg, keys, blocks, event=wait_event)
-        if job_id is None:
-            job_id = int(self._call("submit_store", sid, namespace_id=namespace_id(ns),
-                                    registration_id=int(reg), wait_event=wait_event,
-                                    **blocks).job_id)
+        job_id = self._submit_fast(KIND_STORE, sid, tag, ns, reg, keys, blocks,
+                                   event=wait_event)
+        if job_id is not None:
+            return job_id
+        job_id = int(self._call("submit_store", sid, namespace_id=namespace_id(ns),
+                                registration_id=int(reg), wait_event=wait_event,
+                                **blocks).job_id)
         return self._expect(job_id, tag, pb.JobCompletion.KIND_STORE, len(keys))
 
     def submit_load(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
@@ -157,7 +179,10 @@ class GpuIO(Connection):
         after this returns). Only blocks in L1 are loaded (the others fail at once, nothing
         is read from disk). The completion still reports the outcome: blocks it lists
         failed hold garbage, and if it never comes (the daemon died) release(value) lets
-        the waiting streams go on.
+        the waiting streams go on. A load the daemon refused (over the fast path: a failed
+        completion, see submit_store) writes no word at all: release(value) then too.
+
+        Returns, raises and reports refusals as submit_store does.
         """
         known = self._registration(reg)
         keys = key_bytes(keys)
@@ -166,30 +191,88 @@ class GpuIO(Connection):
             raise ValueError("layer_flag_value needs a registration made with "
                              "register_cuda_kv_caches(..., layer_flags=True)")
         sid, tag = self._sid_tag()
-        job_id = self._submit_fast(KIND_LOAD, sid, ns, reg, keys, blocks,
+        job_id = self._submit_fast(KIND_LOAD, sid, tag, ns, reg, keys, blocks,
                                    event=layer_flag_value, lease_id=lease_id)
-        if job_id is None:
-            job_id = int(self._call("submit_load", sid, namespace_id=namespace_id(ns),
-                                    registration_id=int(reg), lease_id=lease_id,
-                                    layer_flag_value=layer_flag_value, **blocks).job_id)
+        if job_id is not None:
+            return job_id
+        job_id = int(self._call("submit_load", sid, namespace_id=namespace_id(ns),
+                                registration_id=int(reg), lease_id=lease_id,
+                                layer_flag_value=layer_flag_value, **blocks).job_id)
         return self._expect(job_id, tag, pb.JobCompletion.KIND_LOAD, len(keys))
 
-    def _submit_fast(self, kind: int, sid: int, ns: NamespaceArg, reg: RegistrationArg,
-                     keys: List[bytes], blocks: dict, event: int = 0,
+    def _submit_fast(self, kind: int, sid: int, tag: int, ns: NamespaceArg,
+                     reg: RegistrationArg, keys: List[bytes], blocks: dict, event: int = 0,
                      lease_id: int = 0) -> Optional[int]:
-        """The job id from a job frame on the daemon's fast-path socket; None when that path
-        does not apply (see fast_path): then the caller submits through gRPC."""
-        socket_ = self._fast_socket(keys) if "block_ids" in blocks else None
-        if socket_ is None:
+        """A client job id once the job frame is written to the daemon's fast-path socket
+        (its answer is filed by _on_job_answer); None when that path does not apply (see
+        the module docstring): then the caller submits through gRPC."""
+        jobs = self._job_socket(keys) if "block_ids" in blocks else None
+        if jobs is None:
             return None
+        frame = job_frame(kind, sid, namespace_id(ns), int(reg), keys, blocks["block_ids"],
+                          event, lease_id)
+        job = SentJob(client_job_id(next(self._job_numbers), tag), tag,
+                      pb.JobCompletion.KIND_STORE if kind == KIND_STORE
+                      else pb.JobCompletion.KIND_LOAD, len(keys), sid)
+        tracker = self.completions()
+        tracker.sent(job.job_id, job.kind, job.num_blocks, tag)
         try:
-            return socket_.submit(kind, sid, namespace_id(ns), int(reg), keys,
-                                  blocks["block_ids"], event, lease_id)
-        except NotSpoken:
-            self.fast_path = False
-            return None
-        except KVStrataError as err:
+            jobs.send(frame, job)
+        except DaemonUnavailable as err:
+            tracker.withdraw(job.job_id)
             raise self._failed(err, sid) from None
+        return job.job_id
+
+    def _job_socket(self, keys: List[bytes]) -> Optional[JobSocket]:
+        """The session's JobSocket to the daemon's fast-path socket, or None (use gRPC)."""
+        path = self._fast_path_for(keys)
+        if path is None:
+            return None
+        jobs = self._job_sockets.get(path)
+        if jobs is None:
+            stale: List[JobSocket] = []
+            with self._lock:
+                jobs = self._job_sockets.get(path)
+                if jobs is None:  # The first, or the daemon now names another socket.
+                    stale = list(self._job_sockets.values())
+                    jobs = JobSocket(path, self.client.timeout, self._on_job_answer,
+                                     self._on_jobs_lost)
+                    self._job_sockets = {path: jobs}
+            for old in stale:
+                old.close()
+        return jobs if jobs.spoken else None
+
+    def _on_job_answer(self, job: SentJob, status: int, daemon_job_id: int,
+                       message: str) -> None:
+        """A job frame's answer (the JobSocket's reader thread)."""
+        tracker = self._tracker
+        if status == 0:
+            if tracker is not None:
+                tracker.answered(job.job_id, job.tag, daemon_job_id)
+            return
+        err = KVStrataError(_CODES.get(status, grpc.StatusCode.UNKNOWN), message,
+                            self.client.endpoint.target)
+        if tracker is not None and tracker.refused(job.job_id, job.tag, job.kind,
+                                                   job.num_blocks, f"{err.code.name}: {message}"):
+            log.warning("kvstrata: %s job %d refused by the daemon, reported as a failed "
+                        "completion: %s", _kind_name(job.kind), job.job_id, err)
+        self._failed(err, job.session_id)  # Notices a session the daemon no longer knows.
+
+    def _on_jobs_lost(self, jobs: List[SentJob], error: BaseException) -> None:
+        """Job frames whose answers a broken connection took with it: failed completions."""
+        tracker = self._tracker
+        if isinstance(error, NotSpoken):
+            reason = f"{error}; later jobs go through gRPC"
+        else:
+            reason = f"the fast-path connection broke before the daemon answered: {error}"
+        failed = 0
+        if tracker is not None:
+            failed = sum(tracker.refused(j.job_id, j.tag, j.kind, j.num_blocks, reason)
+                         for j in jobs)
+        if failed:
+            log.warning("kvstrata: %d jobs reported failed: %s", failed, reason)
+        # Only these jobs: whether the daemon itself is gone is for the heartbeat, the
+        # completion stream and the next call to find out (the next submit connects again).
 
     def _job_blocks(self, keys: List[bytes], block_ids: Any,
                     known: Optional[CudaRegistration]) -> dict:
@@ -208,6 +291,11 @@ class GpuIO(Connection):
         sid, tag = self._sid_tag()
         if job_id & JOB_TAG_MASK != tag:
             return False
+        if is_client_job_id(job_id):  # Submitted as a job frame: the daemon's id, once answered.
+            daemon_job_id = self.completions().daemon_job_id(job_id, self.client.timeout)
+            if daemon_job_id is None:
+                return False  # Refused or lost: its failure is reported already.
+            return bool(self._call("cancel_job", sid, job_id=daemon_job_id).cancelled)
         return bool(self._call("cancel_job", sid, job_id=job_id & ~JOB_TAG_MASK).cancelled)
 
 
@@ -257,3 +345,7 @@ class GpuIO(Connection):
             reg.namespace_id = int(new_ns_id)
             regs[reg.registration_id] = reg
         self._cuda_registrations = regs
+
+
+def _kind_name(kind: int) -> str:
+    return "store" if kind == pb.JobCompletion.KIND_STORE else "load"

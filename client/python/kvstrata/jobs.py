@@ -8,6 +8,13 @@ per `poll_interval` with a healthy stream, and with a short back-off when the st
 not available (e.g. a daemon that answers WatchCompletions with UNIMPLEMENTED), so a
 completion delivered to either path is seen exactly once.
 
+Jobs submitted as job frames (kvstrata.job_socket) return before the daemon answered: their
+ids are the client's (kvstrata.job_ids), sent() registers one before its frame is written,
+answered() maps it to the daemon's id once the answer is read (completions that arrive
+first are held meanwhile), and refused() files a failed completion (every block failed,
+the daemon's message in `error`) for a frame the daemon refused or that a broken
+connection left unanswered.
+
 Daemon restarts (see Session(auto_reconnect=True)): the tracker remembers the jobs it was
 told about (expect()) until their completion arrives; fail_pending() files a failed
 completion (every block in failed_blocks) for each of them, so waiters never hang on jobs
@@ -32,6 +39,7 @@ import grpc
 from . import pb
 from .connection import Connection
 from .errors import KVStrataError, session_unknown
+from .job_ids import HELD, JobIdMap
 
 log = logging.getLogger("kvstrata")
 
@@ -88,6 +96,7 @@ class CompletionTracker:
         self.tag = tag             # added to the daemon's job ids (see job_tag)
         self._epoch = 0            # bumped by rebind(): stale streams file nothing
         self._pending: Dict[int, Tuple[int, int]] = {}  # job id -> (kind, number of blocks)
+        self._ids = JobIdMap()     # client ids of job-frame submits <-> the daemon's ids
         self._want_stream = False
         self.watch_error: Optional[BaseException] = None  # why the stream ended, if it did
         self.poll_error: Optional[BaseException] = None   # last failed PollCompletions
@@ -187,6 +196,60 @@ class CompletionTracker:
                 self._cond.notify_all()
         return len(pending)
 
+    # ------------------------------------------------------------------ job frames
+
+    def sent(self, job_id: int, kind: int, num_blocks: int, tag: int) -> None:
+        """A job frame is about to be written for client job id job_id (made with tag):
+        expected like expect(), and its completion may arrive before the daemon's answer."""
+        with self._cond:
+            self.expect(job_id, kind, num_blocks, tag)
+            if tag == self.tag:
+                self._ids.sent(int(job_id))
+
+    def answered(self, job_id: int, tag: int, daemon_job_id: int) -> None:
+        """The daemon accepted the frame of job_id as its job daemon_job_id."""
+        with self._cond:
+            if tag != self.tag:
+                return  # A job of an earlier session: reported failed by rebind().
+            held = self._ids.answered(int(job_id), int(daemon_job_id))
+            if held is not None:  # Its completion came first.
+                held.job_id = int(job_id)
+                self._file(int(job_id), held)
+            self._release_held()
+            self._cond.notify_all()  # Waiters, and daemon_job_id() too.
+
+    def refused(self, job_id: int, tag: int, kind: int, num_blocks: int, reason: str) -> bool:
+        """The frame of job_id was refused (or never answered): file its failed completion
+        (every block failed, `error` = reason). False when it was reported already."""
+        job_id = int(job_id)
+        with self._cond:
+            if tag == self.tag:
+                self._ids.settled(job_id)
+                self._release_held()
+            filed = bool(self._file(job_id, self._failure(job_id, kind, num_blocks, reason)))
+            self._cond.notify_all()
+        return filed
+
+    def withdraw(self, job_id: int) -> None:
+        """Forget a job whose frame could not be written (the submit raised instead)."""
+        with self._cond:
+            self._pending.pop(int(job_id), None)
+            self._ids.settled(int(job_id))
+            self._release_held()
+            self._cond.notify_all()
+
+    def daemon_job_id(self, job_id: int, timeout: Optional[float] = None) -> Optional[int]:
+        """The daemon's id for a job-frame job, waiting up to timeout for its answer; None
+        when it has none (refused, lost, unknown, or no answer in time)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._ids.unanswered(int(job_id)) and not self._closed:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._cond.wait(left)
+            return self._ids.daemon_id(int(job_id))
+
     def rebind(self, session_id: int, tag: int, reason: str = "the daemon restarted",
                fail: bool = True) -> None:
         """Follow the session to a new daemon session: fail what is still pending (unless
@@ -196,6 +259,8 @@ class CompletionTracker:
             self.fail_pending(reason)
         with self._cond:
             self._epoch += 1
+            if fail:
+                self._ids.clear()  # Ids of the earlier session (and daemon).
             self.session_id = session_id
             self.tag = tag
             stream, self._stream = self._stream, None
@@ -229,16 +294,38 @@ class CompletionTracker:
             if epoch is not None and epoch != self._epoch:
                 return 0  # From a session of an earlier daemon.
             for c in completions:
-                job_id = int(c.job_id) | self.tag
-                if self.tag:
-                    c.job_id = job_id
-                self._pending.pop(job_id, None)
-                if job_id in self._taken or job_id in self._done:
-                    continue
-                self._done[job_id] = c
-                added += 1
+                client_id = self._ids.route(int(c.job_id), c)
+                if client_id == HELD:
+                    continue  # Its job frame's answer is not read yet: filed by answered().
+                if client_id is None:
+                    added += self._file_daemon(c)
+                else:
+                    c.job_id = client_id
+                    added += self._file(client_id, c)
             if added:
                 self._cond.notify_all()
+        return added
+
+    def _file_daemon(self, c: Any) -> int:
+        """File a completion of a job submitted through gRPC (id: the daemon's + the tag)."""
+        job_id = int(c.job_id) | self.tag
+        if self.tag:
+            c.job_id = job_id
+        return self._file(job_id, c)
+
+    def _file(self, job_id: int, c: Any) -> int:
+        """1 when c is filed under job_id; 0 for a second delivery (call under the lock)."""
+        self._pending.pop(job_id, None)
+        if job_id in self._taken or job_id in self._done:
+            return 0
+        self._done[job_id] = c
+        return 1
+
+    def _release_held(self) -> int:
+        """File the held completions no answer can claim any more (call under the lock)."""
+        added = sum(self._file_daemon(c) for c in self._ids.release())
+        if added:
+            self._cond.notify_all()
         return added
 
     def _pop(self, job_id: int) -> Any:
