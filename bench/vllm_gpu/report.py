@@ -127,6 +127,23 @@ def report(results: Dict[str, Any], spec: Dict[str, Any]) -> Dict[str, Any]:
             mismatched += 1
             details.append({"what": what, "ref": ref, "got": {"tokens": tokens, "top5": top5}})
 
+    # vLLM's own offloading against the same reference: reported, no target (a hit of a
+    # whole-block prompt computes its last token alone, as KVStrata's does).
+    native_checked = native_mismatched = 0
+    native_gap = 0.0
+    for n in sizes:
+        row = none_single.get(n)
+        for role in [r for r in results if r.split(".")[0] == "native"]:
+            nat = results.get(role, {}).get("phases", {}).get("single", {}).get(n)
+            for t, p in zip(nat.get("tokens", []), nat.get("top5", [])) if nat and row else ():
+                native_checked += 1
+                if not same_output({"tokens": row["cold_tokens"], "top5": row["cold_top5"]}, t, p):
+                    native_mismatched += 1
+                    native_gap = max([native_gap] + [abs(a - b) for (_, a), (_, b) in
+                                                     zip(p, row["cold_top5"])])
+    rep["correctness_native"] = {"checked": native_checked, "mismatched": native_mismatched,
+                                 "max_logprob_gap": native_gap}
+
     for n in sizes:
         row = none_single.get(n)
         ref = {"tokens": row["cold_tokens"], "top5": row["cold_top5"]} if row else None
@@ -388,6 +405,14 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
             f"output {'same as' if m['output_same'] else 'DIFFERS from'} {m['output_reference']}")
     lines.append(f"Correctness: {rep['correctness']['mismatched']} mismatches of "
                  f"{rep['correctness']['checked']} checked")
+    for d in rep["correctness"]["details"]:
+        lines.append(f"  mismatch {d['what']}: got {d['got']['tokens'][:4]} {d['got']['top5'][:2]}"
+                     f" ref {d['ref']['tokens'][:4]} {d['ref']['top5'][:2]}")
+    nat = rep.get("correctness_native", {})
+    if nat.get("checked"):
+        lines.append(f"vLLM native offload hits against the same reference (no target): "
+                     f"{nat['mismatched']} mismatches of {nat['checked']}, largest top-5 "
+                     f"logprob gap {nat['max_logprob_gap']}")
     for role, reg in rep.get("registrations", {}).items():
         lines.append(f"Daemon sessions of {role}: {reg['ranks_registered']} of {reg['tp']} ranks "
                      "registered; " + ", ".join(

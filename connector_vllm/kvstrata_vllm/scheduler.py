@@ -142,8 +142,11 @@ class SchedulerSide:
             return 0, False
         hashes = request.block_hashes
         hashed_u = len(hashes) * self.hash_tokens // self.unit_tokens
-        # Units that may load: never the one holding the last token (vLLM computes >= 1).
-        end_u = min((request.num_tokens - 1) // self.unit_tokens, hashed_u)
+        # Units that may load: every full one, the one holding the last token too. vLLM
+        # computes at least the last token, so a hit of the whole prompt answers one token
+        # less; the unit still loads whole (the forward pass then rewrites the last token's
+        # KV, after the load on its layer) and the step computes one token, not a unit.
+        end_u = min(request.num_tokens // self.unit_tokens, hashed_u)
         start_u = num_computed_tokens // self.unit_tokens
         if end_u <= 0:
             return 0, False
@@ -153,12 +156,11 @@ class SchedulerSide:
             return 0, False
         s = self.link.session()
         t0 = time.monotonic()
-        # From unit 0, not start_u, and through the unit of the last token when it is full:
-        # the answer also tells which units KVStrata holds already, so they are not stored
-        # again (vLLM's local hits, and a prompt's last full unit that no hit ever loads).
-        keys = self._keys(hashes, 0, min(request.num_tokens // self.unit_tokens, hashed_u))
+        # From unit 0, not start_u: the answer also tells which units KVStrata holds
+        # already, so they are not stored again (vLLM's local hits included).
+        keys = self._keys(hashes, 0, end_u)
         # A lease only when a load may follow: a request vLLM's own cache covers up to its
-        # last loadable unit (a GPU prefix hit) costs the lookup alone, no release.
+        # last loadable unit costs the lookup alone, no release.
         lease = end_u > start_u
         hit = len(keys)
         tiers = [0] * hit       # per unit, the slowest tier any rank holds it in
@@ -181,8 +183,7 @@ class SchedulerSide:
         st.present_units = hit
         trace.event("lookup", request.request_id, ms=round((time.monotonic() - t0) * 1e3, 3),
                     units=hit, lease=lease)
-        hit = min(hit, end_u)
-        matched = hit * self.unit_tokens - num_computed_tokens
+        matched = min(hit * self.unit_tokens, request.num_tokens - 1) - num_computed_tokens
         self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
         if hit <= start_u or matched <= 0:
             self._release(st)
@@ -235,7 +236,12 @@ class SchedulerSide:
         st.plan = None
         block_ids = blocks.get_block_ids()[0]
         first_block = local // self.block_size
-        end_block = min((local + num_external_tokens) // self.block_size, len(block_ids))
+        # Whole blocks of the hit; the block of the last token too when the hit reaches it
+        # (num_external_tokens then stops one token short of it).
+        end_tokens = local + num_external_tokens
+        if end_tokens == request.num_tokens - 1 and u1 * self.unit_tokens == request.num_tokens:
+            end_tokens += 1
+        end_block = min(end_tokens // self.block_size, len(block_ids))
         keys = self._keys(request.block_hashes, u0, u1)
         units = []
         for i, u in enumerate(range(u0, u1)):

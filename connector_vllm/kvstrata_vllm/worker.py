@@ -244,7 +244,14 @@ class WorkerSide:
         if self._sync_done is not None and failed_indices(self._sync_done, len(ids)):
             reg.layer_flags.release(value)
         if wait_all:
-            reg.layer_flags.wait_all(value)
+            # No per-layer hook will run: the stream waits for every layer before the graph
+            # -- unless the job landed meanwhile (a small load can land before the 32nd of
+            # these driver calls).
+            for layer in reg.layer_flags.layers:
+                if self._landed():
+                    break
+                reg.layer_flags.wait(layer, value)
+                self._gpu_waits += 1
 
     def wait_layer(self, layer_name: str) -> None:
         """wait_for_layer_load: the current stream waits (on the GPU) for this layer -- until

@@ -3,8 +3,8 @@
 `Engine` holds one scheduler (vLLM's Scheduler, with the connector in the SCHEDULER role)
 and `tp` workers (the connector in the WORKER role, each with its own CPU KV cache tensors).
 A step runs what vLLM's model runner does around a forward pass: bind the metadata,
-handle preemptions, "forward" (write each scheduled token's KV, a value derived from the
-token and its position, so loaded bytes can be checked), start_load_kv, wait_for_save,
+handle preemptions, start_load_kv, "forward" (write each scheduled token's KV, a value
+derived from the token and its position, so loaded bytes can be checked), wait_for_save,
 get_transfer_results, get_block_ids_with_load_errors; the workers' outputs are merged by
 vLLM's own KVOutputAggregator and fed to Scheduler.update_from_output.
 """
@@ -158,6 +158,9 @@ class Engine:
             c.bind_connector_metadata(so.kv_connector_metadata)
             if so.preempted_req_ids:
                 c.handle_preemptions(so.kv_connector_metadata)
+            # vLLM's order: start_load_kv, then the forward pass (a load of the block that
+            # holds a prompt's last token lands before the forward pass rewrites that token).
+            c.start_load_kv(None)
             # Forward pass: write KV for every scheduled token.
             for new in so.scheduled_new_reqs:
                 req = self.scheduler.requests[new.req_id]
@@ -170,7 +173,6 @@ class Engine:
                 start = cached.num_computed_tokens[i]
                 w.write(self.block_ids(req_id), req.all_token_ids, start,
                         start + so.num_scheduled_tokens[req_id])
-            c.start_load_kv(None)
             # A step without a forward pass skips wait_for_save (vLLM 0.26's no_forward).
             if so.total_num_scheduled_tokens > 0:
                 c.wait_for_save()

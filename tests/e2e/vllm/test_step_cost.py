@@ -1,8 +1,8 @@
-"""What a request costs the engine's step when KVStrata has nothing to move (issue 21's 1K
-hit): no lease and no release RPC for a request vLLM's own prefix cache covers, no store
-of a unit KVStrata already holds -- the prompt's last full unit included, which no hit ever
-loads (vLLM always computes the last token) --, lease releases sent by a thread, not by
-the step, and no per-layer stream wait once a layer-wise load has landed. vLLM's real
+"""What a request costs the engine's step (issue 21's 1K hit): no lease and no release RPC
+for a request vLLM's own prefix cache covers, no store of a unit KVStrata already holds,
+a whole-unit prompt's last unit loaded (the step then computes the last token alone, as
+with vLLM's own offloading), lease releases sent by a thread, not by the step, and no
+per-layer stream wait once a layer-wise load has landed. vLLM's real
 Scheduler, a real kvstratad; the scheduler session's calls are counted (or slowed) by
 wrapping its methods; the CUDA-mode layer hook runs against stand-ins of the registration's
 layer flags and the session's completions (no GPU here).
@@ -47,10 +47,30 @@ def stores_planned(engine: Engine) -> int:
 
 
 def test_gpu_prefix_hit_takes_no_lease_and_stores_nothing(model_dir, daemon, engines):
-    """The same whole-unit prompt twice in one engine: the second is vLLM's own prefix hit
-    of 5 units (the 6th holds the last token, recomputed). Its lookup takes no lease (no
-    load can follow), so nothing is released, and the 6th unit, stored by the first run,
-    is not stored again."""
+    """The same prompt (5 full units and a tail) twice in one engine: the second is vLLM's
+    own prefix hit of every full unit. Its lookup takes no lease (no load can follow), so
+    nothing is released, and nothing is stored again."""
+    prompt = WHOLE[:5 * BLOCK + 3]
+    e = engines(model_dir, ext(daemon))
+    first = e.add(prompt)
+    e.run()
+    e.drain_stores()
+    assert e.stats.get("stored_units") == 5
+    planned = stores_planned(e)
+    calls = count_calls(e)
+    again = e.add(prompt)
+    e.run()
+    assert e.scheduler.requests.get(again.request_id) is None
+    assert calls["lookup"] == [False] and calls["release_lease"] == []
+    assert stores_planned(e) == planned
+    assert e.outputs[again.request_id] == e.outputs[first.request_id]
+
+
+def test_gpu_prefix_hit_loads_the_last_unit(model_dir, daemon, engines):
+    """A whole-unit prompt twice in one engine: vLLM's own cache covers 5 units (never the
+    one holding the last token); the 6th loads from KVStrata, one token short of it, so
+    the step computes the last token alone (vLLM's own offloading does the same). Nothing
+    is stored again; the lease is released once the load is in."""
     e = engines(model_dir, ext(daemon))
     first = e.add(WHOLE)
     e.run()
@@ -58,17 +78,22 @@ def test_gpu_prefix_hit_takes_no_lease_and_stores_nothing(model_dir, daemon, eng
     assert e.stats.get("stored_units") == 6
     planned = stores_planned(e)
     calls = count_calls(e)
+    scheduled: List[int] = []
     again = e.add(WHOLE)
-    e.run()
-    assert e.scheduler.requests.get(again.request_id) is None
-    assert calls["lookup"] == [False] and calls["release_lease"] == []
-    assert stores_planned(e) == planned                      # the 6th unit: held already
+    while e.scheduler.has_requests():
+        so = e.step()
+        scheduled.append(so.num_scheduled_tokens.get(again.request_id, 0))
+    assert e.stats["hit_tokens"] == BLOCK - 1 and e.stats["loaded_units"] == 1
+    assert max(scheduled) == 1                  # the last token, then the decode steps
+    assert calls["lookup"] == [True]
+    assert wait_until(lambda: len(calls["release_lease"]) == 1, timeout_s=10)
+    assert stores_planned(e) == planned
     assert e.outputs[again.request_id] == e.outputs[first.request_id]
 
 
-def test_external_hit_does_not_store_the_last_unit_again(model_dir, daemon, engines):
-    """A second engine: 5 units load from KVStrata, the 6th (the last token's) is computed
-    but not stored again, since the lookup found it held; a lease is taken for the load."""
+def test_external_hit_loads_every_unit_and_stores_none(model_dir, daemon, engines):
+    """A second engine: all 6 units load from KVStrata, the 6th too (the hit answers one
+    token less: vLLM computes the last token again); nothing is stored again."""
     warm = engines(model_dir, ext(daemon))
     first = warm.add(WHOLE)
     warm.run()
@@ -77,7 +102,7 @@ def test_external_hit_does_not_store_the_last_unit_again(model_dir, daemon, engi
     calls = count_calls(e)
     r = e.add(WHOLE)
     e.run()
-    assert e.stats["hit_tokens"] == 5 * BLOCK and e.stats["loaded_units"] == 5
+    assert e.stats["hit_tokens"] == 6 * BLOCK - 1 and e.stats["loaded_units"] == 6
     assert calls["lookup"] == [True]
     assert stores_planned(e) == 0
     assert e.outputs[r.request_id] == warm.outputs[first.request_id]
@@ -119,7 +144,7 @@ def test_lease_release_does_not_hold_the_step(model_dir, daemon, engines):
     t0 = time.monotonic()
     e.run()
     assert time.monotonic() - t0 < 0.9 and not released
-    assert e.stats["loaded_units"] == 5 and r.request_id in e.finished
+    assert e.stats["loaded_units"] == 6 and r.request_id in e.finished
     assert wait_until(lambda: len(released) == 1, timeout_s=10)
 
 
