@@ -3,11 +3,10 @@
 # vLLM's own CPU offloading. Prepared here (network, no GPU), then three device calls sent
 # one right after the other (a machine keeps /tmp only while warm, ~30 s):
 #
-#   bash scripts/vllm_carry/prepare.sh .vllmcarry        # here: vLLM 0.26 in two parts
+#   bash scripts/vllm_carry/prepare.sh .vllmcarry        # here: vLLM 0.26 in three parts
 #   bash scripts/bundle.sh && bash scripts/bundle_python.sh   # here: the daemon + client
-#   call 1, carry [".vllmcarry/p1"]:  bash scripts/gpu_vllm.sh --part 1
-#   call 2, carry [".vllmcarry/p2"]:  bash scripts/gpu_vllm.sh --part 2
-#   call 3, carry [".bundle"]:        bash scripts/gpu_vllm.sh [--quick] [run.py options]
+#   calls 1-3, carry [".vllmcarry/pN"]:  bash scripts/gpu_vllm.sh --part N   (N = 1, 2, 3)
+#   call 4, carry [".bundle"]:        bash scripts/gpu_vllm.sh [--quick] [run.py options]
 #
 # All five roles take more than one call's 600 s on an H100; the full run (bench/RESULTS.md,
 # runs 7-9) is two calls after calls 1 and 2:
@@ -54,11 +53,11 @@ out="${OUT:-$repo/gpu-out}"
 mkdir -p "$out"
 case "${1:-}" in
   --part)
+    # Part N is .vllmcarry/pN; the last part (the one holding site.sha256) also unpacks.
     mkdir -p /tmp/vc
-    if [[ "$2" == 1 ]]; then
-      cp .vllmcarry/p1/site.part.0 /tmp/vc/ && ls -la /tmp/vc
-    else
-      cp .vllmcarry/p2/site.part.1 .vllmcarry/p2/site.sha256 /tmp/vc/ || exit 3
+    cp ".vllmcarry/p$2"/* /tmp/vc/ || exit 3
+    ls -la /tmp/vc
+    if [[ -f ".vllmcarry/p$2/site.sha256" ]]; then
       # shellcheck source=vllm_carry/stage.sh
       source scripts/vllm_carry/stage.sh || exit $?
       python3 -c "import vllm; print('vllm', vllm.__version__, 'importable')"

@@ -19,7 +19,8 @@ _OVERRIDABLE_FIELDS = {"model", "salt", "engine", "engine_kind"}
 
 _KNOWN = {"endpoint", "tokens_per_unit", "offload", "store_threshold_tokens",
           "namespace", "lease_ttl_ms", "reconnect_interval_s", "timeout_s",
-          "max_pending_store_bytes", "store_timeout_s", "load_mode", "fast_lookup"}
+          "max_pending_store_bytes", "store_timeout_s", "load_mode", "fast_lookup",
+          "full_hit_max_load_tokens"}
 # How a hit is loaded: "auto" loads L1 hits of a GPU engine in the step that uses them, layer
 # by layer (vLLM's wait_for_layer_load), and anything on disk (or on a CPU engine) before
 # the request is scheduled; "sync" loads L1 hits in the step on CPU engines too; "async"
@@ -41,6 +42,11 @@ class ConnectorConfig:
     store_timeout_s: float = 30.0
     load_mode: str = "auto"                 # LOAD_MODES
     fast_lookup: bool = True                # lookups over the daemon's lookup fast path
+    # A hit through the unit of the prompt's last token loads that unit too (vLLM then
+    # computes the last token alone, on its full CUDA graph) -- in a GPU step that loads
+    # layer by layer, only up to this many tokens: a larger load stops one unit short, so
+    # that unit's forward pass overlaps the load layer by layer.
+    full_hit_max_load_tokens: int = 2048
 
     def unit_tokens(self, block_size: int) -> int:
         """Tokens per stored unit; ValueError unless a positive multiple of block_size."""
@@ -116,7 +122,8 @@ def parse_config(extra: Optional[Mapping[str, Any]]) -> ConnectorConfig:
         timeout_s=_float(extra, "timeout_s", 5.0, 0.1),
         max_pending_store_bytes=_int(extra, "max_pending_store_bytes", 1 << 30, 0),
         store_timeout_s=_float(extra, "store_timeout_s", 30.0, 0.1), load_mode=load_mode,
-        fast_lookup=fast_lookup)
+        fast_lookup=fast_lookup,
+        full_hit_max_load_tokens=_int(extra, "full_hit_max_load_tokens", 2048, 0))
 
 
 def open_link(cfg: ConnectorConfig, client_name: str,

@@ -145,7 +145,8 @@ class SchedulerSide:
         # Units that may load: every full one, the one holding the last token too. vLLM
         # computes at least the last token, so a hit of the whole prompt answers one token
         # less; the unit still loads whole (the forward pass then rewrites the last token's
-        # KV, after the load on its layer) and the step computes one token, not a unit.
+        # KV, after the load on its layer) and the step computes one token, not a unit --
+        # except in a long layer-wise load (cfg.full_hit_max_load_tokens).
         end_u = min(request.num_tokens // self.unit_tokens, hashed_u)
         start_u = num_computed_tokens // self.unit_tokens
         if end_u <= 0:
@@ -183,15 +184,19 @@ class SchedulerSide:
         st.present_units = hit
         trace.event("lookup", request.request_id, ms=round((time.monotonic() - t0) * 1e3, 3),
                     units=hit, lease=lease)
-        matched = min(hit * self.unit_tokens, request.num_tokens - 1) - num_computed_tokens
         self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
+        st.sync = self._sync_load(st.tiers[start_u:hit])
+        if hit * self.unit_tokens >= request.num_tokens and st.sync and not self.host_mode and \
+                (hit - start_u) * self.unit_tokens > self.cfg.full_hit_max_load_tokens:
+            hit -= 1  # A long layer-wise load: the last unit's forward pass overlaps it.
+        matched = min(hit * self.unit_tokens, request.num_tokens - 1) - num_computed_tokens
         if hit <= start_u or matched <= 0:
             self._release(st)
+            st.sync = False
             return 0, False
         self.stats.add("hit_tokens", matched)
         st.plan = (num_computed_tokens, start_u, hit)
         st.local_tokens = num_computed_tokens
-        st.sync = self._sync_load(st.tiers[start_u:hit])
         return matched, not st.sync
 
     def _sync_load(self, tiers: List[int]) -> bool:

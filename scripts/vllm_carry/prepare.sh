@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares a vLLM 0.26.0 site directory for the offline GPU machine (Python 3.12, torch
-# 2.11.0+cu130 already there) and splits it into two carry folders of < 60 MiB each.
+# 2.11.0+cu130 already there) and splits it into carry folders of 40 MB each (three today).
 #   bash scripts/vllm_carry/prepare.sh [DEST]     # DEST default: .vllmcarry (git-ignored)
 # Needs PyPI, unzip, xz, strip. Takes ~6 min on 2 cores (xz -9e dominates).
 set -euo pipefail
@@ -37,8 +37,10 @@ for f in vllm/*.so vllm/vllm_flash_attn/*.so vllm/third_party/deep_gemm/*.so; do
 cd - >/dev/null
 du -sh "$work/site"                               # ~336 MB
 tar -C "$work/site" -cf - . | xz -9e -T2 >"$work/site.tar.xz"   # ~114 MiB
-rm -rf "$dest" && mkdir -p "$dest/p1" "$dest/p2"
-split -b 59600000 -d -a 1 "$work/site.tar.xz" "$work/site.part."
-mv "$work/site.part.0" "$dest/p1/" && mv "$work/site.part.1" "$dest/p2/"
-(cd "$work" && sha256sum site.tar.xz) >"$dest/p2/site.sha256"
+# Parts of 40 MB: each travels in a call of its own beside the working tree (< 64 MiB).
+rm -rf "$dest" && mkdir -p "$dest"
+split -b 40000000 -d -a 1 "$work/site.tar.xz" "$work/site.part."
+n=0
+for part in "$work"/site.part.*; do n=$((n + 1)); mkdir -p "$dest/p$n"; mv "$part" "$dest/p$n/"; done
+(cd "$work" && sha256sum site.tar.xz) >"$dest/p$n/site.sha256"
 ls -la "$dest"/*

@@ -24,6 +24,7 @@ from test_scheduler import PROMPT, ext
     ({"namespace": {"colour": "red"}}, "not namespace fields"),
     ({"namespace": {"model": 7}}, "namespace.model must be a string"),
     ({"lease_ttl_ms": 10}, "lease_ttl_ms must be an integer >= 1000"),
+    ({"full_hit_max_load_tokens": -1}, "full_hit_max_load_tokens must be an integer >= 0"),
     ({"timeout_s": True}, "timeout_s must be a number"),
     ({"load_mode": "layerwise"}, "load_mode must be one of auto, sync, async"),
 ])

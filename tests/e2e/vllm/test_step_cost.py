@@ -108,6 +108,25 @@ def test_external_hit_loads_every_unit_and_stores_none(model_dir, daemon, engine
     assert e.outputs[r.request_id] == warm.outputs[first.request_id]
 
 
+@pytest.mark.parametrize("limit,units", [(6 * BLOCK, 6), (6 * BLOCK - 1, 5)])
+def test_long_layer_wise_load_stops_one_unit_short(model_dir, daemon, engines, limit, units):
+    """A same-step load on a GPU engine (the scheduler side told so here: the workers are
+    CPU stand-ins) loads the last token's unit only while the load is at most
+    full_hit_max_load_tokens; a longer one stops a unit short (that unit's forward pass
+    overlaps a layer-wise load). Same output either way."""
+    warm = engines(model_dir, ext(daemon))
+    first = warm.add(WHOLE)
+    warm.run()
+    warm.drain_stores()
+    e = engines(model_dir, ext(daemon, load_mode="auto", full_hit_max_load_tokens=limit))
+    e.connector.scheduler.host_mode = False
+    r = e.add(WHOLE)
+    e.run()
+    assert e.stats["loaded_units"] == units
+    assert e.stats["hit_tokens"] == (6 * BLOCK - 1 if units == 6 else 5 * BLOCK)
+    assert e.outputs[r.request_id] == warm.outputs[first.request_id]
+
+
 def test_a_unit_kvstrata_lacks_is_still_stored(model_dir, daemon, engines):
     """The lookup's answer, not the prompt's shape, decides: a whole-unit prompt whose
     last unit KVStrata does not hold (only a shorter prefix was stored) stores that unit."""
