@@ -97,8 +97,8 @@ def published(volume):
 
 # The daemon probes a lookup's unknown keys 16 at a time and waits at most
 # l3.probe_timeout_ms (5 ms) per lookup; a cold stat over this FUSE mount takes ms, so one
-# lookup of 1,000 cold keys cannot see them all. Measured here: 0-16 of 1,000 on the first
-# lookup (bench/RESULTS.md, gluster-2026-11-24). strict: the day it passes, this must go.
+# lookup of 1,000 cold keys cannot see them all. Measured: 0 of 1,000 on the first lookup,
+# all after 108 lookups (bench/RESULTS.md, gluster-2026-11-24). strict: when it passes, drop it.
 FIRST_LOOKUP_XFAIL = pytest.mark.xfail(
     strict=True, reason="issue 17 item 1 not met with the defaults: l3.probe_timeout_ms=5 is a "
     "budget per lookup, 1,000 cold stats over FUSE take ~1 s at 16 in parallel")
