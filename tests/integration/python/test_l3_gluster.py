@@ -51,8 +51,16 @@ def shared(volume, request) -> SharedDir:
 
 
 def close_all(*nodes: Node) -> None:
+    """Stops every node, even when one fails (then raises the first failure)."""
+    failures = []
     for n in nodes:
-        n.close()
+        try:
+            n.close()
+        except BaseException as e:  # noqa: B902 - close the others first
+            n.daemon.kill()
+            failures.append(e)
+    if failures:
+        raise failures[0]
 
 
 def assert_exact_or_missing(got, data: List[np.ndarray], what: str) -> int:
