@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything, and runs every test: the C++ unit and
-# integration tests (CTest), the Python client tests and the SGLang connector tests, on
+# integration tests (CTest), the Python client tests (with L3 on a real GlusterFS volume:
+# scripts/setup_gluster.sh) and the SGLang connector tests, on
 # SGLang 0.5.23 and again on 0.5.17 (pytest; KVSTRATA_SKIP_SGLANG=1 skips both), all against
 # real kvstratad processes on real Unix sockets. GPU tests skip with a message without a GPU.
 set -euo pipefail
@@ -10,6 +11,9 @@ bash "$repo/scripts/setup.sh"
 bash "$repo/scripts/build.sh"
 
 status=0
+# GlusterFS for the L3 tests on a real distributed filesystem (test_l3_gluster.py, ~3 min);
+# if it cannot be installed those tests skip, saying why, and the run fails here.
+bash "$repo/scripts/setup_gluster.sh" || { echo "test: scripts/setup_gluster.sh failed" >&2; status=1; }
 echo "test: C++ tests (ctest)"
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 300) || status=1
 echo "test: Python tests (pytest)"

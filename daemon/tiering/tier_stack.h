@@ -52,7 +52,13 @@ class TierStack {
   explicit TierStack(NamespaceRegistry* namespaces) : namespaces_(namespaces) {}
   TierStack(const TierStack&) = delete;
   TierStack& operator=(const TierStack&) = delete;
-  ~TierStack() { Stop(); }
+  // The tiers go first: a tier's own thread (L3's eviction loop, maybe mid-scan) reports
+  // removals through TierManager::OnLowerTierChange, which uses ns_mu_ and the namespace
+  // maps declared below tiers_ (destroyed before it otherwise: a heap corruption at stop).
+  ~TierStack() {
+    Stop();
+    tiers_.clear();
+  }
 
   // Set-up: lower tiers fastest first, then L1.
   void AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions options);

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""L3 on a real GlusterFS volume (issue 17), beside raw `dd` on the same mounts in the same
+run. One brick, two FUSE mounts, real kvstratad daemons on the mounts (the test suite's
+fixture: tests/integration/python/gluster_fixture.py). Prints:
+
+  dd        one 256 MiB file (fdatasync), and block-sized files (68 KiB, fdatasync each)
+            by 4 parallel dd loops: write through mount 0, read through mount 1
+  sharing   daemon B's first lookup of 1,000 blocks daemon A stored (the defaults), and how
+            many lookups until all hit; 32-key chains: first-lookup hits, p50/p99 cold/warm
+  latency   from a store on A (the call's return) to a hit on B, B looking up every 2 ms
+  l3 io     A's L3 write throughput (1,000 blocks, store to queue empty) and B's read
+            throughput (lookup with lease + loads of 1,000 blocks), vs the dd loops
+  cap       2 and 4 daemons writing under a 64 MiB cap: the directory's bytes on the brick
+            every 0.25 s, peak and time over 1.1x the cap
+  drops     one daemon offered blocks faster than the mount takes them: dropped writes
+
+Needs root, /dev/fuse, `ip netns` and GlusterFS (scripts/setup_gluster.sh). Not CI.
+
+    .venv/bin/python bench/tiers/l3_gluster.py [--out DIR] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "integration" / "python"))
+os.environ.setdefault("KVSTRATA_DAEMON", str(REPO / "build" / "daemon" / "server" / "kvstratad"))
+
+from gluster_fixture import GlusterCluster, unavailable_reason  # noqa: E402
+from gluster_l3 import (SharedDir, UsageSampler, gl_settings, l3, store_in_batches,  # noqa: E402
+                        wait_l3_idle)
+from host_child import chain_keys  # noqa: E402
+from kvs_testing import short_tmpdir  # noqa: E402
+from tier_helpers import FILE_BYTES, MIB, Node, blocks, fresh_salt  # noqa: E402
+
+PARALLEL = 4  # = l3.io_threads' default
+results: Dict[str, object] = {}
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def pct(values: List[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def sh(script: str) -> float:
+    """Runs a shell script; returns its wall time in seconds."""
+    t = time.monotonic()
+    subprocess.run(["bash", "-c", script], check=True)
+    return time.monotonic() - t
+
+
+# ---------------------------------------------------------------------- dd
+
+
+def bench_dd(vol, files: int) -> None:
+    w, r = vol.mounts[0] / "dd", vol.mounts[1] / "dd"
+    w.mkdir()
+    secs = sh(f"dd if=/dev/zero of={w}/big bs=1M count=256 conv=fdatasync status=none")
+    big_w = 256 / secs
+    secs = sh(f"dd if={r}/big of=/dev/null bs=1M status=none")
+    big_r = 256 / secs
+    (w / "big").unlink()
+    per = files // PARALLEL
+    loops = " & ".join(
+        f"(for i in $(seq {per}); do dd if=/dev/zero of={w}/p{j}-$i bs={FILE_BYTES} count=1 "
+        f"conv=fdatasync status=none; done)" for j in range(PARALLEL)) + " & wait"
+    secs = sh(loops)
+    small_w = per * PARALLEL / secs
+    loops = " & ".join(
+        f"(for i in $(seq {per}); do dd if={r}/p{j}-$i of=/dev/null bs={FILE_BYTES} "
+        f"status=none; done)" for j in range(PARALLEL)) + " & wait"
+    secs = sh(loops)
+    small_r = per * PARALLEL / secs
+    # The cost of one dd process with no I/O (subtracted from nothing; context for the above).
+    secs = sh(f"for i in $(seq {per}); do dd if=/dev/zero of=/dev/null bs={FILE_BYTES} "
+              "count=1 status=none; done")
+    spawn_ms = secs / per * 1000
+    shutil.rmtree(w)
+    mb = FILE_BYTES / MIB
+    results["dd"] = dict(big_write_mib_s=big_w, big_read_mib_s=big_r, files_write_per_s=small_w,
+                         files_read_per_s=small_r, files_write_mib_s=small_w * mb,
+                         files_read_mib_s=small_r * mb, dd_spawn_ms=spawn_ms)
+    say(f"dd: 256 MiB file: write {big_w:.0f} MiB/s (conv=fdatasync), read {big_r:.0f} MiB/s "
+        "(other mount)")
+    say(f"dd: {per * PARALLEL} files of {FILE_BYTES} B, {PARALLEL} parallel loops: write "
+        f"{small_w:.0f} files/s = {small_w * mb:.1f} MiB/s (fdatasync each), read "
+        f"{small_r:.0f} files/s = {small_r * mb:.1f} MiB/s (other mount); one dd process "
+        f"without I/O: {spawn_ms:.1f} ms")
+
+
+# ---------------------------------------------------------------------- sharing and I/O
+
+
+def bench_sharing(vol, work: Path, n: int) -> None:
+    shared = SharedDir(vol, "sharing")
+    salt, keys, data = fresh_salt("bench-share"), chain_keys("bench-share", n), blocks(60, n)
+    a = Node(work, gl_settings(shared.roots[0]), salt, "a")
+    try:
+        t = time.monotonic()
+        store_in_batches(a, keys, data)
+        assert wait_l3_idle(a, 600)
+        secs = time.monotonic() - t
+        st = l3(a)
+        wrote = st.written_blocks
+        results["l3_write"] = dict(blocks=wrote, seconds=secs, files_per_s=wrote / secs,
+                                   mib_s=wrote * FILE_BYTES / MIB / secs,
+                                   dropped=st.dropped_writes, errors=st.write_errors)
+        say(f"l3 write: A wrote {wrote} of {n} blocks in {secs:.2f} s = {wrote / secs:.0f} "
+            f"files/s = {wrote * FILE_BYTES / MIB / secs:.1f} MiB/s (store to queue empty; "
+            f"dropped {st.dropped_writes}, errors {st.write_errors})")
+    finally:
+        a.close()
+
+    b = Node(work, gl_settings(shared.roots[1]), salt, "b")
+    try:
+        t = time.monotonic()
+        first = b.session.lookup(b.ns, keys).hit_blocks
+        first_ms = (time.monotonic() - t) * 1000
+        tries, hits, t = 1, first, time.monotonic()
+        while hits < n and tries < 1000:
+            hits = b.session.lookup(b.ns, keys).hit_blocks
+            tries += 1
+        all_s = time.monotonic() - t
+        results["first_lookup"] = dict(hits=first, of=n, ms=first_ms, lookups_to_all=tries,
+                                       seconds_to_all=all_s, final=hits)
+        after = (f"all {n} after {tries} back-to-back lookups ({all_s:.2f} s more)"
+                 if hits == n else f"only {hits} after {tries} lookups ({all_s:.2f} s)")
+        say(f"sharing: B's first lookup of A's {n} blocks: {first} hit ({100 * first / n:.1f}%) "
+            f"in {first_ms:.1f} ms; {after}")
+        # Read throughput: every block promoted from L3 and loaded.
+        t = time.monotonic()
+        loaded = 0
+        for i in range(0, n, 100):
+            hit = b.session.lookup(b.ns, keys[:i + 100], lease=True)
+            got = b.session.load(b.ns, keys[i:i + 100], lease_id=hit.lease_id)
+            loaded += sum(bool(x) for x in got)
+        secs = time.monotonic() - t
+        results["l3_read"] = dict(blocks=loaded, seconds=secs, files_per_s=loaded / secs,
+                                  mib_s=loaded * FILE_BYTES / MIB / secs)
+        say(f"l3 read: B loaded {loaded} of {n} blocks from L3 in {secs:.2f} s = "
+            f"{loaded / secs:.0f} files/s = {loaded * FILE_BYTES / MIB / secs:.1f} MiB/s "
+            "(lookup with lease + load, 100 at a time)")
+    finally:
+        b.close()
+
+    c = Node(work, gl_settings(shared.roots[1]), salt, "c")
+    try:
+        chains = [keys[i:i + 32] for i in range(0, n - 31, 32)]
+        cold, cold_hits = [], 0
+        for ch in chains:
+            t = time.monotonic()
+            cold_hits += c.session.lookup(c.ns, ch).hit_blocks
+            cold.append((time.monotonic() - t) * 1000)
+        for ch in chains:  # until the index knows them all
+            while c.session.lookup(c.ns, ch).hit_blocks < 32:
+                pass
+        warm = []
+        for _ in range(10):
+            for ch in chains:
+                t = time.monotonic()
+                c.session.lookup(c.ns, ch)
+                warm.append((time.monotonic() - t) * 1000)
+        total = 32 * len(chains)
+        results["chains32"] = dict(chains=len(chains), first_hits=cold_hits, of=total,
+                                   cold_p50_ms=pct(cold, 50), cold_p99_ms=pct(cold, 99),
+                                   warm_p50_ms=pct(warm, 50), warm_p99_ms=pct(warm, 99))
+        say(f"32-key chains: first lookups hit {cold_hits} of {total} "
+            f"({100 * cold_hits / total:.1f}%); cold p50 {pct(cold, 50):.2f} ms p99 "
+            f"{pct(cold, 99):.2f} ms ({len(cold)} lookups); warm (index knows them) p50 "
+            f"{pct(warm, 50):.3f} ms p99 {pct(warm, 99):.3f} ms ({len(warm)} lookups)")
+    finally:
+        c.close()
+
+
+def bench_store_to_hit(vol, work: Path, trials: int) -> None:
+    shared = SharedDir(vol, "latency")
+    salt = fresh_salt("bench-latency")
+    a = Node(work, gl_settings(shared.roots[0]), salt, "a")
+    b = Node(work, gl_settings(shared.roots[1]), salt, "b")
+    try:
+        lat = []
+        for i in range(trials):
+            key, data = chain_keys(f"lat-{i}", 1), blocks(70 + i, 1)
+            a.session.store(a.ns, key, data)
+            t = time.monotonic()
+            while b.session.lookup(b.ns, key).hit_blocks == 0:
+                if time.monotonic() - t > 30:
+                    break
+                time.sleep(0.002)
+            lat.append((time.monotonic() - t) * 1000)
+        results["store_to_hit"] = dict(trials=trials, p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
+                                       min_ms=min(lat), max_ms=max(lat), all_ms=lat)
+        say(f"store on A -> hit on B (B looking up every 2 ms): p50 {pct(lat, 50):.0f} ms, p99 "
+            f"{pct(lat, 99):.0f} ms, min {min(lat):.0f}, max {max(lat):.0f} ({trials} trials)")
+    finally:
+        b.close()
+        a.close()
+
+
+# ---------------------------------------------------------------------- cap and drops
+
+
+def bench_cap(vol, work: Path, writers: int, per_writer: int, cap: int) -> None:
+    shared = SharedDir(vol, f"cap{writers}")
+    salt = fresh_salt(f"bench-cap{writers}")
+    nodes = [Node(work, gl_settings(shared.roots[i % 2], **{"l3.capacity": f"{cap >> 20}MiB"}),
+                  salt, f"w{i}") for i in range(writers)]
+    try:
+        with UsageSampler(shared) as sampler:
+            threads = [threading.Thread(target=store_in_batches, args=(
+                n, chain_keys(f"cap{writers}-{i}", per_writer), blocks(80 + i, per_writer)))
+                for i, n in enumerate(nodes)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for n in nodes:
+                wait_l3_idle(n, 600)
+            done = time.monotonic() - sampler.t0
+            deadline = time.monotonic() + 120
+            while shared.brick_bytes()[0] > cap and time.monotonic() < deadline:
+                time.sleep(0.25)
+            settled = time.monotonic() - sampler.t0
+            time.sleep(2)
+        infos = [l3(n) for n in nodes]
+        samples = sampler.samples
+        at, peak = sampler.peak()
+        over = sampler.over(int(cap * 1.1))
+        written = sum(t.written_blocks for t in infos)
+        dropped = sum(t.dropped_writes for t in infos)
+        offered = writers * per_writer
+        results[f"cap_{writers}"] = dict(
+            cap=cap, writers=writers, offered=offered, written=written, dropped=dropped,
+            evictions=sum(t.evictions for t in infos), peak_x=peak / cap, peak_at_s=at,
+            samples=len(samples), over_1_1x=len(over),
+            over_from_s=over[0][0] if over else None, over_to_s=over[-1][0] if over else None,
+            writes_done_s=done, under_cap_s=settled,
+            series=[(round(s, 2), b, f) for s, b, f in samples])
+        say(f"cap {cap >> 20} MiB, {writers} writers x {per_writer} blocks "
+            f"({offered * FILE_BYTES / cap:.2f}x the cap offered): peak {peak / cap:.2f}x at "
+            f"{at:.1f} s; {len(over)} of {len(samples)} samples over 1.1x"
+            + (f" ({over[0][0]:.1f}-{over[-1][0]:.1f} s)" if over else "")
+            + f"; writes done {done:.1f} s, back under the cap {settled:.1f} s; written "
+            f"{written}, dropped {dropped}, evicted {sum(t.evictions for t in infos)}")
+        say("  t(s)  x cap  files: " + "  ".join(
+            f"{s:.0f}:{b / cap:.2f}" for s, b, _ in samples[::max(1, len(samples) // 30)]))
+    finally:
+        for n in nodes:
+            n.close()
+
+
+def bench_drops(vol, work: Path, n: int) -> None:
+    shared = SharedDir(vol, "drops")
+    salt, keys = fresh_salt("bench-drops"), chain_keys("bench-drops", n)
+    a = Node(work, gl_settings(shared.roots[0], **{"l1.capacity": "512MiB"}), salt, "a")
+    try:
+        t = time.monotonic()
+        for i in range(0, n, 100):
+            a.session.store(a.ns, keys[i:i + 100], blocks(90 + i, min(100, n - i)))
+        offer_s = time.monotonic() - t
+        wait_l3_idle(a, 600)
+        secs = time.monotonic() - t
+        st = l3(a)
+        stats = {c.name: c.value for c in a.client.get_stats().counters}
+        results["drops"] = dict(offered=n, offer_seconds=offer_s, written=st.written_blocks,
+                                dropped=st.dropped_writes, errors=st.write_errors,
+                                drop_rate=st.dropped_writes / n, seconds=secs,
+                                dropped_stores_counter=stats.get("dropped_stores"))
+        say(f"drops: {n} blocks offered in {offer_s:.2f} s ({n / offer_s:.0f}/s); L3 wrote "
+            f"{st.written_blocks} in {secs:.1f} s ({st.written_blocks / secs:.0f} files/s), "
+            f"dropped {st.dropped_writes} ({100 * st.dropped_writes / n:.1f}%, queue of 1,024), "
+            f"errors {st.write_errors}; GetStats dropped_stores {stats.get('dropped_stores')}")
+    finally:
+        a.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, help="directory for results.json")
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    args = ap.parse_args()
+    reason = unavailable_reason()
+    if reason:
+        say(f"l3_gluster: cannot run here: {reason}")
+        return 2
+    q = args.quick
+    say(f"machine: {os.cpu_count()} CPUs, glusterfs "
+        f"{subprocess.run(['glusterfs', '--version'], capture_output=True, text=True).stdout.split()[1]}"
+        f", kvstratad {os.environ['KVSTRATA_DAEMON']}")
+    say("commit: " + subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                    capture_output=True, text=True).stdout.strip())
+    work = short_tmpdir()
+    try:
+        with GlusterCluster(short_tmpdir()) as gl:
+            vol = gl.volume("bench", mounts=2)
+            bench_dd(vol, 200 if q else 1000)
+            bench_sharing(vol, work, 200 if q else 1000)
+            bench_store_to_hit(vol, work, 5 if q else 20)
+            for writers in (2, 4):
+                bench_cap(vol, work, writers, 200 if q else 1000, 64 * MIB)
+            bench_drops(vol, work, 1000 if q else 4000)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summary = {
+        "first_lookup_hit_rate": results["first_lookup"]["hits"] / results["first_lookup"]["of"],
+        "cap_peak_x": {w: results[f"cap_{w}"]["peak_x"] for w in (2, 4)},
+        "l3_write_vs_dd": results["l3_write"]["files_per_s"] / results["dd"]["files_write_per_s"],
+        "l3_read_vs_dd": results["l3_read"]["files_per_s"] / results["dd"]["files_read_per_s"],
+        "drop_rate": results["drops"]["drop_rate"],
+    }
+    results["summary"] = summary
+    say()
+    say(f"targets: first lookup 100%: {100 * summary['first_lookup_hit_rate']:.1f}%; cap <= 1.1x "
+        f"at every sample: peak {summary['cap_peak_x'][2]:.2f}x (2 writers), "
+        f"{summary['cap_peak_x'][4]:.2f}x (4 writers); L3 >= 85% of dd: write "
+        f"{100 * summary['l3_write_vs_dd']:.0f}%, read {100 * summary['l3_read_vs_dd']:.0f}%; "
+        f"drop rate {100 * summary['drop_rate']:.1f}%")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""L3 on a real GlusterFS 10 volume (gluster_fixture.py): one brick, two FUSE mounts, real
+kvstratad processes with [l3] on the separate mounts (outside the volume's network
+namespace). Sharing with the defaults, an index made stale by another daemon or an `rm`,
+kill -9 mid-write, a corrupted file, a full brick, and the shared cap with two writers.
+
+Skips the module, saying why, without root, /dev/fuse, `ip netns` or GlusterFS
+(scripts/setup_gluster.sh installs it). Each test has its own directory on the volume.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, List
+
+import numpy as np
+import pytest
+
+import kvstrata
+from kvstrata import pb
+from gluster_fixture import GlusterCluster, unavailable_reason
+from gluster_l3 import (SharedDir, UsageSampler, gl_settings, l3, log_warnings,
+                        store_in_batches, wait_l3_idle)
+from host_child import chain_keys
+from kvs_testing import short_tmpdir, wait_until
+from tier_helpers import FILE_BYTES, MIB, Node, blocks, fresh_salt
+
+REASON = unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"GlusterFS L3 tests: {REASON}")
+_dirs = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[GlusterCluster]:
+    with GlusterCluster(short_tmpdir()) as gl:
+        yield gl
+
+
+@pytest.fixture(scope="module")
+def volume(cluster: GlusterCluster):
+    return cluster.volume("kvs", mounts=2)
+
+
+@pytest.fixture
+def shared(volume, request) -> SharedDir:
+    return SharedDir(volume, f"{request.node.name[:40]}-{next(_dirs)}")
+
+
+def close_all(*nodes: Node) -> None:
+    """Stops every node, even when one fails (then raises the first failure)."""
+    failures = []
+    for n in nodes:
+        try:
+            n.close()
+        except BaseException as e:  # noqa: B902 - close the others first
+            n.daemon.kill()
+            failures.append(e)
+    if failures:
+        raise failures[0]
+
+
+def assert_exact_or_missing(got, data: List[np.ndarray], what: str) -> int:
+    """Every block the load returned is the stored one; returns how many it returned."""
+    for i, (ok, block) in enumerate(zip(got, got.blocks)):
+        if ok:
+            assert np.array_equal(block, data[i]), f"{what}: block {i} has wrong bytes"
+    return sum(bool(ok) for ok in got)
+
+
+def test_mounts_are_one_volume_usable_outside_the_namespace(cluster, volume) -> None:
+    """The daemons run in the root network namespace; glusterd in its own."""
+    glusterd_net = os.readlink(f"/proc/{cluster.glusterd.pid}/ns/net")
+    assert glusterd_net != os.readlink("/proc/self/ns/net")
+    a, b = volume.mounts
+    (a / "probe").write_bytes(b"through mount 0")
+    assert wait_until(lambda: (b / "probe").exists(), 5.0)
+    assert (b / "probe").read_bytes() == b"through mount 0"
+    (b / "probe").unlink()
+
+
+# ---------------------------------------------------------------------- sharing
+
+
+@pytest.fixture(scope="module")
+def published(volume):
+    """Daemon A (mount 0) stored 1,000 blocks and wrote them all to L3, then stopped."""
+    shared = SharedDir(volume, "published")
+    salt, keys, data = fresh_salt("published"), chain_keys("published", 1000), blocks(40, 1000)
+    work = short_tmpdir()
+    a = Node(work, gl_settings(shared.roots[0]), salt, "a")
+    try:
+        assert store_in_batches(a, keys, data) == 1000
+        assert wait_l3_idle(a), l3(a)
+        t = l3(a)
+        assert t.written_blocks == 1000 and t.dropped_writes == 0 and t.write_errors == 0, t
+    finally:
+        a.close()
+    yield shared, salt, keys, data, work
+    shutil.rmtree(work, ignore_errors=True)
+
+
+# The daemon probes a lookup's unknown keys 16 at a time and waits at most
+# l3.probe_timeout_ms (5 ms) per lookup; a cold stat over this FUSE mount takes ms, so one
+# lookup of 1,000 cold keys cannot see them all. Measured: 0 of 1,000 on the first lookup,
+# all after 108 lookups (bench/RESULTS.md, gluster-2026-11-24). strict: when it passes, drop it.
+FIRST_LOOKUP_XFAIL = pytest.mark.xfail(
+    strict=True, reason="issue 17 item 1 not met with the defaults: l3.probe_timeout_ms=5 is a "
+    "budget per lookup, 1,000 cold stats over FUSE take ~1 s at 16 in parallel")
+
+
+@FIRST_LOOKUP_XFAIL
+def test_first_lookup_finds_all_of_another_daemons_blocks(published) -> None:
+    shared, salt, keys, _, work = published
+    b = Node(work, gl_settings(shared.roots[1]), salt, "b1")
+    try:
+        hit = b.session.lookup(b.ns, keys)
+        assert hit.hit_blocks == 1000, f"first lookup: {hit.hit_blocks} of 1000"
+    finally:
+        b.close()
+
+
+def test_another_daemons_blocks_are_found_and_loaded_byte_exact(published) -> None:
+    """Lookups find all 1,000 within a few tries; every block loads with A's bytes."""
+    shared, salt, keys, data, work = published
+    b = Node(work, gl_settings(shared.roots[1]), salt, "b2")
+    try:
+        assert wait_until(lambda: b.session.lookup(b.ns, keys).hit_blocks == 1000, 30.0), \
+            f"{b.session.lookup(b.ns, keys).hit_blocks} of 1000"
+        for i in range(0, 1000, 100):
+            hit = b.session.lookup(b.ns, keys[:i + 100], lease=True)
+            assert hit.hit_blocks == i + 100
+            got = b.session.load(b.ns, keys[i:i + 100], lease_id=hit.lease_id)
+            assert assert_exact_or_missing(got, data[i:i + 100], "shared") == 100, list(got)
+        assert l3(b).promoted_blocks == 1000
+    finally:
+        b.close()
+
+
+# ---------------------------------------------------------------------- stale index
+
+
+def remove_elsewhere(remover: str, shared: SharedDir, b: Node, keys) -> None:
+    """Deletes the blocks' files through mount 1: `rm`, or daemon B's `clear` of L3."""
+    if remover == "rm":
+        for p in shared.block_files(1):
+            p.unlink()
+    else:
+        assert wait_until(lambda: b.session.lookup(b.ns, keys).hit_blocks == len(keys), 15.0)
+        list(b.client.clear(fingerprint=b.ns.fingerprint, tier=pb.TIER_L3_SHARED))
+    assert wait_until(lambda: not shared.block_files(0), 10.0), "files still visible on A"
+
+
+@pytest.mark.parametrize("remover", ["rm", "other-daemon-clear"])
+def test_files_deleted_elsewhere_are_misses_then_written_again(shared, workdir, remover) -> None:
+    """A's index still names the files: a load is a miss (never wrong bytes), lookups miss
+    within the 10 s re-probe, and a store once the index entries are older than that
+    writes every block again; A's count then matches the directory."""
+    salt, keys, data = fresh_salt("stale"), chain_keys(f"stale-{remover}", 32), blocks(41, 32)
+    a = Node(workdir, gl_settings(shared.roots[0]), salt, "a")
+    b = Node(workdir, gl_settings(shared.roots[1]), salt, "b")
+    try:
+        a.session.store(a.ns, keys, data)
+        assert wait_l3_idle(a) and l3(a).written_blocks == 32, l3(a)
+        written_at = time.monotonic()
+        assert len(shared.block_files(1)) == 32
+        remove_elsewhere(remover, shared, b, keys)
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+        got = a.session.load(a.ns, keys)
+        assert assert_exact_or_missing(got, data, "deleted") == 0, "a deleted file was served"
+        assert wait_until(lambda: a.session.lookup(a.ns, keys).hit_blocks == 0, 20.0), \
+            a.session.lookup(a.ns, keys).hit_blocks
+        time.sleep(max(0.0, written_at + 11.0 - time.monotonic()))  # past the 10 s re-probe
+        a.session.store(a.ns, keys, data)
+        assert wait_until(lambda: len(shared.block_files(1)) == 32, 30.0), \
+            f"stored again: {len(shared.block_files(1))} of 32 files back; {l3(a)}"
+        assert wait_l3_idle(a)
+        assert l3(a).blocks == 32, l3(a)
+        assert wait_until(lambda: b.session.lookup(b.ns, keys).hit_blocks == 32, 15.0)
+        hit = b.session.lookup(b.ns, keys, lease=True)
+        got = b.session.load(b.ns, keys, lease_id=hit.lease_id)
+        assert assert_exact_or_missing(got, data, "rewritten") == 32
+    finally:
+        close_all(b, a)
+
+
+# WriteDown::WriteFromL1 returns early when FileTier::Cached() says kPresent, which it does
+# for 10 s (presence_ttl) after an entry was last verified, so FileTier::Write's disk check
+# never runs: a block stored again within 10 s of its file's deletion elsewhere is not
+# written, and the index keeps counting it. strict: the day it passes, this must go.
+@pytest.mark.xfail(strict=True, reason="issue 17 item 3: a store within 10 s of the deletion "
+                   "is not written (WriteFromL1 trusts the index before FileTier::Write checks)")
+def test_store_right_after_a_deletion_elsewhere_writes_again(shared, workdir) -> None:
+    salt, keys, data = fresh_salt("stale-now"), chain_keys("stale-now", 32), blocks(44, 32)
+    a = Node(workdir, gl_settings(shared.roots[0]), salt, "a")
+    try:
+        a.session.store(a.ns, keys, data)
+        assert wait_l3_idle(a) and l3(a).written_blocks == 32, l3(a)
+        remove_elsewhere("rm", shared, a, keys)
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+        a.session.store(a.ns, keys, data)
+        assert wait_l3_idle(a)
+        assert wait_until(lambda: len(shared.block_files(1)) == 32, 10.0), \
+            f"stored again: {len(shared.block_files(1))} of 32 files back; {l3(a)}"
+        assert l3(a).blocks == len(shared.block_files(1)), l3(a)
+    finally:
+        a.close()
+
+
+# ---------------------------------------------------------------------- faults
+
+
+def test_kill9_mid_write_serves_no_partial_file(shared, workdir) -> None:
+    salt = fresh_salt("kill9")
+    a = Node(workdir, gl_settings(shared.roots[0]), salt, "a")
+    stored: List[int] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        for batch in range(2000):
+            if stop.is_set():
+                return
+            try:
+                a.session.store(a.ns, chain_keys(f"kill9-{batch}", 8), blocks(batch, 8))
+                stored.append(batch)
+            except kvstrata.KVStrataError:
+                return
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        assert wait_until(lambda: len(shared.block_files(1)) >= 80, 60.0)
+        os.kill(a.daemon.proc.pid, signal.SIGKILL)  # L3 writes in flight
+        stop.set()
+        t.join(30)
+    finally:
+        a.close(expect_clean=False)
+    files = shared.block_files(1)
+    sizes = {p.stat().st_size for p in files}
+    assert sizes == {FILE_BYTES}, f"block files of other sizes: {sizes}"
+    b = Node(workdir, gl_settings(shared.roots[1]), salt, "b")
+    try:
+        found = 0
+        for batch in stored:
+            got = b.session.load(b.ns, chain_keys(f"kill9-{batch}", 8))
+            found += assert_exact_or_missing(got, blocks(batch, 8), f"batch {batch}")
+        assert found >= len(files) - 8 * 2, (found, len(files))
+    finally:
+        b.close()
+
+
+def test_corrupted_file_is_a_miss(shared, workdir) -> None:
+    """A byte flipped through mount 1 in a file daemon A (mount 0) wrote and still has
+    open-able through its own mount."""
+    salt, keys, data = fresh_salt("corrupt"), chain_keys("corrupt", 6), blocks(42, 6)
+    a = Node(workdir, gl_settings(shared.roots[0]), salt, "a")
+    try:
+        a.session.store(a.ns, keys, data)
+        assert wait_l3_idle(a) and l3(a).written_blocks == 6
+        victim = next(p for p in shared.block_files(1) if p.name == f"{keys[2].hex()}.kv")
+        raw = bytearray(victim.read_bytes())
+        raw[4096 + 1000] ^= 0xFF
+        victim.write_bytes(bytes(raw))
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+        got = a.session.load(a.ns, keys)
+        assert assert_exact_or_missing(got, data, "corrupt") == 5
+        assert list(got) == [True, True, False, True, True, True]
+        assert l3(a).quarantined_files == 1
+        assert (shared.roots[1] / ".quarantine").is_dir()
+        assert a.session.lookup(a.ns, keys).hit_blocks == 2
+    finally:
+        a.close()
+
+
+def test_full_brick_fails_writes_visibly_and_the_daemon_serves(cluster, workdir) -> None:
+    """A 24 MiB brick; 500 blocks (34 MiB of files) with a 256 MiB L3 cap."""
+    vol = cluster.volume("full", mounts=1, brick_bytes=24 * MIB)
+    root = vol.mounts[0] / "l3"
+    root.mkdir()
+    salt, keys, data = fresh_salt("full"), chain_keys("full", 500), blocks(43, 500)
+    a = Node(workdir, gl_settings(root, **{"l3.capacity": "256MiB"}), salt, "a")
+    try:
+        assert store_in_batches(a, keys, data) == 500  # L1 takes them all
+        assert wait_l3_idle(a), l3(a)
+        t = l3(a)
+        assert t.write_errors + t.dropped_writes > 0, t
+        assert t.written_blocks < 500, t
+        assert t.written_blocks + t.write_errors + t.dropped_writes >= 500, t
+        assert t.state == "degraded" and t.effective_capacity_bytes < 256 * MIB, t
+        assert a.daemon.running()
+        got = a.session.load(a.ns, keys[:100])
+        assert assert_exact_or_missing(got, data[:100], "L1") == 100
+        files = [p for p in root.rglob("*.kv") if ".quarantine" not in p.parts]
+        assert {p.stat().st_size for p in files} <= {FILE_BYTES}
+        assert not list(root.rglob("*.tmp.*")), "failed writes left temp files"
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+        got = a.session.load(a.ns, keys)
+        assert assert_exact_or_missing(got, data, "after ENOSPC") >= len(files) // 2
+    finally:
+        a.close()
+
+
+# ---------------------------------------------------------------------- the shared cap
+
+CAP = 32 * MIB
+
+
+def test_two_writers_under_a_small_cap(shared, workdir) -> None:
+    """Two daemons write 400 blocks each (54 MiB of files) under a 32 MiB cap. What holds
+    today: no write is lost to the cap and the directory comes back under the cap; how far
+    it went over (the target is 1.1x at every sample) is printed, and measured in
+    bench/tiers/l3_gluster.py."""
+    salt = fresh_salt("cap")
+    settings = {"l3.capacity": "32MiB"}
+    nodes = [Node(workdir, gl_settings(shared.roots[i], **settings), salt, n)
+             for i, n in enumerate("ab")]
+    try:
+        with UsageSampler(shared) as sampler:
+            threads = [threading.Thread(target=store_in_batches, args=(
+                n, chain_keys(f"cap-{i}", 400), blocks(50 + i, 400))) for i, n in enumerate(nodes)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert all(wait_l3_idle(n) for n in nodes)
+            writes_done = time.monotonic() - sampler.t0
+            assert wait_until(lambda: shared.brick_bytes()[0] <= CAP, 90.0), \
+                f"still {shared.brick_bytes()[0] / CAP:.2f}x the cap"
+            settled = time.monotonic() - sampler.t0
+        infos = [l3(n) for n in nodes]
+        assert sum(t.written_blocks for t in infos) == 800, \
+            f"{infos}\n" + "\n".join(log_warnings(n) for n in nodes)
+        assert sum(t.evictions for t in infos) > 0, infos
+        at, peak = sampler.peak()
+        over = sampler.over(int(CAP * 1.1))
+        print(f"\ncap {CAP >> 20} MiB, 2 writers: peak {peak / CAP:.2f}x at {at:.1f}s; "
+              f"{len(over)} of {len(sampler.samples)} samples over 1.1x (from "
+              f"{over[0][0] if over else 0:.1f}s to {over[-1][0] if over else 0:.1f}s); writes "
+              f"done at {writes_done:.1f}s, under the cap at {settled:.1f}s")
+    finally:
+        close_all(*nodes)
