@@ -293,6 +293,12 @@ class WorkerSide:
             self._complete(early)
             if done is None:
                 return False
+            if failed_indices(done, len(self._sync_job[1])) and self.reg is not None and \
+                    self.reg.layer_flags is not None:
+                # A job refused after its submit returned (the answer comes later) or that
+                # lost blocks: words it never writes must not hold the stream until
+                # get_finished.
+                self.reg.layer_flags.release(self._sync_job[3])
         return not failed_indices(done, len(self._sync_job[1]))
 
     def _finish_layered(self) -> None:

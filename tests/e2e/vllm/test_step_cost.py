@@ -172,9 +172,13 @@ class _Flags:
 
     def __init__(self) -> None:
         self.waits: List[int] = []
+        self.released: List[int] = []
 
     def wait(self, layer: int, value: int) -> None:
         self.waits.append(layer)
+
+    def release(self, value: int) -> None:
+        self.released.append(value)
 
 
 class _Registration:
@@ -202,8 +206,9 @@ class _Done:
 def test_layer_waits_stop_once_the_load_landed(model_dir, daemon, engines, failed):
     """wait_for_layer_load asks the GPU to wait for each layer's word until the layer-wise
     load's completion is in; from then on every layer has landed and no wait is issued --
-    unless the completion reports failed blocks (the words may never come: keep waiting,
-    get_finished releases them)."""
+    unless the completion reports failed blocks (a refusal that came after the submit
+    returned, or lost blocks): the worker writes the words itself at once, and the later
+    layers still wait on them (their blocks count as failed)."""
     e = engines(model_dir, ext(daemon))
     w = e.workers[0].connector.worker
     names = sorted(w._layer_of, key=w._layer_of.get)
@@ -216,6 +221,9 @@ def test_layer_waits_stop_once_the_load_landed(model_dir, daemon, engines, faile
         completions.arrived[7] = _Done(failed)
         w.wait_layer(names[1])                     # landed (or failed): wait only if failed
         assert reg.layer_flags.waits == ([0, 1] if failed else [0])
+        # A failed job's words are written by the worker at once (not at get_finished):
+        # the stream waiting for them goes on.
+        assert reg.layer_flags.released == ([1] if failed else [])
         assert w._sync_waited == {0, 1} and w._sync_done is not None
     finally:
         w._sync_job, w.reg, w.link._session = None, None, link_session
