@@ -55,7 +55,10 @@ class TierManager : public TierListener {
   // whose level() is L2 or L3 (a FileTier today).
   void AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions options);
   void AttachL1(PartitionedCache* cache, char* region_base) { stack_.AttachL1(cache, region_base); }
-  // Stops all file I/O (queued writes and probes are dropped). Call before the L1 pool goes.
+  // Stops all file I/O (queued writes and probes are dropped) and joins every thread that
+  // can call back into this (the probe and I/O threads, the tiers' own background threads
+  // such as L3's trim): after it returns, OnLowerTierChange is not called and nothing
+  // reaches the next listener from a tier. Call before the L1 pool and the next listener go.
   void Stop();
   // Where L1 events go on to (metrics, KV events); may be nullptr.
   void SetNextListener(TierListener* next) { next_ = next; }

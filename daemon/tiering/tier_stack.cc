@@ -19,6 +19,9 @@ void TierStack::Stop() {
   for (auto& lower : tiers_) {
     if (lower->io != nullptr) lower->io->Stop();
   }
+  // Then the tiers' own threads (an L3 trim mid-scan announces removals): after this no
+  // callback comes in, so the stack's owner may go.
+  for (auto& lower : tiers_) lower->storage->Stop();
 }
 
 LowerTier* TierStack::TierOf(Tier tier) const {
@@ -74,10 +77,6 @@ std::optional<Tier> TierStack::Where(const TierNamespace& tn, absl::string_view 
 void TierStack::RecordCopy(Tier tier, CopyDirection direction, uint64_t bytes,
                            absl::Duration took) const {
   if (metrics_ != nullptr) metrics_->RecordTransfer(tier, direction, bytes, took);
-}
-
-void TierStack::RecordDroppedWrite(Tier tier) const {
-  if (metrics_ != nullptr) metrics_->RecordStoreDropped(tier, DropReason::kQueueFull, 1);
 }
 
 }  // namespace kvstrata

@@ -3,7 +3,9 @@
 // cache and the shared region its offsets point into); the namespaces as the tiers name
 // them; and where copy metrics go.
 // Set up (AddTier, AttachL1, SetMetrics) before serving; after that thread-safe. Stop()
-// stops every tier's I/O threads (queued tasks are dropped) and is final.
+// stops every tier's I/O threads (queued tasks are dropped), then each tier's own
+// background threads (BlockTier::Stop), and is final: once it returned, no thread of the
+// stack or its tiers calls back (observer notices, metrics).
 #ifndef KVSTRATA_DAEMON_TIERING_TIER_STACK_H_
 #define KVSTRATA_DAEMON_TIERING_TIER_STACK_H_
 
@@ -52,13 +54,11 @@ class TierStack {
   explicit TierStack(NamespaceRegistry* namespaces) : namespaces_(namespaces) {}
   TierStack(const TierStack&) = delete;
   TierStack& operator=(const TierStack&) = delete;
-  // The tiers go first: a tier's own thread (L3's eviction loop, maybe mid-scan) reports
-  // removals through TierManager::OnLowerTierChange, which uses ns_mu_ and the namespace
-  // maps declared below tiers_ (destroyed before it otherwise: a heap corruption at stop).
-  ~TierStack() {
-    Stop();
-    tiers_.clear();
-  }
+  // Stop() joins every thread that can call back into the tiering pieces (the I/O pools,
+  // and the tiers' own background threads: L3's trim reports removals through
+  // TierManager::OnLowerTierChange, which uses the namespace maps below), so nothing runs
+  // while the members are destroyed.
+  ~TierStack() { Stop(); }
 
   // Set-up: lower tiers fastest first, then L1.
   void AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions options);
@@ -87,9 +87,9 @@ class TierStack {
   // and then `unknown` is set when a probe of some tier could tell more.
   std::optional<Tier> Where(const TierNamespace& tn, absl::string_view key, bool* unknown) const;
 
-  // Metrics: one copy between L1 and `tier` that took `took`, and one dropped write.
+  // Metrics: one copy between L1 and `tier` that took `took`. (Dropped writes are counted in
+  // LowerTier::dropped, which the daemon's metrics read at scrape time.)
   void RecordCopy(Tier tier, CopyDirection direction, uint64_t bytes, absl::Duration took) const;
-  void RecordDroppedWrite(Tier tier) const;
   // The time since `start` on the monotonic clock (copy latencies).
   static absl::Duration Since(std::chrono::steady_clock::time_point start) {
     return absl::FromChrono(std::chrono::steady_clock::now() - start);

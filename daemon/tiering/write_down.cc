@@ -70,8 +70,8 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
   LowerTier& lower = *queue.tier;
   if (lower.io == nullptr || stack_->stopped()) return;
   if (lower.queued.load() >= lower.options.write_queue_blocks) {
+    // Counted once: kvstrata_stores_dropped_total{reason="queue_full"} reads this.
     lower.dropped.fetch_add(1);
-    stack_->RecordDroppedWrite(lower.level());
     return;
   }
   lower.queued.fetch_add(1);
@@ -103,10 +103,18 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
   });
 }
 
+bool WriteDown::AlreadyThere(LowerTier& lower, const TierNamespace& tn, absl::string_view key) {
+  if (lower.storage->Cached(tn.fingerprint, key) != BlockTier::Presence::kPresent) return false;
+  // A shared tier's index may name a file another node deleted since it was last seen
+  // (its trim, an rm): ask the disk (one stat) rather than skip the write for good. A
+  // probe that finds it gone drops it from the index, so the write below goes through.
+  return !lower.storage->shared() || lower.storage->Probe(tn.fingerprint, key);
+}
+
 bool WriteDown::WriteFromL1(Queue& queue, NamespaceId ns, const TierNamespace& tn,
                             absl::string_view key, const PendingWrite* fallback) {
   LowerTier& lower = *queue.tier;
-  if (lower.storage->Cached(tn.fingerprint, key) == BlockTier::Presence::kPresent) return true;
+  if (AlreadyThere(lower, tn, key)) return true;
   const std::string_view view(key.data(), key.size());
   absl::StatusOr<LoadResult> pinned =
       stack_->l1()->AcquireLoad(kDaemonSession, ns, absl::MakeConstSpan(&view, 1), std::nullopt);
@@ -151,8 +159,7 @@ absl::StatusOr<size_t> WriteDown::Drain(std::optional<Tier> tier,
   for (Queue* queue : targets) {
     for (const BlockKey& key : keys) {
       std::optional<TierNamespace> tn = stack_->NamespaceOf(key.ns());
-      if (tn.has_value() && queue->tier->storage->Cached(tn->fingerprint, Raw(key)) !=
-                                BlockTier::Presence::kPresent) {
+      if (tn.has_value() && !AlreadyThere(*queue->tier, *tn, Raw(key))) {
         written += WriteFromL1(*queue, key.ns(), *tn, Raw(key), nullptr);
       }
       if (++done % 64 == 0 || done == total) progress(done, total);

@@ -5,7 +5,9 @@
 //   tier asks for them).
 // - Drain: every L1 block a tier lacks, now, on the caller's thread.
 // Writes run on the tier's I/O threads behind its reads; a full queue (write_queue_blocks)
-// drops the write, counted, never the engine's store.
+// drops the write, counted, never the engine's store. A block the tier's index holds is not
+// written again; on a shared tier (L3) the index's word is checked with a probe first, so a
+// block whose file another node deleted is written again.
 // Thread-safe. OnStored and OnEvicting are called with BlockCache's lock held and only
 // queue work; Drain blocks on I/O.
 #ifndef KVSTRATA_DAEMON_TIERING_WRITE_DOWN_H_
@@ -63,6 +65,9 @@ class WriteDown {
 
   // Queues a write of `key` to `queue`'s tier: of `copied` when given, else of the block in L1.
   void Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied);
+  // True when `lower` holds the block, so a write would be a no-op: its index says so, and
+  // on a shared tier a probe of the file agrees.
+  static bool AlreadyThere(LowerTier& lower, const TierNamespace& tn, absl::string_view key);
   bool WriteFromL1(Queue& queue, NamespaceId ns, const TierNamespace& tn, absl::string_view key,
                    const PendingWrite* fallback);
 

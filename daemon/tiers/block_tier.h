@@ -20,6 +20,11 @@
 // - Remove deletes one block (true when this call removed it); Clear deletes every block of
 //   one namespace, or of all, and returns how many.
 // - Stats are a consistent snapshot of counters that only grow (but blocks, used bytes).
+// - shared() is true for a tier other nodes write and delete too: Cached's kPresent may be
+//   stale there, so a writer that must not skip a missing block probes before trusting it.
+// - Stop joins the tier's own background threads (a scan, a trim) and is final: once it
+//   returned, the tier calls back nobody (no observer notices) from a thread of its own;
+//   calls made on the caller's thread still work. Idempotent; the destructor stops too.
 // Thread-safe. Read, Write, Probe, Remove and Clear may block on I/O on the caller's thread.
 #ifndef KVSTRATA_DAEMON_TIERS_BLOCK_TIER_H_
 #define KVSTRATA_DAEMON_TIERS_BLOCK_TIER_H_
@@ -75,6 +80,8 @@ class BlockTier {
   virtual bool Remove(absl::string_view fingerprint, absl::string_view key) = 0;
   virtual size_t Clear(std::optional<absl::string_view> fingerprint) = 0;
   virtual TierStats Stats() const = 0;
+  virtual bool shared() const { return false; }
+  virtual void Stop() {}
 };
 
 }  // namespace kvstrata

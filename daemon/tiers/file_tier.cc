@@ -53,7 +53,9 @@ FileTier::FileTier(FileTierOptions options)
       fs_(options_.files != nullptr ? options_.files : BlockFileSystem::Default()),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {}
 
-FileTier::~FileTier() {
+FileTier::~FileTier() { Stop(); }
+
+void FileTier::Stop() {
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
     stopping_ = true;
@@ -310,6 +312,10 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
   if (options_.shared &&
       shared_scanned_bytes_ + written_since_scan_ >
           options_.high_watermark * static_cast<double>(EffectiveCapacityLocked())) {
+    {
+      std::lock_guard<std::mutex> wake(wake_mu_);
+      trim_requested_ = true;
+    }
     wake_.notify_all();  // Trim the shared tier now rather than at the next interval.
   }
   return absl::OkStatus();

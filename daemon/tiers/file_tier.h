@@ -94,7 +94,7 @@ class FileTier : public BlockTier {
   static absl::StatusOr<std::unique_ptr<FileTier>> Open(FileTierOptions options);
   FileTier(const FileTier&) = delete;
   FileTier& operator=(const FileTier&) = delete;
-  ~FileTier() override;
+  ~FileTier() override;  // Stop()s first.
 
   // BlockTier (block_tier.h), for files:
   Tier level() const override { return options_.tier; }
@@ -121,6 +121,11 @@ class FileTier : public BlockTier {
   bool WaitWarm(absl::Duration timeout) const;
 
   TierStats Stats() const override;
+  bool shared() const override { return options_.shared; }
+  // Ends the background thread (a shared tier's trim stops between two files: what it
+  // already deleted is announced, nothing after) and joins it. After this no observer
+  // notice comes from a thread of the tier's own. Idempotent.
+  void Stop() override;
   const FileTierOptions& options() const { return options_; }
 
  private:
@@ -189,6 +194,7 @@ class FileTier : public BlockTier {
   std::atomic<bool> stopping_{false};
   mutable std::mutex wake_mu_;
   mutable std::condition_variable wake_;
+  bool trim_requested_ = false;  // by wake_mu_: a write passed the high mark (shared tier)
   std::thread background_;
 };
 

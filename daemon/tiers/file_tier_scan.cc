@@ -142,8 +142,10 @@ void FileTier::SharedEvictionLoop() {
   while (!stopping_) {
     EnforceSharedCapacity();
     std::unique_lock<std::mutex> lock(wake_mu_);
+    // A write past the high mark asks for a trim now (trim_requested_), not at the next round.
     wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.shared_eviction_interval),
-                   [this] { return stopping_.load(); });
+                   [this] { return stopping_.load() || trim_requested_; });
+    trim_requested_ = false;
   }
 }
 
@@ -157,8 +159,9 @@ size_t FileTier::EnforceSharedCapacity() {
   uint64_t total = 0;
   const absl::Time now = clock_->Now();
   ForEachBlockDir(std::nullopt, [&](absl::string_view fp, const std::string& dir) {
+    if (stopping_) return;  // Stopped mid-scan: delete nothing on a partial count.
     fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
-      if (is_dir) return;
+      if (is_dir || stopping_) return;
       std::string path = absl::StrCat(dir, "/", name);
       std::optional<FileInfo> info = fs_->Stat(path);
       if (!info.has_value()) return;
@@ -180,12 +183,13 @@ size_t FileTier::EnforceSharedCapacity() {
     capacity = EffectiveCapacityLocked();
   }
   size_t deleted = 0;
+  if (stopping_) return 0;
   if (static_cast<double>(total) > options_.high_watermark * static_cast<double>(capacity)) {
     std::sort(files.begin(), files.end(),
               [](const FoundFile& a, const FoundFile& b) { return a.mtime_ns < b.mtime_ns; });
     const double low = options_.low_watermark * static_cast<double>(capacity);
     for (const FoundFile& f : files) {
-      if (static_cast<double>(total) <= low) break;
+      if (static_cast<double>(total) <= low || stopping_) break;
       if (!fs_->Remove(f.path)) continue;
       total -= f.bytes;
       ++deleted;

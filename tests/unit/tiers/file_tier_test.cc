@@ -380,6 +380,36 @@ TEST_F(FileTierTest, SharedTierForgetsBlocksAnotherDaemonDeleted) {
   EXPECT_EQ(x->Cached(ns_.fingerprint, Key(2)), FileTier::Presence::kPresent);
 }
 
+TEST_F(FileTierTest, AReadOfAFileDeletedElsewhereIsAMissThatFixesTheIndex) {
+  // Issue 17: a file deleted through another mount is a miss (not a read error), counted
+  // as one, and the index forgets it (not kept as present for presence_ttl).
+  auto x = Open(Options(/*shared=*/true));
+  std::string data = Payload(kPayload, 6);
+  ASSERT_TRUE(x->Write(ns_, Key(1), data).ok());
+  ASSERT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  ASSERT_TRUE(fs::remove(PathOf(Key(1))));
+  EXPECT_FALSE(ReadBack(*x, Key(1), data));
+  TierStats st = x->Stats();
+  EXPECT_EQ(st.misses, 1u);
+  EXPECT_EQ(st.read_errors, 0u);
+  EXPECT_EQ(st.quarantined, 0u);
+  EXPECT_EQ(st.blocks, 0u);
+  EXPECT_NE(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+}
+
+TEST_F(FileTierTest, AWritePastTheHighMarkTrimsTheSharedTierAtOnce) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 4 * kFileBytes;
+  o.shared_eviction_interval = absl::Hours(1);  // only the writes can wake the trim
+  auto a = Open(o);
+  std::string data = Payload(kPayload, 12);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
+  for (int i = 0; i < 200 && a->Stats().evictions == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GT(a->Stats().evictions, 0u);
+}
+
 TEST_F(FileTierTest, SharedTrimDeletesOldestAccessedFirst) {
   FileTierOptions o = Options(/*shared=*/true);
   o.capacity_bytes = 10 * kFileBytes;
@@ -412,14 +442,17 @@ TEST_F(FileTierTest, OnlyOneDaemonTrimsAtATime) {
   o.capacity_bytes = 2 * kFileBytes;
   auto a = Open(o);
   auto b = Open(o);
-  std::string data = Payload(kPayload, 11);
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
-  // Hold the eviction lock the way another node's daemon would.
+  // Hold the eviction lock the way another node's daemon would (before the writes: they
+  // wake a's own trim, which must skip too).
   std::string lock_path = root_ + "/.kvstrata-evict.lock";
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  std::string data = Payload(kPayload, 11);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // a's trim, woken by its writes, has skipped
   EXPECT_EQ(b->EnforceSharedCapacity(), 0u);
+  EXPECT_EQ(a->Stats().evictions, 0u);
   ::close(fd);
   EXPECT_GT(b->EnforceSharedCapacity(), 0u);
 }
