@@ -53,7 +53,7 @@ absl::StatusOr<BlockWriteInfo> WriteBlockFile(const std::string& path, const Blo
 
 // Why a read is a miss. Every reason but kAbsent and kIoError means the file is bad.
 enum class BlockMiss {
-  kAbsent,          // No file.
+  kAbsent,          // No file (ENOENT/ESTALE at open, fstat or read; deleted mid-read).
   kTruncated,       // Shorter than a header, or than the header says.
   kBadHeader,       // Not a block file (magic, version, lengths, header checksum, size).
   kWrongNamespace,  // A valid block of another namespace.
@@ -98,6 +98,10 @@ absl::Status ErrnoToStatus(int error, absl::string_view what);
 absl::Status MakeDirectories(const std::string& dir);
 
 namespace internal {
+// The miss a failed open/fstat/read with `error` is: kAbsent for ENOENT and ESTALE (the
+// file is gone: deleted, or replaced through another mount of a network filesystem),
+// kIoError otherwise.
+BlockMiss MissOfErrno(int error);
 // pwrite of all `size` bytes at `offset`; on EINVAL while `*direct` is true it clears
 // O_DIRECT on `fd`, sets `*direct` to false and retries buffered. Exposed for tests.
 absl::Status WriteFullyAt(int fd, const char* data, size_t size, uint64_t offset, bool* direct);

@@ -22,6 +22,24 @@ BlockReadResult Miss(BlockMiss miss, std::string detail) {
   return result;
 }
 
+// A failed call on the file: `what` failed with `error`. ENOENT/ESTALE mean the file is
+// gone (another node deleted or replaced it; over a network filesystem open(2) can succeed
+// from a cache and a later fstat or read find it gone), so a miss, not an I/O error.
+BlockReadResult ErrnoMiss(absl::string_view what, int error) {
+  return Miss(internal::MissOfErrno(error), absl::StrCat(what, ": ", std::strerror(error)));
+}
+
+// The file behind `fd` was deleted (or, through a network filesystem, replaced or deleted
+// elsewhere) while it was read: a short read then means "gone", not "truncated".
+bool Vanished(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return internal::MissOfErrno(errno) == BlockMiss::kAbsent;
+  if (st.st_nlink == 0) return true;
+  struct stat now;
+  if (::stat(path.c_str(), &now) != 0) return internal::MissOfErrno(errno) == BlockMiss::kAbsent;
+  return now.st_ino != st.st_ino || now.st_dev != st.st_dev;
+}
+
 // Reads exactly `size` bytes at `offset`. Returns the bytes read (less at end of file) or
 // -1 with errno set.
 ssize_t ReadFullyAt(int fd, char* out, size_t size, uint64_t offset) {
@@ -92,6 +110,12 @@ absl::string_view BlockMissName(BlockMiss miss) {
   return "unknown";
 }
 
+namespace internal {
+BlockMiss MissOfErrno(int error) {
+  return error == ENOENT || error == ESTALE ? BlockMiss::kAbsent : BlockMiss::kIoError;
+}
+}  // namespace internal
+
 bool ShouldQuarantine(BlockMiss miss) {
   return miss != BlockMiss::kAbsent && miss != BlockMiss::kIoError;
 }
@@ -113,19 +137,21 @@ std::optional<BlockReadResult> OpenVerified(const std::string& path, absl::strin
   // O_NONBLOCK: opening a FIFO (or a device) someone left in the directory must not wait
   // for a writer; fstat below then turns it into a miss. No effect on regular files.
   closer.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (closer.fd < 0) {
-    const int error = errno;
-    return Miss(error == ENOENT ? BlockMiss::kAbsent : BlockMiss::kIoError,
-                absl::StrCat("open: ", std::strerror(error)));
-  }
+  if (closer.fd < 0) return ErrnoMiss("open", errno);
   struct stat st;
-  if (::fstat(closer.fd, &st) != 0) return Miss(BlockMiss::kIoError, "fstat failed");
+  if (::fstat(closer.fd, &st) != 0) return ErrnoMiss("fstat", errno);
   if (!S_ISREG(st.st_mode)) return Miss(BlockMiss::kBadHeader, "not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kBlockHeaderBytes) return ShortFileMiss(closer.fd, size);
+  if (size < kBlockHeaderBytes) {
+    if (Vanished(closer.fd, path)) return Miss(BlockMiss::kAbsent, "deleted while read");
+    return ShortFileMiss(closer.fd, size);
+  }
   std::string header_bytes(kBlockHeaderBytes, '\0');
-  if (ReadFullyAt(closer.fd, header_bytes.data(), kBlockHeaderBytes, 0) != kBlockHeaderBytes) {
-    return Miss(BlockMiss::kIoError, absl::StrCat("header read: ", std::strerror(errno)));
+  const ssize_t n = ReadFullyAt(closer.fd, header_bytes.data(), kBlockHeaderBytes, 0);
+  if (n < 0) return ErrnoMiss("header read", errno);
+  if (n != static_cast<ssize_t>(kBlockHeaderBytes)) {
+    if (Vanished(closer.fd, path)) return Miss(BlockMiss::kAbsent, "deleted while read");
+    return Miss(BlockMiss::kTruncated, "file shrank while reading its header");
   }
   return CheckHeader(header_bytes, size, fingerprint, key, header);
 }
@@ -144,13 +170,15 @@ size_t ReadDirectPages(int fd, absl::Span<char> dest) {
   return n == static_cast<ssize_t>(pages) ? pages : 0;
 }
 
-BlockReadResult ReadPayload(int fd, const BlockHeader& header, absl::Span<char> dest) {
+BlockReadResult ReadPayload(int fd, const std::string& path, const BlockHeader& header,
+                            absl::Span<char> dest) {
   // The direct pages are re-read buffered if O_DIRECT failed part-way (0 returned).
   const size_t direct = ReadDirectPages(fd, dest);
   const size_t rest = dest.size() - direct;
   const ssize_t n = ReadFullyAt(fd, dest.data() + direct, rest, kBlockHeaderBytes + direct);
-  if (n < 0) return Miss(BlockMiss::kIoError, absl::StrCat("read: ", std::strerror(errno)));
+  if (n < 0) return ErrnoMiss("read", errno);
   if (static_cast<size_t>(n) != rest) {
+    if (Vanished(fd, path)) return Miss(BlockMiss::kAbsent, "deleted while read");
     return Miss(BlockMiss::kTruncated, "file shrank while reading");
   }
   if (!PayloadChecksumOk(header, absl::string_view(dest.data(), dest.size()))) {
@@ -180,7 +208,7 @@ std::optional<BlockReadResult> ReadWholeDirect(const std::string& path,
   }
   FdCloser closer{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK)};
   if (closer.fd < 0) {
-    if (errno == ENOENT) return Miss(BlockMiss::kAbsent, "open: No such file or directory");
+    if (internal::MissOfErrno(errno) == BlockMiss::kAbsent) return ErrnoMiss("open", errno);
     return std::nullopt;  // No O_DIRECT here, or another error the other path reports.
   }
   struct stat st;
@@ -203,7 +231,7 @@ std::optional<BlockReadResult> ReadWholeDirect(const std::string& path,
     n = ::preadv(closer.fd, iov, count, 0);
   } while (n < 0 && errno == EINTR);
   if (n < 0 && errno == EINVAL) return std::nullopt;
-  if (n < 0) return Miss(BlockMiss::kIoError, absl::StrCat("read: ", std::strerror(errno)));
+  if (n < 0) return ErrnoMiss("read", errno);
   if (static_cast<size_t>(n) != total) return std::nullopt;  // Short: let the other path tell.
   BlockHeader header;
   if (auto miss = CheckHeader(absl::string_view(pages.get(), kBlockHeaderBytes),
@@ -239,7 +267,7 @@ BlockReadResult ReadBlockFileInto(const std::string& path, absl::string_view exp
     return Miss(BlockMiss::kBadHeader, absl::StrCat("payload of ", header.payload_bytes,
                                                     " bytes, expected ", dest.size()));
   }
-  return ReadPayload(closer.fd, header, dest);
+  return ReadPayload(closer.fd, path, header, dest);
 }
 
 BlockReadResult ReadBlockFile(const std::string& path, absl::string_view expected_fingerprint,
@@ -250,7 +278,7 @@ BlockReadResult ReadBlockFile(const std::string& path, absl::string_view expecte
     return *std::move(miss);
   }
   payload->resize(header.payload_bytes);
-  return ReadPayload(closer.fd, header, absl::MakeSpan(*payload));
+  return ReadPayload(closer.fd, path, header, absl::MakeSpan(*payload));
 }
 
 }  // namespace kvstrata

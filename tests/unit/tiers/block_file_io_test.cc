@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -102,6 +103,27 @@ TEST(BlockFileIoTest, AMissingFileIsAbsentAndNotQuarantined) {
   EXPECT_EQ(result.miss, BlockMiss::kAbsent);
   EXPECT_FALSE(ShouldQuarantine(BlockMiss::kAbsent));
   EXPECT_FALSE(ShouldQuarantine(BlockMiss::kIoError));
+}
+
+// Issue 17: over GlusterFS open(2) can succeed from a cache and fstat(2) then fail with
+// ENOENT or ESTALE when another mount deleted the file: a miss ("gone"), not an I/O error.
+TEST(BlockFileIoTest, AFileGoneAtAnyCallIsAbsentOtherErrorsAreIoErrors) {
+  EXPECT_EQ(internal::MissOfErrno(ENOENT), BlockMiss::kAbsent);
+  EXPECT_EQ(internal::MissOfErrno(ESTALE), BlockMiss::kAbsent);
+  EXPECT_EQ(internal::MissOfErrno(EIO), BlockMiss::kIoError);
+  EXPECT_EQ(internal::MissOfErrno(EACCES), BlockMiss::kIoError);
+}
+
+TEST(BlockFileIoTest, AnUnreadableFileIsAnIoErrorThatSaysWhy) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  const std::string path = ::testing::TempDir() + "/unreadable.kv";
+  ASSERT_TRUE(WriteBlockFile(path, *MakeBlockHeader(kFp, kKey, "payload", 1), "payload").ok());
+  ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+  std::string read;
+  BlockReadResult result = ReadBlockFile(path, kFp, kKey, &read);
+  EXPECT_EQ(result.miss, BlockMiss::kIoError);
+  EXPECT_EQ(result.detail, "open: Permission denied");
+  fs::remove(path);
 }
 
 }  // namespace
