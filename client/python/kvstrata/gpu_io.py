@@ -323,9 +323,12 @@ class GpuIO(Connection):
                           reg.registration_id, reg.namespace_id)
                 continue
             events = reg.events.handles if reg.events is not None else ()
+            # The same layer flags too: without them every layer-wise load of the new
+            # session would be refused (each same-step GPU hit a recompute).
+            flags = reg.layer_flags.to_proto() if reg.layer_flags is not None else None
             try:
                 r = self.client.register_kv_memory(session_id=sid, namespace_id=ns_id,
-                                                   cuda=reg.description.to_proto(events),
+                                                   cuda=reg.description.to_proto(events, flags),
                                                    timeout=timeout)
             except KVStrataError as err:
                 if err.code == grpc.StatusCode.UNAVAILABLE:

@@ -53,7 +53,7 @@ def restart_engine(cfg: Dict[str, Any], conn: Any) -> None:
         ns = s.register_namespace(**llama_spec("nhd", cfg["salt"]))
         cache = KvCache("nhd", NUM_BLOCKS)
         cache.poison(range(NUM_BLOCKS))
-        reg = s.register_cuda_kv_caches(ns, cache.pieces())
+        reg = s.register_cuda_kv_caches(ns, cache.pieces(), layer_flags=True)
         ptrs = [t.data_ptr() for t in cache.layers]
         counters = roundtrip_rounds(s, ns, reg, cache, rng, 4, max_blocks=16)
         conn.send({"kind": "ready", "counters": counters, "session_id": s.session_id,
@@ -94,6 +94,16 @@ def restart_engine(cfg: Dict[str, Any], conn: Any) -> None:
                 check_completion(s.wait_job(s.submit_load(ns, reg, keys, dst), timeout=60.0),
                                  "load after restart")
                 assert_blocks_equal(cache.blocks(dst), snapshot, "load after restart")
+                # A layer-wise load (vLLM's same-step loads): the layer flags were
+                # registered again with the rest.
+                cache.poison(dst)
+                torch.cuda.current_stream().synchronize()
+                value = reg.layer_flags.next_value()
+                job = s.submit_load(ns, reg, keys, dst, layer_flag_value=value)
+                reg.layer_flags.wait_all(value)
+                check_completion(s.wait_job(job, timeout=60.0), "layer-wise load after restart")
+                torch.cuda.current_stream().synchronize()
+                assert_blocks_equal(cache.blocks(dst), snapshot, "layer-wise load after restart")
                 conn.send({"kind": "roundtrip", "counters": counters})
             elif cmd == "inflight":
                 # Stores waiting on an event behind ~1 s of GPU work: still pending when the
