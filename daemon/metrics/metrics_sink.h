@@ -19,11 +19,6 @@
 
 namespace kvstrata {
 
-// Why a block that was offered for storing was not stored.
-enum class DropReason { kNoSpace = 0, kNotAdmitted, kQueueFull, kIoError };
-inline constexpr int kDropReasons = 4;
-std::string_view DropReasonName(DropReason reason);  // "no_space", ...
-
 // One lookup: blocks asked for, and leading hits (blocks and tokens) by the tier that
 // served each block (indexed by TierIndex). Tiers, removal causes and copy routes are
 // labelled with the names of daemon/common/tier.h.
@@ -50,7 +45,6 @@ class MetricsSink {
   virtual void RecordTransfer(Tier /*lower*/, CopyDirection, uint64_t /*bytes*/, absl::Duration) {}
   virtual void RecordStored(Tier, uint64_t /*blocks*/) {}
   virtual void RecordRemoved(Tier, RemovalCause, uint64_t /*blocks*/) {}
-  virtual void RecordStoreDropped(Tier, DropReason, uint64_t /*blocks*/) {}
   // An error that is not an RPC status: "job_store_failed", "l2_io", ... (snake_case).
   virtual void RecordError(absl::string_view /*kind*/) {}
 

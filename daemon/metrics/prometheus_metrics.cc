@@ -4,7 +4,6 @@
 #include <array>
 #include <atomic>
 #include <exception>
-#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -45,10 +44,6 @@ const Histogram::BucketBoundaries& TransferBytesBuckets() {
 
 std::string Str(std::string_view s) { return std::string(s); }
 
-constexpr char kDroppedHelp[] =
-    "Blocks offered for storing that were not stored, by tier and reason (no_space, "
-    "not_admitted, queue_full, io_error).";
-
 }  // namespace
 
 struct PrometheusMetrics::Impl {
@@ -65,9 +60,6 @@ struct PrometheusMetrics::Impl {
   std::array<Histogram*, kCopyRouteCount> transfer_size{}, transfer_seconds{};
   // Dropped stores: series created on first use, read through `callbacks` (the L1 ones
   // are registered by the daemon from the cache's own counters).
-  Mutex drop_mu;
-  std::map<std::pair<int, int>, std::unique_ptr<std::atomic<uint64_t>>> drops
-      ABSL_GUARDED_BY(drop_mu);
   std::unique_ptr<prometheus::Exposer> exposer;
   std::string bound_address;
 
@@ -214,23 +206,6 @@ void PrometheusMetrics::RecordStored(Tier tier, uint64_t blocks) {
 
 void PrometheusMetrics::RecordRemoved(Tier tier, RemovalCause cause, uint64_t blocks) {
   impl_->removed[TierIndex(tier)][static_cast<int>(cause)]->Increment(static_cast<double>(blocks));
-}
-
-void PrometheusMetrics::RecordStoreDropped(Tier tier, DropReason reason, uint64_t blocks) {
-  std::atomic<uint64_t>* cell = nullptr;
-  {
-    MutexLock lock(&impl_->drop_mu);
-    auto& slot = impl_->drops[{TierIndex(tier), static_cast<int>(reason)}];
-    if (slot == nullptr) {
-      slot = std::make_unique<std::atomic<uint64_t>>(0);
-      std::atomic<uint64_t>* raw = slot.get();
-      AddCounter("kvstrata_stores_dropped_total", kDroppedHelp,
-                 {{"tier", Str(TierLabel(tier))}, {"reason", Str(DropReasonName(reason))}},
-                 [raw] { return static_cast<double>(raw->load(std::memory_order_relaxed)); });
-    }
-    cell = slot.get();
-  }
-  cell->fetch_add(blocks, std::memory_order_relaxed);
 }
 
 void PrometheusMetrics::RecordError(absl::string_view kind) {

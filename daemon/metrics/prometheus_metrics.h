@@ -26,7 +26,6 @@ class PrometheusMetrics : public MetricsSink {
                       absl::Duration latency) override;
   void RecordStored(Tier tier, uint64_t blocks) override;
   void RecordRemoved(Tier tier, RemovalCause cause, uint64_t blocks) override;
-  void RecordStoreDropped(Tier tier, DropReason reason, uint64_t blocks) override;
   void RecordError(absl::string_view kind) override;
   using MetricsSink::AddGauge;
   void AddGauge(std::string name, std::string help, MetricLabelPairs labels,
