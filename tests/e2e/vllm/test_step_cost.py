@@ -42,6 +42,15 @@ def count_calls(engine: Engine) -> Dict[str, List[Any]]:
     return calls
 
 
+def stored(engines, model_dir, daemon, prompt: List[int]) -> List[int]:
+    """The prompt run in an engine of its own until its units are stored; its output."""
+    warm = engines(model_dir, ext(daemon))
+    r = warm.add(prompt)
+    warm.run()
+    warm.drain_stores()
+    return warm.outputs[r.request_id]
+
+
 def stores_planned(engine: Engine) -> int:
     return engine.stats.get("store_units_planned", 0)
 
@@ -94,10 +103,7 @@ def test_gpu_prefix_hit_loads_the_last_unit(model_dir, daemon, engines):
 def test_external_hit_loads_every_unit_and_stores_none(model_dir, daemon, engines):
     """A second engine: all 6 units load from KVStrata, the 6th too (the hit answers one
     token less: vLLM computes the last token again); nothing is stored again."""
-    warm = engines(model_dir, ext(daemon))
-    first = warm.add(WHOLE)
-    warm.run()
-    warm.drain_stores()
+    expected = stored(engines, model_dir, daemon, WHOLE)
     e = engines(model_dir, ext(daemon))
     calls = count_calls(e)
     r = e.add(WHOLE)
@@ -105,7 +111,7 @@ def test_external_hit_loads_every_unit_and_stores_none(model_dir, daemon, engine
     assert e.stats["hit_tokens"] == 6 * BLOCK - 1 and e.stats["loaded_units"] == 6
     assert calls["lookup"] == [True]
     assert stores_planned(e) == 0
-    assert e.outputs[r.request_id] == warm.outputs[first.request_id]
+    assert e.outputs[r.request_id] == expected
 
 
 @pytest.mark.parametrize("limit,units", [(6 * BLOCK, 6), (6 * BLOCK - 1, 5)])
@@ -114,26 +120,20 @@ def test_long_layer_wise_load_stops_one_unit_short(model_dir, daemon, engines, l
     CPU stand-ins) loads the last token's unit only while the load is at most
     full_hit_max_load_tokens; a longer one stops a unit short (that unit's forward pass
     overlaps a layer-wise load). Same output either way."""
-    warm = engines(model_dir, ext(daemon))
-    first = warm.add(WHOLE)
-    warm.run()
-    warm.drain_stores()
+    expected = stored(engines, model_dir, daemon, WHOLE)
     e = engines(model_dir, ext(daemon, load_mode="auto", full_hit_max_load_tokens=limit))
     e.connector.scheduler.host_mode = False
     r = e.add(WHOLE)
     e.run()
     assert e.stats["loaded_units"] == units
     assert e.stats["hit_tokens"] == (6 * BLOCK - 1 if units == 6 else 5 * BLOCK)
-    assert e.outputs[r.request_id] == warm.outputs[first.request_id]
+    assert e.outputs[r.request_id] == expected
 
 
 def test_a_unit_kvstrata_lacks_is_still_stored(model_dir, daemon, engines):
     """The lookup's answer, not the prompt's shape, decides: a whole-unit prompt whose
     last unit KVStrata does not hold (only a shorter prefix was stored) stores that unit."""
-    warm = engines(model_dir, ext(daemon))
-    warm.add(WHOLE[:5 * BLOCK + 3])        # stores units 0-4 only
-    warm.run()
-    warm.drain_stores()
+    stored(engines, model_dir, daemon, WHOLE[:5 * BLOCK + 3])   # stores units 0-4 only
     e = engines(model_dir, ext(daemon))
     e.add(WHOLE)
     e.run()
@@ -146,10 +146,7 @@ def test_lease_release_does_not_hold_the_step(model_dir, daemon, engines):
     """A same-step load's lease is released once the load is submitted, by the connector's
     release thread: a daemon that takes a second to answer ReleaseLease holds up no step
     (the request runs to its end meanwhile), and the release still arrives."""
-    warm = engines(model_dir, ext(daemon))
-    warm.add(WHOLE)
-    warm.run()
-    warm.drain_stores()
+    stored(engines, model_dir, daemon, WHOLE)
     e = engines(model_dir, ext(daemon, load_mode="sync"))
     s = e.connector.scheduler.link.session()
     real, released = s.release_lease, []
