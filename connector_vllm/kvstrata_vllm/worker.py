@@ -237,12 +237,9 @@ class WorkerSide:
         self._sync_waited_all = wait_all
         self._gpu_waits = 0
         # A load that already failed as a whole (e.g. nothing was in L1 any more) never
-        # writes the flags: let the forward pass through now, not only in get_finished.
-        early = self.link.guard("take_completions", s.take_completions, {})
-        self._sync_done = early.pop(job, None)
-        self._complete(early)
-        if self._sync_done is not None and failed_indices(self._sync_done, len(ids)):
-            reg.layer_flags.release(value)
+        # writes the flags: _landed lets the forward pass through now, not in get_finished.
+        self._sync_done = None
+        self._landed()
         if wait_all:
             # No per-layer hook will run: the stream waits for every layer before the graph
             # -- unless the job landed meanwhile (a small load can land before the 32nd of
@@ -295,9 +292,9 @@ class WorkerSide:
                 return False
             if failed_indices(done, len(self._sync_job[1])) and self.reg is not None and \
                     self.reg.layer_flags is not None:
-                # A job refused after its submit returned (the answer comes later) or that
-                # lost blocks: words it never writes must not hold the stream until
-                # get_finished.
+                # A job that failed as a whole, was refused after its submit returned (the
+                # answer comes later) or lost blocks: words it never writes must not hold
+                # the stream until get_finished.
                 self.reg.layer_flags.release(self._sync_job[3])
         return not failed_indices(done, len(self._sync_job[1]))
 

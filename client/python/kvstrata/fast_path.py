@@ -31,7 +31,7 @@ MAX_MESSAGE_BYTES = 4096  # the longest error message a job answer carries
 LOOKUP_MAGIC = 0x4C53564B  # "KVSL"
 _LOOKUP_REQUEST = struct.Struct("<IHHQIIII")   # 32 bytes
 _LOOKUP_RESPONSE = struct.Struct("<IIIIQQI")   # 36 bytes
-_CODES: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
+STATUS_CODES: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
 
 
 class NotSpoken(Exception):
@@ -41,7 +41,7 @@ class NotSpoken(Exception):
 def _raise_for(status: int, message: bytes, path: str) -> None:
     """KVStrataError for a non-zero status (a gRPC status code number) of a response."""
     if status:
-        raise KVStrataError(_CODES.get(status, grpc.StatusCode.UNKNOWN),
+        raise KVStrataError(STATUS_CODES.get(status, grpc.StatusCode.UNKNOWN),
                             message.decode("utf-8", "replace"), path)
 
 

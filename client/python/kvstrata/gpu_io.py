@@ -29,7 +29,7 @@ from .connection import Connection
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlags,
                    block_transfers, checked_block_ids, describe_pieces)
 from .errors import DaemonUnavailable, KVStrataError
-from .fast_path import _CODES, KIND_LOAD, KIND_STORE, NotSpoken, job_frame
+from .fast_path import STATUS_CODES, KIND_LOAD, KIND_STORE, NotSpoken, job_frame
 from .host import key_bytes
 from .job_ids import client_job_id, is_client_job_id, job_counter
 from .job_socket import JobSocket, SentJob
@@ -250,7 +250,7 @@ class GpuIO(Connection):
             if tracker is not None:
                 tracker.answered(job.job_id, job.tag, daemon_job_id)
             return
-        err = KVStrataError(_CODES.get(status, grpc.StatusCode.UNKNOWN), message,
+        err = KVStrataError(STATUS_CODES.get(status, grpc.StatusCode.UNKNOWN), message,
                             self.client.endpoint.target)
         if tracker is not None and tracker.refused(job.job_id, job.tag, job.kind,
                                                    job.num_blocks, f"{err.code.name}: {message}"):
