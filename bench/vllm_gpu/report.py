@@ -363,9 +363,12 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
     for role, rounds in rep.get("users", {}).items():
         for rnd, u in rounds.items():
             if u:
-                lines.append(f"  {role:9} {rnd}: {u.get('wall_s')} s, {u.get('prompt_tok_per_s')} "
-                             f"prompt tok/s, TTFT p50 {u.get('ttft_p50_ms')} ms p90 "
-                             f"{u.get('ttft_p90_ms')} ms, cached {u.get('cached_tokens')}")
+                runs = u.get("wall_s_runs") or []
+                lines.append(f"  {role:9} {rnd}: {u.get('wall_s')} s"
+                             + (f" (median of {runs})" if len(runs) > 1 else "")
+                             + f", {u.get('prompt_tok_per_s')} prompt tok/s, TTFT p50 "
+                             f"{u.get('ttft_p50_ms')} ms p90 {u.get('ttft_p90_ms')} ms (last run), "
+                             f"cached {u.get('cached_tokens')}")
     if rep.get("round1"):
         lines.append("  Round 1 (no reuse), wall time of each run and the median, against none:")
         for role, r in rep["round1"].items():

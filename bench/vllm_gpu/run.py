@@ -200,7 +200,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                     help="hit runs per size (single-request rows, L2 rows); the median is reported")
     ap.add_argument("--users", type=int, default=0)
     ap.add_argument("--round1-repeats", type=int, default=3,
-                    help="users round 1 (no reuse) this many times, fresh prefixes each")
+                    help="the users rounds (1: no reuse, then 2: beyond HBM) this many times, "
+                         "fresh prefixes each; medians reported")
     ap.add_argument("--daemon-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a kvstratad setting for this run (repeatable), e.g. "
                          "gpu.copy_strategy=batch")
