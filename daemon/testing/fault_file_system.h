@@ -95,6 +95,11 @@ class FaultFileSystem final : public BlockFileSystem {
   std::unique_ptr<FileLock> TryLock(const std::string& path) override {
     return base_->TryLock(path);
   }
+  absl::Status UpdateLockedFile(
+      const std::string& path,
+      const std::function<std::optional<std::string>(absl::string_view)>& update) override {
+    return base_->UpdateLockedFile(path, update);
+  }
 
  private:
   absl::Status Ask(absl::string_view op, const std::string& path) {

@@ -7,6 +7,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/tiers/namespace_file.h"
 
@@ -84,6 +86,44 @@ class PosixBlockFileSystem final : public BlockFileSystem {
     auto lock = std::make_unique<PosixFileLock>(fd);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return nullptr;  // Another holder has it.
     return lock;
+  }
+  absl::Status UpdateLockedFile(
+      const std::string& path,
+      const std::function<std::optional<std::string>(absl::string_view)>& update) override {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+    PosixFileLock closer(fd);  // Closing releases the flock too.
+    int locked;
+    do {
+      locked = ::flock(fd, LOCK_EX);
+    } while (locked != 0 && errno == EINTR);
+    if (locked != 0) return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
+    constexpr size_t kMax = 16 << 10;
+    char buffer[kMax + 1];
+    size_t have = 0;
+    while (have <= kMax) {
+      const ssize_t n = ::pread(fd, buffer + have, kMax + 1 - have, static_cast<off_t>(have));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
+      if (n == 0) break;
+      have += static_cast<size_t>(n);
+    }
+    if (have > kMax) return absl::OutOfRangeError(absl::StrCat(path, " is over 16 KiB"));
+    std::optional<std::string> next = update(absl::string_view(buffer, have));
+    if (!next.has_value()) return absl::OkStatus();
+    if (next->size() > kMax) return absl::OutOfRangeError("new contents over 16 KiB");
+    size_t done = 0;
+    while (done < next->size()) {
+      const ssize_t n =
+          ::pwrite(fd, next->data() + done, next->size() - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
+      done += static_cast<size_t>(n);
+    }
+    if (::ftruncate(fd, static_cast<off_t>(next->size())) != 0 || ::fdatasync(fd) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
+    }
+    return absl::OkStatus();
   }
 };
 

@@ -73,6 +73,13 @@ class BlockFileSystem {
   // An exclusive lock on `path` (created if needed) without waiting; nullptr when another
   // holder has it or it cannot be opened.
   virtual std::unique_ptr<FileLock> TryLock(const std::string& path) = 0;
+  // Read-modify-write of a small file (at most 16 KiB; created empty if absent) under an
+  // exclusive flock, waiting for other holders: update(current contents) returns the new
+  // contents (written and fdatasync'd before the lock is released) or nullopt to leave it.
+  // Errors: the file cannot be opened, locked, read, is larger, or the write fails.
+  virtual absl::Status UpdateLockedFile(
+      const std::string& path,
+      const std::function<std::optional<std::string>(absl::string_view current)>& update) = 0;
 };
 
 }  // namespace kvstrata

@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -51,7 +52,10 @@ absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options
 FileTier::FileTier(FileTierOptions options)
     : options_(std::move(options)),
       fs_(options_.files != nullptr ? options_.files : BlockFileSystem::Default()),
-      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {}
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      usage_(options_.shared
+                 ? std::make_unique<SharedUsage>(fs_, options_.root, SharedUsage::MakeHolderId())
+                 : nullptr) {}
 
 FileTier::~FileTier() { Stop(); }
 
@@ -62,6 +66,15 @@ void FileTier::Stop() {
   }
   wake_.notify_all();
   if (background_.joinable()) background_.join();
+  uint64_t unused = 0, in_flight = 0;
+  {
+    MutexLock lock(&mu_);
+    std::swap(unused, grant_left_);
+    in_flight = in_flight_bytes_;
+  }
+  // The unused grant goes back and the holder line goes (failure: the next scan corrects
+  // the bytes and the line expires).
+  if (usage_ != nullptr) (void)usage_->Release(unused, in_flight, NowMillis());
 }
 
 absl::StatusOr<BlockKey> FileTier::KeyOf(absl::string_view fingerprint,
@@ -292,33 +305,97 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
       tier->writing_bytes_ -= bytes;
     }
   } release{this, file_bytes};
-  if (!EnsureNamespaceFile(ns)) return absl::UnavailableError(options_.name + " write failed");
+  // A shared tier's room comes from the usage ledger; it goes back to this daemon's grant
+  // when the write does not happen.
+  bool holds_room = false;
+  if (options_.shared) {
+    absl::StatusOr<bool> admitted = AdmitShared(file_bytes);
+    if (!admitted.ok()) return admitted.status();
+    holds_room = *admitted;
+  }
+  auto failed = [&](absl::Status error) {
+    if (holds_room) {
+      MutexLock lock(&mu_);
+      in_flight_bytes_ -= file_bytes;
+      grant_left_ += file_bytes;
+    }
+    return error;
+  };
+  if (!EnsureNamespaceFile(ns)) {
+    return failed(absl::UnavailableError(options_.name + " write failed"));
+  }
   absl::StatusOr<BlockHeader> header =
       MakeBlockHeader(ns.fingerprint, key, payload, absl::ToUnixMillis(clock_->Now()));
-  if (!header.ok()) return header.status();
+  if (!header.ok()) return failed(header.status());
   absl::StatusOr<BlockWriteInfo> written =
       fs_->WriteBlock(path, *header, payload, BlockWriteOptions{options_.fsync, true});
   if (!written.ok()) {
     OnWriteError(written.status());
-    return written.status();
+    return failed(written.status());
   }
   MutexLock lock(&mu_);
+  if (holds_room) in_flight_bytes_ -= file_bytes;  // Now a file: the scans see it.
   absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);
   absent_until_.erase(*k);
   if (!index_.contains(*k)) InsertLocked(*k, file_bytes, /*announce=*/true);
   ++counters_.writes;
   counters_.write_bytes += payload.size();
-  written_since_scan_ += file_bytes;
-  if (options_.shared &&
-      shared_scanned_bytes_ + written_since_scan_ >
-          options_.high_watermark * static_cast<double>(EffectiveCapacityLocked())) {
-    {
-      std::lock_guard<std::mutex> wake(wake_mu_);
-      trim_requested_ = true;
-    }
-    wake_.notify_all();  // Trim the shared tier now rather than at the next interval.
-  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> FileTier::AdmitShared(uint64_t file_bytes) {
+  uint64_t limit, held;
+  {
+    MutexLock lock(&mu_);
+    if (grant_left_ >= file_bytes) {
+      grant_left_ -= file_bytes;
+      in_flight_bytes_ += file_bytes;
+      return true;
+    }
+    limit = EffectiveCapacityLocked();
+    held = HeldLocked();
+  }
+  // A grant of ~1% of the capacity (at most 256 MiB, at least this file): most writes take
+  // their room from it without touching the ledger, and every daemon's unused grant is
+  // what the directory may stay short of its capacity.
+  const uint64_t want = std::max<uint64_t>(file_bytes, std::min<uint64_t>(limit / 100, 256 << 20));
+  uint64_t asked = want;
+  absl::StatusOr<SharedUsage::Grant> grant = usage_->Reserve(asked, limit, held, NowMillis());
+  if (grant.ok() && !grant->granted && want > file_bytes) {
+    asked = file_bytes;  // Nearly full: one file may still fit.
+    grant = usage_->Reserve(asked, limit, held, NowMillis());
+  }
+  MutexLock lock(&mu_);
+  if (!grant.ok()) {
+    if (clock_->Now() - ledger_warned_ > absl::Minutes(1)) {
+      ledger_warned_ = clock_->Now();
+      spdlog::warn(
+          "{}: the shared usage ledger {} cannot be used ({}): writing without it, "
+          "the directory may pass its capacity until the next trim",
+          options_.name, usage_->path(), grant.status().ToString());
+    }
+    return false;
+  }
+  shared_used_bytes_ = grant->after.bytes;
+  const bool over_high = static_cast<double>(grant->after.bytes) >
+                         options_.high_watermark * static_cast<double>(limit);
+  if (over_high || !grant->granted) RequestTrim();
+  if (!grant->granted) {
+    ++counters_.refused_writes;
+    return absl::UnavailableError(absl::StrCat(options_.name, " is full: its usage ledger holds ",
+                                               grant->after.bytes, " of ", limit, " bytes"));
+  }
+  grant_left_ += asked - file_bytes;
+  in_flight_bytes_ += file_bytes;
+  return true;
+}
+
+void FileTier::RequestTrim() {
+  {
+    std::lock_guard<std::mutex> wake(wake_mu_);
+    trim_requested_ = true;
+  }
+  wake_.notify_all();  // Trim the shared tier now rather than at the next interval.
 }
 
 uint64_t FileTier::EffectiveCapacityLocked() const {
@@ -417,7 +494,7 @@ TierStats FileTier::Stats() const {
   TierStats st = counters_;
   st.capacity_bytes = options_.capacity_bytes;
   st.effective_bytes = EffectiveCapacityLocked();
-  st.used_bytes = options_.shared ? shared_scanned_bytes_ + written_since_scan_ : used_bytes_;
+  st.used_bytes = options_.shared ? shared_used_bytes_ : used_bytes_;
   st.blocks = index_.size();
   st.warm = warm_.load();
   st.state = StateLocked();

@@ -9,10 +9,16 @@
 // absent files are remembered for `negative_cache_ttl`, and a read may still miss.
 //
 // Capacity: a local tier evicts with the configured policy (lru/arc/s3fifo) before a write
-// would pass the high watermark, down to the low one. A shared tier is trimmed by whichever
-// daemon holds `<root>/.kvstrata-evict.lock` (flock): it scans the tree and deletes the
-// files with the oldest recorded access (mtime, which every daemon sets on a hit at most
-// once per `access_record_interval`), so two daemons never evict at once.
+// would pass the high watermark, down to the low one. A shared tier admits a write only
+// with room taken in the directory's usage ledger (shared_usage.h: every daemon's writes
+// count, so the directory stays within the capacity however many write at once; a write
+// that does not fit is refused and counted). Whichever daemon holds
+// `<root>/.kvstrata-evict.lock` (flock) trims: when the ledger passes the high watermark
+// (and at least every `shared_rescan_interval`, which also corrects the ledger) it scans
+// the tree and deletes the files with the oldest recorded access (mtime, which every
+// daemon sets on a hit at most once per `access_record_interval`) down to the low one,
+// so two daemons never evict at once. A ledger that cannot be used (no flock on that
+// filesystem) is logged, and the tier falls back to trimming after the fact.
 //
 // Faults: ENOSPC/EDQUOT/EFBIG shrink the tier to what it holds (kDegraded); a shrunk tier
 // looks at the disk's free space (statvfs) at most every `space_recheck_interval` when it
@@ -50,6 +56,7 @@
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_file_system.h"
 #include "daemon/tiers/block_tier.h"
+#include "daemon/tiers/shared_usage.h"
 
 namespace kvstrata {
 
@@ -69,6 +76,7 @@ struct FileTierOptions {
   absl::Duration presence_ttl = absl::Seconds(10);
   absl::Duration access_record_interval = absl::Seconds(60);
   absl::Duration shared_eviction_interval = absl::Seconds(10);
+  absl::Duration shared_rescan_interval = absl::Minutes(10);  // full scan at least this often
   absl::Duration read_only_cooldown = absl::Seconds(30);
   absl::Duration space_recheck_interval = absl::Seconds(1);  // while shrunk by a full disk
   // Called (with the tier's lock held: be quick, do not call back) when a block this tier
@@ -123,8 +131,9 @@ class FileTier : public BlockTier {
   TierStats Stats() const override;
   bool shared() const override { return options_.shared; }
   // Ends the background thread (a shared tier's trim stops between two files: what it
-  // already deleted is announced, nothing after) and joins it. After this no observer
-  // notice comes from a thread of the tier's own. Idempotent.
+  // already deleted is announced, nothing after) and joins it, and gives a shared tier's
+  // unused room back to the usage ledger. After this no observer notice comes from a
+  // thread of the tier's own. Idempotent; writes after it are not expected.
   void Stop() override;
   const FileTierOptions& options() const { return options_; }
 
@@ -163,6 +172,15 @@ class FileTier : public BlockTier {
   // Background work (file_tier_scan.cc).
   void WarmUp();
   void SharedEvictionLoop();
+  // Shared tier: takes `file_bytes` of room from this daemon's grant, or a new grant from
+  // the usage ledger: true. UNAVAILABLE when the ledger is full (the write is refused; a
+  // trim is asked for); false (admitted without room) when the ledger cannot be used.
+  absl::StatusOr<bool> AdmitShared(uint64_t file_bytes);
+  void RequestTrim();
+  uint64_t HeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return grant_left_ + in_flight_bytes_;
+  }
+  int64_t NowMillis() const { return absl::ToUnixMillis(clock_->Now()); }
   uint64_t NamespaceFileBytes(const std::string& fingerprint) const;
 
   // Every directory under root holding block files (<fingerprint>/<xx>/<yy>), or one
@@ -186,8 +204,11 @@ class FileTier : public BlockTier {
   uint64_t shrunk_capacity_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not shrunk
   absl::Time next_space_check_ ABSL_GUARDED_BY(mu_);
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t shared_scanned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t written_since_scan_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<SharedUsage> usage_;                   // shared tier only
+  uint64_t grant_left_ ABSL_GUARDED_BY(mu_) = 0;         // room taken in the ledger, unused
+  uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room taken by writes under way
+  uint64_t shared_used_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the ledger, as last read
+  absl::Time ledger_warned_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   TierStats counters_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> warm_{false};

@@ -140,7 +140,25 @@ bool FileTier::WaitWarm(absl::Duration timeout) const {
 void FileTier::SharedEvictionLoop() {
   warm_ = true;  // A shared tier has no warm-up: its directory is the index.
   while (!stopping_) {
-    EnforceSharedCapacity();
+    // The ledger says when to scan: past the high mark, or not scanned (by any daemon)
+    // within shared_rescan_interval (that scan also corrects the ledger). Without a
+    // usable ledger, every round scans. Each round also renews this daemon's holder line.
+    uint64_t held;
+    {
+      MutexLock lock(&mu_);
+      held = HeldLocked();
+    }
+    absl::StatusOr<UsageLedger> ledger = usage_->Hold(held, NowMillis());
+    bool scan = !ledger.ok();
+    if (ledger.ok()) {
+      MutexLock lock(&mu_);
+      shared_used_bytes_ = ledger->bytes;
+      scan = static_cast<double>(ledger->bytes) >
+                 options_.high_watermark * static_cast<double>(EffectiveCapacityLocked()) ||
+             clock_->Now() - absl::FromUnixMillis(ledger->scanned_unix_ms) >=
+                 options_.shared_rescan_interval;
+    }
+    if (scan) EnforceSharedCapacity();
     std::unique_lock<std::mutex> lock(wake_mu_);
     // A write past the high mark asks for a trim now (trim_requested_), not at the next round.
     wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.shared_eviction_interval),
@@ -155,6 +173,9 @@ size_t FileTier::EnforceSharedCapacity() {
   std::unique_ptr<FileLock> trimming = fs_->TryLock(lock_path);
   if (trimming == nullptr) return 0;  // Another daemon is trimming.
 
+  // The ledger before the scan: what it grows by while the scan runs is room other writes
+  // took meanwhile (SharedUsage::Reconcile).
+  const absl::StatusOr<UsageLedger> at_start = usage_->Read();
   std::vector<FoundFile> files;
   uint64_t total = 0;
   const absl::Time now = clock_->Now();
@@ -177,21 +198,29 @@ size_t FileTier::EnforceSharedCapacity() {
                                 absl::ToUnixNanos(mtime)});
     });
   });
+  if (stopping_) return 0;
   uint64_t capacity;
   {
     MutexLock lock(&mu_);
     capacity = EffectiveCapacityLocked();
   }
+  // Usage = the files found + what the scan may not have seen (SharedUsage::Unseen).
+  uint64_t unseen = 0;
+  if (at_start.ok()) {
+    absl::StatusOr<UsageLedger> after_scan = usage_->Read();
+    if (after_scan.ok()) unseen = SharedUsage::Unseen(*at_start, *after_scan, NowMillis());
+  }
+  uint64_t usage = total + unseen;
   size_t deleted = 0;
-  if (stopping_) return 0;
-  if (static_cast<double>(total) > options_.high_watermark * static_cast<double>(capacity)) {
+  if (static_cast<double>(usage) > options_.high_watermark * static_cast<double>(capacity)) {
     std::sort(files.begin(), files.end(),
               [](const FoundFile& a, const FoundFile& b) { return a.mtime_ns < b.mtime_ns; });
     const double low = options_.low_watermark * static_cast<double>(capacity);
     for (const FoundFile& f : files) {
-      if (static_cast<double>(total) <= low || stopping_) break;
+      if (static_cast<double>(usage) <= low || stopping_) break;
       if (!fs_->Remove(f.path)) continue;
       total -= f.bytes;
+      usage -= f.bytes;
       ++deleted;
       MutexLock lock(&mu_);
       ++counters_.evictions;
@@ -199,9 +228,10 @@ size_t FileTier::EnforceSharedCapacity() {
       if (k.ok()) EraseLocked(*k, RemovalCause::kEvicted);
     }
   }
+  absl::StatusOr<UsageLedger> reconciled =
+      at_start.ok() ? usage_->Reconcile(*at_start, total, NowMillis()) : at_start;
   MutexLock lock(&mu_);
-  shared_scanned_bytes_ = total;
-  written_since_scan_ = 0;
+  shared_used_bytes_ = reconciled.ok() ? reconciled->bytes : total;
   counters_.scanned_files = files.size() - deleted;
   return deleted;
 }

@@ -343,10 +343,10 @@ CAP = 32 * MIB
 
 
 def test_two_writers_under_a_small_cap(shared, workdir) -> None:
-    """Two daemons write 400 blocks each (54 MiB of files) under a 32 MiB cap. What holds
-    today: no write is lost to the cap and the directory comes back under the cap; how far
-    it went over (the target is 1.1x at every sample) is printed, and measured in
-    bench/tiers/l3_gluster.py."""
+    """Two daemons write 400 blocks each (54 MiB of files) under a 32 MiB cap. The shared
+    usage ledger admits a write only with room in it, so the directory on the brick stays
+    within 1.1x the cap at every sample (it peaked at 2.2-2.7x with trimming alone); what
+    does not fit is refused and counted with the dropped writes, never lost silently."""
     salt = fresh_salt("cap")
     settings = {"l3.capacity": "32MiB"}
     nodes = [Node(workdir, gl_settings(shared.roots[i], **settings), salt, n)
@@ -361,18 +361,17 @@ def test_two_writers_under_a_small_cap(shared, workdir) -> None:
                 t.join()
             assert all(wait_l3_idle(n) for n in nodes)
             writes_done = time.monotonic() - sampler.t0
-            assert wait_until(lambda: shared.brick_bytes()[0] <= CAP, 90.0), \
-                f"still {shared.brick_bytes()[0] / CAP:.2f}x the cap"
-            settled = time.monotonic() - sampler.t0
         infos = [l3(n) for n in nodes]
-        assert sum(t.written_blocks for t in infos) == 800, \
+        written = sum(t.written_blocks for t in infos)
+        dropped = sum(t.dropped_writes for t in infos)
+        assert written + dropped == 800, \
             f"{infos}\n" + "\n".join(log_warnings(n) for n in nodes)
         assert sum(t.evictions for t in infos) > 0, infos
         at, peak = sampler.peak()
         over = sampler.over(int(CAP * 1.1))
         print(f"\ncap {CAP >> 20} MiB, 2 writers: peak {peak / CAP:.2f}x at {at:.1f}s; "
-              f"{len(over)} of {len(sampler.samples)} samples over 1.1x (from "
-              f"{over[0][0] if over else 0:.1f}s to {over[-1][0] if over else 0:.1f}s); writes "
-              f"done at {writes_done:.1f}s, under the cap at {settled:.1f}s")
+              f"{len(over)} of {len(sampler.samples)} samples over 1.1x; written {written}, "
+              f"refused or dropped {dropped}; writes done at {writes_done:.1f}s")
+        assert not over, f"over 1.1x the cap at {[(round(t, 1), b / CAP) for t, b, _ in over]}"
     finally:
         close_all(*nodes)

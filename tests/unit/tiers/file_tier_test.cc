@@ -1,6 +1,7 @@
-// FileTier on real directories: index and probes, warm-up after a restart, capacity (local
-// policy eviction, shared-tier trimming under the lock), faults (full disk, I/O errors, bad
-// files, slow disks through a FaultFileSystem) and concurrent writers of one key.
+// FileTier on real directories: index and probes, warm-up after a restart, a local tier's
+// capacity (policy eviction), faults (full disk, I/O errors, bad files, slow disks through a
+// FaultFileSystem) and concurrent writers of one key. A shared tier's capacity (the usage
+// ledger, trimming under the lock): shared_capacity_test.cc.
 #include "daemon/tiers/file_tier.h"
 
 #include <fcntl.h>
@@ -23,65 +24,12 @@
 #include "daemon/testing/fault_file_system.h"
 #include "daemon/tiers/block_path.h"
 #include "gtest/gtest.h"
-#include "tests/unit/tiers/tier_test_data.h"
+#include "tests/unit/tiers/file_tier_fixture.h"
 
 namespace kvstrata {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr uint64_t kPayload = 8192;
-constexpr uint64_t kFileBytes = 4096 + kPayload;
-
-TierNamespace TestNamespace() {
-  NamespaceSpec spec = OpaqueTestSpec(kPayload, "tiny");
-  EXPECT_EQ(BytesPerBlock(spec), kPayload);
-  return TierNamespace{Fingerprint(spec), spec, kPayload};
-}
-
-class FileTierTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/kvs-filetier-XXXXXX";
-    root_ = mkdtemp(tmpl);
-    ns_ = TestNamespace();
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  FileTierOptions Options(bool shared = false) {
-    FileTierOptions o = TestFileTierOptions(root_, shared);
-    o.negative_cache_ttl = absl::Milliseconds(200);
-    return o;
-  }
-  // Options whose tier sees its first `n` block writes fail with EIO.
-  FileTierOptions FailingFirstWrites(int n) {
-    auto failures = std::make_shared<std::atomic<int>>(n);
-    faults_.SetHook([failures](absl::string_view op, const std::string&) {
-      return op == "write" && failures->fetch_sub(1) > 0 ? absl::UnavailableError("EIO")
-                                                         : absl::OkStatus();
-    });
-    FileTierOptions o = Options();
-    o.files = &faults_;
-    return o;
-  }
-  std::unique_ptr<FileTier> Open(FileTierOptions o) {
-    auto tier = FileTier::Open(std::move(o));
-    EXPECT_TRUE(tier.ok()) << tier.status();
-    if (!(*tier)->options().shared) {
-      EXPECT_TRUE((*tier)->WaitWarm(absl::Seconds(10)));
-    }
-    return *std::move(tier);
-  }
-  std::string Key(int i) { return absl::StrCat("key-", i); }
-  std::string PathOf(const std::string& key) { return *BlockFilePath(root_, ns_.fingerprint, key); }
-  bool ReadBack(FileTier& tier, const std::string& key, const std::string& want) {
-    std::string got(kPayload, '\0');
-    return tier.Read(ns_, key, absl::MakeSpan(got)) && got == want;
-  }
-
-  std::string root_;
-  TierNamespace ns_;
-  FaultFileSystem faults_;  // under a tier given it (FileTierOptions::files); outlives it
-};
 
 TEST_F(FileTierTest, WriteThenReadByteExact) {
   auto tier = Open(Options());
@@ -395,66 +343,6 @@ TEST_F(FileTierTest, AReadOfAFileDeletedElsewhereIsAMissThatFixesTheIndex) {
   EXPECT_EQ(st.quarantined, 0u);
   EXPECT_EQ(st.blocks, 0u);
   EXPECT_NE(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
-}
-
-TEST_F(FileTierTest, AWritePastTheHighMarkTrimsTheSharedTierAtOnce) {
-  FileTierOptions o = Options(/*shared=*/true);
-  o.capacity_bytes = 4 * kFileBytes;
-  o.shared_eviction_interval = absl::Hours(1);  // only the writes can wake the trim
-  auto a = Open(o);
-  std::string data = Payload(kPayload, 12);
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
-  for (int i = 0; i < 200 && a->Stats().evictions == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  EXPECT_GT(a->Stats().evictions, 0u);
-}
-
-TEST_F(FileTierTest, SharedTrimDeletesOldestAccessedFirst) {
-  FileTierOptions o = Options(/*shared=*/true);
-  o.capacity_bytes = 10 * kFileBytes;
-  o.high_watermark = 0.9;
-  o.low_watermark = 0.5;
-  auto a = Open(o);
-  auto b = Open(o);
-  std::string data = Payload(kPayload, 10);
-  for (int i = 0; i < 12; ++i) {
-    FileTier& writer = i % 2 == 0 ? *a : *b;
-    ASSERT_TRUE(writer.Write(ns_, Key(i), data).ok());
-    // mtime is the recorded access time; space the writes out so their order is clear.
-    struct timespec times[2] = {{0, UTIME_OMIT}, {1'000'000 + i, 0}};
-    ASSERT_EQ(utimensat(AT_FDCWD, PathOf(Key(i)).c_str(), times, 0), 0);
-  }
-  // A hit recorded by b makes key 0 the newest.
-  ASSERT_TRUE(b->Probe(ns_.fingerprint, Key(0)));
-  ASSERT_TRUE(ReadBack(*b, Key(0), data));
-  size_t deleted = a->EnforceSharedCapacity();
-  EXPECT_EQ(deleted, 7u);  // 12 files -> 5 = 0.5 * 10
-  EXPECT_TRUE(fs::exists(PathOf(Key(0))));
-  for (int i = 1; i <= 7; ++i) EXPECT_FALSE(fs::exists(PathOf(Key(i)))) << i;
-  for (int i = 8; i < 12; ++i) EXPECT_TRUE(fs::exists(PathOf(Key(i)))) << i;
-  EXPECT_EQ(a->Stats().used_bytes, 5 * kFileBytes);
-  EXPECT_EQ(b->EnforceSharedCapacity(), 0u);  // Under the cap: nothing more.
-}
-
-TEST_F(FileTierTest, OnlyOneDaemonTrimsAtATime) {
-  FileTierOptions o = Options(/*shared=*/true);
-  o.capacity_bytes = 2 * kFileBytes;
-  auto a = Open(o);
-  auto b = Open(o);
-  // Hold the eviction lock the way another node's daemon would (before the writes: they
-  // wake a's own trim, which must skip too).
-  std::string lock_path = root_ + "/.kvstrata-evict.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX), 0);
-  std::string data = Payload(kPayload, 11);
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
-  absl::SleepFor(absl::Milliseconds(100));  // a's trim, woken by its writes, has skipped
-  EXPECT_EQ(b->EnforceSharedCapacity(), 0u);
-  EXPECT_EQ(a->Stats().evictions, 0u);
-  ::close(fd);
-  EXPECT_GT(b->EnforceSharedCapacity(), 0u);
 }
 
 TEST_F(FileTierTest, ConcurrentWritersOfOneKeyNeverTearIt) {

@@ -1,0 +1,234 @@
+// A shared (L3) FileTier's capacity on a real directory: admission through the usage ledger
+// (shared_usage.h) whatever the number of writers, the trim under the lock (oldest recorded
+// access first, one daemon at a time), the ledger corrected by scans and given back at stop.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/shared_usage.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tiers/file_tier_fixture.h"
+
+namespace kvstrata {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SharedCapacityTest : public FileTierTest {
+ protected:
+  // The bytes of block files under the root, as a trimmer or `du` would count them.
+  uint64_t DirectoryBytes() {
+    uint64_t total = 0;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(root_, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      const std::string name = it->path().filename().string();
+      if (it->is_regular_file(ec) && name.size() > 3 && name.ends_with(".kv")) {
+        total += it->file_size(ec);
+      }
+    }
+    return total;
+  }
+  // An empty ledger, scanned just now: a new tier's loop then does not scan at start (its
+  // scan would race with the test's first writes; see SharedUsage::Reconcile).
+  void FreshLedger() {
+    std::ofstream(root_ + "/.kvstrata-usage", std::ios::trunc)
+        << FormatUsageLedger({0, absl::ToUnixMillis(absl::Now()), {}});
+  }
+  UsageLedger Ledger() {
+    SharedUsage usage(BlockFileSystem::Default(), root_);
+    absl::StatusOr<UsageLedger> ledger = usage.Read();
+    EXPECT_TRUE(ledger.ok()) << ledger.status();
+    return ledger.value_or(UsageLedger{});
+  }
+};
+
+TEST_F(SharedCapacityTest, AWritePastTheHighMarkTrimsAtOnce) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 4 * kFileBytes;
+  o.shared_eviction_interval = absl::Hours(1);  // only the writes can wake the trim
+  FreshLedger();
+  auto a = Open(o);
+  std::string data = Payload(kPayload, 12);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
+  for (int i = 0; i < 200 && a->Stats().evictions == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GT(a->Stats().evictions, 0u);
+  EXPECT_TRUE(a->Write(ns_, Key(4), data).ok());  // The trim made room.
+}
+
+TEST_F(SharedCapacityTest, AWriteThatDoesNotFitIsRefusedAndCounted) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 3 * kFileBytes;
+  o.shared_eviction_interval = absl::Hours(1);
+  FreshLedger();
+  auto a = Open(o);
+  auto b = Open(o);
+  // Hold the eviction lock the way a trimming daemon would: nobody makes room meanwhile.
+  std::string lock_path = root_ + "/.kvstrata-evict.lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  std::string data = Payload(kPayload, 13);
+  ASSERT_TRUE(a->Write(ns_, Key(0), data).ok());
+  ASSERT_TRUE(b->Write(ns_, Key(1), data).ok());
+  ASSERT_TRUE(a->Write(ns_, Key(2), data).ok());
+  absl::Status refused = b->Write(ns_, Key(3), data);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_NE(refused.message().find("usage ledger"), std::string::npos) << refused;
+  EXPECT_EQ(b->Stats().refused_writes, 1u);
+  EXPECT_FALSE(fs::exists(PathOf(Key(3))));
+  EXPECT_EQ(DirectoryBytes(), 3 * kFileBytes);
+  EXPECT_EQ(Ledger().bytes, 3 * kFileBytes);
+  ::close(fd);
+  EXPECT_GT(a->EnforceSharedCapacity(), 0u);
+  EXPECT_TRUE(b->Write(ns_, Key(3), data).ok());
+}
+
+TEST_F(SharedCapacityTest, ManyWritersNeverPassTheCapacity) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 20 * kFileBytes;
+  o.high_watermark = 0.9;
+  o.low_watermark = 0.6;
+  o.shared_eviction_interval = absl::Milliseconds(20);
+  constexpr int kTiers = 4, kBlocksEach = 60;
+  std::vector<std::unique_ptr<FileTier>> tiers;
+  for (int i = 0; i < kTiers; ++i) tiers.push_back(Open(o));
+  std::atomic<bool> done{false};
+  uint64_t peak = 0;
+  std::thread sampler([&] {
+    while (!done) {
+      peak = std::max(peak, DirectoryBytes());
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  });
+  std::atomic<int> written{0}, refused{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kTiers; ++t) {
+    writers.emplace_back([&, t] {
+      std::string data = Payload(kPayload, 100 + t);
+      for (int i = 0; i < kBlocksEach; ++i) {
+        absl::Status s = tiers[t]->Write(ns_, Key(t * 1000 + i), data);
+        (s.ok() ? written : refused).fetch_add(1);
+        absl::SleepFor(absl::Microseconds(200));
+      }
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  done = true;
+  sampler.join();
+  EXPECT_LE(peak, o.capacity_bytes);  // Without the ledger: 2x the capacity and more.
+  EXPECT_EQ(written + refused, kTiers * kBlocksEach);
+  EXPECT_GT(written.load(), static_cast<int>(o.capacity_bytes / kFileBytes));  // trims made room
+  uint64_t refused_counted = 0;
+  for (auto& t : tiers) refused_counted += t->Stats().refused_writes;
+  EXPECT_EQ(refused_counted, static_cast<uint64_t>(refused.load()));
+  // Once every daemon renewed its line (holding nothing: each grant was one file), a scan
+  // makes the ledger the directory again.
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(Ledger().holders.size(), 0u);
+  tiers[0]->EnforceSharedCapacity();
+  EXPECT_EQ(Ledger().bytes, DirectoryBytes());
+}
+
+TEST_F(SharedCapacityTest, StopGivesTheUnusedGrantBack) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 1000 * kFileBytes;  // a grant is 1% of it: 10 files
+  FreshLedger();
+  auto a = Open(o);
+  ASSERT_TRUE(a->Write(ns_, Key(0), Payload(kPayload, 14)).ok());
+  EXPECT_EQ(Ledger().bytes, 10 * kFileBytes);
+  a->Stop();
+  EXPECT_EQ(Ledger().bytes, kFileBytes);
+}
+
+TEST_F(SharedCapacityTest, AScanCorrectsALedgerThatLies) {
+  FileTierOptions o = Options(/*shared=*/true);
+  auto a = Open(o);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), Payload(kPayload, i)).ok());
+  // A torn or foreign ledger reads as empty and never scanned; one over the capacity
+  // (a daemon died holding a grant) is what the next scan finds.
+  for (const std::string& text :
+       {std::string("kvstrata-usage 1\nbytes 12"),
+        std::string("kvstrata-usage 1\nbytes 999999999999\nscanned 1\n")}) {
+    std::ofstream(root_ + "/.kvstrata-usage", std::ios::trunc) << text;
+    a->EnforceSharedCapacity();
+    EXPECT_EQ(Ledger().bytes, 3 * kFileBytes) << text;
+    EXPECT_GT(Ledger().scanned_unix_ms, 1) << text;
+  }
+}
+
+TEST_F(SharedCapacityTest, TrimDeletesOldestAccessedFirst) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 12 * kFileBytes;
+  o.high_watermark = 0.9;
+  o.low_watermark = 5.5 / 12;
+  FreshLedger();
+  auto a = Open(o);
+  auto b = Open(o);
+  // The writes pass the high mark: hold the lock so that the trims they ask for skip.
+  std::string lock_path = root_ + "/.kvstrata-evict.lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  std::string data = Payload(kPayload, 10);
+  for (int i = 0; i < 12; ++i) {
+    FileTier& writer = i % 2 == 0 ? *a : *b;
+    ASSERT_TRUE(writer.Write(ns_, Key(i), data).ok());
+    // mtime is the recorded access time; space the writes out so their order is clear.
+    struct timespec times[2] = {{0, UTIME_OMIT}, {1'000'000 + i, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, PathOf(Key(i)).c_str(), times, 0), 0);
+  }
+  // A hit recorded by b makes key 0 the newest.
+  ASSERT_TRUE(b->Probe(ns_.fingerprint, Key(0)));
+  ASSERT_TRUE(ReadBack(*b, Key(0), data));
+  absl::SleepFor(absl::Milliseconds(100));  // the trims the writes asked for have skipped
+  ::close(fd);
+  // a and b stop (their ledger lines, each a write's room, go); a third daemon trims.
+  a->Stop();
+  b->Stop();
+  auto c = Open(o);
+  size_t deleted = c->EnforceSharedCapacity();
+  EXPECT_EQ(deleted, 7u);  // 12 files -> 5 (under 5.5)
+  EXPECT_TRUE(fs::exists(PathOf(Key(0))));
+  for (int i = 1; i <= 7; ++i) EXPECT_FALSE(fs::exists(PathOf(Key(i)))) << i;
+  for (int i = 8; i < 12; ++i) EXPECT_TRUE(fs::exists(PathOf(Key(i)))) << i;
+  EXPECT_EQ(c->Stats().used_bytes, 5 * kFileBytes);
+  EXPECT_EQ(Ledger().bytes, 5 * kFileBytes);
+  EXPECT_EQ(c->EnforceSharedCapacity(), 0u);  // Under the cap: nothing more.
+}
+
+TEST_F(SharedCapacityTest, OnlyOneDaemonTrimsAtATime) {
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 2 * kFileBytes;
+  FreshLedger();
+  auto a = Open(o);
+  auto b = Open(o);
+  // Hold the eviction lock the way another node's daemon would (before the writes: they
+  // wake a's own trim, which must skip too).
+  std::string lock_path = root_ + "/.kvstrata-evict.lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  std::string data = Payload(kPayload, 11);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // a's trim, woken by its writes, has skipped
+  EXPECT_EQ(b->EnforceSharedCapacity(), 0u);
+  EXPECT_EQ(a->Stats().evictions, 0u);
+  ::close(fd);
+  EXPECT_GT(b->EnforceSharedCapacity(), 0u);
+}
+
+}  // namespace
+}  // namespace kvstrata
