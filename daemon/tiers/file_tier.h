@@ -122,8 +122,9 @@ class FileTier : public BlockTier {
   bool Remove(absl::string_view fingerprint, absl::string_view key) override;
   // Deletes every block file of one namespace (or all).
   size_t Clear(std::optional<absl::string_view> fingerprint) override;
-  // Runs one shared-tier eviction pass now if this daemon gets the lock (tests, drain).
-  // Returns the files deleted. No-op for a local tier.
+  // Runs one shared-tier eviction pass now if this daemon gets the lock (tests, drain),
+  // and corrects the usage ledger from the scan. Returns the files deleted. No-op for a
+  // local tier.
   size_t EnforceSharedCapacity();
   // Blocks until the warm-up scan is done or `timeout` passes; true when done.
   bool WaitWarm(absl::Duration timeout) const;
@@ -177,6 +178,14 @@ class FileTier : public BlockTier {
   // trim is asked for); false (admitted without room) when the ledger cannot be used.
   absl::StatusOr<bool> AdmitShared(uint64_t file_bytes);
   void RequestTrim();
+  // One trim pass (the lock, a scan, deletions down to the low mark). correct_ledger: the
+  // ledger becomes what the scan found (SharedUsage::Reconcile); else the deletions are
+  // taken off it and the usage is never taken below it (a listing may lag other nodes).
+  size_t TrimShared(bool correct_ledger);
+  uint64_t HeldNow() const {
+    MutexLock lock(&mu_);
+    return HeldLocked();
+  }
   uint64_t HeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return grant_left_ + in_flight_bytes_;
   }

@@ -149,16 +149,16 @@ void FileTier::SharedEvictionLoop() {
       held = HeldLocked();
     }
     absl::StatusOr<UsageLedger> ledger = usage_->Hold(held, NowMillis());
-    bool scan = !ledger.ok();
+    bool over = false, due = !ledger.ok();
     if (ledger.ok()) {
       MutexLock lock(&mu_);
       shared_used_bytes_ = ledger->bytes;
-      scan = static_cast<double>(ledger->bytes) >
-                 options_.high_watermark * static_cast<double>(EffectiveCapacityLocked()) ||
-             clock_->Now() - absl::FromUnixMillis(ledger->scanned_unix_ms) >=
-                 options_.shared_rescan_interval;
+      over = static_cast<double>(ledger->bytes) >
+             options_.high_watermark * static_cast<double>(EffectiveCapacityLocked());
+      due = clock_->Now() - absl::FromUnixMillis(ledger->scanned_unix_ms) >=
+            options_.shared_rescan_interval;
     }
-    if (scan) EnforceSharedCapacity();
+    if (over || due) TrimShared(/*correct_ledger=*/due);
     std::unique_lock<std::mutex> lock(wake_mu_);
     // A write past the high mark asks for a trim now (trim_requested_), not at the next round.
     wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.shared_eviction_interval),
@@ -167,7 +167,9 @@ void FileTier::SharedEvictionLoop() {
   }
 }
 
-size_t FileTier::EnforceSharedCapacity() {
+size_t FileTier::EnforceSharedCapacity() { return TrimShared(/*correct_ledger=*/true); }
+
+size_t FileTier::TrimShared(bool correct_ledger) {
   if (!options_.shared) return 0;
   const std::string lock_path = absl::StrCat(options_.root, "/", kEvictLockName);
   std::unique_ptr<FileLock> trimming = fs_->TryLock(lock_path);
@@ -204,13 +206,18 @@ size_t FileTier::EnforceSharedCapacity() {
     MutexLock lock(&mu_);
     capacity = EffectiveCapacityLocked();
   }
-  // Usage = the files found + what the scan may not have seen (SharedUsage::Unseen).
-  uint64_t unseen = 0;
+  // Usage = the files found + what the scan may not have seen (SharedUsage::Unseen). A
+  // network filesystem's listing can lag other nodes' writes by a second or more, so
+  // between corrections the ledger, when higher, is the usage.
+  uint64_t usage = total;
   if (at_start.ok()) {
     absl::StatusOr<UsageLedger> after_scan = usage_->Read();
-    if (after_scan.ok()) unseen = SharedUsage::Unseen(*at_start, *after_scan, NowMillis());
+    if (after_scan.ok()) {
+      usage += SharedUsage::Unseen(*at_start, *after_scan, NowMillis());
+      if (!correct_ledger) usage = std::max(usage, after_scan->bytes);
+    }
   }
-  uint64_t usage = total + unseen;
+  uint64_t deleted_bytes = 0;
   size_t deleted = 0;
   if (static_cast<double>(usage) > options_.high_watermark * static_cast<double>(capacity)) {
     std::sort(files.begin(), files.end(),
@@ -221,6 +228,7 @@ size_t FileTier::EnforceSharedCapacity() {
       if (!fs_->Remove(f.path)) continue;
       total -= f.bytes;
       usage -= f.bytes;
+      deleted_bytes += f.bytes;
       ++deleted;
       MutexLock lock(&mu_);
       ++counters_.evictions;
