@@ -97,7 +97,6 @@ class PosixBlockFileSystem final : public BlockFileSystem {
     // own stale copy of the file in 29 of 58 alternating updates) are bypassed; plain I/O
     // where the filesystem has no O_DIRECT (tmpfs).
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, 0644);
-    const bool direct = fd >= 0;
     if (fd < 0 && errno == EINVAL) fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
     PosixFileLock closer(fd);  // Closing releases the flock too.
@@ -119,21 +118,23 @@ class PosixBlockFileSystem final : public BlockFileSystem {
       if (n == 0 || have % kAlign != 0) break;
     }
     if (have > kMax) return absl::OutOfRangeError(absl::StrCat(path, " is over 16 KiB"));
-    std::optional<std::string> next = update(absl::string_view(buffer.get(), have));
+    size_t text = have;  // The contents end at the zero padding.
+    while (text > 0 && buffer.get()[text - 1] == '\0') --text;
+    std::optional<std::string> next = update(absl::string_view(buffer.get(), text));
     if (!next.has_value()) return absl::OkStatus();
     if (next->size() > kMax) return absl::OutOfRangeError("new contents over 16 KiB");
-    // O_DIRECT writes whole aligned blocks: zero-padded, then cut to size.
-    const size_t length = direct ? (next->size() + kAlign - 1) / kAlign * kAlign : next->size();
-    std::memset(buffer.get(), 0, length);
+    // Always the whole 16 KiB, zero-padded: the file never changes size, so a reader whose
+    // client cached an older size (GlusterFS) still reads all of it and nothing stale.
+    std::memset(buffer.get(), 0, kMax);
     std::memcpy(buffer.get(), next->data(), next->size());
     size_t done = 0;
-    while (done < length) {
-      const ssize_t n = ::pwrite(fd, buffer.get() + done, length - done, static_cast<off_t>(done));
+    while (done < kMax) {
+      const ssize_t n = ::pwrite(fd, buffer.get() + done, kMax - done, static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
       done += static_cast<size_t>(n);
     }
-    if (::ftruncate(fd, static_cast<off_t>(next->size())) != 0 || ::fdatasync(fd) != 0) {
+    if (::ftruncate(fd, static_cast<off_t>(kMax)) != 0 || ::fdatasync(fd) != 0) {
       return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
     }
     return absl::OkStatus();

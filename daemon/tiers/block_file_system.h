@@ -73,10 +73,12 @@ class BlockFileSystem {
   // An exclusive lock on `path` (created if needed) without waiting; nullptr when another
   // holder has it or it cannot be opened.
   virtual std::unique_ptr<FileLock> TryLock(const std::string& path) = 0;
-  // Read-modify-write of a small file (at most 16 KiB; created empty if absent) under an
-  // exclusive flock, waiting for other holders: update(current contents) returns the new
-  // contents (written and fdatasync'd before the lock is released) or nullopt to leave it.
-  // Errors: the file cannot be opened, locked, read, is larger, or the write fails.
+  // Read-modify-write of a small file under an exclusive flock, waiting for other holders:
+  // update(current contents) returns the new contents (at most 16 KiB) or nullopt to leave
+  // it. The file is always 16 KiB, the contents zero-padded (update() sees them without
+  // the padding), written and fdatasync'd before the lock is released, with O_DIRECT where
+  // the filesystem has it (past a network client's caches). Errors: the file cannot be
+  // opened, locked, read, is larger, or the write fails.
   virtual absl::Status UpdateLockedFile(
       const std::string& path,
       const std::function<std::optional<std::string>(absl::string_view current)>& update) = 0;

@@ -128,7 +128,9 @@ TEST_F(SharedUsageTest, ABadFileReadsAsEmptyAndIsRewritten) {
   EXPECT_EQ(*usage.Read(), (UsageLedger{0, 0, {}}));
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, FormatUsageLedger({0, 0, {}}));
+  EXPECT_EQ(text.size(), 16u << 10);  // always 16 KiB: the text, then zero bytes
+  EXPECT_EQ(text.substr(0, text.find('\0')), FormatUsageLedger({0, 0, {}}));
+  EXPECT_EQ(text.find_first_not_of('\0', text.find('\0')), std::string::npos);
   // Over 16 KiB: an error (the tier then works without the ledger), never a crash.
   std::ofstream(path, std::ios::trunc) << std::string(17000, 'x');
   EXPECT_EQ(usage.Read().status().code(), absl::StatusCode::kOutOfRange);
