@@ -185,25 +185,31 @@ def test_l2_capacity_is_enforced(workdir: Path) -> None:
 
 
 def test_l3_capacity_is_enforced_across_two_daemons(workdir: Path) -> None:
+    """Two daemons offer 120 blocks (~3.7x a 2 MiB cap). A write takes room in the shared
+    usage ledger first, so what does not fit is refused and counted (dropped_writes), and
+    the trims (whichever daemon holds the eviction lock) delete the oldest files."""
     salt, shared = fresh_salt("l3cap"), workdir / "l3"
     settings = l3_settings(shared, **{"l3.capacity": "2MiB"})
     a = Node(workdir, settings, salt, "a")
     b = Node(workdir, settings, salt, "b")
     try:
+        peak = 0
         for n, name in ((a, "l3cap-a"), (b, "l3cap-b")):
             keys, data = chain_keys(name, 60), blocks(6, 60)
             for i in range(0, 60, 10):
                 n.session.store(n.ns, keys[i:i + 10], data[i:i + 10])
+                peak = max(peak, disk_bytes(shared))
         for n in (a, b):
             assert wait_until(lambda: tier(n.client, pb.TIER_L3_SHARED).queue_depth == 0, 20.0)
-        # Whichever daemon holds the eviction lock trims the shared tree to the low mark.
-        assert wait_until(lambda: disk_bytes(shared) <= 2 * MIB, 10.0), disk_bytes(shared)
+        assert disk_bytes(shared) <= 2 * MIB and peak <= 2 * MIB, (disk_bytes(shared), peak)
         infos = [tier(n.client, pb.TIER_L3_SHARED) for n in (a, b)]
-        assert sum(t.written_blocks for t in infos) == 120, infos
-        assert sum(t.evictions for t in infos) >= (120 * FILE_BYTES - 2 * MIB) // FILE_BYTES, infos
-        # Oldest-written first: b's last blocks are the newest and survive.
-        last = chain_keys("l3cap-b", 60)[-1].hex()
-        assert any(p.name == f"{last}.kv" for p in block_files(shared)), "newest evicted"
+        written = sum(t.written_blocks for t in infos)
+        assert written + sum(t.dropped_writes for t in infos) == 120, infos
+        assert written * FILE_BYTES > 2 * MIB, infos  # the trims made room for more
+        assert sum(t.evictions for t in infos) > 0, infos
+        # Oldest-written first: a's first block was the first to go.
+        first = chain_keys("l3cap-a", 60)[0].hex()
+        assert not any(p.name == f"{first}.kv" for p in block_files(shared)), "oldest kept"
     finally:
         b.close()
         a.close()

@@ -45,6 +45,17 @@ class SharedCapacityTest : public FileTierTest {
     std::ofstream(root_ + "/.kvstrata-usage", std::ios::trunc)
         << FormatUsageLedger({0, absl::ToUnixMillis(absl::Now()), {}});
   }
+  // Takes the eviction lock as a trimming daemon (another node) would; the fd (-1: failed)
+  // holds it until closed.
+  int HoldEvictLock() {
+    const std::string path = root_ + "/.kvstrata-evict.lock";
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+    return fd;
+  }
   UsageLedger Ledger() {
     SharedUsage usage(BlockFileSystem::Default(), root_);
     absl::StatusOr<UsageLedger> ledger = usage.Read();
@@ -76,10 +87,8 @@ TEST_F(SharedCapacityTest, AWriteThatDoesNotFitIsRefusedAndCounted) {
   auto a = Open(o);
   auto b = Open(o);
   // Hold the eviction lock the way a trimming daemon would: nobody makes room meanwhile.
-  std::string lock_path = root_ + "/.kvstrata-evict.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  const int fd = HoldEvictLock();
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX), 0);
   std::string data = Payload(kPayload, 13);
   ASSERT_TRUE(a->Write(ns_, Key(0), data).ok());
   ASSERT_TRUE(b->Write(ns_, Key(1), data).ok());
@@ -178,10 +187,8 @@ TEST_F(SharedCapacityTest, TrimDeletesOldestAccessedFirst) {
   auto a = Open(o);
   auto b = Open(o);
   // The writes pass the high mark: hold the lock so that the trims they ask for skip.
-  std::string lock_path = root_ + "/.kvstrata-evict.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  const int fd = HoldEvictLock();
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX), 0);
   std::string data = Payload(kPayload, 10);
   for (int i = 0; i < 12; ++i) {
     FileTier& writer = i % 2 == 0 ? *a : *b;
@@ -217,10 +224,8 @@ TEST_F(SharedCapacityTest, OnlyOneDaemonTrimsAtATime) {
   auto b = Open(o);
   // Hold the eviction lock the way another node's daemon would (before the writes: they
   // wake a's own trim, which must skip too).
-  std::string lock_path = root_ + "/.kvstrata-evict.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  const int fd = HoldEvictLock();
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX), 0);
   std::string data = Payload(kPayload, 11);
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
   absl::SleepFor(absl::Milliseconds(100));  // a's trim, woken by its writes, has skipped
