@@ -81,7 +81,8 @@ run_build() {
 # go to a scratch corpus, the seeds stay as they are; a crash leaves its input in build-fuzz/.
 run_fuzz() {
   local dir="$repo/build-fuzz" seconds="${KVSTRATA_FUZZ_SECONDS:-30}" started=$SECONDS
-  local targets=(block_header_fuzz namespace_json_fuzz config_fuzz socket_frames_fuzz rpc_request_fuzz)
+  local targets=(block_header_fuzz namespace_json_fuzz config_fuzz socket_frames_fuzz rpc_request_fuzz
+    usage_ledger_fuzz)
   local failed=()
   if ! command -v clang++ >/dev/null; then
     summary+=("fuzz: FAIL (clang++ not found: apt-get install clang)"); status=1; return

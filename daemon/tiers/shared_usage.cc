@@ -22,10 +22,11 @@ bool ValidHolderId(absl::string_view id) {
   });
 }
 
-// A decimal number of at most 19 digits, nothing else (SimpleAtoi takes spaces and '+').
+// A decimal number of at most 19 digits without leading zeros, nothing else (SimpleAtoi
+// takes spaces and '+'): the one way FormatUsageLedger writes it.
 template <typename Int>
 bool Number(absl::string_view s, Int* out) {
-  return !s.empty() && s.size() <= 19 &&
+  return !s.empty() && s.size() <= 19 && (s.size() == 1 || s[0] != '0') &&
          std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
          absl::SimpleAtoi(s, out);
 }

@@ -37,6 +37,7 @@ TEST(UsageLedgerFormat, RejectsEveryOtherText) {
            "kvstrata-usage 1\nbytes -42\nscanned 7\n",                   // a sign
            "kvstrata-usage 1\nbytes +42\nscanned 7\n",                   //
            "kvstrata-usage 1\nbytes  42\nscanned 7\n",                   // spaces
+           "kvstrata-usage 1\nbytes 042\nscanned 7\n",                   // a leading zero
            "kvstrata-usage 1\nbytes 4x2\nscanned 7\n",                   // not a number
            "kvstrata-usage 1\nbytes 99999999999999999999\nscanned 7\n",  // overflow
            "kvstrata-usage 1\nbytes \nscanned 7\n",                      // no number
