@@ -236,10 +236,13 @@ size_t FileTier::TrimShared(bool correct_ledger) {
       if (k.ok()) EraseLocked(*k, RemovalCause::kEvicted);
     }
   }
-  absl::StatusOr<UsageLedger> reconciled =
-      at_start.ok() ? usage_->Reconcile(*at_start, total, NowMillis()) : at_start;
+  absl::StatusOr<UsageLedger> ledger = at_start;
+  if (at_start.ok()) {
+    ledger = correct_ledger ? usage_->Reconcile(*at_start, total, NowMillis())
+                            : usage_->Release(deleted_bytes, HeldNow(), NowMillis());
+  }
   MutexLock lock(&mu_);
-  shared_used_bytes_ = reconciled.ok() ? reconciled->bytes : total;
+  shared_used_bytes_ = ledger.ok() ? ledger->bytes : total;
   counters_.scanned_files = files.size() - deleted;
   return deleted;
 }
