@@ -7,6 +7,7 @@
 //   "probe"     Stat finds nothing
 //   "scan"      ListDirectory finds nothing
 //   "namespace" WriteNamespace returns it
+//   "ledger"    UpdateLockedFile returns it (a filesystem without flock or O_DIRECT)
 // TearWrites(true) makes each later block write land torn: the file is renamed into place
 // with only its first half (what a crash without fsync can leave), and the write reports
 // success. Thread-safe. Header-only.
@@ -98,6 +99,7 @@ class FaultFileSystem final : public BlockFileSystem {
   absl::Status UpdateLockedFile(
       const std::string& path,
       const std::function<std::optional<std::string>(absl::string_view)>& update) override {
+    if (absl::Status s = Ask("ledger", path); !s.ok()) return s;
     return base_->UpdateLockedFile(path, update);
   }
 

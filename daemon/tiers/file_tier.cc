@@ -377,9 +377,7 @@ absl::StatusOr<bool> FileTier::AdmitShared(uint64_t file_bytes) {
     return false;
   }
   shared_used_bytes_ = grant->after.bytes;
-  const bool over_high = static_cast<double>(grant->after.bytes) >
-                         options_.high_watermark * static_cast<double>(limit);
-  if (over_high || !grant->granted) RequestTrim();
+  if (OverHighMark(grant->after.bytes, limit) || !grant->granted) RequestTrim();
   if (!grant->granted) {
     ++counters_.refused_writes;
     return absl::UnavailableError(absl::StrCat(options_.name, " is full: its usage ledger holds ",

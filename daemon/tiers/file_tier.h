@@ -190,6 +190,9 @@ class FileTier : public BlockTier {
     return grant_left_ + in_flight_bytes_;
   }
   int64_t NowMillis() const { return absl::ToUnixMillis(clock_->Now()); }
+  bool OverHighMark(uint64_t bytes, uint64_t capacity) const {
+    return static_cast<double>(bytes) > options_.high_watermark * static_cast<double>(capacity);
+  }
   uint64_t NamespaceFileBytes(const std::string& fingerprint) const;
 
   // Every directory under root holding block files (<fingerprint>/<xx>/<yy>), or one

@@ -143,18 +143,12 @@ void FileTier::SharedEvictionLoop() {
     // The ledger says when to scan: past the high mark, or not scanned (by any daemon)
     // within shared_rescan_interval (that scan also corrects the ledger). Without a
     // usable ledger, every round scans. Each round also renews this daemon's holder line.
-    uint64_t held;
-    {
-      MutexLock lock(&mu_);
-      held = HeldLocked();
-    }
-    absl::StatusOr<UsageLedger> ledger = usage_->Hold(held, NowMillis());
+    absl::StatusOr<UsageLedger> ledger = usage_->Hold(HeldNow(), NowMillis());
     bool over = false, due = !ledger.ok();
     if (ledger.ok()) {
       MutexLock lock(&mu_);
       shared_used_bytes_ = ledger->bytes;
-      over = static_cast<double>(ledger->bytes) >
-             options_.high_watermark * static_cast<double>(EffectiveCapacityLocked());
+      over = OverHighMark(ledger->bytes, EffectiveCapacityLocked());
       due = clock_->Now() - absl::FromUnixMillis(ledger->scanned_unix_ms) >=
             options_.shared_rescan_interval;
     }
@@ -219,7 +213,7 @@ size_t FileTier::TrimShared(bool correct_ledger) {
   }
   uint64_t deleted_bytes = 0;
   size_t deleted = 0;
-  if (static_cast<double>(usage) > options_.high_watermark * static_cast<double>(capacity)) {
+  if (OverHighMark(usage, capacity)) {
     std::sort(files.begin(), files.end(),
               [](const FoundFile& a, const FoundFile& b) { return a.mtime_ns < b.mtime_ns; });
     const double low = options_.low_watermark * static_cast<double>(capacity);

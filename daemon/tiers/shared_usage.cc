@@ -31,6 +31,11 @@ bool Number(absl::string_view s, Int* out) {
          absl::SimpleAtoi(s, out);
 }
 
+// A holder line renewed within kHolderExpiry of `now_unix_ms` (older: a daemon that died).
+bool Live(const UsageHolder& h, int64_t now_unix_ms) {
+  return h.unix_ms >= now_unix_ms - absl::ToInt64Milliseconds(SharedUsage::kHolderExpiry);
+}
+
 }  // namespace
 
 uint64_t UsageLedger::held() const {
@@ -165,9 +170,8 @@ absl::StatusOr<UsageLedger> SharedUsage::Reconcile(const UsageLedger& at_start, 
                                                    int64_t now_unix_ms) {
   return Update([&](const UsageLedger& before) {
     UsageLedger next;
-    const int64_t expired = now_unix_ms - absl::ToInt64Milliseconds(kHolderExpiry);
     for (const UsageHolder& h : before.holders) {
-      if (h.unix_ms >= expired) next.holders.push_back(h);
+      if (Live(h, now_unix_ms)) next.holders.push_back(h);
     }
     next.bytes = scanned + Unseen(at_start, before, now_unix_ms);
     next.scanned_unix_ms = now_unix_ms;
@@ -177,10 +181,9 @@ absl::StatusOr<UsageLedger> SharedUsage::Reconcile(const UsageLedger& at_start, 
 
 uint64_t SharedUsage::Unseen(const UsageLedger& at_start, const UsageLedger& now,
                              int64_t now_unix_ms) {
-  const int64_t expired = now_unix_ms - absl::ToInt64Milliseconds(kHolderExpiry);
   uint64_t held = 0;
   for (const UsageHolder& h : at_start.holders) {
-    if (h.unix_ms >= expired) held += h.bytes;
+    if (Live(h, now_unix_ms)) held += h.bytes;
   }
   return held + (now.bytes > at_start.bytes ? now.bytes - at_start.bytes : 0);
 }
