@@ -189,6 +189,29 @@ TEST_F(SharedCapacityTest, AScanCorrectsALedgerThatLies) {
   }
 }
 
+TEST_F(SharedCapacityTest, WithoutAUsableLedgerWritesGoOnAndTrimsHoldTheCap) {
+  // A filesystem where the ledger cannot be used (no flock, no O_DIRECT, a read-only file):
+  // writes are admitted without it (logged) and the trims hold the cap after the fact.
+  faults_.SetHook([](absl::string_view op, const std::string&) {
+    return op == "ledger" ? absl::UnavailableError("flock: Operation not supported")
+                          : absl::OkStatus();
+  });
+  FileTierOptions o = Options(/*shared=*/true);
+  o.files = &faults_;
+  o.capacity_bytes = 4 * kFileBytes;
+  o.shared_eviction_interval = absl::Milliseconds(20);
+  auto a = Open(o);
+  std::string data = Payload(kPayload, 15);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), data).ok()) << i;
+  EXPECT_EQ(a->Stats().refused_writes, 0u);
+  for (int i = 0; i < 500 && DirectoryBytes() > o.capacity_bytes; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_LE(DirectoryBytes(), o.capacity_bytes);
+  EXPECT_GT(a->Stats().evictions, 0u);
+  EXPECT_FALSE(fs::exists(root_ + "/.kvstrata-usage"));
+}
+
 TEST_F(SharedCapacityTest, TrimDeletesOldestAccessedFirst) {
   FileTierOptions o = Options(/*shared=*/true);
   o.capacity_bytes = 12 * kFileBytes;
