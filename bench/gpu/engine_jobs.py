@@ -45,6 +45,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -226,8 +227,6 @@ def measure_submit_parts(s: Any, calls: int = 200) -> Dict[str, float]:
 
 def load_stages(log_path: Any) -> Dict[str, Dict[str, float]]:
     """p50 of the daemon's job_accepted stage times (debug log) per job size."""
-    import re
-
     by_size: Dict[str, Dict[str, List[float]]] = {}
     for m in re.finditer(r"job_accepted job=\d+ kind=load blocks=(\d+) pin_us=(\d+) engine_us=(\d+)",
                          Path(log_path).read_text(errors="replace")):
@@ -235,6 +234,24 @@ def load_stages(log_path: Any) -> Dict[str, Dict[str, float]]:
         row["pin_us"].append(float(m.group(2)))
         row["engine_us"].append(float(m.group(3)))
     return {n: {k: statistics.median(v) for k, v in row.items()} for n, row in by_size.items()}
+
+
+JOB_DONE = re.compile(r"job_done job=(\d+) kind=(\w+) blocks=(\d+) elapsed_us=(\d+) queued_us=(-?\d+) "
+                      r"plan_us=(-?\d+) issue_us=(-?\d+) idle_us=(-?\d+) wait_us=(-?\d+)")
+JOB_FIELDS = ("elapsed_us", "queued_us", "plan_us", "issue_us", "idle_us", "wait_us")
+
+
+def job_stages(log_path: Any, slowest: int = 8) -> Dict[str, Any]:
+    """The daemon's per-job stage times (job_done, debug log): p50 per kind and size, and the
+    jobs slowest against their group's p50 with where their time went (the tail spikes)."""
+    groups: Dict[str, List[Dict[str, int]]] = {}
+    for m in JOB_DONE.finditer(Path(log_path).read_text(errors="replace")):
+        job = dict(zip(JOB_FIELDS, map(int, m.groups()[3:])), job=int(m.group(1)))
+        groups.setdefault(f"{m.group(2)} {m.group(3)}", []).append(job)
+    p50 = {g: {f: statistics.median(j[f] for j in jobs) for f in JOB_FIELDS} for g, jobs in groups.items()}
+    worst = sorted(((j["elapsed_us"] / max(p50[g]["elapsed_us"], 1), g, j) for g, jobs in groups.items()
+                    for j in jobs), key=lambda t: -t[0])[:slowest]
+    return {"p50_us": p50, "slowest": [dict(j, group=g, x_p50=round(x, 2)) for x, g, j in worst]}
 
 
 def rpc_means(client: Any) -> Dict[str, float]:
@@ -567,6 +584,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             if args.stages:
                 result["load_stages_us_p50"] = load_stages(daemon.log_path)
                 log(f"daemon load hand-over, p50 us by blocks: {result['load_stages_us_p50']}")
+                result["job_stages"] = stages = job_stages(daemon.log_path)
+                for g, v in sorted(stages["p50_us"].items()):
+                    log(f"daemon job stages p50 ({g} blocks): " + ", ".join(f"{k} {x:.0f}" for k, x in v.items()))
+                for j in stages["slowest"]:
+                    log(f"slow job ({j['group']} blocks, x{j['x_p50']} p50): " +
+                        ", ".join(f"{k} {j[k]}" for k in JOB_FIELDS))
+            result["gpu_copy_choice"] = re.findall(
+                r"gpu_copy_choice (.*)", Path(daemon.log_path).read_text(errors="replace"))
+            for line in result["gpu_copy_choice"]:
+                log(f"daemon's copy choice: {line}")
             load_latency.stop_daemon(daemon)
     print(f"\nceilings: H2D {ceil['h2d_1GiB_gbps']:.1f} GB/s at 1 GiB, {ceil['h2d_128MiB_gbps']:.1f} "
           f"at 128 MiB (the 1K-token target: 1.3 x bytes / that); D2H {ceil['d2h_1GiB_gbps']:.1f} "

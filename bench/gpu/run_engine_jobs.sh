@@ -9,6 +9,11 @@
 #   SIZES=8192 REPEATS=15 bash bench/gpu/run_engine_jobs.sh 4
 #                                         # stores by DMA (the default since vLLM run 14)
 #                                         # against gpu.copy_strategy=staged, five layouts
+#   bash bench/gpu/run_engine_jobs.sh 5   # transfer_gpu_test; the default (calibrated copy
+#                                         # choice, slots in runs), seven layouts, with the
+#                                         # daemon's per-job stage times (--stages)
+#   bash bench/gpu/run_engine_jobs.sh 6   # the same layouts at 8K with every copy staged
+#                                         # (gpu.copy_strategy=staged: staged stores)
 # Needs .bundle/ (scripts/bundle.sh, scripts/bundle_python.sh); writes under $OUT.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -54,8 +59,21 @@ case "${1:-}" in
     engine_jobs default "${layouts[@]}"
     engine_jobs staged "${layouts[@]}" --set gpu.copy_strategy=staged
     ;;
+  5)
+    bash scripts/gpu_run.sh --install-python | tail -n 1
+    timeout -k 10 200 .bundle/bin/transfer_gpu_test >"$out/transfer_gpu_test.txt" 2>&1
+    echo "transfer_gpu_test rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$out/transfer_gpu_test.txt" | tr '\n' ' ')"
+    grep -E '^\[ calib' "$out/transfer_gpu_test.txt"
+    engine_jobs default --stages --layouts nhd16,hnd16,nhd32,flashinfer,mla,cross_layer,sglang
+    ;;
+  6)
+    bash scripts/gpu_run.sh --install-python | tail -n 1
+    jobs_args=(--repeats "${REPEATS:-20}" --sizes "${SIZES:-8192}")
+    engine_jobs staged --layouts nhd16,hnd16,nhd32,flashinfer,mla,cross_layer,sglang --no-overlap \
+      --set gpu.copy_strategy=staged
+    ;;
   *)
-    echo "usage: $0 1|2|3|4" >&2
+    echo "usage: $0 1|2|3|4|5|6" >&2
     exit 2
     ;;
 esac

@@ -72,6 +72,7 @@ struct GpuConfig {
   int64_t copy_streams = 4;
   std::string copy_strategy = "auto";
   uint64_t staged_max_piece_bytes = 256 * 1024;
+  bool calibrate = true;
 };
 
 // KV events for cache-aware routers (daemon/events). Off by default.

@@ -119,6 +119,16 @@ JobId JobManager::StartJob(SessionId session, JobCompletion::Kind kind) {
   return id;
 }
 
+void JobManager::LogTimings(JobId job, const char* kind, size_t blocks, absl::Duration elapsed,
+                            const TransferTimings& t) {
+  // Where a slow job's time went (issue 14's tail spikes): log.level = debug.
+  spdlog::debug(
+      "job_done job={} kind={} blocks={} elapsed_us={} queued_us={} plan_us={} issue_us={} "
+      "idle_us={} wait_us={}",
+      job, kind, blocks, absl::ToInt64Microseconds(elapsed), t.queued_us, t.plan_us, t.issue_us,
+      t.idle_us, t.wait_us);
+}
+
 bool JobManager::FinishJob(JobId job, absl::Duration* elapsed) {
   MutexLock lock(&mu_);
   auto it = jobs_.find(job);
@@ -176,6 +186,7 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
         } else {
           (void)store_->CommitStore(session, reservation, absl::MakeConstSpan(written));
         }
+        LogTimings(job, "store", picked.size(), elapsed, result.timings);
         Complete(session, {job, JobCompletion::Kind::kStore, std::move(failed),
                            live ? result.error : "cancelled", elapsed});
       });
@@ -286,6 +297,7 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
                         : !result.error.empty() ? result.error
                         : missing.empty()       ? ""
                                                 : "some blocks are not cached";
+    LogTimings(job, "load", picked.size(), elapsed, result.timings);
     Complete(session,
              {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error), elapsed});
   };

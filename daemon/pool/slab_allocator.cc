@@ -135,7 +135,11 @@ void SlabAllocator::Free(const SlotRef& ref) {
   if (in_slab % c.slot_bytes != 0) Die("slot offset not on a slot boundary");
   s.freed.push_back(static_cast<uint32_t>(in_slab / c.slot_bytes));
   c.partial.insert(static_cast<uint32_t>(slab_index));
-  if (--s.used == 0) empty_slabs_.insert(static_cast<uint32_t>(slab_index));
+  if (--s.used == 0) {
+    empty_slabs_.insert(static_cast<uint32_t>(slab_index));
+    s.bump = 0;  // All free again: hand the slots out in address order.
+    s.freed.clear();
+  }
   used_bytes_ -= c.slot_bytes;
   --allocated_slots_;
 }

@@ -7,6 +7,11 @@
 // class ("slab move"). Slots never split or merge, so there is no fragmentation beyond the
 // tail of each slab. Empty slabs stay with their class until another class needs them.
 //
+// Order: a slot comes from the lowest-numbered slab of its class that has one, and a slab
+// whose slots are all free again hands them out from its first slot on. So the blocks of
+// one job, allocated one after another, mostly land in consecutive slots, which the GPU
+// path moves as a few 2-D copies instead of one copy per piece (docs/gpu-data-path.md).
+//
 // Thread safety: thread-safe (one internal mutex).
 #ifndef KVSTRATA_DAEMON_POOL_SLAB_ALLOCATOR_H_
 #define KVSTRATA_DAEMON_POOL_SLAB_ALLOCATOR_H_
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "daemon/common/mutex.h"
@@ -79,7 +85,7 @@ class SlabAllocator {
   struct SizeClass {
     uint64_t slot_bytes = 0;
     uint32_t slots_per_slab = 0;
-    absl::flat_hash_set<uint32_t> partial;  // slabs of this class with a free slot
+    absl::btree_set<uint32_t> partial;  // slabs of this class with a free slot, in order
   };
 
   SlabAllocator(uint64_t slab_bytes, uint64_t alignment, size_t slab_count, uint64_t base_offset);

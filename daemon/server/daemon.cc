@@ -198,10 +198,14 @@ void Daemon::StartTransferEngine() {
     options.copy_strategy =
         CopyStrategyFromName(config_.gpu.copy_strategy).value_or(CopyStrategy::kAuto);
     options.kernel_max_piece_bytes = config_.gpu.staged_max_piece_bytes;
+    options.calibrate = config_.gpu.calibrate;
     options.copy_streams = static_cast<uint32_t>(config_.gpu.copy_streams);
     absl::StatusOr<std::unique_ptr<TransferEngine>> engine = TransferEngine::Create(options);
     if (engine.ok()) {
       engine_ = std::move(*engine);
+      for (const std::string& choice : engine_->CopyChoices()) {
+        spdlog::info("gpu_copy_choice {}", choice);
+      }
     } else {
       engine_status = engine.status();
       spdlog::error("gpu_unavailable reason=\"{}\"", engine_status.ToString());

@@ -88,6 +88,7 @@ CudaLane::~CudaLane() {
 }
 
 void CudaLane::Enqueue(LaneJob job) {
+  job.enqueued = std::chrono::steady_clock::now();
   {
     MutexLock lock(&mu_);
     queue_.push_back(std::move(job));
@@ -161,7 +162,10 @@ CopyError CudaLane::IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t 
 }
 
 CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
+  job.taken = std::chrono::steady_clock::now();
   if (job.plan) job.plan(job);
+  job.planned = std::chrono::steady_clock::now();
+  job.issued = job.planned;  // Until the copies are issued.
   if (job.wait_event != nullptr) {
     CopyError waited = WaitForEngineEvent(job);
     if (!waited.ok()) return waited;
@@ -170,6 +174,7 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
   if (!error.ok()) return error;
   cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
   if (record != cudaSuccess) return {record, "cudaEventRecord"};
+  job.issued = std::chrono::steady_clock::now();
   return {};
 }
 
@@ -245,6 +250,7 @@ void CudaLane::CompleteLoop() {
 }
 
 void CudaLane::Complete(Issued issued) {
+  const auto picked_up = std::chrono::steady_clock::now();
   CopyError error = issued.error;
   if (error.ok()) {
     cudaError_t sync = cudaEventSynchronize(slots_[issued.slot].event);
@@ -253,12 +259,20 @@ void CudaLane::Complete(Issued issued) {
     // Copies enqueued before the failing call may still use the slot's buffers.
     for (cudaStream_t stream : streams_) cudaStreamSynchronize(stream);
   }
+  const auto synced = std::chrono::steady_clock::now();
   {
     MutexLock lock(&mu_);
     free_slots_.push_back(issued.slot);
   }
   changed_.SignalAll();
-  issued.job.done(error.ok() ? TransferResult{} : FailAll(issued.job.num_blocks, error));
+  TransferResult result = error.ok() ? TransferResult{} : FailAll(issued.job.num_blocks, error);
+  const LaneJob& job = issued.job;
+  auto us = [](auto from, auto to) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
+  };
+  result.timings = {us(job.enqueued, job.taken), us(job.taken, job.planned),
+                    us(job.planned, job.issued), us(job.issued, picked_up), us(job.issued, synced)};
+  issued.job.done(std::move(result));
 }
 
 }  // namespace kvstrata

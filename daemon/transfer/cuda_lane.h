@@ -15,6 +15,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -50,6 +51,8 @@ struct LaneJob {
   uint64_t layer_flag_value = 0;
   size_t num_blocks = 0;  // Reported failed as a whole on a CUDA error.
   std::function<void(TransferResult)> done;
+  // Stage times (TransferTimings), set by the lane.
+  std::chrono::steady_clock::time_point enqueued, taken, planned, issued;
 };
 
 class CudaLane {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/transfer/copy_calibration.h"
 #include "daemon/transfer/cuda_util.h"
 #include "daemon/transfer/transfer_validation.h"
 
@@ -62,6 +63,19 @@ absl::Status CudaTransferEngine::InitDevice(int index) {
   error = cudaHostGetDevicePointer(&mapped, options_.host_base, 0);
   if (error != cudaSuccess) return CudaError(error, "cudaHostGetDevicePointer(L1 region)");
   device.host_device_base = reinterpret_cast<uint64_t>(mapped);
+  device.staged_max_piece_bytes = options_.kernel_max_piece_bytes;
+  device.copy_choice =
+      absl::StrCat("device=", index, " staged_max_piece_bytes=", options_.kernel_max_piece_bytes,
+                   " (configured)");
+  if (options_.calibrate) {
+    absl::StatusOr<CopyCalibration> calibrated = CalibrateLoads(index, device.grid_blocks);
+    if (calibrated.ok()) {
+      device.staged_max_piece_bytes = calibrated->staged_max_piece_bytes;
+      device.copy_choice = absl::StrCat(calibrated->Summary(), " (calibrated)");
+    } else {
+      absl::StrAppend(&device.copy_choice, "; calibration failed: ", calibrated.status().message());
+    }
+  }
   int least = 0;
   int greatest = 0;
   error = cudaDeviceGetStreamPriorityRange(&least, &greatest);
@@ -89,6 +103,12 @@ CudaTransferEngine::~CudaTransferEngine() {
   }
   devices_.clear();  // Lanes finish queued jobs first.
   if (host_registered_) cudaHostUnregister(options_.host_base);
+}
+
+std::vector<std::string> CudaTransferEngine::CopyChoices() const {
+  std::vector<std::string> choices;
+  for (const Device& device : devices_) choices.push_back(device.copy_choice);
+  return choices;
 }
 
 absl::StatusOr<int> CudaTransferEngine::DeviceByUuid(const std::string& uuid) const {
@@ -173,7 +193,7 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
   const Device& device = devices_[reg.device];
   LaneJob job;
   job.launch.strategy = ResolveStrategy(options_.copy_strategy, request.direction,
-                                        reg.max_piece_bytes, options_.kernel_max_piece_bytes);
+                                        reg.max_piece_bytes, device.staged_max_piece_bytes);
   job.launch.direction = request.direction;
   job.launch.grid_blocks = device.grid_blocks;
   if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBytes) {

@@ -49,13 +49,16 @@ class CudaTransferEngine final : public TransferEngine {
       const std::vector<cudaEvent_t>& events = {}, void* layer_flags = nullptr);
 
   int device_count() const { return static_cast<int>(devices_.size()); }
+  std::vector<std::string> CopyChoices() const override;
 
  private:
   struct Device {
     int index = 0;
     std::string uuid;
-    int grid_blocks = 0;            // Copy kernel grid cap.
-    uint64_t host_device_base = 0;  // The host region as the device addresses it.
+    int grid_blocks = 0;                  // Copy kernel grid cap.
+    uint64_t host_device_base = 0;        // The host region as the device addresses it.
+    uint64_t staged_max_piece_bytes = 0;  // kAuto's load threshold (options or calibrated).
+    std::string copy_choice;              // For CopyChoices().
     std::unique_ptr<CudaLane> load_lane;
     std::unique_ptr<CudaLane> store_lane;
   };

@@ -89,9 +89,21 @@ struct TransferRequest {
   std::optional<uint64_t> layer_flag_value;
 };
 
+// Where one transfer's time went, on the lane's threads (microseconds; all 0 where not
+// measured, e.g. without CUDA). For the daemon's per-job debug log.
+struct TransferTimings {
+  int64_t queued_us = 0;  // Submit to the issue thread taking it (earlier jobs, free slots).
+  int64_t plan_us = 0;    // Planning its copies.
+  int64_t issue_us = 0;   // Waiting for the engine's event (stores) and enqueueing the copies.
+  int64_t idle_us = 0;    // Issued to the completion thread starting to wait for it (busy
+                          // with earlier jobs' completions meanwhile).
+  int64_t wait_us = 0;    // Issued to the completion thread seeing the copies done.
+};
+
 struct TransferResult {
   std::vector<uint32_t> failed;  // Indices into TransferRequest.blocks that were not copied.
   std::string error;             // Cause, when `failed` is not empty.
+  TransferTimings timings;
 };
 
 // How a transfer's pieces are copied (docs/gpu-data-path.md, "Copy strategies").
@@ -117,6 +129,9 @@ struct TransferEngineOptions {
   uint64_t kernel_max_piece_bytes = 256 * 1024;
   // Streams per direction and GPU; one transfer's copies are spread over them (1..8).
   uint32_t copy_streams = 4;
+  // Measure kernel_max_piece_bytes per GPU at start (copy_calibration.h) instead of using
+  // the value above; a calibration that fails keeps the value above.
+  bool calibrate = false;
 };
 
 class TransferEngine {
@@ -144,6 +159,10 @@ class TransferEngine {
   // not called. Returns at once.
   virtual absl::Status Submit(SessionId session, TransferRequest request,
                               std::function<void(TransferResult)> done) = 0;
+
+  // One line per GPU: the load threshold in use and, when calibrated, the measured rows
+  // (CopyCalibration::Summary) or why the calibration failed. For the start-up log.
+  virtual std::vector<std::string> CopyChoices() const { return {}; }
 };
 
 }  // namespace kvstrata

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "daemon/transfer/copy_calibration.h"
 #include "daemon/transfer/cuda_transfer_engine.h"
 #include "daemon/transfer/transfer_validation.h"
 #include "gtest/gtest.h"
@@ -61,11 +62,17 @@ void SubmitTo(Fixture& f, CopyDirection direction, std::vector<BlockCopy> blocks
   if (!status.ok()) done({{0}, std::string("Submit: ") + std::string(status.message())});
 }
 
-// `count` distinct values from [begin, end), shuffled.
-std::vector<uint32_t> Pick(std::mt19937_64& rng, uint32_t begin, uint32_t end, uint32_t count) {
+// `count` distinct values from [begin, end), shuffled, or (`run`) consecutive ones from a
+// random start.
+std::vector<uint32_t> Pick(std::mt19937_64& rng, uint32_t begin, uint32_t end, uint32_t count,
+                           bool run = false) {
   std::vector<uint32_t> all(end - begin);
   std::iota(all.begin(), all.end(), begin);
-  std::shuffle(all.begin(), all.end(), rng);
+  if (run) {
+    std::rotate(all.begin(), all.begin() + rng() % (end - begin - count + 1), all.end());
+  } else {
+    std::shuffle(all.begin(), all.end(), rng);
+  }
   all.resize(count);
   return all;
 }
@@ -73,7 +80,8 @@ std::vector<uint32_t> Pick(std::mt19937_64& rng, uint32_t begin, uint32_t end, u
 class TransferGpuTest : public testing::TestWithParam<CopyStrategy> {};
 
 // Stores random blocks into random slots, checks the slots, poisons the GPU, loads the
-// slots into other blocks, checks every GPU byte.
+// slots into other blocks, checks every GPU byte. Every third round takes runs instead:
+// consecutive blocks into consecutive slots, loaded into consecutive blocks (2-D copies).
 void StoreLoadRounds(const KvGeometry& geometry, CopyStrategy strategy) {
   std::unique_ptr<Fixture> f = MakeFixture(geometry, strategy);
   ASSERT_NE(f, nullptr) << "setup failed";
@@ -81,8 +89,9 @@ void StoreLoadRounds(const KvGeometry& geometry, CopyStrategy strategy) {
   uint64_t moved = 0;
   for (int round = 0; round < kRounds; ++round) {
     f->cache.FillRandom(rng);
-    std::vector<uint32_t> blocks = Pick(rng, 0, kBlocks, 1 + rng() % kBlocks);
-    std::vector<uint32_t> slots = Pick(rng, 0, kSlots, blocks.size());
+    const bool runs = round % 3 == 2;
+    std::vector<uint32_t> blocks = Pick(rng, 0, kBlocks, 1 + rng() % kBlocks, runs);
+    std::vector<uint32_t> slots = Pick(rng, 0, kSlots, blocks.size(), runs);
     std::vector<BlockCopy> copies;
     for (size_t i = 0; i < blocks.size(); ++i)
       copies.push_back({blocks[i], slots[i] * geometry.block_bytes});
@@ -98,7 +107,7 @@ void StoreLoadRounds(const KvGeometry& geometry, CopyStrategy strategy) {
           << "round " << round << ": slot " << slots[i] << " differs from block " << blocks[i];
     }
     f->cache.Poison(0xAB);
-    std::vector<uint32_t> targets = Pick(rng, 0, kBlocks, blocks.size());
+    std::vector<uint32_t> targets = Pick(rng, 0, kBlocks, blocks.size(), runs);
     std::vector<BlockCopy> loads;
     for (size_t i = 0; i < targets.size(); ++i) {
       loads.push_back({targets[i], copies[i].host_offset});
@@ -184,6 +193,20 @@ INSTANTIATE_TEST_SUITE_P(Strategies, TransferGpuTest,
                          });
 
 // A store waits for the event the engine recorded after writing the blocks.
+// The start-up calibration measures every candidate and picks a threshold from its rows.
+TEST(CopyCalibrationGpuTest, MeasuresEveryCandidate) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<CopyCalibration> c = CalibrateLoads(0, 32);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->rows.size(), CalibrationPieceSizes().size());
+  for (const CalibrationRow& row : c->rows) {
+    EXPECT_GT(row.dma_gbps, 0.5) << row.piece_bytes;
+    EXPECT_GT(row.staged_gbps, 0.5) << row.piece_bytes;
+  }
+  EXPECT_EQ(c->staged_max_piece_bytes, ChooseStagedMaxPieceBytes(c->rows));
+  std::printf("[ calib    ] %s\n", c->Summary().c_str());
+}
+
 TEST(TransferGpuEventTest, StoreWaitsForEvent) {
   SKIP_WITHOUT_GPU();
   KvGeometry geometry = CrossLayerGeometry(4, 0);

@@ -64,6 +64,40 @@ TEST(SlabAllocatorTest, SlotsAreDistinctAlignedAndInsideTheRegion) {
   EXPECT_EQ(a->Stats().allocated_slots, 0u);
 }
 
+// The GPU path copies a job's pieces as 2-D copies when its blocks sit in consecutive
+// slots: slots come in address order, again after every slab emptied in any order.
+TEST(SlabAllocatorTest, SlotsComeInAddressOrderAfterTheSlabsEmptied) {
+  auto a = Make(4);
+  SizeClassId c = *a->ClassFor(16 * kKiB);
+  std::vector<SlotRef> slots;
+  while (auto h = a->Allocate(c)) slots.push_back(h->Release());
+  ASSERT_EQ(slots.size(), 16u);
+  for (size_t i = 0; i < slots.size(); ++i) EXPECT_EQ(slots[i].offset, i * 16 * kKiB);
+  for (size_t i : {5, 0, 14, 3, 9, 12, 1, 7, 15, 2, 11, 6, 13, 8, 4, 10}) a->Free(slots[i]);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::optional<SlotHandle> h = a->Allocate(c);
+    ASSERT_TRUE(h.has_value());
+    EXPECT_EQ(h->offset(), i * 16 * kKiB) << "slot " << i;
+    h->Release();
+  }
+}
+
+// With holes in several slabs, the lowest slab's holes are filled first.
+TEST(SlabAllocatorTest, TheLowestSlabWithRoomIsFilledFirst) {
+  auto a = Make(3);
+  SizeClassId c = *a->ClassFor(16 * kKiB);
+  std::vector<SlotRef> slots;
+  while (auto h = a->Allocate(c)) slots.push_back(h->Release());
+  ASSERT_EQ(slots.size(), 12u);
+  for (size_t i : {9, 1, 5}) a->Free(slots[i]);  // One hole in each slab.
+  for (uint64_t want : {1u, 5u, 9u}) {
+    std::optional<SlotHandle> h = a->Allocate(c);
+    ASSERT_TRUE(h.has_value());
+    EXPECT_EQ(h->offset(), want * 16 * kKiB);
+    h->Release();
+  }
+}
+
 TEST(SlabAllocatorTest, ReleasedSlotIsFreedExplicitly) {
   auto a = Make(1);
   SizeClassId c = *a->ClassFor(64 * kKiB);
