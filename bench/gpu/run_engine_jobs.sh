@@ -10,9 +10,10 @@
 #                                         # stores by DMA (the default since vLLM run 14)
 #                                         # against gpu.copy_strategy=staged, five layouts
 #   bash bench/gpu/run_engine_jobs.sh 5   # transfer_gpu_test; the default (calibrated copy
-#                                         # choice, slots in runs), seven layouts, with the
-#                                         # daemon's per-job stage times (--stages)
-#   bash bench/gpu/run_engine_jobs.sh 6   # the same layouts at 8K with every copy staged
+#                                         # choice, slots in runs), seven layouts
+#   bash bench/gpu/run_engine_jobs.sh 6   # the daemon's per-job stage times (--stages: its
+#                                         # log at debug level) for three layouts; then seven
+#                                         # layouts at 8K with every copy staged
 #                                         # (gpu.copy_strategy=staged: staged stores)
 # Needs .bundle/ (scripts/bundle.sh, scripts/bundle_python.sh); writes under $OUT.
 set -uo pipefail
@@ -64,11 +65,13 @@ case "${1:-}" in
     timeout -k 10 200 .bundle/bin/transfer_gpu_test >"$out/transfer_gpu_test.txt" 2>&1
     echo "transfer_gpu_test rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$out/transfer_gpu_test.txt" | tr '\n' ' ')"
     grep -E '^\[ calib' "$out/transfer_gpu_test.txt"
-    engine_jobs default --stages --layouts nhd16,hnd16,nhd32,flashinfer,mla,cross_layer,sglang
+    engine_jobs default --layouts nhd16,hnd16,nhd32,flashinfer,mla,cross_layer,sglang
     ;;
   6)
     bash scripts/gpu_run.sh --install-python | tail -n 1
-    jobs_args=(--repeats "${REPEATS:-20}" --sizes "${SIZES:-8192}")
+    jobs_args=(--repeats "${REPEATS:-20}" --sizes 1024,8192)
+    engine_jobs stages --stages --layouts nhd16,flashinfer,mla --no-overlap
+    jobs_args=(--repeats "${REPEATS:-20}" --sizes 8192)
     engine_jobs staged --layouts nhd16,hnd16,nhd32,flashinfer,mla,cross_layer,sglang --no-overlap \
       --set gpu.copy_strategy=staged
     ;;

@@ -16,7 +16,7 @@ uint64_t ChooseStagedMaxPieceBytes(const std::vector<CalibrationRow>& rows) {
   uint64_t threshold = 2 * rows.back().piece_bytes;  // Staged won throughout.
   for (size_t i = rows.size(); i > 0; --i) {
     const CalibrationRow& row = rows[i - 1];
-    if (row.dma_gbps < row.staged_gbps) break;
+    if (row.dma_gbps < kDmaPreference * row.staged_gbps) break;
     threshold = row.piece_bytes;
   }
   return threshold;

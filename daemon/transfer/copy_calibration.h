@@ -27,11 +27,16 @@ struct CalibrationRow {
   double staged_gbps = 0;
 };
 
+// DMA is taken where it is within this factor of staged copies: staged copies run a kernel
+// on the GPU's SMs, beside the engine's forward pass (bench/RESULTS.md, vLLM run 14).
+inline constexpr double kDmaPreference = 0.97;
+
 struct CopyCalibration {
   int device = 0;
   std::vector<CalibrationRow> rows;  // Ascending piece sizes.
-  // The smallest candidate from which DMA was at least as fast as staged copies for it and
-  // every larger candidate; twice the largest candidate when staged won throughout.
+  // The smallest candidate from which DMA was at least kDmaPreference as fast as staged
+  // copies for it and every larger candidate; twice the largest candidate when staged won
+  // throughout.
   uint64_t staged_max_piece_bytes = 0;
   std::string Summary() const;  // One line for the log.
 };

@@ -113,8 +113,10 @@ absl::StatusOr<CopyCalibration> CalibrateLoads(int device, int grid_blocks) {
     absl::StatusOr<double> dma_gbps =
         Time(b, [&] { return IssueCopies(dma, pieces, &b.scratch, b.stream); });
     if (!dma_gbps.ok()) return dma_gbps.status();
-    absl::StatusOr<double> staged_gbps =
-        Time(b, [&] { return IssueStagedCopies(staged, plan, &b.scratch, b.stream); });
+    absl::StatusOr<double> staged_gbps = Time(b, [&] {
+      return IssueStagedCopies(staged, plan, 0, plan.slots.size(),
+                               StagedChunkBlocks(plan.block_bytes), &b.scratch, b.stream);
+    });
     if (!staged_gbps.ok()) return staged_gbps.status();
     row.dma_gbps = *dma_gbps;
     row.staged_gbps = *staged_gbps;

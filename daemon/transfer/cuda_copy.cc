@@ -123,52 +123,66 @@ cudaError_t CopyScratch::ReserveBlocks(size_t bytes) {
   return error;
 }
 
-CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, CopyScratch* scratch,
+size_t StagedChunkBlocks(uint64_t block_bytes) {
+  return std::max<size_t>(1, kStagingBytes / block_bytes);
+}
+
+CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
+                            size_t end, size_t lead_blocks, CopyScratch* scratch,
                             cudaStream_t stream) {
-  const size_t blocks = plan.slots.size();
-  if (blocks == 0) return {};
-  const size_t per_chunk = std::max<size_t>(1, kStagingBytes / plan.block_bytes);
-  cudaError_t error = scratch->Reserve(plan.pieces.size());
+  if (end <= first) return {};
+  const size_t blocks = end - first;
+  const size_t per_chunk = StagedChunkBlocks(plan.block_bytes);
+  const size_t lead = std::clamp<size_t>(lead_blocks, 1, per_chunk);
+  const uint32_t base = plan.first_piece[first];
+  cudaError_t error = scratch->Reserve(plan.first_piece[end] - base);
   if (error == cudaSuccess)
     error = scratch->ReserveBlocks(std::min(blocks, per_chunk) * plan.block_bytes);
   if (error != cudaSuccess) return {error, "cudaMalloc(staging)"};
   if (scratch->blocks() == nullptr) return {cudaErrorMemoryAllocation, "staging buffer"};
   const bool store = launch.direction == CopyDirection::kDown;
   unsigned char* staging = scratch->blocks();
+  // Chunks: [first, first + lead), then per_chunk blocks each. The first chunk's size
+  // differs from run to run (CudaLane), so that the runs' scatters (or gathers), during
+  // which a run's stream moves nothing over PCIe, do not all fall at the same moments.
+  auto chunk_start = [&](size_t b) {
+    return b < first + lead ? first : first + lead + (b - first - lead) / per_chunk * per_chunk;
+  };
   // One descriptor per piece, staged at (block index in its chunk) * block_bytes + offset.
-  for (size_t b = 0; b < blocks; ++b) {
-    unsigned char* block = staging + (b % per_chunk) * plan.block_bytes;
+  for (size_t b = first; b < end; ++b) {
+    unsigned char* block = staging + (b - chunk_start(b)) * plan.block_bytes;
     for (uint32_t i = plan.first_piece[b]; i < plan.first_piece[b + 1]; ++i) {
       const PieceCopy& p = plan.pieces[i];
       void* gpu = reinterpret_cast<void*>(p.gpu);
       void* staged = block + p.host;
-      scratch->staging()[i] = {store ? gpu : staged, store ? staged : gpu, p.bytes};
+      scratch->staging()[i - base] = {store ? gpu : staged, store ? staged : gpu, p.bytes};
     }
   }
-  error =
-      cudaMemcpyAsync(scratch->device(), scratch->staging(),
-                      plan.pieces.size() * sizeof(CopyDescriptor), cudaMemcpyHostToDevice, stream);
+  error = cudaMemcpyAsync(scratch->device(), scratch->staging(),
+                          (plan.first_piece[end] - base) * sizeof(CopyDescriptor),
+                          cudaMemcpyHostToDevice, stream);
   if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
-  for (size_t first = 0; first < blocks; first += per_chunk) {
-    const size_t count = std::min(per_chunk, blocks - first);
-    std::vector<PieceCopy> slots;  // gpu = staging, host = slot: one DMA per block.
+  std::vector<PieceCopy> slots;  // gpu = staging, host = slot: one DMA per block.
+  for (size_t chunk = first; chunk < end;) {
+    const size_t count = std::min(chunk == first ? lead : per_chunk, end - chunk);
+    slots.clear();
     for (size_t b = 0; b < count; ++b) {
       slots.push_back({reinterpret_cast<uint64_t>(staging + b * plan.block_bytes),
-                       plan.slots[first + b], plan.block_bytes});
+                       plan.slots[chunk + b], plan.block_bytes});
     }
-    const CopyDescriptor* descriptors = scratch->device() + plan.first_piece[first];
-    const uint32_t pieces = plan.first_piece[first + count] - plan.first_piece[first];
-    CopyLaunch dma = launch;
+    const CopyDescriptor* descriptors = scratch->device() + (plan.first_piece[chunk] - base);
+    const uint32_t pieces = plan.first_piece[chunk + count] - plan.first_piece[chunk];
     if (!store) {
-      CopyError copied = IssueBatch(dma, slots, scratch, stream);
+      CopyError copied = IssueBatch(launch, slots, scratch, stream);
       if (!copied.ok()) return copied;
     }
     error = LaunchCopyKernel(descriptors, pieces, launch.grid_blocks, stream);
     if (error != cudaSuccess) return {error, "staged copy kernel launch"};
     if (store) {
-      CopyError copied = IssueBatch(dma, slots, scratch, stream);
+      CopyError copied = IssueBatch(launch, slots, scratch, stream);
       if (!copied.ok()) return copied;
     }
+    chunk += count;
   }
   return {};
 }

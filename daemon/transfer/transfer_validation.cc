@@ -140,25 +140,35 @@ absl::Status ValidateRequest(const TransferRequest& request, const RequestLimits
   return absl::OkStatus();
 }
 
+namespace {
+
+// Appends one block's pieces, its slot at `host`, merging a piece into the one before it
+// (already in `pieces`) where both sides are contiguous.
+void AppendBlockPieces(const std::vector<TensorLayout>& tensors, uint32_t block_id, uint64_t host,
+                       std::vector<PieceCopy>* pieces) {
+  for (const TensorLayout& t : tensors) {
+    uint64_t gpu = t.block0 + uint64_t{block_id} * t.block_stride;
+    if (!pieces->empty()) {
+      PieceCopy& last = pieces->back();
+      if (last.gpu + last.bytes == gpu && last.host + last.bytes == host) {
+        last.bytes += t.piece_bytes;
+        host += t.piece_bytes;
+        continue;
+      }
+    }
+    pieces->push_back({gpu, host, t.piece_bytes, static_cast<uint32_t>(&t - tensors.data())});
+    host += t.piece_bytes;
+  }
+}
+
+}  // namespace
+
 std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
                                   const std::vector<BlockCopy>& blocks, uint64_t host_base) {
   std::vector<PieceCopy> pieces;
   pieces.reserve(blocks.size() * tensors.size());
   for (const BlockCopy& block : blocks) {
-    uint64_t host = host_base + block.host_offset;
-    for (const TensorLayout& t : tensors) {
-      uint64_t gpu = t.block0 + uint64_t{block.block_id} * t.block_stride;
-      if (!pieces.empty()) {
-        PieceCopy& last = pieces.back();
-        if (last.gpu + last.bytes == gpu && last.host + last.bytes == host) {
-          last.bytes += t.piece_bytes;
-          host += t.piece_bytes;
-          continue;
-        }
-      }
-      pieces.push_back({gpu, host, t.piece_bytes, static_cast<uint32_t>(&t - tensors.data())});
-      host += t.piece_bytes;
-    }
+    AppendBlockPieces(tensors, block.block_id, host_base + block.host_offset, &pieces);
   }
   return pieces;
 }
@@ -170,11 +180,11 @@ StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
   plan.block_bytes = block_bytes;
   plan.slots.reserve(blocks.size());
   plan.first_piece.reserve(blocks.size() + 1);
+  plan.pieces.reserve(blocks.size() * tensors.size());
   for (const BlockCopy& block : blocks) {
     plan.slots.push_back(host_base + block.host_offset);
     plan.first_piece.push_back(static_cast<uint32_t>(plan.pieces.size()));
-    std::vector<PieceCopy> one = PlanCopies(tensors, {{block.block_id, 0}}, 0);
-    plan.pieces.insert(plan.pieces.end(), one.begin(), one.end());
+    AppendBlockPieces(tensors, block.block_id, 0, &plan.pieces);
   }
   plan.first_piece.push_back(static_cast<uint32_t>(plan.pieces.size()));
   return plan;
@@ -235,11 +245,27 @@ std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t 
 }
 
 std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces) {
-  std::vector<PieceCopy> sorted(pieces.begin(), pieces.end());
-  std::sort(sorted.begin(), sorted.end(), [](const PieceCopy& a, const PieceCopy& b) {
-    if (a.tensor != b.tensor) return a.tensor < b.tensor;
+  // Ordered by tensor, size, GPU address: bucketed by tensor in input order (a plan's pieces
+  // are block-major, so each bucket is usually in order already: an engine's blocks mostly
+  // come with ascending ids), then each bucket sorted only where it is not.
+  uint32_t tensors = 0;
+  for (const PieceCopy& p : pieces) tensors = std::max(tensors, p.tensor + 1);
+  std::vector<size_t> bucket(size_t{tensors} + 1, 0);
+  for (const PieceCopy& p : pieces) ++bucket[p.tensor + 1];
+  for (size_t t = 1; t < bucket.size(); ++t) bucket[t] += bucket[t - 1];
+  std::vector<PieceCopy> sorted(pieces.size());
+  {
+    std::vector<size_t> next(bucket.begin(), bucket.end() - 1);
+    for (const PieceCopy& p : pieces) sorted[next[p.tensor]++] = p;
+  }
+  auto by_size_then_gpu = [](const PieceCopy& a, const PieceCopy& b) {
     return a.bytes != b.bytes ? a.bytes < b.bytes : a.gpu < b.gpu;
-  });
+  };
+  for (size_t t = 0; t + 1 < bucket.size(); ++t) {
+    auto first = sorted.begin() + static_cast<ptrdiff_t>(bucket[t]);
+    auto last = sorted.begin() + static_cast<ptrdiff_t>(bucket[t + 1]);
+    if (!std::is_sorted(first, last, by_size_then_gpu)) std::sort(first, last, by_size_then_gpu);
+  }
   // A pitch from `from` to `to` on one side: their distance, if a 2-D copy can step it.
   auto pitch = [](uint64_t from, uint64_t to, uint64_t bytes) -> uint64_t {
     if (to < from || to - from < bytes || to - from > kMaxCopyPitch) return 0;
@@ -290,16 +316,6 @@ std::vector<size_t> PartitionByBytes(absl::Span<const PieceCopy> pieces, size_t 
   bounds.push_back(pieces.size());
   if (bounds.size() == 2 && pieces.empty()) bounds.pop_back();
   return bounds;
-}
-
-StagedPlan SliceStaged(const StagedPlan& plan, size_t first, size_t end) {
-  StagedPlan slice;
-  slice.block_bytes = plan.block_bytes;
-  slice.slots.assign(plan.slots.begin() + first, plan.slots.begin() + end);
-  const uint32_t base = plan.first_piece[first];
-  slice.pieces.assign(plan.pieces.begin() + base, plan.pieces.begin() + plan.first_piece[end]);
-  for (size_t b = first; b <= end; ++b) slice.first_piece.push_back(plan.first_piece[b] - base);
-  return slice;
 }
 
 CopyStrategy ResolveStrategy(CopyStrategy requested, CopyDirection direction,

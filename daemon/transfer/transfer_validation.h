@@ -112,8 +112,6 @@ std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces);
 // smaller). Returns the boundaries [0, b1, ..., pieces.size()] (b_i strictly increasing).
 std::vector<size_t> PartitionByBytes(absl::Span<const PieceCopy> pieces, size_t max_parts,
                                      uint64_t min_part_bytes);
-// Blocks [first, end) of `plan` as a plan of their own (pieces and slots re-based).
-StagedPlan SliceStaged(const StagedPlan& plan, size_t first, size_t end);
 
 // kAuto -> stores: kBatch; loads: kStaged when max_piece_bytes < kernel_max_piece_bytes,
 // else kBatch. Any other request is kept.

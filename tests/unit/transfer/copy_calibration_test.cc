@@ -11,12 +11,13 @@ TEST(CopyCalibrationTest, DmaFromTheSizeOnWhichItWinsForGood) {
   EXPECT_EQ(ChooseStagedMaxPieceBytes({{16 * kKiB, 30, 45},
                                        {32 * kKiB, 40, 46},
                                        {64 * kKiB, 44, 47},
-                                       {128 * kKiB, 47, 47},
+                                       {128 * kKiB, 46, 47},
                                        {256 * kKiB, 50, 48}}),
-            128 * kKiB);  // A tie goes to DMA: no kernel on the GPU's SMs.
+            128 * kKiB);  // Within 3 % goes to DMA: no kernel on the GPU's SMs.
   // DMA winning at one small size but losing above it does not count.
-  EXPECT_EQ(ChooseStagedMaxPieceBytes({{16 * kKiB, 46, 45}, {32 * kKiB, 40, 46}, {64 * kKiB, 50, 47}}),
-            64 * kKiB);
+  EXPECT_EQ(
+      ChooseStagedMaxPieceBytes({{16 * kKiB, 46, 45}, {32 * kKiB, 40, 46}, {64 * kKiB, 50, 47}}),
+      64 * kKiB);
   EXPECT_EQ(ChooseStagedMaxPieceBytes({{16 * kKiB, 50, 45}, {32 * kKiB, 51, 46}}), 16 * kKiB);
 }
 

@@ -289,17 +289,6 @@ TEST(PartitionByBytesTest, UnevenPiecesAndFewPieces) {
   EXPECT_THAT(PartitionByBytes({}, 4, 1), ElementsAre(0u));
 }
 
-TEST(SliceStagedTest, SliceRebasesPieces) {
-  std::vector<TensorLayout> tensors = {{1000000, 4096, 4096}, {9000000, 4096, 4096}};
-  StagedPlan plan = PlanStaged(tensors, {{7, 0x10000}, {2, 0x20000}, {3, 0x30000}}, 0, 8192);
-  StagedPlan tail = SliceStaged(plan, 1, 3);
-  EXPECT_EQ(tail.block_bytes, 8192u);
-  EXPECT_THAT(tail.slots, ElementsAre(0x20000u, 0x30000u));
-  EXPECT_THAT(tail.first_piece, ElementsAre(0u, 2u, 4u));
-  EXPECT_EQ(tail.pieces[0], (PieceCopy{1000000 + 2 * 4096, 0, 4096}));
-  EXPECT_EQ(tail.pieces[3], (PieceCopy{9000000 + 3 * 4096, 4096, 4096}));
-}
-
 TEST(ResolveStrategyTest, AutoPicksStagedCopiesForSmallPieces) {
   const CopyDirection load = CopyDirection::kUp;
   EXPECT_EQ(ResolveStrategy(CopyStrategy::kAuto, load, 16 * kKiB, 256 * kKiB),
@@ -335,6 +324,17 @@ TEST(PlanStagedTest, PiecesAreOffsetsInsideEachSlot) {
                                        PieceCopy{9000000 + 7 * 4096, 4096, 4096},
                                        PieceCopy{1000000 + 2 * 4096, 0, 4096},
                                        PieceCopy{9000000 + 2 * 4096, 4096, 4096}));
+}
+
+// Consecutive blocks contiguous on the GPU (one tensor, cross-layer) stay one piece each:
+// every block's pieces are offsets inside its own slot.
+TEST(PlanStagedTest, BlocksNeverMergeAcrossSlots) {
+  std::vector<TensorLayout> tensors = {{1000000, 8192, 8192}};
+  StagedPlan plan = PlanStaged(tensors, {{3, 0x10000}, {4, 0x12000}, {5, 0x14000}}, 0, 8192);
+  EXPECT_THAT(plan.first_piece, ElementsAre(0u, 1u, 2u, 3u));
+  EXPECT_THAT(plan.pieces, ElementsAre(PieceCopy{1000000 + 3 * 8192, 0, 8192},
+                                       PieceCopy{1000000 + 4 * 8192, 0, 8192},
+                                       PieceCopy{1000000 + 5 * 8192, 0, 8192}));
 }
 
 }  // namespace
