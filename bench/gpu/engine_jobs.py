@@ -408,13 +408,15 @@ def run_layout(s: Any, name: str, sizes: List[int], args: argparse.Namespace,
             for rep in range(-args.warmup, args.repeats):
                 fresh = [rng.randbytes(32) for _ in range(n)]
                 c0 = cpu()
-                sub, job = timed(s.submit_store, fresh, range(n), f"store of {n} blocks")
+                ids = range(n - 1, -1, -1) if args.descending_stores else range(n)
+                sub, job = timed(s.submit_store, fresh, ids, f"store of {n} blocks")
                 if rep >= 0:
                     cpu_s += cpu() - c0
                     subs.append(sub), jobs.append(job), stored_s.append(daemon_s[-1])
                 if rep == 0:  # Check the stored bytes by loading them back.
                     poison(dst, n)
-                    timed(s.submit_load, fresh, range(dst, dst + n), "load-back of a store")
+                    back = range(dst + n - 1, dst - 1, -1) if args.descending_stores else range(dst, dst + n)
+                    timed(s.submit_load, fresh, back, "load-back of a store")
                     if not same(dst, 0, n):
                         raise RuntimeError(f"{name}: store of {n} blocks: loaded back bytes differ")
                 evict(fresh)
@@ -502,6 +504,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--stages", action="store_true",
                     help="run the daemon at log.level=debug and report its per-stage load "
                     "hand-over times (job_accepted: pin_us, engine_us)")
+    ap.add_argument("--descending-stores", action="store_true",
+                    help="store jobs name their blocks in descending id order (as vLLM hands "
+                    "out a request's blocks once it has freed others: tail first)")
     ap.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="skip the nhd16 8K load-during-store run")
     args = ap.parse_args(argv)

@@ -15,6 +15,9 @@
 #                                         # log at debug level) for three layouts; then seven
 #                                         # layouts at 8K with every copy staged
 #                                         # (gpu.copy_strategy=staged: staged stores)
+#   AB_DAEMONS="a=PATH b=PATH" AB_ARGS="--layouts nhd16 --sizes 8192" \
+#     bash bench/gpu/run_engine_jobs.sh 7 # same-run A/B of daemon binaries (each run with
+#                                         # .bundle/lib), in the order a b a b
 # Needs .bundle/ (scripts/bundle.sh, scripts/bundle_python.sh); writes under $OUT.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -75,8 +78,22 @@ case "${1:-}" in
     engine_jobs staged --layouts nhd16,hnd16,nhd32,flashinfer,mla,cross_layer,sglang --no-overlap \
       --set gpu.copy_strategy=staged
     ;;
+  7)
+    bash scripts/gpu_run.sh --install-python | tail -n 1
+    read -r -a ab_args <<<"${AB_ARGS:-}"
+    for round in 1 2; do
+      for pair in ${AB_DAEMONS:?name=path pairs}; do
+        name="${pair%%=*}"
+        binary="$(cd "$(dirname "${pair#*=}")" && pwd)/$(basename "${pair#*=}")"
+        wrapper="/tmp/kvstratad-$name"
+        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/.bundle/lib exec %s "$@"\n' "$repo" "$binary" >"$wrapper"
+        chmod +x "$wrapper"
+        KVSTRATA_DAEMON="$wrapper" engine_jobs "${name}_$round" --no-overlap "${ab_args[@]}"
+      done
+    done
+    ;;
   *)
-    echo "usage: $0 1|2|3|4|5|6" >&2
+    echo "usage: $0 1|2|3|4|5|6|7" >&2
     exit 2
     ;;
 esac

@@ -67,9 +67,14 @@ class BlockCache {
 
   // Reserves one slot per new key (see StoreStatus). Never blocks on pressure.
   // `bypass_admission`: blocks promoted from L2/L3 were admitted when first stored.
+  // `slot_order`: empty, or a permutation of the keys' indices in which their slots are
+  // taken (the slab allocator hands out ascending slots, so the job manager passes the
+  // order of the engine's block ids: its copies then group into 2-D copies); the blocks
+  // are still published in key order. INVALID_ARGUMENT when it is not a permutation.
   absl::StatusOr<ReserveResult> ReserveStore(SessionId session, NamespaceId ns,
                                              uint64_t block_bytes, Keys keys,
-                                             bool bypass_admission = false);
+                                             bool bypass_admission = false,
+                                             absl::Span<const uint32_t> slot_order = {});
   // Makes the reserved blocks at `written` (indices into the ReserveStore keys; nullopt =
   // all) visible and frees the other reserved slots. Returns the number made visible.
   // With `into`, the blocks made visible also join that lease (pinned with it) when it is

@@ -1,4 +1,5 @@
 // BlockCache store path: ReserveStore, CommitStore, AbortStore.
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -8,10 +9,23 @@ namespace kvstrata {
 
 absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, NamespaceId ns,
                                                        uint64_t block_bytes, Keys raw,
-                                                       bool bypass_admission) {
+                                                       bool bypass_admission,
+                                                       absl::Span<const uint32_t> slot_order) {
   absl::StatusOr<std::vector<BlockKey>> keys = MakeBlockKeys(ns, raw, options_.max_keys_per_call);
   if (!keys.ok()) return keys.status();
   if (block_bytes == 0) return absl::InvalidArgumentError("block size is 0");
+  if (!slot_order.empty()) {
+    std::vector<bool> seen(keys->size(), false);
+    bool permutation = slot_order.size() == keys->size();
+    for (size_t k = 0; permutation && k < slot_order.size(); ++k) {
+      permutation = slot_order[k] < seen.size() && !seen[slot_order[k]];
+      if (permutation) seen[slot_order[k]] = true;
+    }
+    if (!permutation) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slot order of ", slot_order.size(), " is not a permutation of ", keys->size(), " keys"));
+    }
+  }
   absl::StatusOr<SizeClassId> cls = allocator_->ClassFor(block_bytes);
   if (!cls.ok()) return cls.status();
   uint64_t slot_bytes = allocator_->SlotBytes(*cls);
@@ -29,7 +43,8 @@ absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, Namesp
   r.session = session;
   r.request_size = static_cast<uint32_t>(keys->size());
   size_t budget = options_.max_evictions_per_store;
-  for (size_t i = 0; i < keys->size(); ++i) {
+  for (size_t k = 0; k < keys->size(); ++k) {
+    const size_t i = slot_order.empty() ? k : slot_order[k];
     SlotRef slot;
     StoreStatus st = ReserveOneLocked((*keys)[i], *cls, !bypass_admission, &budget, &slot);
     result.slots[i].status = st;
@@ -37,6 +52,10 @@ absl::StatusOr<ReserveResult> BlockCache::ReserveStore(SessionId session, Namesp
     result.slots[i].offset = slot.offset;
     result.slots[i].length = block_bytes;
     r.blocks.push_back(PendingBlock{static_cast<uint32_t>(i), (*keys)[i], slot});
+  }
+  if (!slot_order.empty()) {  // Published in key order (CommitStore walks r.blocks).
+    std::sort(r.blocks.begin(), r.blocks.end(),
+              [](const PendingBlock& a, const PendingBlock& b) { return a.index < b.index; });
   }
   if (!r.blocks.empty()) {
     r.expires = clock_->Now() + options_.reservation_ttl;

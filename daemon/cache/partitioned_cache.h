@@ -55,8 +55,9 @@ class PartitionedCache {
   }
   absl::StatusOr<ReserveResult> ReserveStore(SessionId session, NamespaceId ns,
                                              uint64_t block_bytes, Keys keys,
-                                             bool bypass_admission = false) {
-    return At(ns).ReserveStore(session, ns, block_bytes, keys, bypass_admission);
+                                             bool bypass_admission = false,
+                                             absl::Span<const uint32_t> slot_order = {}) {
+    return At(ns).ReserveStore(session, ns, block_bytes, keys, bypass_admission, slot_order);
   }
   absl::StatusOr<size_t> CommitStore(SessionId session, ReservationId reservation,
                                      std::optional<absl::Span<const uint32_t>> written,

@@ -1,6 +1,7 @@
 #include "daemon/jobs/job_manager.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -149,8 +150,19 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
                                               const JobBlocks& blocks,
                                               std::optional<uint32_t> wait_event) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
+  // Slots are taken in the order of the engine's block ids. vLLM hands a request's blocks
+  // out in descending order (it frees a request's blocks tail first), and slots in key
+  // order would then run against the GPU's: no 2-D copies, one copy entry per piece.
+  std::vector<uint32_t> slot_order;
+  if (!std::is_sorted(blocks.block_ids.begin(), blocks.block_ids.end())) {
+    slot_order.resize(blocks.block_ids.size());
+    std::iota(slot_order.begin(), slot_order.end(), 0);
+    std::stable_sort(slot_order.begin(), slot_order.end(), [&](uint32_t a, uint32_t b) {
+      return blocks.block_ids[a] < blocks.block_ids[b];
+    });
+  }
   absl::StatusOr<ReserveResult> reserved =
-      store_->ReserveStore(session, ns, block_bytes, blocks.keys);
+      store_->ReserveStore(session, ns, block_bytes, blocks.keys, slot_order);
   if (!reserved.ok()) return reserved.status();
   TransferRequest request{registration, CopyDirection::kDown, {}, wait_event};
   std::vector<uint32_t> picked;  // Job block index of each copy.

@@ -73,9 +73,11 @@ class BlockStore {
   absl::StatusOr<LookupResult> Lookup(SessionId session, NamespaceId ns, Keys keys,
                                       std::optional<absl::Duration> lease_ttl);
 
+  // `slot_order` as in BlockCache::ReserveStore.
   absl::StatusOr<ReserveResult> ReserveStore(SessionId session, NamespaceId ns,
-                                             uint64_t block_bytes, Keys keys) {
-    return l1_->ReserveStore(session, ns, block_bytes, keys);
+                                             uint64_t block_bytes, Keys keys,
+                                             absl::Span<const uint32_t> slot_order = {}) {
+    return l1_->ReserveStore(session, ns, block_bytes, keys, false, slot_order);
   }
   absl::StatusOr<size_t> CommitStore(SessionId session, ReservationId reservation,
                                      std::optional<absl::Span<const uint32_t>> written) {

@@ -114,8 +114,7 @@ absl::StatusOr<CopyCalibration> CalibrateLoads(int device, int grid_blocks) {
         Time(b, [&] { return IssueCopies(dma, pieces, &b.scratch, b.stream); });
     if (!dma_gbps.ok()) return dma_gbps.status();
     absl::StatusOr<double> staged_gbps = Time(b, [&] {
-      return IssueStagedCopies(staged, plan, 0, plan.slots.size(),
-                               StagedChunkBlocks(plan.block_bytes), &b.scratch, b.stream);
+      return IssueStagedCopies(staged, plan, 0, plan.slots.size(), &b.scratch, b.stream);
     });
     if (!staged_gbps.ok()) return staged_gbps.status();
     row.dma_gbps = *dma_gbps;

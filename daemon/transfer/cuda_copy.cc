@@ -123,17 +123,11 @@ cudaError_t CopyScratch::ReserveBlocks(size_t bytes) {
   return error;
 }
 
-size_t StagedChunkBlocks(uint64_t block_bytes) {
-  return std::max<size_t>(1, kStagingBytes / block_bytes);
-}
-
 CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
-                            size_t end, size_t lead_blocks, CopyScratch* scratch,
-                            cudaStream_t stream) {
+                            size_t end, CopyScratch* scratch, cudaStream_t stream) {
   if (end <= first) return {};
   const size_t blocks = end - first;
-  const size_t per_chunk = StagedChunkBlocks(plan.block_bytes);
-  const size_t lead = std::clamp<size_t>(lead_blocks, 1, per_chunk);
+  const size_t per_chunk = std::max<size_t>(1, kStagingBytes / plan.block_bytes);
   const uint32_t base = plan.first_piece[first];
   cudaError_t error = scratch->Reserve(plan.first_piece[end] - base);
   if (error == cudaSuccess)
@@ -142,15 +136,9 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, si
   if (scratch->blocks() == nullptr) return {cudaErrorMemoryAllocation, "staging buffer"};
   const bool store = launch.direction == CopyDirection::kDown;
   unsigned char* staging = scratch->blocks();
-  // Chunks: [first, first + lead), then per_chunk blocks each. The first chunk's size
-  // differs from run to run (CudaLane), so that the runs' scatters (or gathers), during
-  // which a run's stream moves nothing over PCIe, do not all fall at the same moments.
-  auto chunk_start = [&](size_t b) {
-    return b < first + lead ? first : first + lead + (b - first - lead) / per_chunk * per_chunk;
-  };
   // One descriptor per piece, staged at (block index in its chunk) * block_bytes + offset.
   for (size_t b = first; b < end; ++b) {
-    unsigned char* block = staging + (b - chunk_start(b)) * plan.block_bytes;
+    unsigned char* block = staging + (b - first) % per_chunk * plan.block_bytes;
     for (uint32_t i = plan.first_piece[b]; i < plan.first_piece[b + 1]; ++i) {
       const PieceCopy& p = plan.pieces[i];
       void* gpu = reinterpret_cast<void*>(p.gpu);
@@ -163,8 +151,8 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, si
                           cudaMemcpyHostToDevice, stream);
   if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
   std::vector<PieceCopy> slots;  // gpu = staging, host = slot: one DMA per block.
-  for (size_t chunk = first; chunk < end;) {
-    const size_t count = std::min(chunk == first ? lead : per_chunk, end - chunk);
+  for (size_t chunk = first; chunk < end; chunk += per_chunk) {
+    const size_t count = std::min(per_chunk, end - chunk);
     slots.clear();
     for (size_t b = 0; b < count; ++b) {
       slots.push_back({reinterpret_cast<uint64_t>(staging + b * plan.block_bytes),
@@ -182,7 +170,6 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, si
       CopyError copied = IssueBatch(launch, slots, scratch, stream);
       if (!copied.ok()) return copied;
     }
-    chunk += count;
   }
   return {};
 }

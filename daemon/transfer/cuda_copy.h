@@ -65,15 +65,11 @@ struct CopyLaunch {
 CopyError IssueCopies(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                       CopyScratch* scratch, cudaStream_t stream);
 
-// Blocks per chunk of kStaged: as many as fit the staging buffer (at least one).
-size_t StagedChunkBlocks(uint64_t block_bytes);
-
 // kStaged for blocks [first, end) of `plan`: per chunk of blocks that fits the staging
 // buffer, a load DMAs whole slots into staging and scatters the pieces on the GPU; a store
-// gathers on the GPU, then DMAs. The first chunk has `lead_blocks` blocks (1..a chunk).
+// gathers on the GPU, then DMAs.
 CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
-                            size_t end, size_t lead_blocks, CopyScratch* scratch,
-                            cudaStream_t stream);
+                            size_t end, CopyScratch* scratch, cudaStream_t stream);
 
 }  // namespace kvstrata
 

@@ -148,16 +148,13 @@ CopyError WaitForEngineEvent(const LaneJob& job) {
 
 }  // namespace
 
-CopyError CudaLane::IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t runs, size_t first,
-                             size_t end) {
+CopyError CudaLane::IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t first, size_t end) {
   cudaStream_t stream = streams_[run];
   if (job.launch.strategy != CopyStrategy::kStaged) {
     return IssueCopies(job.launch, absl::MakeConstSpan(job.pieces).subspan(first, end - first),
                        &slot.scratch[run], stream);
   }
-  // Run r of n starts with (r + 1) / n of a chunk: the runs' scatters take turns.
-  const size_t lead = StagedChunkBlocks(job.staged.block_bytes) * (run + 1) / runs;
-  return IssueStagedCopies(job.launch, job.staged, first, end, lead, &slot.scratch[run], stream);
+  return IssueStagedCopies(job.launch, job.staged, first, end, &slot.scratch[run], stream);
 }
 
 CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
@@ -221,7 +218,7 @@ CopyError CudaLane::IssueLayers(const LaneJob& job, Slot& slot) {
 CopyError CudaLane::IssueRuns(const LaneJob& job, Slot& slot, const std::vector<size_t>& bounds) {
   for (size_t run = 0; run + 1 < bounds.size(); ++run) {
     if (bounds[run] == bounds[run + 1]) continue;
-    CopyError error = IssueRun(job, slot, run, bounds.size() - 1, bounds[run], bounds[run + 1]);
+    CopyError error = IssueRun(job, slot, run, bounds[run], bounds[run + 1]);
     if (!error.ok()) return error;
     if (run == 0) continue;
     cudaError_t joined = cudaEventRecord(slot.joined[run], streams_[run]);

@@ -86,9 +86,8 @@ class CudaLane {
 
   CudaLane(int device, std::vector<cudaStream_t> streams);
   absl::Status InitSlots();
-  // Enqueues run `run` (of `runs`) of the job's copies, [first, end), on streams_[run].
-  CopyError IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t runs, size_t first,
-                     size_t end);
+  // Enqueues run `run` of the job's copies, [first, end), on streams_[run].
+  CopyError IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t first, size_t end);
   void IssueLoop();
   void CompleteLoop();
   CopyError Issue(LaneJob& job, Slot& slot);

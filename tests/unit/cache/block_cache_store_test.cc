@@ -26,6 +26,31 @@ TEST_F(CacheStoreTest, ReservedBlockIsInvisibleUntilCommit) {
   EXPECT_TRUE(cache_->ReleaseLoad(1, load.load).ok());
 }
 
+// Slots are taken in the order asked for (the engine's block ids, ascending), and the
+// blocks are still published in key order.
+TEST_F(CacheStoreTest, SlotsFollowTheSlotOrderAndPublishingTheKeyOrder) {
+  auto names = Names(0, 4);
+  auto views = Views(names);
+  const std::vector<uint32_t> order = {3, 1, 2, 0};
+  ReserveResult r = *cache_->ReserveStore(1, kNs, kBlock, views, false, order);
+  for (size_t k = 1; k < order.size(); ++k) {
+    EXPECT_LT(r.slots[order[k - 1]].offset, r.slots[order[k]].offset) << k;
+  }
+  EXPECT_EQ(*cache_->CommitStore(1, r.reservation, std::nullopt), 4u);
+  ASSERT_EQ(listener_.stored.size(), 4u);
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(listener_.stored[i], names[i]) << i;
+}
+
+TEST_F(CacheStoreTest, ASlotOrderThatIsNoPermutationIsRefused) {
+  auto names = Names(0, 3);
+  auto views = Views(names);
+  for (std::vector<uint32_t> order : {std::vector<uint32_t>{0, 1}, {0, 1, 1}, {0, 1, 3}}) {
+    auto r = cache_->ReserveStore(1, kNs, kBlock, views, false, order);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << order.size();
+  }
+  EXPECT_EQ(Hits(names), 0u);
+}
+
 TEST_F(CacheStoreTest, LookupCountsLeadingHitsOnly) {
   Store({"a", "b", "d"});
   std::vector<std::string> chain = {"a", "b", "c", "d"};

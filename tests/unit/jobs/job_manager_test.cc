@@ -43,6 +43,7 @@ class FakeEngine : public TransferEngine {
       std::lock_guard<std::mutex> lock(mu_);
       copies_ += request.blocks.size();
       layer_flag_value_ = request.layer_flag_value;
+      last_blocks_ = request.blocks;
     }
     done(TransferResult{});
     return absl::OkStatus();
@@ -55,11 +56,16 @@ class FakeEngine : public TransferEngine {
     std::lock_guard<std::mutex> lock(mu_);
     return layer_flag_value_;
   }
+  std::vector<BlockCopy> last_blocks() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_blocks_;
+  }
 
  private:
   std::mutex mu_;
   size_t copies_ = 0;
   std::optional<uint64_t> layer_flag_value_;
+  std::vector<BlockCopy> last_blocks_;
 };
 
 class JobManagerTest : public ::testing::Test {
@@ -184,6 +190,28 @@ TEST_F(JobManagerTest, LoadOfL1BlocksStaysSynchronous) {
   ASSERT_EQ(done.size(), 1u);
   EXPECT_TRUE(done[0].ok());
   EXPECT_EQ(engine_.copies(), 6u);
+}
+
+// vLLM hands a request's blocks out in descending order: the slots still ascend with the
+// GPU block ids, so that each tensor's pieces group into 2-D copies.
+TEST_F(JobManagerTest, AStoreTakesSlotsInTheOrderOfTheGpuBlockIds) {
+  JobBlocks blocks;
+  std::vector<std::string> keys;
+  for (uint32_t i = 0; i < 6; ++i) keys.push_back(absl::StrCat("desc", i));
+  for (uint32_t i = 0; i < 6; ++i) {
+    blocks.keys.emplace_back(keys[i]);
+    blocks.block_ids.push_back(20 - i);
+  }
+  auto job = jobs_->SubmitStore(kClient, ns_, kBlock, registration_, blocks, std::nullopt);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(WaitCompletions(1).size(), 1u);
+  std::vector<BlockCopy> copies = engine_.last_blocks();
+  ASSERT_EQ(copies.size(), 6u);
+  std::sort(copies.begin(), copies.end(),
+            [](const BlockCopy& a, const BlockCopy& b) { return a.block_id < b.block_id; });
+  for (size_t i = 1; i < copies.size(); ++i) {
+    EXPECT_LT(copies[i - 1].host_offset, copies[i].host_offset) << "block " << copies[i].block_id;
+  }
 }
 
 // A layer-wise load runs in the engine's step: L1 blocks are copied at once (the flag value
