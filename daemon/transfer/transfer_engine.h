@@ -123,7 +123,8 @@ struct TransferEngineOptions {
   uint64_t host_bytes = 0;
   uint32_t max_blocks_per_transfer = 65536;
   CopyStrategy copy_strategy = CopyStrategy::kAuto;
-  // kAuto's threshold for loads; set from bench/gpu/copy_bench (docs/gpu-data-path.md).
+  // kAuto's threshold for loads where `calibrate` is off or fails; set from
+  // bench/gpu/copy_bench (docs/gpu-data-path.md).
   // 256 KiB: copy_bench's recommendation on an H100, and one engine job of 64 KiB pieces
   // reached 86-87 % of the ceiling staged against 77-83 % batched (bench/RESULTS.md).
   uint64_t kernel_max_piece_bytes = 256 * 1024;
