@@ -64,38 +64,45 @@ TEST(SlabAllocatorTest, SlotsAreDistinctAlignedAndInsideTheRegion) {
   EXPECT_EQ(a->Stats().allocated_slots, 0u);
 }
 
+// Every slot of `c`, taken out of their handles, in allocation order.
+std::vector<SlotRef> AllocateAll(SlabAllocator& a, SizeClassId c) {
+  std::vector<SlotRef> slots;
+  while (auto h = a.Allocate(c)) slots.push_back(h->Release());
+  return slots;
+}
+
+// The next slots of `c` are at `offsets`, in that order.
+void ExpectNextSlotsAt(SlabAllocator& a, SizeClassId c, const std::vector<uint64_t>& offsets) {
+  for (uint64_t offset : offsets) {
+    std::optional<SlotHandle> h = a.Allocate(c);
+    ASSERT_TRUE(h.has_value());
+    EXPECT_EQ(h->offset(), offset);
+    h->Release();
+  }
+}
+
 // The GPU path copies a job's pieces as 2-D copies when its blocks sit in consecutive
 // slots: slots come in address order, again after every slab emptied in any order.
 TEST(SlabAllocatorTest, SlotsComeInAddressOrderAfterTheSlabsEmptied) {
   auto a = Make(4);
   SizeClassId c = *a->ClassFor(16 * kKiB);
-  std::vector<SlotRef> slots;
-  while (auto h = a->Allocate(c)) slots.push_back(h->Release());
+  std::vector<SlotRef> slots = AllocateAll(*a, c);
   ASSERT_EQ(slots.size(), 16u);
-  for (size_t i = 0; i < slots.size(); ++i) EXPECT_EQ(slots[i].offset, i * 16 * kKiB);
+  std::vector<uint64_t> in_order;
+  for (size_t i = 0; i < slots.size(); ++i) in_order.push_back(i * 16 * kKiB);
+  for (size_t i = 0; i < slots.size(); ++i) EXPECT_EQ(slots[i].offset, in_order[i]);
   for (size_t i : {5, 0, 14, 3, 9, 12, 1, 7, 15, 2, 11, 6, 13, 8, 4, 10}) a->Free(slots[i]);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    std::optional<SlotHandle> h = a->Allocate(c);
-    ASSERT_TRUE(h.has_value());
-    EXPECT_EQ(h->offset(), i * 16 * kKiB) << "slot " << i;
-    h->Release();
-  }
+  ExpectNextSlotsAt(*a, c, in_order);
 }
 
 // With holes in several slabs, the lowest slab's holes are filled first.
 TEST(SlabAllocatorTest, TheLowestSlabWithRoomIsFilledFirst) {
   auto a = Make(3);
   SizeClassId c = *a->ClassFor(16 * kKiB);
-  std::vector<SlotRef> slots;
-  while (auto h = a->Allocate(c)) slots.push_back(h->Release());
+  std::vector<SlotRef> slots = AllocateAll(*a, c);
   ASSERT_EQ(slots.size(), 12u);
   for (size_t i : {9, 1, 5}) a->Free(slots[i]);  // One hole in each slab.
-  for (uint64_t want : {1u, 5u, 9u}) {
-    std::optional<SlotHandle> h = a->Allocate(c);
-    ASSERT_TRUE(h.has_value());
-    EXPECT_EQ(h->offset(), want * 16 * kKiB);
-    h->Release();
-  }
+  ExpectNextSlotsAt(*a, c, {1 * 16 * kKiB, 5 * 16 * kKiB, 9 * 16 * kKiB});
 }
 
 TEST(SlabAllocatorTest, ReleasedSlotIsFreedExplicitly) {
