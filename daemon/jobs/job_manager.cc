@@ -19,6 +19,17 @@ std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
   return out;
 }
 
+// The job's stage times at debug level (`job_done ...`).
+void LogTimings(JobId job, const char* kind, size_t blocks, absl::Duration elapsed,
+                const TransferTimings& t) {
+  // Where a slow job's time went (issue 14's tail spikes): log.level = debug.
+  spdlog::debug(
+      "job_done job={} kind={} blocks={} elapsed_us={} queued_us={} plan_us={} issue_us={} "
+      "idle_us={} wait_us={}",
+      job, kind, blocks, absl::ToInt64Microseconds(elapsed), t.queued_us, t.plan_us, t.issue_us,
+      t.idle_us, t.wait_us);
+}
+
 }  // namespace
 
 JobManager::JobManager(BlockStore* store, TransferEngine* engine, absl::Status engine_status,
@@ -118,16 +129,6 @@ JobId JobManager::StartJob(SessionId session, JobCompletion::Kind kind) {
   MutexLock lock(&mu_);
   jobs_[id] = {session, false, kind, absl::Now()};
   return id;
-}
-
-void JobManager::LogTimings(JobId job, const char* kind, size_t blocks, absl::Duration elapsed,
-                            const TransferTimings& t) {
-  // Where a slow job's time went (issue 14's tail spikes): log.level = debug.
-  spdlog::debug(
-      "job_done job={} kind={} blocks={} elapsed_us={} queued_us={} plan_us={} issue_us={} "
-      "idle_us={} wait_us={}",
-      job, kind, blocks, absl::ToInt64Microseconds(elapsed), t.queued_us, t.plan_us, t.issue_us,
-      t.idle_us, t.wait_us);
 }
 
 bool JobManager::FinishJob(JobId job, absl::Duration* elapsed) {

@@ -122,9 +122,6 @@ class JobManager {
   void RecordTransfer(CopyDirection direction, uint64_t bytes, absl::Time start, bool failed);
   // Removes the job; false when it was cancelled. `elapsed` (optional): time since StartJob.
   bool FinishJob(JobId job, absl::Duration* elapsed = nullptr);
-  // The job's stage times at debug level (`job_done ...`).
-  static void LogTimings(JobId job, const char* kind, size_t blocks, absl::Duration elapsed,
-                         const TransferTimings& timings);
   void Complete(SessionId session, JobCompletion completion);
 
   BlockStore* const store_;
