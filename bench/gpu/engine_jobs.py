@@ -479,6 +479,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--descending-stores", action="store_true",
                     help="store jobs name their blocks in descending id order (as vLLM hands "
                     "out a request's blocks once it has freed others: tail first)")
+    ap.add_argument("--completions", choices=("socket", "stream"), default="socket",
+                    help="stream: send version-1 job frames, whose completions come over "
+                    "WatchCompletions (as before the daemon offered socket_completions)")
     ap.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="skip the nhd16 8K load-during-store run")
     args = ap.parse_args(argv)
@@ -520,6 +523,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             endpoint = daemon.endpoint
         pid = daemon.proc.pid if daemon is not None else None
         with kvstrata.Session(endpoint=endpoint, client_name="bench-engine-jobs", timeout=60.0) as s:
+            if args.completions == "stream":  # What a client of an older daemon does.
+                s.open_response.socket_completions = False
+            result["completions"] = ("socket" if s.open_response.socket_completions
+                                     else "stream")
+            log(f"job completions come over the {result['completions']}")
             result["floors"] = floors = measure_floors(s)
             if getattr(s.open_response, "packed_transfers", False):
                 floors.update(measure_submit_parts(s))

@@ -18,6 +18,9 @@
 #   AB_DAEMONS="a=PATH b=PATH" AB_ARGS="--layouts nhd16 --sizes 8192" \
 #     bash bench/gpu/run_engine_jobs.sh 7 # same-run A/B of daemon binaries (each run with
 #                                         # .bundle/lib), in the order a b a b
+#   bash bench/gpu/run_engine_jobs.sh 8   # job completions on the job socket (the default)
+#                                         # against over WatchCompletions (--completions
+#                                         # stream), in the order socket stream socket stream
 # Needs .bundle/ (scripts/bundle.sh, scripts/bundle_python.sh); writes under $OUT.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -92,8 +95,17 @@ case "${1:-}" in
       done
     done
     ;;
+  8)
+    bash scripts/gpu_run.sh --install-python | tail -n 1
+    jobs_args=(--repeats "${REPEATS:-20}" --sizes "${SIZES:-1024,8192}")
+    read -r -a ab_args <<<"${AB_ARGS:---layouts nhd16,flashinfer,mla,cross_layer}"
+    for round in 1 2; do
+      engine_jobs "socket_$round" --no-overlap "${ab_args[@]}"
+      engine_jobs "stream_$round" --no-overlap --completions stream "${ab_args[@]}"
+    done
+    ;;
   *)
-    echo "usage: $0 1|2|3|4|5|6|7" >&2
+    echo "usage: $0 1|2|3|4|5|6|7|8" >&2
     exit 2
     ;;
 esac

@@ -12,6 +12,13 @@
 // Response (20 bytes + message_bytes):
 //   u32 magic "KVSJ" | u32 status (0 OK, else a gRPC status code number) | u64 job_id |
 //   u32 message_bytes | message.
+// Version 2 request frames are version 1's with one more promise: the job's completion comes
+// back on the same connection, as a completion frame, whenever it finishes (before or after
+// the response; a completion that cannot be written there goes to the session's queue).
+// Completion (40 bytes + failed_count * 4 + error_bytes):
+//   u32 magic "KVSC" | u16 kind (1 store, 2 load) | u16 reserved (0) | u64 session_id |
+//   u64 job_id | u64 elapsed_us | u32 failed_count | u32 error_bytes |
+//   failed block indices, failed_count u32 | error, error_bytes bytes.
 #ifndef KVSTRATA_DAEMON_COMMON_JOB_WIRE_H_
 #define KVSTRATA_DAEMON_COMMON_JOB_WIRE_H_
 
@@ -24,6 +31,9 @@ namespace kvstrata::job_wire {
 
 inline constexpr uint32_t kMagic = 0x4A53564B;  // The bytes "KVSJ" read as little-endian.
 inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersionCompletionsHere = 2;    // Completions on this connection.
+inline constexpr uint32_t kCompletionMagic = 0x4353564B;  // "KVSC" read as little-endian.
+inline constexpr size_t kCompletionHeaderBytes = 40;
 inline constexpr uint16_t kKindStore = 1;
 inline constexpr uint16_t kKindLoad = 2;
 inline constexpr size_t kRequestHeaderBytes = 48;
@@ -47,6 +57,17 @@ struct ResponseHeader {
   uint32_t status = 0;
   uint64_t job_id = 0;
   uint32_t message_bytes = 0;
+};
+
+struct CompletionHeader {
+  uint32_t magic = kCompletionMagic;
+  uint16_t kind = kKindLoad;
+  uint16_t reserved = 0;
+  uint64_t session_id = 0;
+  uint64_t job_id = 0;
+  uint64_t elapsed_us = 0;
+  uint32_t failed_count = 0;
+  uint32_t error_bytes = 0;
 };
 
 // `out` holds kRequestHeaderBytes.
@@ -78,6 +99,22 @@ inline ResponseHeader DecodeResponseHeader(const char* in) {
   using lookup_wire::internal::Get;
   ResponseHeader h;
   Get(Get(Get(Get(in, &h.magic), &h.status), &h.job_id), &h.message_bytes);
+  return h;
+}
+
+// `out` holds kCompletionHeaderBytes.
+inline void EncodeCompletionHeader(const CompletionHeader& h, char* out) {
+  using lookup_wire::internal::Put;
+  out = Put(Put(Put(Put(out, h.magic), h.kind), h.reserved), h.session_id);
+  Put(Put(Put(Put(out, h.job_id), h.elapsed_us), h.failed_count), h.error_bytes);
+}
+
+// `in` holds kCompletionHeaderBytes. Checks nothing.
+inline CompletionHeader DecodeCompletionHeader(const char* in) {
+  using lookup_wire::internal::Get;
+  CompletionHeader h;
+  in = Get(Get(Get(Get(in, &h.magic), &h.kind), &h.reserved), &h.session_id);
+  Get(Get(Get(Get(in, &h.job_id), &h.elapsed_us), &h.failed_count), &h.error_bytes);
   return h;
 }
 

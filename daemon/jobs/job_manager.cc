@@ -142,14 +142,15 @@ bool JobManager::FinishJob(JobId job, absl::Duration* elapsed) {
   return !cancelled;
 }
 
-void JobManager::Complete(SessionId session, JobCompletion completion) {
+void JobManager::Complete(SessionId session, const SinkPtr& sink, JobCompletion completion) {
+  if (sink != nullptr && sink->Deliver(session, completion)) return;
   completions_.Push(session, std::move(completion));
 }
 
 absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
                                               uint64_t block_bytes, RegistrationId registration,
                                               const JobBlocks& blocks,
-                                              std::optional<uint32_t> wait_event) {
+                                              std::optional<uint32_t> wait_event, SinkPtr sink) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
   // Slots are taken in the order of the engine's block ids. vLLM hands a request's blocks
   // out in descending order (it frees a request's blocks tail first), and slots in key
@@ -176,7 +177,7 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
   if (picked.empty()) {
     absl::Duration elapsed;
     FinishJob(job, &elapsed);
-    Complete(session, {job, JobCompletion::Kind::kStore, {}, "", elapsed});
+    Complete(session, sink, {job, JobCompletion::Kind::kStore, {}, "", elapsed});
     return job;
   }
   ReservationId reservation = reserved->reservation;
@@ -200,8 +201,9 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
           (void)store_->CommitStore(session, reservation, absl::MakeConstSpan(written));
         }
         LogTimings(job, "store", picked.size(), elapsed, result.timings);
-        Complete(session, {job, JobCompletion::Kind::kStore, std::move(failed),
-                           live ? result.error : "cancelled", elapsed});
+        Complete(session, sink,
+                 {job, JobCompletion::Kind::kStore, std::move(failed),
+                  live ? result.error : "cancelled", elapsed});
       });
   if (!submitted.ok()) {
     FinishJob(job);
@@ -214,14 +216,16 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
 absl::StatusOr<JobId> JobManager::SubmitLoad(SessionId session, NamespaceId ns,
                                              RegistrationId registration, const JobBlocks& blocks,
                                              std::optional<LeaseId> lease,
-                                             std::optional<uint64_t> layer_flag_value) {
+                                             std::optional<uint64_t> layer_flag_value,
+                                             SinkPtr sink) {
   if (absl::Status s = CheckRegistration(session, ns, registration, blocks); !s.ok()) return s;
   PendingLoad pending;
   // A layer-wise load runs now, in the engine's step: nothing waits for a disk.
   if (!layer_flag_value.has_value()) pending = store_->BeginLoad(ns, blocks.keys);
   const JobId job = StartJob(session, JobCompletion::Kind::kLoad);
   if (pending.waits().empty()) {
-    if (absl::Status s = RunLoad(job, session, ns, registration, blocks, lease, layer_flag_value);
+    if (absl::Status s =
+            RunLoad(job, session, ns, registration, blocks, lease, layer_flag_value, sink);
         !s.ok()) {
       return s;
     }
@@ -235,7 +239,8 @@ absl::StatusOr<JobId> JobManager::SubmitLoad(SessionId session, NamespaceId ns,
                         std::vector<std::string>(blocks.keys.begin(), blocks.keys.end()),
                         blocks.block_ids,
                         lease,
-                        std::move(pending)};
+                        std::move(pending),
+                        std::move(sink)};
   {
     std::lock_guard<std::mutex> lock(deferred_mu_);
     deferred_.push_back(std::move(deferred));
@@ -259,11 +264,12 @@ void JobManager::DeferredLoop() {
     std::vector<std::string_view> keys(load.keys.begin(), load.keys.end());
     absl::Status s = RunLoad(load.job, load.session, load.ns, load.registration,
                              JobBlocks{std::move(keys), load.block_ids}, load.lease, std::nullopt,
-                             std::move(load.pending));
+                             load.sink, std::move(load.pending));
     if (!s.ok()) {  // The job is finished: report every block failed, once.
       std::vector<uint32_t> all(load.block_ids.size());
       for (uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-      Complete(load.session, {load.job, JobCompletion::Kind::kLoad, std::move(all), s.ToString()});
+      Complete(load.session, load.sink,
+               {load.job, JobCompletion::Kind::kLoad, std::move(all), s.ToString()});
     }
     load = DeferredLoad{};  // Releases the promotion guard before taking the lock.
     lock.lock();
@@ -275,7 +281,8 @@ void JobManager::DeferredLoop() {
 absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
                                  RegistrationId registration, const JobBlocks& blocks,
                                  std::optional<LeaseId> lease,
-                                 std::optional<uint64_t> layer_flag_value, PendingLoad pending) {
+                                 std::optional<uint64_t> layer_flag_value, const SinkPtr& sink,
+                                 PendingLoad pending) {
   const absl::Time entered = absl::Now();
   absl::StatusOr<LoadResult> acquired =
       store_->FinishLoad(session, ns, blocks.keys, lease, std::move(pending));
@@ -311,7 +318,7 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
                         : missing.empty()       ? ""
                                                 : "some blocks are not cached";
     LogTimings(job, "load", picked.size(), elapsed, result.timings);
-    Complete(session,
+    Complete(session, sink,
              {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error), elapsed});
   };
   if (picked.empty()) {

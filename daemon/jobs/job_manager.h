@@ -10,7 +10,8 @@
 // whose blocks must first come up from L2/L3 returns its job id at once: the promotions run
 // on the tiers' I/O threads and the rest of the load on this manager's deferred-load
 // thread, so SubmitLoad (on an engine's step path) never waits for a disk.
-// Completions go to a per-session CompletionQueue. Without a TransferEngine (no GPU, or a
+// Completions go to the job's CompletionSink when it was given one and takes it, else to a
+// per-session CompletionQueue. Without a TransferEngine (no GPU, or a
 // build without CUDA) CUDA registration answers FAILED_PRECONDITION / UNIMPLEMENTED and
 // host-mode registrations are only recorded.
 //
@@ -25,6 +26,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -36,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/common/mutex.h"
 #include "daemon/jobs/completion_queue.h"
+#include "daemon/jobs/completion_sink.h"
 #include "daemon/metrics/metrics_sink.h"
 #include "daemon/store/block_store.h"
 #include "daemon/transfer/transfer_engine.h"
@@ -46,6 +49,9 @@ struct JobBlocks {
   std::vector<std::string_view> keys;  // Valid during the Submit call.
   std::vector<uint32_t> block_ids;     // Same length as keys.
 };
+
+// A job's completion sink: null = the session's CompletionQueue.
+using SinkPtr = std::shared_ptr<CompletionSink>;
 
 class JobManager {
  public:
@@ -66,12 +72,13 @@ class JobManager {
 
   absl::StatusOr<JobId> SubmitStore(SessionId session, NamespaceId ns, uint64_t block_bytes,
                                     RegistrationId registration, const JobBlocks& blocks,
-                                    std::optional<uint32_t> wait_event);
+                                    std::optional<uint32_t> wait_event, SinkPtr sink = nullptr);
   // `layer_flag_value` (TransferRequest.layer_flag_value): a layer-wise load; it promotes
   // nothing (blocks not in L1 fail), so it runs now, in the engine's step.
   absl::StatusOr<JobId> SubmitLoad(SessionId session, NamespaceId ns, RegistrationId registration,
                                    const JobBlocks& blocks, std::optional<LeaseId> lease,
-                                   std::optional<uint64_t> layer_flag_value = std::nullopt);
+                                   std::optional<uint64_t> layer_flag_value = std::nullopt,
+                                   SinkPtr sink = nullptr);
   // True when the job was still running: its result is discarded (a store commits nothing)
   // and its completion says "cancelled". NOT_FOUND when unknown or already completed.
   absl::StatusOr<bool> Cancel(SessionId session, JobId job);
@@ -107,6 +114,7 @@ class JobManager {
     std::vector<uint32_t> block_ids;
     std::optional<LeaseId> lease;
     PendingLoad pending;
+    SinkPtr sink;
   };
   absl::Status CheckRegistration(SessionId session, NamespaceId ns, RegistrationId registration,
                                  const JobBlocks& blocks);
@@ -115,14 +123,16 @@ class JobManager {
   // (no completion) and the error returned.
   absl::Status RunLoad(JobId job, SessionId session, NamespaceId ns, RegistrationId registration,
                        const JobBlocks& blocks, std::optional<LeaseId> lease,
-                       std::optional<uint64_t> layer_flag_value, PendingLoad pending = {});
+                       std::optional<uint64_t> layer_flag_value, const SinkPtr& sink,
+                       PendingLoad pending = {});
   void DeferredLoop();
   JobId StartJob(SessionId session, JobCompletion::Kind kind);
   // Reports one finished job's copies to the metrics sink.
   void RecordTransfer(CopyDirection direction, uint64_t bytes, absl::Time start, bool failed);
   // Removes the job; false when it was cancelled. `elapsed` (optional): time since StartJob.
   bool FinishJob(JobId job, absl::Duration* elapsed = nullptr);
-  void Complete(SessionId session, JobCompletion completion);
+  // To `sink` when it takes it, else to the session's queue.
+  void Complete(SessionId session, const SinkPtr& sink, JobCompletion completion);
 
   BlockStore* const store_;
   TransferEngine* const engine_;

@@ -57,6 +57,7 @@ grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
     response->set_shm_fd_socket(context_.shm_fd_socket);
     response->set_lookup_socket(context_.lookup_socket);
     response->set_packed_transfers(true);
+    response->set_socket_completions(true);
     return absl::OkStatus();
   });
 }

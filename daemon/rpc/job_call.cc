@@ -23,14 +23,14 @@ absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCa
     std::optional<uint32_t> wait_event;
     if (call.wait_event != 0) wait_event = call.wait_event - 1;
     return context.jobs->SubmitStore(call.session_id, ns->id, ns->bytes_per_block,
-                                     call.registration_id, blocks, wait_event);
+                                     call.registration_id, blocks, wait_event, call.sink);
   }
   std::optional<LeaseId> lease;
   if (call.lease_id != 0) lease = call.lease_id;
   std::optional<uint64_t> layer_flag_value;
   if (call.layer_flag_value != 0) layer_flag_value = call.layer_flag_value;
   return context.jobs->SubmitLoad(call.session_id, ns->id, call.registration_id, blocks, lease,
-                                  layer_flag_value);
+                                  layer_flag_value, call.sink);
 }
 
 }  // namespace kvstrata

@@ -2,7 +2,9 @@
 // and the fast-path socket's job frames (LookupServer) both run after decoding their
 // request. Checks the session and namespace (RequireSessionNamespace) and the blocks
 // (JobBlocks: keys as ValidateKeys, one block id per key), in that order, then hands the
-// job to the JobManager, which answers at once (it never waits for copies or disks).
+// job to the JobManager, which answers at once (it never waits for copies or disks). The
+// job's completion goes to `sink` when one is given (a fast-path connection's), else to the
+// session's completion queue.
 // Returns the job id. Thread-safe (as JobManager is).
 #ifndef KVSTRATA_DAEMON_RPC_JOB_CALL_H_
 #define KVSTRATA_DAEMON_RPC_JOB_CALL_H_
@@ -13,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "daemon/common/ids.h"
+#include "daemon/jobs/job_manager.h"
 #include "daemon/rpc/service_context.h"
 
 namespace kvstrata {
@@ -29,6 +32,7 @@ struct JobCall {
   uint32_t wait_event = 0;                  // Stores: 1 + event index; 0 = no wait.
   uint64_t lease_id = 0;                    // Loads: 0 = none.
   uint32_t layer_flag_value = 0;            // Loads: layer-wise when > 0.
+  SinkPtr sink;                             // Where the completion goes; null = the queue.
 };
 
 absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCall& call);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/common/job_wire.h"
@@ -28,9 +29,9 @@ namespace wire = lookup_wire;
 constexpr char kMethod[] = "LookupSocket.Lookup";
 
 absl::Status CheckJobHeader(const job_wire::RequestHeader& h) {
-  if (h.version != job_wire::kVersion) {
+  if (h.version != job_wire::kVersion && h.version != job_wire::kVersionCompletionsHere) {
     return absl::InvalidArgumentError(
-        absl::StrCat("job frame version ", h.version, " is not supported (only 1)"));
+        absl::StrCat("job frame version ", h.version, " is not supported (only 1 and 2)"));
   }
   if (h.kind != job_wire::kKindStore && h.kind != job_wire::kKindLoad) {
     return absl::InvalidArgumentError(
@@ -214,8 +215,8 @@ bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start,
   return true;
 }
 
-bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes,
-                            FrameBuffers& buffers) const {
+bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes, FrameBuffers& buffers,
+                            const std::shared_ptr<ConnectionWriter>& writer) const {
   absl::Time start = absl::Now();
   char header_bytes[job_wire::kRequestHeaderBytes];
   std::copy(first_bytes, first_bytes + wire::kRequestHeaderBytes, header_bytes);
@@ -229,7 +230,7 @@ bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes,
   if (absl::Status s = CheckJobHeader(h); !s.ok()) {
     metrics_->RecordRpc(method, absl::StatusCodeToString(s.code()), absl::Now() - start);
     EncodeJobReply(s, 0, &buffers.reply);
-    SendAll(fd, buffers.reply);
+    writer->Send(buffers.reply);
     return false;  // The rest of the frame cannot be trusted: close.
   }
   buffers.keys.resize(static_cast<size_t>(h.key_count) * h.key_bytes);
@@ -250,28 +251,33 @@ bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes,
                buffers.block_ids,
                h.kind == job_wire::kKindStore ? h.event : 0,
                h.lease_id,
-               h.kind == job_wire::kKindLoad ? h.event : 0};
+               h.kind == job_wire::kKindLoad ? h.event : 0,
+               h.version == job_wire::kVersionCompletionsHere ? writer : nullptr};
   absl::StatusOr<uint64_t> job = RunSubmitJob(context_, call);
   EncodeJobReply(job.status(), job.value_or(0), &buffers.reply);
   metrics_->RecordRpc(method, absl::StatusCodeToString(job.status().code()), absl::Now() - start);
-  return SendAll(fd, buffers.reply);
+  return writer->Send(buffers.reply);
 }
 
 void LookupServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const {
   FrameBuffers buffers;
+  // Completions of this connection's jobs may still come after it ends: they go to the queue.
+  auto writer = std::make_shared<ConnectionWriter>(fd);
+  absl::Cleanup close_writer = [&writer] { writer->Close(); };
   char header_bytes[wire::kRequestHeaderBytes];
   while (ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true, idle_since_ms)) {
     uint32_t magic = 0;
     wire::internal::Get(header_bytes, &magic);
     if (magic == job_wire::kMagic) {
-      if (!ServeJob(fd, tenant, header_bytes, buffers)) return;
+      if (!ServeJob(fd, tenant, header_bytes, buffers, writer)) return;
       continue;
     }
     absl::Time start = absl::Now();
     wire::RequestHeader h = wire::DecodeRequestHeader(header_bytes);
     if (absl::Status s = CheckHeader(h); !s.ok()) {
       metrics_->RecordRpc(kMethod, absl::StatusCodeToString(s.code()), absl::Now() - start);
-      SendError(fd, s);
+      EncodeReply(s, nullptr, &buffers.reply);
+      writer->Send(buffers.reply);
       return;
     }
     buffers.keys.resize(static_cast<size_t>(h.key_count) * h.key_bytes);
@@ -283,7 +289,7 @@ void LookupServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_sin
     EncodeReply(answer.status(), answer.ok() ? &*answer : nullptr, &buffers.reply);
     metrics_->RecordRpc(kMethod, absl::StatusCodeToString(answer.status().code()),
                         absl::Now() - start);
-    if (!SendAll(fd, buffers.reply)) return;
+    if (!writer->Send(buffers.reply)) return;
   }
 }
 

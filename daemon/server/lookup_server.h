@@ -3,7 +3,8 @@
 // (docs/wire-protocol.md, "Lookup fast path"), on persistent connections. Each frame runs
 // RunLookup — the same checks and BlockCache::Lookup as Control.Lookup. Job frames
 // (daemon/common/job_wire.h, magic "KVSJ") on the same connections run RunSubmitJob, as
-// Control.SubmitStore / Control.SubmitLoad do.
+// Control.SubmitStore / Control.SubmitLoad do; a version-2 job frame's completion comes back
+// on its connection (ConnectionWriter), where the client's reader already waits.
 //
 // A connection is admitted by its peer credentials (TenantTable::ForConnection: a peer no
 // tenant claims gets a PERMISSION_DENIED frame and is closed); its frames may only name
@@ -33,6 +34,7 @@
 #include "daemon/metrics/metrics_sink.h"
 #include "daemon/rpc/service_context.h"
 #include "daemon/server/connection_threads.h"
+#include "daemon/server/connection_writer.h"
 
 namespace kvstrata {
 
@@ -59,7 +61,9 @@ class LookupServer {
   void Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const;
   // One job frame (its first kRequestHeaderBytes of lookup_wire already read); false when
   // the connection must close.
-  bool ServeJob(int fd, TenantId tenant, const char* first_bytes, FrameBuffers& buffers) const;
+  // Its answer (and, for a version-2 frame, the job's completion) goes through `writer`.
+  bool ServeJob(int fd, TenantId tenant, const char* first_bytes, FrameBuffers& buffers,
+                const std::shared_ptr<ConnectionWriter>& writer) const;
   // Reads exactly `size` bytes. Before the first byte of a frame (`frame_start`) it waits
   // until Stop; after it, at most kFrameTimeoutSeconds without progress.
   // `idle_since_ms` (frame starts only) is set while no byte of the frame has come.

@@ -4,9 +4,11 @@ The daemon's `lookup_socket` (OpenSessionResponse) answers lookup frames (magic 
 job frames (magic "KVSJ"), docs/wire-protocol.md: the same checks and answers as
 Control.Lookup / SubmitStore / SubmitLoad, without a gRPC round trip (~300 µs of Python
 gRPC per call on a GPU host). One persistent Unix stream connection per FastPathSocket, one
-frame in flight at a time (a lock); job completions still arrive on the session's
-WatchCompletions stream. FastPathSocket.submit waits for the daemon's answer; the Session
-sends its jobs through kvstrata.job_socket instead, which does not.
+frame in flight at a time (a lock); completions of its (version 1) job frames arrive on the
+session's WatchCompletions stream. FastPathSocket.submit waits for the daemon's answer; the
+Session sends its jobs through kvstrata.job_socket instead, which does not, and sends them as
+version 2 frames where the daemon offers it (OpenSessionResponse.socket_completions): their
+completions come back as completion frames (magic "KVSC") on the same connection.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import socket
 import struct
 import sys
 import threading
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import grpc
 
@@ -23,11 +25,16 @@ from .errors import DaemonUnavailable, KVStrataError
 
 MAGIC = 0x4A53564B  # "KVSJ" read as little-endian
 VERSION = 1
+VERSION_COMPLETIONS = 2  # a job frame whose completion comes back on its connection
 KIND_STORE, KIND_LOAD = 1, 2
 _REQUEST = struct.Struct("<IHHQIIIIQQ")  # 48 bytes
 _RESPONSE = struct.Struct("<IIQI")       # 20 bytes
 ANSWER_BYTES = _RESPONSE.size
-MAX_MESSAGE_BYTES = 4096  # the longest error message a job answer carries
+MAX_MESSAGE_BYTES = 4096  # the longest error message a job answer or completion carries
+COMPLETION_MAGIC = 0x4353564B  # "KVSC"
+_COMPLETION = struct.Struct("<IHHQQQII")  # 40 bytes
+COMPLETION_BYTES = _COMPLETION.size
+MAX_JOB_BLOCKS = 65536  # the most blocks a job has, so the most a completion names failed
 LOOKUP_MAGIC = 0x4C53564B  # "KVSL"
 _LOOKUP_REQUEST = struct.Struct("<IHHQIIII")   # 32 bytes
 _LOOKUP_RESPONSE = struct.Struct("<IIIIQQI")   # 36 bytes
@@ -38,6 +45,16 @@ class NotSpoken(Exception):
     """The socket answered a frame with another magic: the daemon predates job frames."""
 
 
+class SocketCompletion(NamedTuple):
+    """A completion frame: a version-2 job frame's job finished (ids are the daemon's)."""
+    session_id: int
+    job_id: int
+    kind: int              # KIND_STORE / KIND_LOAD
+    failed_blocks: List[int]
+    error: str
+    elapsed_us: int
+
+
 def _raise_for(status: int, message: bytes, path: str) -> None:
     """KVStrataError for a non-zero status (a gRPC status code number) of a response."""
     if status:
@@ -45,15 +62,36 @@ def _raise_for(status: int, message: bytes, path: str) -> None:
                             message.decode("utf-8", "replace"), path)
 
 
+def completion_tail_bytes(header: bytes) -> int:
+    """How many bytes follow a completion frame's 40-byte header (its magic is checked by
+    the caller). ValueError when its sizes cannot be trusted."""
+    _, _, _, _, _, _, failed, error_bytes = _COMPLETION.unpack(header)
+    if failed > MAX_JOB_BLOCKS or error_bytes > MAX_MESSAGE_BYTES:
+        raise ValueError(f"a completion frame naming {failed} failed blocks and "
+                         f"{error_bytes} error bytes")
+    return 4 * failed + error_bytes
+
+
+def completion(header: bytes, tail: bytes) -> SocketCompletion:
+    """The completion a frame's header and its completion_tail_bytes() bytes carry."""
+    _, kind, _, session_id, job_id, elapsed_us, failed, _ = _COMPLETION.unpack(header)
+    ids = array.array("I", tail[:4 * failed])
+    if sys.byteorder != "little":
+        ids.byteswap()
+    return SocketCompletion(session_id, job_id, kind, ids.tolist(),
+                            tail[4 * failed:].decode("utf-8", "replace"), elapsed_us)
+
+
 def job_frame(kind: int, session_id: int, namespace_id: int, registration_id: int,
               keys: List[bytes], block_ids: List[int], event: int = 0,
-              lease_id: int = 0) -> bytes:
+              lease_id: int = 0, version: int = VERSION) -> bytes:
     """A SubmitStore / SubmitLoad job frame (docs/wire-protocol.md). keys: all of one length
-    (1..32 bytes). event: a store's wait_event or a load's layer_flag_value."""
+    (1..32 bytes). event: a store's wait_event or a load's layer_flag_value. version:
+    VERSION_COMPLETIONS for a job whose completion comes back on the frame's connection."""
     ids = array.array("I", block_ids)
     if sys.byteorder != "little":
         ids.byteswap()
-    return b"".join((_REQUEST.pack(MAGIC, VERSION, kind, session_id, namespace_id, len(keys),
+    return b"".join((_REQUEST.pack(MAGIC, version, kind, session_id, namespace_id, len(keys),
                                    len(keys[0]) if keys else 0, event, registration_id,
                                    lease_id),
                      b"".join(keys), ids.tobytes()))

@@ -13,7 +13,9 @@ refusal in that answer (unknown registration, bad block ids, a full pool, ...) a
 the job's failed completion: ok False, every block in failed_blocks, the daemon's message
 in `error`; so does a connection that broke before the answer was read. Otherwise the
 submit goes through gRPC, waits for the daemon and raises its refusals, as before.
-Their completions arrive through kvstrata.jobs (SessionJobs). A reconnect registers the
+Their completions arrive through kvstrata.jobs (SessionJobs): a job frame's on the job
+socket itself where the daemon offers it (socket_completions: one wake-up of the reader
+thread instead of a gRPC stream message), else on the WatchCompletions stream. A reconnect registers the
 kept descriptions again on the new session (no CUDA call: the heartbeat thread has no CUDA
 context). torch is imported only by register_cuda_kv_caches.
 """
@@ -29,7 +31,8 @@ from .connection import Connection
 from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlags,
                    block_transfers, checked_block_ids, describe_pieces)
 from .errors import DaemonUnavailable, KVStrataError
-from .fast_path import STATUS_CODES, KIND_LOAD, KIND_STORE, NotSpoken, job_frame
+from .fast_path import (STATUS_CODES, KIND_LOAD, KIND_STORE, VERSION, VERSION_COMPLETIONS,
+                        NotSpoken, SocketCompletion, job_frame)
 from .host import key_bytes
 from .job_ids import client_job_id, is_client_job_id, job_counter
 from .job_socket import JobSocket, SentJob
@@ -209,8 +212,10 @@ class GpuIO(Connection):
         jobs = self._job_socket(keys) if "block_ids" in blocks else None
         if jobs is None:
             return None
+        version = (VERSION_COMPLETIONS if getattr(self.open_response, "socket_completions", False)
+                   else VERSION)
         frame = job_frame(kind, sid, namespace_id(ns), int(reg), keys, blocks["block_ids"],
-                          event, lease_id)
+                          event, lease_id, version)
         job = SentJob(client_job_id(next(self._job_numbers), tag), tag,
                       pb.JobCompletion.KIND_STORE if kind == KIND_STORE
                       else pb.JobCompletion.KIND_LOAD, len(keys), sid)
@@ -236,7 +241,7 @@ class GpuIO(Connection):
                 if jobs is None:  # The first, or the daemon now names another socket.
                     stale = list(self._job_sockets.values())
                     jobs = JobSocket(path, self.client.timeout, self._on_job_answer,
-                                     self._on_jobs_lost)
+                                     self._on_jobs_lost, self._on_job_completion)
                     self._job_sockets = {path: jobs}
             for old in stale:
                 old.close()
@@ -257,6 +262,14 @@ class GpuIO(Connection):
             log.warning("kvstrata: %s job %d refused by the daemon, reported as a failed "
                         "completion: %s", _kind_name(job.kind), job.job_id, err)
         self._failed(err, job.session_id)  # Notices a session the daemon no longer knows.
+
+    def _on_job_completion(self, c: SocketCompletion) -> None:
+        """A completion frame from the job socket (its reader thread)."""
+        tracker = self._tracker
+        if tracker is not None:
+            tracker.delivered(c.session_id, pb.JobCompletion(
+                job_id=c.job_id, kind=c.kind, ok=not c.failed_blocks and not c.error,
+                failed_blocks=c.failed_blocks, error=c.error, elapsed_us=c.elapsed_us))
 
     def _on_jobs_lost(self, jobs: List[SentJob], error: BaseException) -> None:
         """Job frames whose answers a broken connection took with it: failed completions."""

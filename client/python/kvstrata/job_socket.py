@@ -9,15 +9,19 @@ reader thread per connection reads the daemon's answers. One connection is serve
 daemon thread, frame after frame, so the answers come in the order the frames were
 written: each is handed, with the SentJob that send() got, to
 `on_answer(job, status, daemon_job_id, message)` (status 0 = accepted, else the gRPC
-status code number of the refusal and its message).
+status code number of the refusal and its message). Between the answers may come completion
+frames (the jobs of version-2 frames, which may finish before their answer is read): each is
+handed to `on_completion(SocketCompletion)` (the daemon's job id; the session maps it).
 
 A connection that breaks (the daemon died, or closed it) hands every job whose answer was
 not read to `on_lost(jobs, error)`, once, and the next send() connects again. So does a
 connection whose oldest unanswered frame waited `timeout` seconds. A daemon that predates
 job frames answers with a lookup frame's magic: its connection is dropped the same way
 (error: NotSpoken) and `spoken` turns False (the session then submits through gRPC).
-Both callbacks run in the reader thread (or in a sender's thread when its write failed),
-never under the JobSocket's locks.
+The callbacks run in the reader thread (or in a sender's thread when its write failed),
+never under the JobSocket's locks. A completion frame whose sizes cannot be trusted breaks
+the connection like a torn answer; completions of jobs already answered then come through
+the session's completion stream (the daemon queues what it cannot write).
 """
 from __future__ import annotations
 
@@ -32,9 +36,12 @@ from typing import Callable, Deque, List, Optional, Tuple
 import grpc
 
 from .errors import DaemonUnavailable
-from .fast_path import ANSWER_BYTES, MAGIC, MAX_MESSAGE_BYTES, NotSpoken, job_answer
+from .fast_path import (ANSWER_BYTES, COMPLETION_BYTES, COMPLETION_MAGIC, MAGIC,
+                        MAX_MESSAGE_BYTES, NotSpoken, SocketCompletion, completion,
+                        completion_tail_bytes, job_answer)
 
 log = logging.getLogger("kvstrata")
+_COMPLETION_MAGIC_BYTES = COMPLETION_MAGIC.to_bytes(4, "little")
 
 
 @dataclass(eq=False)
@@ -50,6 +57,7 @@ class SentJob:
 
 AnswerFn = Callable[[SentJob, int, int, str], None]
 LostFn = Callable[[List[SentJob], BaseException], None]
+CompletionFn = Callable[[SocketCompletion], None]
 
 
 class _Link:
@@ -66,11 +74,12 @@ class JobSocket:
     at a time, whole."""
 
     def __init__(self, path: str, timeout: Optional[float], on_answer: AnswerFn,
-                 on_lost: LostFn) -> None:
+                 on_lost: LostFn, on_completion: Optional[CompletionFn] = None) -> None:
         self.path = path
         self.timeout = timeout
         self.on_answer = on_answer
         self.on_lost = on_lost
+        self.on_completion = on_completion
         self.spoken = True   # False once the daemon answered a frame as a lookup frame
         self._send_lock = threading.Lock()  # held while writing; only its holder uses a socket to send
         self._lock = threading.Lock()       # guards _link and every link's unanswered/broken
@@ -176,6 +185,9 @@ class JobSocket:
                 head = self._recv(link, ANSWER_BYTES)
                 if head is None:
                     break
+                if head[:4] == _COMPLETION_MAGIC_BYTES:
+                    self._read_completion(link, head)
+                    continue
                 # An answer often comes while a sender still waits in sendall() to get the
                 # GIL back (its frame woke the daemon): let it return first, then file it.
                 with self._send_lock:
@@ -212,6 +224,27 @@ class JobSocket:
             with self._send_lock:  # No sender uses the socket now: closing cannot hit a reused fd.
                 link.sock.close()
             self._report_lost(orphans, error)
+
+    def _read_completion(self, link: _Link, head: bytes) -> None:
+        """The rest of a completion frame whose first ANSWER_BYTES are `head`; hands it to
+        on_completion. ConnectionError when the frame cannot be trusted or is torn."""
+        rest = self._recv(link, COMPLETION_BYTES - ANSWER_BYTES)
+        if rest is None:
+            raise ConnectionResetError("the daemon closed the connection mid-completion")
+        header = head + rest
+        try:
+            size = completion_tail_bytes(header)
+        except ValueError as err:
+            raise ConnectionError(str(err)) from None
+        tail = self._recv(link, size) if size else b""
+        if tail is None:
+            raise ConnectionResetError("the daemon closed the connection mid-completion")
+        if self.on_completion is None:
+            return
+        try:
+            self.on_completion(completion(header, tail))
+        except Exception:  # noqa: BLE001 - never let anything escape this thread
+            log.exception("kvstrata: filing a job completion from the socket failed")
 
     def _recv(self, link: _Link, size: int) -> Optional[bytes]:
         """size bytes, or None at the end of the stream before the first of them."""

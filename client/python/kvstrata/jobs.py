@@ -11,7 +11,8 @@ completion delivered to either path is seen exactly once.
 Jobs submitted as job frames (kvstrata.job_socket) return before the daemon answered: their
 ids are the client's (kvstrata.job_ids), sent() registers one before its frame is written,
 answered() maps it to the daemon's id once the answer is read (completions that arrive
-first are held meanwhile), and refused() files a failed completion (every block failed,
+first are held meanwhile), delivered() files a completion the job socket read (version-2
+frames: the daemon writes their completions there, not to the stream), and refused() files a failed completion (every block failed,
 the daemon's message in `error`) for a frame the daemon refused or that a broken
 connection left unanswered.
 
@@ -229,6 +230,15 @@ class CompletionTracker:
             filed = bool(self._file(job_id, self._failure(job_id, kind, num_blocks, reason)))
             self._cond.notify_all()
         return filed
+
+    def delivered(self, session_id: int, c: Any) -> None:
+        """A JobCompletion (the daemon's job id) that came on the job socket: filed as the
+        stream's are; dropped when it is of another session (one of an earlier daemon)."""
+        with self._cond:
+            if session_id != self.session_id:
+                return
+            epoch = self._epoch
+        self._add((c,), epoch)
 
     def withdraw(self, job_id: int) -> None:
         """Forget a job whose frame could not be written (the submit raised instead)."""

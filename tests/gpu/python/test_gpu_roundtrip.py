@@ -147,6 +147,37 @@ def test_missing_keys_are_reported_per_block(session, salt):
     assert not c.ok and sorted(c.failed_blocks) == [0, 1, 2]
 
 
+@pytest.mark.parametrize("completions", ["socket", "stream"])
+def test_completions_on_the_job_socket_or_the_stream(session, salt, completions):
+    """The daemon offers socket_completions: a job's completion (ok, or naming its failed
+    blocks) comes back on the job socket itself, not on the WatchCompletions stream; a
+    client that sends version-1 frames (an older daemon's) gets the same on the stream."""
+    if completions == "stream":
+        session.open_response.socket_completions = False
+    else:
+        assert session.open_response.socket_completions
+    tracker = session.completions()
+    via_socket = []
+    delivered = tracker.delivered
+    tracker.delivered = lambda sid, c: (via_socket.append(c.job_id), delivered(sid, c))
+    ns, cache, reg = _setup(session, salt, "nhd", num_blocks=64)
+    rng = random.Random(salt)
+    keys = random_keys(rng, 8)
+    cache.fill_random(range(8))
+    snapshot = cache.blocks(range(8))
+    check_completion(session.wait_job(session.submit_store(ns, reg, keys, range(8), event=True),
+                                      timeout=JOB_TIMEOUT_S), "store")
+    cache.poison(range(16, 26))
+    torch.cuda.current_stream().synchronize()
+    mixed = keys[:4] + random_keys(rng, 2) + keys[4:]
+    c = session.wait_job(session.submit_load(ns, reg, mixed, range(16, 26)), timeout=JOB_TIMEOUT_S)
+    assert not c.ok and sorted(c.failed_blocks) == [4, 5], (list(c.failed_blocks), c.error)
+    present = list(range(16, 20)) + list(range(22, 26))
+    assert_blocks_equal(cache.blocks(present), snapshot, "load")
+    assert c.elapsed_us > 0
+    assert len(via_socket) == (2 if completions == "socket" else 0), via_socket
+
+
 def test_load_with_lease(session, salt):
     """lookup(lease=True) pins the chain; a load with the lease consumes it."""
     ns, cache, reg = _setup(session, salt, "nhd")

@@ -28,7 +28,9 @@ from kvs_testing import Daemon, mha_spec, short_tmpdir, wait_until
 
 REQUEST = struct.Struct("<IHHQIIIIQQ")   # a job frame's header (docs/wire-protocol.md)
 ANSWER = struct.Struct("<IIQI")
+COMPLETION = struct.Struct("<IHHQQQII")  # a completion frame's header
 MAGIC = 0x4A53564B
+COMPLETION_MAGIC = 0x4353564B
 UNKNOWN_REG = 7  # no GPU here: the daemon knows no CUDA registration
 
 
@@ -151,9 +153,18 @@ def test_a_connection_that_breaks_fails_the_unanswered_jobs(daemon_factory) -> N
 # ---------------------------------------------------------------------- a daemon that answers late
 
 
+def completion_frame(session_id: int, job_id: int, failed=(), error: bytes = b"",
+                     kind: int = 2, elapsed_us: int = 1500) -> bytes:
+    """A completion frame as the daemon writes one (docs/wire-protocol.md)."""
+    return (COMPLETION.pack(COMPLETION_MAGIC, kind, 0, session_id, job_id, elapsed_us,
+                            len(failed), len(error))
+            + struct.pack(f"<{len(failed)}I", *failed) + error)
+
+
 class LateServer:
     """A socket server standing in for the daemon's fast-path socket: reads each job frame
-    and answers it `delay_s` later with the next of `answers` ((status, job id, message))."""
+    and answers it `delay_s` later with the next of `answers` ((status, job id, message),
+    optionally with bytes to write before and after the answer: completion frames)."""
 
     def __init__(self, path: Path, delay_s: float, answers: List[tuple]) -> None:
         self.path, self.delay_s, self.answers = str(path), delay_s, list(answers)
@@ -179,8 +190,10 @@ class LateServer:
                 conn.recv(count * (key_bytes + 4), socket.MSG_WAITALL)
                 self.frames.append(h)
                 time.sleep(self.delay_s)
-                status, job, message = self.answers.pop(0)
-                conn.sendall(ANSWER.pack(MAGIC, status, job, len(message)) + message)
+                status, job, message, *around = self.answers.pop(0)
+                before, after = around if around else (b"", b"")
+                conn.sendall(before + ANSWER.pack(MAGIC, status, job, len(message)) + message
+                             + after)
 
     def close(self) -> None:
         try:
@@ -263,3 +276,45 @@ def test_answers_from_a_server_that_closes_fail_the_rest(session, ns, late) -> N
         assert_refused(c, 3, "connection")
     session.completions()._add([pb.JobCompletion(job_id=5, ok=True)])
     assert session.wait_job(first, timeout=5).ok
+
+
+def test_completions_on_the_job_socket_are_filed_before_or_after_the_answer(session, ns,
+                                                                            late) -> None:
+    """The daemon offers socket_completions: job frames go as version 2, and a completion
+    frame on the connection is filed for its job, whether it comes before the answer naming
+    the job's daemon id or after it."""
+    assert session.open_response.socket_completions
+    sid = session.open_response.session_id
+    server = late(0.05, [(0, 31, b"", completion_frame(sid, 31, [1], b"copy failed"), b""),
+                         (0, 32, b"", b"", completion_frame(sid, 32, kind=1))])
+    first = session.submit_load(ns, UNKNOWN_REG, keys(2), range(2))
+    second = session.submit_store(ns, UNKNOWN_REG, keys(3), range(3))
+    c = session.wait_job(first, timeout=5)
+    assert c.job_id == first and not c.ok and list(c.failed_blocks) == [1]
+    assert c.error == "copy failed" and c.elapsed_us == 1500
+    assert c.kind == pb.JobCompletion.KIND_LOAD
+    c = session.wait_job(second, timeout=5)
+    assert c.ok and c.kind == pb.JobCompletion.KIND_STORE and c.job_id == second
+    assert [f[1] for f in server.frames] == [2, 2]  # Both frames asked for socket completions.
+    assert session.take_completions() == {}
+
+
+def test_a_completion_of_another_session_is_not_filed(session, ns, late) -> None:
+    sid = session.open_response.session_id
+    late(0.05, [(0, 41, b"", b"", completion_frame(sid + 1000, 41))])
+    job = session.submit_load(ns, UNKNOWN_REG, keys(1), [0])
+    assert session.completions().daemon_job_id(job, timeout=5) == 41
+    time.sleep(0.1)
+    assert not session.completions().done(job)  # An earlier daemon's session: dropped.
+    session.completions()._add([pb.JobCompletion(job_id=41, ok=True)])  # The stream's.
+    assert session.wait_job(job, timeout=5).ok
+
+
+def test_an_untrustworthy_completion_frame_breaks_the_connection(session, ns, late) -> None:
+    """A completion frame naming more failed blocks than a job can have is not read on: the
+    connection is dropped and the unanswered job fails (never a wrong completion)."""
+    sid = session.open_response.session_id
+    bad = COMPLETION.pack(COMPLETION_MAGIC, 2, 0, sid, 51, 0, 1 << 20, 0)
+    late(0.05, [(0, 51, b"", bad, b"")])
+    job = session.submit_load(ns, UNKNOWN_REG, keys(2), range(2))
+    assert_refused(session.wait_job(job, timeout=5), 2, "failed blocks")

@@ -57,5 +57,34 @@ TEST(JobWireTest, ResponseHeaderRoundTrips) {
   EXPECT_EQ(back.message_bytes, 12u);
 }
 
+TEST(JobWireTest, CompletionHeaderRoundTripsAtTheDocumentedOffsets) {
+  CompletionHeader h;
+  h.kind = kKindStore;
+  h.session_id = 0x0102030405060708ULL;
+  h.job_id = 77;
+  h.elapsed_us = 123456;
+  h.failed_count = 3;
+  h.error_bytes = 9;
+  char bytes[kCompletionHeaderBytes];
+  EncodeCompletionHeader(h, bytes);
+  EXPECT_EQ(std::memcmp(bytes, "KVSC", 4), 0);
+  EXPECT_EQ(bytes[4], 1);  // kind, low byte
+  EXPECT_EQ(bytes[8], 8);  // session_id, lowest byte
+  uint64_t job = 0;
+  std::memcpy(&job, bytes + 16, 8);
+  EXPECT_EQ(job, 77u);
+  uint32_t error_bytes = 0;
+  std::memcpy(&error_bytes, bytes + 36, 4);
+  EXPECT_EQ(error_bytes, 9u);
+  CompletionHeader back = DecodeCompletionHeader(bytes);
+  EXPECT_EQ(back.magic, kCompletionMagic);
+  EXPECT_EQ(back.kind, kKindStore);
+  EXPECT_EQ(back.session_id, h.session_id);
+  EXPECT_EQ(back.job_id, 77u);
+  EXPECT_EQ(back.elapsed_us, 123456u);
+  EXPECT_EQ(back.failed_count, 3u);
+  EXPECT_EQ(back.error_bytes, 9u);
+}
+
 }  // namespace
 }  // namespace kvstrata::job_wire

@@ -29,6 +29,32 @@ namespace fs = std::filesystem;
 constexpr uint64_t kBlock = 16 << 10;
 constexpr SessionId kClient = 7;
 
+// A completion sink (a fast-path connection's) that takes completions while `accept`.
+class RecordingSink : public CompletionSink {
+ public:
+  explicit RecordingSink(bool accept) : accept_(accept) {}
+  bool Deliver(SessionId session, const JobCompletion& completion) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    offered_.push_back({session, completion.job_id});
+    if (accept_) taken_.push_back(completion);
+    return accept_;
+  }
+  std::vector<JobCompletion> taken() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return taken_;
+  }
+  std::vector<std::pair<SessionId, JobId>> offered() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return offered_;
+  }
+
+ private:
+  const bool accept_;
+  std::mutex mu_;
+  std::vector<JobCompletion> taken_;
+  std::vector<std::pair<SessionId, JobId>> offered_;
+};
+
 // Records the copies of every transfer; completes it on the calling thread.
 class FakeEngine : public TransferEngine {
  public:
@@ -124,13 +150,15 @@ class JobManagerTest : public ::testing::Test {
     return keys;
   }
   absl::StatusOr<uint64_t> Load(const std::vector<std::string>& keys,
-                                std::optional<uint64_t> layer_flag_value = std::nullopt) {
+                                std::optional<uint64_t> layer_flag_value = std::nullopt,
+                                SinkPtr sink = nullptr) {
     JobBlocks blocks;
     for (size_t i = 0; i < keys.size(); ++i) {
       blocks.keys.emplace_back(keys[i]);
       blocks.block_ids.push_back(static_cast<uint32_t>(i));
     }
-    return jobs_->SubmitLoad(kClient, ns_, registration_, blocks, std::nullopt, layer_flag_value);
+    return jobs_->SubmitLoad(kClient, ns_, registration_, blocks, std::nullopt, layer_flag_value,
+                             std::move(sink));
   }
   std::vector<JobCompletion> WaitCompletions(size_t n) {
     std::vector<JobCompletion> out;
@@ -231,6 +259,43 @@ TEST_F(JobManagerTest, LayerWiseLoadCopiesL1BlocksAndNeverWaitsForTheDisk) {
   EXPECT_EQ(done[0].failed_blocks, std::vector<uint32_t>{1});
   EXPECT_EQ(engine_.copies(), 2u);  // The first load's block and this one's L1 block.
   EXPECT_EQ(tiers_->Status()[0].promotions, promotions);
+}
+
+// A job frame of version 2 names its connection as the sink: the completion goes there
+// (from the deferred-load thread too) and not to the queue; a sink that cannot take it
+// (connection gone or full) leaves it to the queue, so it is never lost.
+TEST_F(JobManagerTest, CompletionsGoToTheJobsSinkOrElseToTheQueue) {
+  auto keys = StoreOnlyInL2(3);
+  auto taking = std::make_shared<RecordingSink>(true);
+  auto deferred = Load(keys, std::nullopt, taking);  // Waits for L2: the deferred thread.
+  ASSERT_TRUE(deferred.ok()) << deferred.status();
+  for (int i = 0; i < 200 && taking->taken().empty(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(taking->taken().size(), 1u);
+  EXPECT_EQ(taking->taken()[0].job_id, *deferred);
+  EXPECT_TRUE(taking->taken()[0].ok()) << taking->taken()[0].error;
+  EXPECT_EQ(taking->offered()[0].first, kClient);
+  EXPECT_TRUE(jobs_->completions().Poll(kClient, 0).empty());
+
+  auto refusing = std::make_shared<RecordingSink>(false);
+  std::vector<std::string> partly = {keys[0], "never-stored"};
+  auto direct = Load(partly, std::nullopt, refusing);  // In L1 now: completes in the call.
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  ASSERT_EQ(refusing->offered().size(), 1u);
+  auto queued = jobs_->completions().Poll(kClient, 0);
+  ASSERT_EQ(queued.size(), 1u);
+  EXPECT_EQ(queued[0].job_id, *direct);
+  EXPECT_EQ(queued[0].failed_blocks, std::vector<uint32_t>{1});
+
+  JobBlocks store;  // A store of keys already cached copies nothing and completes at once.
+  store.keys = {keys[1]};
+  store.block_ids = {0};
+  auto stored =
+      jobs_->SubmitStore(kClient, ns_, kBlock, registration_, store, std::nullopt, taking);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(taking->taken().size(), 2u);
+  EXPECT_EQ(taking->taken()[1].job_id, *stored);
+  EXPECT_EQ(taking->taken()[1].kind, JobCompletion::Kind::kStore);
+  EXPECT_TRUE(jobs_->completions().Poll(kClient, 0).empty());
 }
 
 TEST_F(JobManagerTest, MissingBlocksFailOnceAndSessionEndDropsQueuedLoads) {

@@ -1,0 +1,75 @@
+#include "daemon/server/connection_writer.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/time/time.h"
+#include "daemon/common/job_wire.h"
+#include "daemon/common/lookup_wire.h"
+
+namespace kvstrata {
+
+std::string ConnectionWriter::EncodeCompletion(SessionId session,
+                                               const JobCompletion& completion) {
+  job_wire::CompletionHeader h;
+  h.kind = completion.kind == JobCompletion::Kind::kStore ? job_wire::kKindStore
+                                                          : job_wire::kKindLoad;
+  h.session_id = session;
+  h.job_id = completion.job_id;
+  h.elapsed_us = static_cast<uint64_t>(
+      std::max<int64_t>(0, absl::ToInt64Microseconds(completion.elapsed)));
+  std::string_view error = completion.error;
+  error = error.substr(0, lookup_wire::kMaxMessageBytes);
+  h.failed_count = static_cast<uint32_t>(completion.failed_blocks.size());
+  h.error_bytes = static_cast<uint32_t>(error.size());
+  std::string frame(job_wire::kCompletionHeaderBytes + h.failed_count * 4 + error.size(), '\0');
+  job_wire::EncodeCompletionHeader(h, frame.data());
+  char* at = frame.data() + job_wire::kCompletionHeaderBytes;
+  for (uint32_t index : completion.failed_blocks) {
+    at = lookup_wire::internal::Put(at, index);
+  }
+  std::copy(error.begin(), error.end(), at);
+  return frame;
+}
+
+bool ConnectionWriter::Send(std::string_view bytes) {
+  MutexLock lock(&mu_);
+  if (closed_) return false;
+  return Finish(bytes, 0);
+}
+
+bool ConnectionWriter::Deliver(SessionId session, const JobCompletion& completion) {
+  std::string frame = EncodeCompletion(session, completion);
+  MutexLock lock(&mu_);
+  if (closed_) return false;
+  ssize_t n;
+  do {
+    n = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;  // No room now, or the peer is gone: nothing of it was written.
+  return Finish(frame, static_cast<size_t>(n));
+}
+
+bool ConnectionWriter::Finish(std::string_view bytes, size_t sent) {
+  bytes.remove_prefix(sent);
+  while (!bytes.empty()) {
+    ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {  // Gone or stalled past SO_SNDTIMEO: no later frame may follow a torn one.
+      shutdown(fd_, SHUT_RDWR);
+      closed_ = true;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void ConnectionWriter::Close() {
+  MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+}  // namespace kvstrata

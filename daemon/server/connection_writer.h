@@ -1,0 +1,50 @@
+// The write side of one fast-path connection (LookupServer). The connection's own thread
+// sends its answers through Send; the JobManager hands it the completions of the
+// connection's version-2 job frames (daemon/common/job_wire.h) from whichever thread
+// finished the job. Frames are written whole, one at a time (a mutex held while writing).
+// Deliver never waits for a slow reader before the first byte: when the socket has no room
+// it writes nothing and answers false, and the JobManager queues the completion instead. A
+// frame that went out in part is finished with blocking writes (up to SO_SNDTIMEO); if that
+// fails the connection is shut down, so the peer sees a broken connection, not a torn
+// frame, and the completion goes to the queue.
+// Thread-safe. Does not own the fd: its connection thread calls Close before the fd is
+// closed, and every later Send / Deliver answers false.
+#ifndef KVSTRATA_DAEMON_SERVER_CONNECTION_WRITER_H_
+#define KVSTRATA_DAEMON_SERVER_CONNECTION_WRITER_H_
+
+#include <string>
+#include <string_view>
+
+#include "daemon/common/mutex.h"
+#include "daemon/jobs/completion_sink.h"
+
+namespace kvstrata {
+
+class ConnectionWriter final : public CompletionSink {
+ public:
+  explicit ConnectionWriter(int fd) : fd_(fd) {}
+
+  // Writes all of `bytes` (waiting for room up to the socket's SO_SNDTIMEO); false when the
+  // peer is gone or stalled, or after Close.
+  bool Send(std::string_view bytes);
+  // A completion frame for the job (see the header comment).
+  bool Deliver(SessionId session, const JobCompletion& completion) override;
+  void Close();
+
+  // The completion frame of job_wire.h for `completion` (its error cut to
+  // lookup_wire::kMaxMessageBytes).
+  static std::string EncodeCompletion(SessionId session, const JobCompletion& completion);
+
+ private:
+  // Writes the rest of `bytes` after `sent` of them went out; shuts the connection down when
+  // it cannot. Call holding mu_.
+  bool Finish(std::string_view bytes, size_t sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int fd_;
+  Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace kvstrata
+
+#endif  // KVSTRATA_DAEMON_SERVER_CONNECTION_WRITER_H_
