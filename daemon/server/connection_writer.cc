@@ -11,15 +11,14 @@
 
 namespace kvstrata {
 
-std::string ConnectionWriter::EncodeCompletion(SessionId session,
-                                               const JobCompletion& completion) {
+std::string ConnectionWriter::EncodeCompletion(SessionId session, const JobCompletion& completion) {
   job_wire::CompletionHeader h;
-  h.kind = completion.kind == JobCompletion::Kind::kStore ? job_wire::kKindStore
-                                                          : job_wire::kKindLoad;
+  h.kind =
+      completion.kind == JobCompletion::Kind::kStore ? job_wire::kKindStore : job_wire::kKindLoad;
   h.session_id = session;
   h.job_id = completion.job_id;
-  h.elapsed_us = static_cast<uint64_t>(
-      std::max<int64_t>(0, absl::ToInt64Microseconds(completion.elapsed)));
+  h.elapsed_us =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(completion.elapsed)));
   std::string_view error = completion.error;
   error = error.substr(0, lookup_wire::kMaxMessageBytes);
   h.failed_count = static_cast<uint32_t>(completion.failed_blocks.size());

@@ -87,8 +87,8 @@ TEST_F(ConnectionWriterTest, ACompletionFrameCarriesTheCompletion) {
 }
 
 TEST_F(ConnectionWriterTest, ALongErrorIsCut) {
-  std::string frame =
-      ConnectionWriter::EncodeCompletion(1, Failed(std::string(3 * lookup_wire::kMaxMessageBytes, 'e')));
+  std::string frame = ConnectionWriter::EncodeCompletion(
+      1, Failed(std::string(3 * lookup_wire::kMaxMessageBytes, 'e')));
   job_wire::CompletionHeader h = job_wire::DecodeCompletionHeader(frame.data());
   EXPECT_EQ(h.error_bytes, lookup_wire::kMaxMessageBytes);
   EXPECT_EQ(frame.size(), job_wire::kCompletionHeaderBytes + 3 * 4 + lookup_wire::kMaxMessageBytes);
