@@ -21,11 +21,14 @@ Prints:
   cap       2 and 4 daemons writing under a 64 MiB cap: the directory's bytes on the brick
             every 0.25 s, peak and time over 1.1x the cap
   drops     one daemon offered blocks faster than the mount takes them: dropped writes
+  trim      bench/tiers/l3_trim on mount 0: one trim of 2 % of 5,000 block files by the
+            write journals against by a scan of the tree (the baseline), files/s and
+            filesystem calls per deleted file (not in the default set)
 
 Needs root, /dev/fuse, `ip netns` and GlusterFS (scripts/setup_gluster.sh). Not CI.
 
     .venv/bin/python bench/tiers/l3_gluster.py [--out DIR] [--quick]
-        [--only dd,files,sharing,latency,cap,drops]
+        [--only dd,files,sharing,latency,cap,drops,trim]
 """
 from __future__ import annotations
 
@@ -505,6 +508,19 @@ def bench_drops(vol, work: Path, n: int) -> None:
         a.close()
 
 
+def bench_trim(vol, files: int) -> None:
+    binary = os.environ.get("KVSTRATA_L3_TRIM", str(REPO / "build" / "bench" / "tiers" / "l3_trim"))
+    out = vol.mounts[0] / "l3_trim.json"
+    run = subprocess.run([binary, f"--files={files}", "--evict-pct=2", f"--dir={vol.mounts[0]}",
+                          f"--out={out}"], capture_output=True, text=True, timeout=3600)
+    say(run.stdout.rstrip())
+    if run.returncode != 0:
+        say(f"l3_trim failed ({run.returncode}): {run.stderr.strip()[-500:]}")
+        return
+    results["trim"] = json.loads(out.read_text())
+    out.unlink()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, help="directory for results.json")
@@ -539,6 +555,8 @@ def main() -> int:
                     bench_cap(vol, work, writers, 200 if q else 1000, 64 * MIB)
             if "drops" in only:
                 bench_drops(vol, work, 1000 if q else 4000)
+            if "trim" in only:
+                bench_trim(vol, 500 if q else 5000)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.out:

@@ -65,6 +65,7 @@ struct FileTierConfig : TierConfig {
   int64_t negative_cache_ms = 2000;           // L3 only
   int64_t access_record_interval_ms = 60000;  // L3 only
   int64_t eviction_interval_ms = 10000;       // L3 only
+  int64_t audit_interval_s = 3600;            // L3 only
 };
 
 // The GPU data path (daemon/transfer).

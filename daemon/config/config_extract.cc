@@ -179,6 +179,7 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
     t.negative_cache_ms = r.Int("negative_cache_ms", 0, 3'600'000);
     t.access_record_interval_ms = r.Int("access_record_interval_ms", 0, 86'400'000);
     t.eviction_interval_ms = r.Int("eviction_interval_ms", 100, 86'400'000);
+    t.audit_interval_s = r.Int("audit_interval_s", 60, 31'536'000);
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/tiers/block_file_format.h"
 
@@ -40,6 +42,14 @@ std::string HexKey(absl::string_view key) {
   out.reserve(key.size() * 2);
   for (char c : key) out += HexByte(static_cast<uint8_t>(c));
   return out;
+}
+
+std::string KeyOfHex(absl::string_view hex) {
+  if (hex.empty() || hex.size() > 64 || hex.size() % 2 != 0) return "";
+  for (char c : hex) {
+    if (!absl::ascii_isxdigit(c) || absl::ascii_isupper(c)) return "";
+  }
+  return absl::HexStringToBytes(hex);
 }
 
 absl::StatusOr<std::string> NamespaceDir(absl::string_view root, absl::string_view fingerprint) {

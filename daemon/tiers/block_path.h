@@ -24,6 +24,9 @@ absl::Status ValidateBlockKey(absl::string_view key);
 
 // Lowercase hex of the key's bytes (2 characters per byte).
 std::string HexKey(absl::string_view key);
+// The key whose HexKey is `hex`; empty when `hex` is not one (empty, odd length, more than
+// 64 characters, anything but lowercase hex digits).
+std::string KeyOfHex(absl::string_view hex);
 
 // `<root>/<fingerprint>`; INVALID_ARGUMENT for an empty root or a bad fingerprint.
 absl::StatusOr<std::string> NamespaceDir(absl::string_view root, absl::string_view fingerprint);

@@ -55,7 +55,10 @@ FileTier::FileTier(FileTierOptions options)
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       usage_(options_.shared
                  ? std::make_unique<SharedUsage>(fs_, options_.root, SharedUsage::MakeHolderId())
-                 : nullptr) {}
+                 : nullptr),
+      journal_(options_.shared
+                   ? std::make_unique<WriteJournal>(fs_, options_.root, usage_->holder())
+                   : nullptr) {}
 
 FileTier::~FileTier() { Stop(); }
 
@@ -66,6 +69,7 @@ void FileTier::Stop() {
   }
   wake_.notify_all();
   if (background_.joinable()) background_.join();
+  if (journal_ != nullptr) journal_->Flush();
   uint64_t unused = 0, in_flight = 0;
   {
     MutexLock lock(&mu_);
@@ -225,16 +229,23 @@ bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<c
 
 void FileTier::RecordAccess(const BlockKey& key, const std::string& path) {
   if (!options_.shared) return;
+  absl::Time now = clock_->Now();
+  uint64_t file_bytes = 0;
+  std::string fingerprint;
   {
     MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it == index_.end()) return;
-    absl::Time now = clock_->Now();
     if (now - it->second.recorded_access < options_.access_record_interval) return;
     it->second.recorded_access = now;
+    file_bytes = it->second.file_bytes;
+    fingerprint = ns_names_[key.ns() - 1];
   }
-  // The mtime is the access time every daemon of the shared tier orders eviction by.
+  // The mtime is the access time every daemon of the shared tier orders eviction by; the
+  // journal names the file again in this minute's bucket, which a trim reaches later.
   fs_->Touch(path);
+  journal_->Record(now, fingerprint, absl::string_view(key.bytes().data(), key.bytes().size()),
+                   file_bytes);
 }
 
 void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
@@ -333,6 +344,7 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
     OnWriteError(written.status());
     return failed(written.status());
   }
+  if (journal_ != nullptr) journal_->Record(clock_->Now(), ns.fingerprint, key, file_bytes);
   MutexLock lock(&mu_);
   if (holds_room) in_flight_bytes_ -= file_bytes;  // Now a file: the scans see it.
   absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);

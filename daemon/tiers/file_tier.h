@@ -13,12 +13,16 @@
 // with room taken in the directory's usage ledger (shared_usage.h: every daemon's writes
 // count, so the directory stays within the capacity however many write at once; a write
 // that does not fit is refused and counted). Whichever daemon holds
-// `<root>/.kvstrata-evict.lock` (flock) trims: when the ledger passes the high watermark
-// (and at least every `shared_rescan_interval`, which also corrects the ledger) it scans
-// the tree and deletes the files with the oldest recorded access (mtime, which every
-// daemon sets on a hit at most once per `access_record_interval`) down to the low one,
-// so two daemons never evict at once. A ledger that cannot be used (no flock on that
-// filesystem) is logged, and the tier falls back to trimming after the fact.
+// `<root>/.kvstrata-evict.lock` (flock) trims: when the ledger passes the high watermark it
+// deletes files with the oldest recorded access (mtime, which every daemon sets on a hit at
+// most once per `access_record_interval`) down to the low one, so two daemons never evict
+// at once. It finds them in the daemons' write journals (write_journal.h: the files each
+// wrote or used, by the minute), oldest minute first, at a cost that follows what it
+// deletes; when the journals cannot bring the usage under the high mark (too young, or
+// written by daemons that keep none) it scans the tree. At least every
+// `shared_audit_interval` a full scan also corrects the ledger and drops spent journal
+// buckets. A ledger that cannot be used (no flock on that filesystem) is logged, and the
+// tier falls back to trimming after the fact.
 //
 // Faults: ENOSPC/EDQUOT/EFBIG shrink the tier to what it holds (kDegraded); a shrunk tier
 // looks at the disk's free space (statvfs) at most every `space_recheck_interval` when it
@@ -35,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -57,6 +62,7 @@
 #include "daemon/tiers/block_file_system.h"
 #include "daemon/tiers/block_tier.h"
 #include "daemon/tiers/shared_usage.h"
+#include "daemon/tiers/write_journal.h"
 
 namespace kvstrata {
 
@@ -76,7 +82,7 @@ struct FileTierOptions {
   absl::Duration presence_ttl = absl::Seconds(10);
   absl::Duration access_record_interval = absl::Seconds(60);
   absl::Duration shared_eviction_interval = absl::Seconds(10);
-  absl::Duration shared_rescan_interval = absl::Minutes(10);  // full scan at least this often
+  absl::Duration shared_audit_interval = absl::Hours(1);  // full scan at least this often
   absl::Duration read_only_cooldown = absl::Seconds(30);
   absl::Duration space_recheck_interval = absl::Seconds(1);  // while shrunk by a full disk
   // Called (with the tier's lock held: be quick, do not call back) when a block this tier
@@ -182,6 +188,15 @@ class FileTier : public BlockTier {
   // ledger becomes what the scan found (SharedUsage::Reconcile); else the deletions are
   // taken off it and the usage is never taken below it (a listing may lag other nodes).
   size_t TrimShared(bool correct_ledger);
+  // The trim from the journal's closed buckets, oldest first (file_tier_journal.cc), under
+  // the evict lock: deletes down to the low mark the files a bucket names that were not
+  // written or used since, and counts them in `deleted`. False when it could not bring the
+  // usage under the high mark (no closed bucket, no ledger, or the buckets ran out): the
+  // caller then scans the tree.
+  bool TrimFromJournal(size_t* deleted);
+  // After a full scan that found `files` (path -> mtime): drops the closed buckets that
+  // name no file a trim could take (every one gone, or written or used since).
+  void DropSpentBuckets(const absl::flat_hash_map<std::string, absl::Time>& files);
   uint64_t HeldNow() const {
     MutexLock lock(&mu_);
     return HeldLocked();
@@ -217,6 +232,7 @@ class FileTier : public BlockTier {
   absl::Time next_space_check_ ABSL_GUARDED_BY(mu_);
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::unique_ptr<SharedUsage> usage_;                   // shared tier only
+  std::unique_ptr<WriteJournal> journal_;                // shared tier only
   uint64_t grant_left_ ABSL_GUARDED_BY(mu_) = 0;         // room taken in the ledger, unused
   uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room taken by writes under way
   uint64_t shared_used_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the ledger, as last read

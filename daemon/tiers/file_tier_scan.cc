@@ -27,14 +27,8 @@ constexpr absl::Duration kStaleTempAge = absl::Hours(1);
 
 // The key bytes of a "<hex key>.kv" file name; empty when the name is not one.
 std::string KeyOfFileName(absl::string_view name) {
-  if (!absl::ConsumeSuffix(&name, ".kv") || name.empty() || name.size() > 64 ||
-      name.size() % 2 != 0) {
-    return "";
-  }
-  for (char c : name) {
-    if (!absl::ascii_isxdigit(c) || absl::ascii_isupper(c)) return "";
-  }
-  return absl::HexStringToBytes(name);
+  if (!absl::ConsumeSuffix(&name, kBlockFileSuffix)) return "";
+  return KeyOfHex(name);
 }
 
 // "<name>.kv.tmp.<pid>.<random>": the pid of the writer; 0 when not a temp file.
@@ -140,9 +134,11 @@ bool FileTier::WaitWarm(absl::Duration timeout) const {
 void FileTier::SharedEvictionLoop() {
   warm_ = true;  // A shared tier has no warm-up: its directory is the index.
   while (!stopping_) {
-    // The ledger says when to scan: past the high mark, or not scanned (by any daemon)
-    // within shared_rescan_interval (that scan also corrects the ledger). Without a
-    // usable ledger, every round scans. Each round also renews this daemon's holder line.
+    // The ledger says when to trim: past the high mark (from the journals, or a scan when
+    // they fall short), or a full scan when no daemon made one within shared_audit_interval
+    // (the audit: it also corrects the ledger). Without a usable ledger, every round scans.
+    // Each round also renews this daemon's holder line.
+    journal_->Flush();  // What this daemon wrote and used since the last round.
     absl::StatusOr<UsageLedger> ledger = usage_->Hold(HeldNow(), NowMillis());
     bool over = false, due = !ledger.ok();
     if (ledger.ok()) {
@@ -150,7 +146,7 @@ void FileTier::SharedEvictionLoop() {
       shared_used_bytes_ = ledger->bytes;
       over = OverHighMark(ledger->bytes, EffectiveCapacityLocked());
       due = clock_->Now() - absl::FromUnixMillis(ledger->scanned_unix_ms) >=
-            options_.shared_rescan_interval;
+            options_.shared_audit_interval;
     }
     if (over || due) TrimShared(/*correct_ledger=*/due);
     std::unique_lock<std::mutex> lock(wake_mu_);
@@ -168,6 +164,8 @@ size_t FileTier::TrimShared(bool correct_ledger) {
   const std::string lock_path = absl::StrCat(options_.root, "/", kEvictLockName);
   std::unique_ptr<FileLock> trimming = fs_->TryLock(lock_path);
   if (trimming == nullptr) return 0;  // Another daemon is trimming.
+  size_t from_journal = 0;
+  if (!correct_ledger && TrimFromJournal(&from_journal)) return from_journal;
 
   // The ledger before the scan: what it grows by while the scan runs is room other writes
   // took meanwhile (SharedUsage::Reconcile).
@@ -235,10 +233,16 @@ size_t FileTier::TrimShared(bool correct_ledger) {
     ledger = correct_ledger ? usage_->Reconcile(*at_start, total, NowMillis())
                             : usage_->Release(deleted_bytes, HeldNow(), NowMillis());
   }
+  if (correct_ledger && !stopping_) {
+    absl::flat_hash_map<std::string, absl::Time> found;
+    found.reserve(files.size());
+    for (const FoundFile& f : files) found.emplace(f.path, absl::FromUnixNanos(f.mtime_ns));
+    DropSpentBuckets(found);
+  }
   MutexLock lock(&mu_);
   shared_used_bytes_ = ledger.ok() ? ledger->bytes : total;
   counters_.scanned_files = files.size() - deleted;
-  return deleted;
+  return from_journal + deleted;
 }
 
 size_t FileTier::Clear(std::optional<absl::string_view> fingerprint) {

@@ -66,6 +66,7 @@ class SharedUsage {
   // `fs` is not owned and outlives this. `holder` names this daemon in the ledger
   // (MakeHolderId()); "" for a reader that holds nothing.
   SharedUsage(BlockFileSystem* fs, const std::string& root, std::string holder = "");
+  const std::string& holder() const { return holder_; }
   // "<host>.<pid>.<random hex>", cut to the allowed characters.
   static std::string MakeHolderId();
 

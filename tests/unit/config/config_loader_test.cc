@@ -124,6 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"", {"l2.io_threads=0"}, "l2.io_threads"},
         BadCase{"", {"l3.fsync=always"}, "l3.fsync"},
         BadCase{"", {"l3.eviction_interval_ms=5"}, "l3.eviction_interval_ms"},
+        BadCase{"", {"l3.audit_interval_s=10"}, "l3.audit_interval_s"},
         BadCase{"", {"l1.promotion_wait_ms=-1"}, "l1.promotion_wait_ms"},
         BadCase{"", {"gpu.copy_streams=0"}, "gpu.copy_streams"},
         BadCase{"", {"gpu.copy_streams=9"}, "gpu.copy_streams"},

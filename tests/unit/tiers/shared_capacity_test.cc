@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "daemon/testing/fake_clock.h"
 #include "daemon/tiers/file_tier.h"
 #include "daemon/tiers/shared_usage.h"
 #include "gtest/gtest.h"
@@ -257,6 +259,74 @@ TEST_F(SharedCapacityTest, TrimDeletesOldestAccessedFirst) {
   EXPECT_EQ(c->Stats().used_bytes, 5 * kFileBytes);
   EXPECT_EQ(Ledger().bytes, 5 * kFileBytes);
   EXPECT_EQ(c->EnforceSharedCapacity(), 0u);  // Under the cap: nothing more.
+}
+
+// The trim takes its files from the write journals (write_journal.h), oldest minute first,
+// without scanning the tree: the files a minute's bucket names that were not used since go,
+// down to the low mark; a file used later is named by that later bucket. The file server's
+// clock is the daemons' here (the test sets each mtime to the fake clock's time).
+TEST_F(SharedCapacityTest, TheJournalsTrimOldestMinuteFirstWithoutAScan) {
+  FakeClock clock(
+      absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now() - absl::Hours(24)) / 60 * 60));
+  FileTierOptions o = Options(/*shared=*/true);
+  o.capacity_bytes = 12 * kFileBytes;
+  o.high_watermark = 0.9;
+  o.low_watermark = 5.5 / 12;
+  o.clock = &clock;
+  FreshLedger();
+  auto a = Open(o);
+  auto b = Open(o);
+  const int fd = HoldEvictLock();  // The trims the writes ask for skip.
+  ASSERT_GE(fd, 0);
+  std::string data = Payload(kPayload, 11);
+  auto set_mtime = [&](int i) {
+    const int64_t s = absl::ToUnixSeconds(clock.Now());
+    struct timespec times[2] = {{0, UTIME_OMIT}, {s, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, PathOf(Key(i)).c_str(), times, 0), 0);
+  };
+  const absl::Time t0 = clock.Now();
+  for (int i = 0; i < 6; ++i) {  // Minute 0: a writes 0..5.
+    ASSERT_TRUE(a->Write(ns_, Key(i), data).ok());
+    set_mtime(i);
+  }
+  clock.Advance(absl::Minutes(1));  // Minute 1: b writes 6..11.
+  for (int i = 6; i < 12; ++i) {
+    ASSERT_TRUE(b->Write(ns_, Key(i), data).ok());
+    set_mtime(i);
+  }
+  clock.Advance(absl::Minutes(2));  // Minute 3: b serves key 0 (its use is recorded).
+  ASSERT_TRUE(b->Probe(ns_.fingerprint, Key(0)));
+  ASSERT_TRUE(ReadBack(*b, Key(0), data));
+  set_mtime(0);
+  a->Stop();  // Both flush their journals and give their room back.
+  b->Stop();
+  ::close(fd);
+  clock.Advance(absl::Minutes(3));  // Minutes 0, 1 and 3 are closed buckets now.
+  const int64_t b0 = WriteJournal::BucketOf(t0);
+  const std::string journal = root_ + "/.kvstrata-journal/";
+  ASSERT_TRUE(fs::exists(journal + absl::StrFormat("%010d", b0)));
+
+  auto c = Open(o);  // Its first round finds the ledger past the high mark and trims.
+  for (int i = 0; i < 500 && c->Stats().evictions < 7; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(c->Stats().evictions, 7u);      // 12 files -> 5 (under 5.5)
+  EXPECT_TRUE(fs::exists(PathOf(Key(0))));  // used in minute 3
+  for (int i = 1; i <= 7; ++i) EXPECT_FALSE(fs::exists(PathOf(Key(i)))) << i;  // minutes 0, 1
+  for (int i = 8; i < 12; ++i) EXPECT_TRUE(fs::exists(PathOf(Key(i)))) << i;
+  EXPECT_EQ(c->Stats().scanned_files, 0u);                              // No scan of the tree.
+  EXPECT_FALSE(fs::exists(journal + absl::StrFormat("%010d", b0)));     // used up: dropped
+  EXPECT_TRUE(fs::exists(journal + absl::StrFormat("%010d", b0 + 1)));  // 10, 11 still named
+  for (int i = 0; i < 500 && Ledger().bytes != 5 * kFileBytes; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Ledger().bytes, 5 * kFileBytes);
+
+  // The audit (a full scan) drops buckets that name no file a trim could take: minute 0's
+  // went already; minute 1's still names 8..11 and stays; minute 3's names key 0 and stays.
+  // Deleted by hand, 8..11 leave minute 1's bucket spent.
+  for (int i = 8; i < 12; ++i) fs::remove(PathOf(Key(i)));
+  c->EnforceSharedCapacity();
+  EXPECT_FALSE(fs::exists(journal + absl::StrFormat("%010d", b0 + 1)));
+  EXPECT_TRUE(fs::exists(journal + absl::StrFormat("%010d", b0 + 3)));
 }
 
 TEST_F(SharedCapacityTest, OnlyOneDaemonTrimsAtATime) {

@@ -1,0 +1,163 @@
+#include "daemon/tiers/write_journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "daemon/tiers/block_path.h"
+#include "spdlog/spdlog.h"
+
+namespace kvstrata {
+namespace {
+
+constexpr size_t kBucketNameDigits = 10;
+constexpr absl::string_view kLogSuffix = ".log";
+
+// Writes all of `data`; false (errno set) on a failed write.
+bool WriteAll(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+WriteJournal::WriteJournal(BlockFileSystem* fs, std::string root, std::string holder)
+    : fs_(fs), dir_(absl::StrCat(root, "/", kDirName)), holder_(std::move(holder)) {}
+
+int64_t WriteJournal::BucketOf(absl::Time when) {
+  return absl::ToUnixSeconds(when) / absl::ToInt64Seconds(kBucket);
+}
+
+absl::Time WriteJournal::BucketEnd(int64_t bucket) {
+  return absl::FromUnixSeconds((bucket + 1) * absl::ToInt64Seconds(kBucket));
+}
+
+std::string WriteJournal::BucketDir(int64_t bucket) const {
+  return absl::StrFormat("%s/%0*d", dir_, kBucketNameDigits, bucket);
+}
+
+void WriteJournal::Record(absl::Time when, absl::string_view fingerprint, absl::string_view key,
+                          uint64_t file_bytes) {
+  MutexLock lock(&mu_);
+  if (buffered_lines_ >= kMaxBufferedLines) {
+    ++dropped_lines_;
+    return;
+  }
+  absl::StrAppend(&buffered_[BucketOf(when)], fingerprint, " ", HexKey(key), " ", file_bytes,
+                  "\n");
+  ++buffered_lines_;
+}
+
+size_t WriteJournal::Flush() {
+  std::map<int64_t, std::string> lines;
+  size_t dropped = 0;
+  {
+    MutexLock lock(&mu_);
+    lines.swap(buffered_);
+    buffered_lines_ = 0;
+    std::swap(dropped, dropped_lines_);
+  }
+  size_t written = 0;
+  std::string failure;
+  for (const auto& [bucket, text] : lines) {
+    const size_t count = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+    const std::string dir = BucketDir(bucket);
+    const std::string path = absl::StrCat(dir, "/", holder_, kLogSuffix);
+    absl::Status made = fs_->MakeDirectories(dir);
+    int fd = made.ok() ? ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
+    bool ok = fd >= 0 && WriteAll(fd, text);
+    if (!ok) failure = made.ok() ? std::strerror(errno) : std::string(made.message());
+    if (fd >= 0) ::close(fd);
+    if (ok) {
+      written += count;
+    } else {
+      dropped += count;
+    }
+  }
+  if (dropped > 0) {
+    MutexLock lock(&mu_);
+    if (absl::Now() - warned_ >= absl::Minutes(1)) {
+      warned_ = absl::Now();
+      spdlog::warn("{}: {} journal lines dropped ({}); full scans still find their files", dir_,
+                   dropped, failure.empty() ? "buffer full" : failure);
+    }
+  }
+  return written;
+}
+
+std::vector<int64_t> WriteJournal::ClosedBuckets(absl::Time now) const {
+  std::vector<int64_t> buckets;
+  fs_->ListDirectory(dir_, [&](absl::string_view name, bool is_dir) {
+    int64_t bucket = 0;
+    if (!is_dir || name.size() != kBucketNameDigits ||
+        !std::all_of(name.begin(), name.end(), absl::ascii_isdigit) ||
+        !absl::SimpleAtoi(name, &bucket)) {
+      return;
+    }
+    if (BucketEnd(bucket) + kClosedAfter <= now) buckets.push_back(bucket);
+  });
+  std::sort(buckets.begin(), buckets.end());
+  return buckets;
+}
+
+bool WriteJournal::ParseLine(absl::string_view line, JournalEntry* entry) {
+  std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
+  if (fields.size() != 3 || !ValidateFingerprint(fields[0]).ok()) return false;
+  std::string key = KeyOfHex(fields[1]);
+  uint64_t bytes = 0;
+  if (key.empty() || fields[2].empty() || fields[2].size() > 19 ||
+      !std::all_of(fields[2].begin(), fields[2].end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(fields[2], &bytes)) {
+    return false;
+  }
+  entry->fingerprint = std::string(fields[0]);
+  entry->key = std::move(key);
+  entry->file_bytes = bytes;
+  return true;
+}
+
+bool WriteJournal::ForEachEntry(int64_t bucket,
+                                const std::function<bool(const JournalEntry&)>& fn) const {
+  const std::string dir = BucketDir(bucket);
+  std::vector<std::string> logs;
+  fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
+    if (!is_dir && absl::EndsWith(name, kLogSuffix)) logs.push_back(absl::StrCat(dir, "/", name));
+  });
+  std::sort(logs.begin(), logs.end());
+  JournalEntry entry;
+  for (const std::string& path : logs) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (in.eof()) break;  // No newline: a write still under way or torn.
+      if (!ParseLine(line, &entry)) continue;  // Foreign: names nothing.
+      if (!fn(entry)) return false;
+    }
+  }
+  return true;
+}
+
+void WriteJournal::Drop(int64_t bucket) const {
+  const std::string dir = BucketDir(bucket);
+  std::vector<std::string> names;
+  fs_->ListDirectory(dir, [&](absl::string_view name, bool) { names.emplace_back(name); });
+  for (const std::string& name : names) fs_->Remove(absl::StrCat(dir, "/", name));
+  ::rmdir(dir.c_str());  // Fails harmlessly if a late flush of another daemon added a file.
+}
+
+}  // namespace kvstrata
