@@ -209,8 +209,17 @@ absl::Status MakeDirectories(const std::string& dir) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     const std::string prefix = dir.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return ErrnoToStatus(errno, absl::StrCat("mkdir ", prefix));
+    // A directory another client of a network filesystem creates at the same moment can
+    // answer ENOENT or ESTALE for a moment (GlusterFS, two daemons writing into a new
+    // <xx>/<yy>): such a mkdir is tried again, a few times, before it counts as failed.
+    int error = 0;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      error = ::mkdir(prefix.c_str(), 0755) == 0 ? 0 : errno;
+      if (error != ENOENT && error != ESTALE) break;
+      ::usleep(1000u << (2 * attempt));  // 1, 4, 16, 64 ms
+    }
+    if (error != 0 && error != EEXIST) {
+      return ErrnoToStatus(error, absl::StrCat("mkdir ", prefix));
     }
   }
   struct stat st;

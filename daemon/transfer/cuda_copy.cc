@@ -136,6 +136,23 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, si
   if (scratch->blocks() == nullptr) return {cudaErrorMemoryAllocation, "staging buffer"};
   const bool store = launch.direction == CopyDirection::kDown;
   unsigned char* staging = scratch->blocks();
+  std::vector<PieceCopy> slots;  // gpu = staging, host = slot: one DMA per block.
+  // A chunk's blocks between their slots and the staging buffer.
+  auto move_chunk = [&](size_t chunk) {
+    const size_t count = std::min(per_chunk, end - chunk);
+    slots.clear();
+    for (size_t b = 0; b < count; ++b) {
+      slots.push_back({reinterpret_cast<uint64_t>(staging + b * plan.block_bytes),
+                       plan.slots[chunk + b], plan.block_bytes});
+    }
+    return IssueBatch(launch, slots, scratch, stream);
+  };
+  // A load's first chunk is on its way into the staging buffer while this thread writes
+  // the descriptors: the copy engines need not wait for them.
+  if (!store) {
+    CopyError copied = move_chunk(first);
+    if (!copied.ok()) return copied;
+  }
   // One descriptor per piece, staged at (block index in its chunk) * block_bytes + offset.
   for (size_t b = first; b < end; ++b) {
     unsigned char* block = staging + (b - first) % per_chunk * plan.block_bytes;
@@ -150,24 +167,18 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, si
                           (plan.first_piece[end] - base) * sizeof(CopyDescriptor),
                           cudaMemcpyHostToDevice, stream);
   if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
-  std::vector<PieceCopy> slots;  // gpu = staging, host = slot: one DMA per block.
   for (size_t chunk = first; chunk < end; chunk += per_chunk) {
     const size_t count = std::min(per_chunk, end - chunk);
-    slots.clear();
-    for (size_t b = 0; b < count; ++b) {
-      slots.push_back({reinterpret_cast<uint64_t>(staging + b * plan.block_bytes),
-                       plan.slots[chunk + b], plan.block_bytes});
-    }
     const CopyDescriptor* descriptors = scratch->device() + (plan.first_piece[chunk] - base);
     const uint32_t pieces = plan.first_piece[chunk + count] - plan.first_piece[chunk];
-    if (!store) {
-      CopyError copied = IssueBatch(launch, slots, scratch, stream);
+    if (!store && chunk != first) {
+      CopyError copied = move_chunk(chunk);
       if (!copied.ok()) return copied;
     }
     error = LaunchCopyKernel(descriptors, pieces, launch.grid_blocks, stream);
     if (error != cudaSuccess) return {error, "staged copy kernel launch"};
     if (store) {
-      CopyError copied = IssueBatch(launch, slots, scratch, stream);
+      CopyError copied = move_chunk(chunk);
       if (!copied.ok()) return copied;
     }
   }

@@ -148,12 +148,13 @@ CopyError WaitForEngineEvent(const LaneJob& job) {
 
 }  // namespace
 
-CopyError CudaLane::IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t first, size_t end) {
+CopyError CudaLane::IssueRun(LaneJob& job, Slot& slot, size_t run, size_t first, size_t end) {
   cudaStream_t stream = streams_[run];
   if (job.launch.strategy != CopyStrategy::kStaged) {
     return IssueCopies(job.launch, absl::MakeConstSpan(job.pieces).subspan(first, end - first),
                        &slot.scratch[run], stream);
   }
+  if (job.plan_blocks) job.plan_blocks(job, first, end);
   return IssueStagedCopies(job.launch, job.staged, first, end, &slot.scratch[run], stream);
 }
 
@@ -188,7 +189,7 @@ std::vector<size_t> CudaLane::Runs(const LaneJob& job) const {
   return bounds;
 }
 
-CopyError CudaLane::IssueLayers(const LaneJob& job, Slot& slot) {
+CopyError CudaLane::IssueLayers(LaneJob& job, Slot& slot) {
   const absl::Span<const PieceCopy> pieces(job.pieces);
   for (size_t layer = 0; layer + 1 < job.layer_bounds.size(); ++layer) {
     const size_t first = job.layer_bounds[layer];
@@ -215,7 +216,7 @@ CopyError CudaLane::IssueLayers(const LaneJob& job, Slot& slot) {
   return {};
 }
 
-CopyError CudaLane::IssueRuns(const LaneJob& job, Slot& slot, const std::vector<size_t>& bounds) {
+CopyError CudaLane::IssueRuns(LaneJob& job, Slot& slot, const std::vector<size_t>& bounds) {
   for (size_t run = 0; run + 1 < bounds.size(); ++run) {
     if (bounds[run] == bounds[run + 1]) continue;
     CopyError error = IssueRun(job, slot, run, bounds[run], bounds[run + 1]);

@@ -36,6 +36,10 @@ struct LaneJob {
   // Fills `pieces` or `staged`; run by the issue thread, so that planning thousands of
   // pieces costs the submitting caller nothing.
   std::function<void(LaneJob&)> plan;
+  // kStaged: `plan` fills only the slots; this adds the pieces of blocks [first, end)
+  // (PlanStagedBlocks) right before they are issued, run by run, so that the first run's
+  // copies start while the later runs are planned.
+  std::function<void(LaneJob&, size_t first, size_t end)> plan_blocks;
   std::vector<PieceCopy> pieces;  // Every strategy but kStaged.
   StagedPlan staged;              // kStaged.
   // The engine's event to wait for before copying (host-side polling, so a dead engine's
@@ -87,16 +91,16 @@ class CudaLane {
   CudaLane(int device, std::vector<cudaStream_t> streams);
   absl::Status InitSlots();
   // Enqueues run `run` of the job's copies, [first, end), on streams_[run].
-  CopyError IssueRun(const LaneJob& job, Slot& slot, size_t run, size_t first, size_t end);
+  CopyError IssueRun(LaneJob& job, Slot& slot, size_t run, size_t first, size_t end);
   void IssueLoop();
   void CompleteLoop();
   CopyError Issue(LaneJob& job, Slot& slot);
   // The boundaries of a (not layer-wise) job's runs, one per stream at most.
   std::vector<size_t> Runs(const LaneJob& job) const;
   // Runs [bounds[i], bounds[i+1]) on streams_[i], the other streams joined into streams_[0].
-  CopyError IssueRuns(const LaneJob& job, Slot& slot, const std::vector<size_t>& bounds);
+  CopyError IssueRuns(LaneJob& job, Slot& slot, const std::vector<size_t>& bounds);
   // A layer-wise job: each layer's runs, then its flag word written on streams_[0].
-  CopyError IssueLayers(const LaneJob& job, Slot& slot);
+  CopyError IssueLayers(LaneJob& job, Slot& slot);
   void Complete(Issued issued);
 
   const int device_;

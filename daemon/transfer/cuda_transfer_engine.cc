@@ -211,16 +211,23 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
                            : reinterpret_cast<uint64_t>(options_.host_base);
   job.num_blocks = request.blocks.size();
   // The registration's tensors stay valid while the job is in flight (in_flight > 0).
-  job.plan = [tensors = &reg.tensors, blocks = std::move(request.blocks), host_base,
-              block_bytes = reg.block_bytes, layered](LaneJob& planned) {
+  auto blocks = std::make_shared<const std::vector<BlockCopy>>(std::move(request.blocks));
+  const std::vector<TensorLayout>* tensors = &reg.tensors;
+  job.plan = [tensors, blocks, host_base, block_bytes = reg.block_bytes,
+              layered](LaneJob& planned) {
     if (layered) {
-      planned.pieces = PlanLayerCopies(*tensors, blocks, host_base, &planned.layer_bounds);
+      planned.pieces = PlanLayerCopies(*tensors, *blocks, host_base, &planned.layer_bounds);
     } else if (planned.launch.strategy == CopyStrategy::kStaged) {
-      planned.staged = PlanStaged(*tensors, blocks, host_base, block_bytes);
+      planned.staged = PlanStagedSlots(*blocks, host_base, block_bytes);
     } else {
-      planned.pieces = PlanCopies(*tensors, blocks, host_base);
+      planned.pieces = PlanCopies(*tensors, *blocks, host_base);
     }
   };
+  if (job.launch.strategy == CopyStrategy::kStaged && !layered) {
+    job.plan_blocks = [tensors, blocks](LaneJob& planned, size_t first, size_t end) {
+      PlanStagedBlocks(*tensors, *blocks, first, end, &planned.staged);
+    };
+  }
   if (request.wait_event.has_value()) job.wait_event = reg.events[*request.wait_event];
   if (layered) {
     job.layer_flags = reg.layer_flags;

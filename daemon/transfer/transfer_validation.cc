@@ -173,20 +173,32 @@ std::vector<PieceCopy> PlanCopies(const std::vector<TensorLayout>& tensors,
   return pieces;
 }
 
-StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
-                      const std::vector<BlockCopy>& blocks, uint64_t host_base,
-                      uint64_t block_bytes) {
+StagedPlan PlanStagedSlots(const std::vector<BlockCopy>& blocks, uint64_t host_base,
+                           uint64_t block_bytes) {
   StagedPlan plan;
   plan.block_bytes = block_bytes;
   plan.slots.reserve(blocks.size());
+  for (const BlockCopy& block : blocks) plan.slots.push_back(host_base + block.host_offset);
   plan.first_piece.reserve(blocks.size() + 1);
-  plan.pieces.reserve(blocks.size() * tensors.size());
-  for (const BlockCopy& block : blocks) {
-    plan.slots.push_back(host_base + block.host_offset);
-    plan.first_piece.push_back(static_cast<uint32_t>(plan.pieces.size()));
-    AppendBlockPieces(tensors, block.block_id, 0, &plan.pieces);
+  plan.first_piece.push_back(0);
+  return plan;
+}
+
+void PlanStagedBlocks(const std::vector<TensorLayout>& tensors,
+                      const std::vector<BlockCopy>& blocks, size_t first, size_t end,
+                      StagedPlan* plan) {
+  plan->pieces.reserve(blocks.size() * tensors.size());  // Once, for the whole job.
+  for (size_t b = first; b < end; ++b) {
+    AppendBlockPieces(tensors, blocks[b].block_id, 0, &plan->pieces);
+    plan->first_piece.push_back(static_cast<uint32_t>(plan->pieces.size()));
   }
-  plan.first_piece.push_back(static_cast<uint32_t>(plan.pieces.size()));
+}
+
+StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
+                      const std::vector<BlockCopy>& blocks, uint64_t host_base,
+                      uint64_t block_bytes) {
+  StagedPlan plan = PlanStagedSlots(blocks, host_base, block_bytes);
+  PlanStagedBlocks(tensors, blocks, 0, blocks.size(), &plan);
   return plan;
 }
 

@@ -74,7 +74,6 @@ std::vector<PieceCopy> PlanLayerCopies(const std::vector<TensorLayout>& tensors,
                                        const std::vector<BlockCopy>& blocks, uint64_t host_base,
                                        std::vector<size_t>* layer_bounds);
 
-// Splits pieces longer than `max_bytes` (for the copy kernel's load balance).
 // Blocks for kStaged: each block's pieces with `host` = offset inside its L1 slot.
 struct StagedPlan {
   uint64_t block_bytes = 0;
@@ -82,10 +81,22 @@ struct StagedPlan {
   std::vector<PieceCopy> pieces;      // Grouped by block, in block order.
   std::vector<uint32_t> first_piece;  // Block i owns pieces [first_piece[i], first_piece[i+1]).
 };
+// Every block's slot and pieces.
 StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
                       const std::vector<BlockCopy>& blocks, uint64_t host_base,
                       uint64_t block_bytes);
+// Only the slots (first_piece = {0}, no pieces): PlanStagedBlocks adds the pieces of the
+// blocks range by range, so that a lane can issue the first blocks' copies before it has
+// planned the rest.
+StagedPlan PlanStagedSlots(const std::vector<BlockCopy>& blocks, uint64_t host_base,
+                           uint64_t block_bytes);
+// Adds the pieces of blocks [first, end); `first` must be the number of blocks planned so
+// far (plan->first_piece.size() - 1).
+void PlanStagedBlocks(const std::vector<TensorLayout>& tensors,
+                      const std::vector<BlockCopy>& blocks, size_t first, size_t end,
+                      StagedPlan* plan);
 
+// Splits pieces longer than `max_bytes` (for the copy kernel's load balance).
 std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t max_bytes);
 
 // One 2-D copy (cudaMemcpy2DAsync): `rows` rows of `bytes`, row i at gpu + i * gpu_pitch
