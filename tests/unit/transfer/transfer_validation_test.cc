@@ -337,5 +337,24 @@ TEST(PlanStagedTest, BlocksNeverMergeAcrossSlots) {
                                        PieceCopy{1000000 + 5 * 8192, 0, 8192}));
 }
 
+// A lane plans a staged job run by run: the slots first, then each run's pieces just
+// before it issues the run. Range by range gives the plan of the whole job at once.
+TEST(PlanStagedTest, RangeByRangeIsTheWholePlan) {
+  std::vector<TensorLayout> tensors = {{1000000, 4096, 4096}, {9000000, 4096, 4096}};
+  std::vector<BlockCopy> blocks = {{7, 0x10000}, {2, 0x20000}, {5, 0x30000}, {1, 0x40000}};
+  StagedPlan whole = PlanStaged(tensors, blocks, 1ULL << 40, 8192);
+  StagedPlan ranged = PlanStagedSlots(blocks, 1ULL << 40, 8192);
+  EXPECT_EQ(ranged.slots, whole.slots);
+  EXPECT_THAT(ranged.first_piece, ElementsAre(0u));
+  EXPECT_TRUE(ranged.pieces.empty());
+  PlanStagedBlocks(tensors, blocks, 0, 1, &ranged);
+  EXPECT_THAT(ranged.first_piece, ElementsAre(0u, 2u));
+  PlanStagedBlocks(tensors, blocks, 1, 3, &ranged);
+  PlanStagedBlocks(tensors, blocks, 3, 4, &ranged);
+  EXPECT_EQ(ranged.first_piece, whole.first_piece);
+  EXPECT_EQ(ranged.pieces, whole.pieces);
+  EXPECT_EQ(ranged.block_bytes, whole.block_bytes);
+}
+
 }  // namespace
 }  // namespace kvstrata
