@@ -53,8 +53,8 @@ struct Result {
   uint64_t stats = 0, listings = 0;
 };
 
-FileTierOptions TierOptions(const std::string& root, uint64_t capacity, double low,
-                            Clock* clock, BlockFileSystem* files) {
+FileTierOptions TierOptions(const std::string& root, uint64_t capacity, double low, Clock* clock,
+                            BlockFileSystem* files) {
   FileTierOptions o;
   o.name = "l3";
   o.tier = Tier::kL3;
@@ -96,7 +96,7 @@ uint64_t WriteTree(const Flags& f, const std::string& root, const TierNamespace&
       std::exit(1);
     }
   }
-  (*writer)->Stop();  // Flushes its journal.
+  (*writer)->Stop();                                           // Flushes its journal.
   return f.files * (4096 + (f.payload + 4095) / 4096 * 4096);  // docs/on-disk-format.md
 }
 
@@ -105,13 +105,12 @@ Result Trim(const Flags& f, const std::string& way) {
   const std::string root = absl::StrCat(f.dir, "/l3-trim-", getpid(), "-", way);
   absl::StatusOr<TierNamespace> ns = BenchNamespace(f.payload, "l3-trim");
   if (!ns.ok()) std::exit(1);
-  FakeClock clock(absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now() + absl::Hours(24)) /
-                                        60 * 60));
+  FakeClock clock(
+      absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now() + absl::Hours(24)) / 60 * 60));
   const double t0 = MonotonicSeconds();
   const uint64_t total = WriteTree(f, root, *ns, &clock);
   std::printf("%-8s wrote %llu files (%.1f MiB) in %.1f s\n", way.c_str(),
-              static_cast<unsigned long long>(f.files), total / 1048576.0,
-              MonotonicSeconds() - t0);
+              static_cast<unsigned long long>(f.files), total / 1048576.0, MonotonicSeconds() - t0);
   if (way == "scan") fs::remove_all(root + "/.kvstrata-journal");
   clock.Advance(absl::Minutes(3));  // Every bucket closed.
   // Just past the high mark; the low mark --evict-pct % of the files below the usage.
@@ -162,8 +161,8 @@ Flags Parse(int argc, char** argv) {
     if (value("--minutes=", &v) && absl::SimpleAtoi(v, &flags.minutes) && flags.minutes > 0) {
       continue;
     }
-    if (value("--evict-pct=", &v) && absl::SimpleAtod(v, &flags.evict_pct) &&
-        flags.evict_pct > 0 && flags.evict_pct < 50) {
+    if (value("--evict-pct=", &v) && absl::SimpleAtod(v, &flags.evict_pct) && flags.evict_pct > 0 &&
+        flags.evict_pct < 50) {
       continue;
     }
     std::fprintf(stderr, "l3_trim: bad argument %s (see the header of l3_trim.cc)\n", argv[i]);
@@ -175,11 +174,11 @@ Flags Parse(int argc, char** argv) {
 int Main(int argc, char** argv) {
   const Flags f = Parse(argc, argv);
   spdlog::set_level(spdlog::level::warn);
-  std::printf("l3_trim: %llu files of %llu payload bytes in %llu minutes under %s; one trim "
-              "deletes %.2f %% of them\n",
-              static_cast<unsigned long long>(f.files),
-              static_cast<unsigned long long>(f.payload),
-              static_cast<unsigned long long>(f.minutes), f.dir.c_str(), f.evict_pct);
+  std::printf(
+      "l3_trim: %llu files of %llu payload bytes in %llu minutes under %s; one trim "
+      "deletes %.2f %% of them\n",
+      static_cast<unsigned long long>(f.files), static_cast<unsigned long long>(f.payload),
+      static_cast<unsigned long long>(f.minutes), f.dir.c_str(), f.evict_pct);
   Result journal = Trim(f, "journal");
   Result scan = Trim(f, "scan");
   std::printf("\n%-8s %9s %9s %12s %14s %17s\n", "way", "deleted", "seconds", "files/s",

@@ -1,5 +1,6 @@
 #include "daemon/server/connection_writer.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -41,22 +42,35 @@ bool ConnectionWriter::Send(std::string_view bytes) {
 
 bool ConnectionWriter::Deliver(SessionId session, const JobCompletion& completion) {
   std::string frame = EncodeCompletion(session, completion);
-  MutexLock lock(&mu_);
+  // Another frame being written (an answer that waits for room) means a slow reader: the
+  // thread that finished the job does not wait for it.
+  if (!mu_.TryLock()) return false;
+  const bool delivered = DeliverLocked(frame);
+  mu_.Unlock();
+  return delivered;
+}
+
+bool ConnectionWriter::DeliverLocked(std::string_view frame) {
   if (closed_) return false;
   ssize_t n;
   do {
     n = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return false;  // No room now, or the peer is gone: nothing of it was written.
-  return Finish(frame, static_cast<size_t>(n));
+  return Finish(frame, static_cast<size_t>(n), kCompletionRestTimeoutMs);
 }
 
-bool ConnectionWriter::Finish(std::string_view bytes, size_t sent) {
+bool ConnectionWriter::Finish(std::string_view bytes, size_t sent, int timeout_ms) {
   bytes.remove_prefix(sent);
   while (!bytes.empty()) {
-    ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    const int flags = MSG_NOSIGNAL | (timeout_ms >= 0 ? MSG_DONTWAIT : 0);
+    ssize_t n = send(fd_, bytes.data(), bytes.size(), flags);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {  // Gone or stalled past SO_SNDTIMEO: no later frame may follow a torn one.
+    if (n < 0 && timeout_ms >= 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd room{fd_, POLLOUT, 0};
+      if (poll(&room, 1, timeout_ms) > 0) continue;
+    }
+    if (n <= 0) {  // Gone or stalled past the limit: no later frame may follow a torn one.
       shutdown(fd_, SHUT_RDWR);
       closed_ = true;
       return false;

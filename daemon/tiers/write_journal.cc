@@ -58,8 +58,7 @@ void WriteJournal::Record(absl::Time when, absl::string_view fingerprint, absl::
     ++dropped_lines_;
     return;
   }
-  absl::StrAppend(&buffered_[BucketOf(when)], fingerprint, " ", HexKey(key), " ", file_bytes,
-                  "\n");
+  absl::StrAppend(&buffered_[BucketOf(when)], fingerprint, " ", HexKey(key), " ", file_bytes, "\n");
   ++buffered_lines_;
 }
 
@@ -144,7 +143,7 @@ bool WriteJournal::ForEachEntry(int64_t bucket,
     std::ifstream in(path);
     std::string line;
     while (std::getline(in, line)) {
-      if (in.eof()) break;  // No newline: a write still under way or torn.
+      if (in.eof()) break;                     // No newline: a write still under way or torn.
       if (!ParseLine(line, &entry)) continue;  // Foreign: names nothing.
       if (!fn(entry)) return false;
     }

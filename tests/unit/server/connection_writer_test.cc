@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
 
+#include "absl/time/clock.h"
 #include "daemon/common/job_wire.h"
 #include "daemon/common/lookup_wire.h"
 #include "gtest/gtest.h"
@@ -123,6 +125,21 @@ TEST_F(ConnectionWriterTest, ASocketWithoutRoomGetsNoByteOfACompletion) {
   EXPECT_EQ(got.find("KVSC"), std::string::npos);
   ASSERT_TRUE(writer.Deliver(3, Failed("room again")));  // The reader caught up.
   EXPECT_EQ(Drain().substr(0, 4), "KVSC");
+}
+
+// An answer waiting for room in a full socket (a reader that stopped reading) holds the
+// writer: a completion then goes to the queue at once instead of waiting behind it.
+TEST_F(ConnectionWriterTest, ACompletionDoesNotWaitBehindAStalledAnswer) {
+  int small = 4096;
+  setsockopt(fds_[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  ConnectionWriter writer(fds_[0]);
+  std::thread answer([&] { writer.Send(std::string(1 << 20, 'a')); });  // Stalls (1 s).
+  absl::SleepFor(absl::Milliseconds(100));
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(writer.Deliver(1, Failed("behind a stalled answer")));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(50));
+  answer.join();  // SO_SNDTIMEO (1 s here) gave up on the answer and shut the connection.
+  EXPECT_FALSE(writer.Deliver(1, Failed("after")));
 }
 
 TEST_F(ConnectionWriterTest, AGonePeerTakesNothing) {

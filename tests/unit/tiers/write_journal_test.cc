@@ -111,8 +111,9 @@ TEST_F(WriteJournalTest, BadLinesNameNothing) {
   // In a file: the good lines are read, a torn last line (no newline) is not.
   const int64_t bucket = 29'000'000;
   fs::create_directories(BucketDir(bucket));
-  std::ofstream(BucketDir(bucket) + "/x.log")
-      << fp << " 6b31 1\nnonsense\n" << fp << " 6b32 2\n" << fp << " 6b3";
+  std::ofstream(BucketDir(bucket) + "/x.log") << fp << " 6b31 1\nnonsense\n"
+                                              << fp << " 6b32 2\n"
+                                              << fp << " 6b3";
   WriteJournal j(BlockFileSystem::Default(), root_, "node-a");
   std::vector<JournalEntry> got = Entries(j, bucket);
   ASSERT_EQ(got.size(), 2u);
@@ -136,9 +137,8 @@ TEST_F(WriteJournalTest, StoppingEarlyLeavesTheRestUnseen) {
   for (int i = 0; i < 5; ++i) j.Record(t0, kFp, std::string(1, static_cast<char>('a' + i)), 1);
   ASSERT_EQ(j.Flush(), 5u);
   int seen = 0;
-  EXPECT_FALSE(j.ForEachEntry(WriteJournal::BucketOf(t0), [&](const JournalEntry&) {
-    return ++seen < 2;
-  }));
+  EXPECT_FALSE(
+      j.ForEachEntry(WriteJournal::BucketOf(t0), [&](const JournalEntry&) { return ++seen < 2; }));
   EXPECT_EQ(seen, 2);
 }
 
