@@ -34,10 +34,10 @@ std::string ConnectionWriter::EncodeCompletion(SessionId session, const JobCompl
   return frame;
 }
 
-bool ConnectionWriter::Send(std::string_view bytes) {
+bool ConnectionWriter::Send(std::string_view bytes, int timeout_ms) {
   MutexLock lock(&mu_);
   if (closed_) return false;
-  return Finish(bytes, 0);
+  return Finish(bytes, 0, timeout_ms);
 }
 
 bool ConnectionWriter::Deliver(SessionId session, const JobCompletion& completion) {

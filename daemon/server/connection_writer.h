@@ -27,9 +27,10 @@ class ConnectionWriter final : public CompletionSink {
 
   explicit ConnectionWriter(int fd) : fd_(fd) {}
 
-  // Writes all of `bytes` (waiting for room up to the socket's SO_SNDTIMEO); false when the
-  // peer is gone or stalled, or after Close.
-  bool Send(std::string_view bytes);
+  // Writes all of `bytes`, waiting for room up to `timeout_ms` at a time (-1: the socket's
+  // SO_SNDTIMEO; 0: not at all); false when the peer is gone or stalled (the connection is
+  // then shut down), or after Close.
+  bool Send(std::string_view bytes, int timeout_ms = -1);
   // A completion frame for the job (see the header comment).
   bool Deliver(SessionId session, const JobCompletion& completion) override;
   void Close();

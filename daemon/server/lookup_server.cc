@@ -98,21 +98,11 @@ void EncodeReply(const absl::Status& status, const LookupAnswer* answer, std::st
   std::copy(message.begin(), message.end(), tiers + h.tier_count);
 }
 
-// Writes all of `bytes`; false when the peer is gone or stalls past SO_SNDTIMEO.
-bool SendAll(int fd, std::string_view bytes, int flags = 0) {
-  while (!bytes.empty()) {
-    ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | flags);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-void SendError(int fd, const absl::Status& status, int flags = 0) {
+// The refusal of a connection about to be closed: written only if the socket has room now.
+void SendRefusal(int fd, const absl::Status& status) {
   std::string reply;
   EncodeReply(status, nullptr, &reply);
-  SendAll(fd, reply, flags);
+  ConnectionWriter(fd).Send(reply, /*timeout_ms=*/0);
 }
 
 }  // namespace
@@ -167,17 +157,15 @@ void LookupServer::Admit(int fd) {
   // connections cannot lock new callers out; refuse only when every one is busy.
   if (connections_.full() && !connections_.EvictIdlest(absl::Seconds(1))) {
     spdlog::warn("lookup_socket_refused reason=\"{} connections open\"", connections_.size());
-    SendError(fd,
-              absl::ResourceExhaustedError(absl::StrCat("the lookup socket serves at most ",
-                                                        kMaxConnections, " connections")),
-              MSG_DONTWAIT);
+    SendRefusal(fd, absl::ResourceExhaustedError(absl::StrCat("the lookup socket serves at most ",
+                                                              kMaxConnections, " connections")));
     close(fd);
     return;
   }
   absl::StatusOr<Caller> caller = context_.tenants->ForConnection(fd);
   if (!caller.ok()) {
     spdlog::warn("lookup_socket_refused reason=\"{}\"", std::string(caller.status().message()));
-    SendError(fd, caller.status(), MSG_DONTWAIT);
+    SendRefusal(fd, caller.status());
     close(fd);
     return;
   }

@@ -223,7 +223,7 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
       planned.pieces = PlanCopies(*tensors, *blocks, host_base);
     }
   };
-  if (job.launch.strategy == CopyStrategy::kStaged && !layered) {
+  if (job.launch.strategy == CopyStrategy::kStaged) {  // Never layer-wise (see above).
     job.plan_blocks = [tensors, blocks](LaneJob& planned, size_t first, size_t end) {
       PlanStagedBlocks(*tensors, *blocks, first, end, &planned.staged);
     };

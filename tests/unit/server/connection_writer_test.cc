@@ -142,6 +142,17 @@ TEST_F(ConnectionWriterTest, ACompletionDoesNotWaitBehindAStalledAnswer) {
   EXPECT_FALSE(writer.Deliver(1, Failed("after")));
 }
 
+// A refusal to a connection about to be closed (Send with timeout 0) never waits for room.
+TEST_F(ConnectionWriterTest, ASendThatMayNotWaitGivesUpAtOnce) {
+  int small = 4096;
+  setsockopt(fds_[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  ConnectionWriter writer(fds_[0]);
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(writer.Send(std::string(1 << 20, 'r'), /*timeout_ms=*/0));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));  // SO_SNDTIMEO is 1 s here.
+  EXPECT_FALSE(writer.Send("after"));                       // The connection was shut down.
+}
+
 TEST_F(ConnectionWriterTest, AGonePeerTakesNothing) {
   close(fds_[1]);
   fds_[1] = -1;
