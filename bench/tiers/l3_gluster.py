@@ -4,16 +4,15 @@ the daemon on the same mounts in the same run. One brick, two FUSE mounts, real 
 daemons on the mounts (the test suite's fixture: tests/integration/python/gluster_fixture.py).
 Prints:
 
-  dd        context only: one 256 MiB file (fdatasync), and block-sized files (68 KiB,
-            fdatasync each) by 4 parallel dd loops, write through mount 0, read through
-            mount 1; one process per file, so the loops mostly measure process start-up
+  dd        context only: one 256 MiB file, and 68 KiB files by 4 parallel dd loops (fdatasync
+            each; write via mount 0, read via 1; a process per file: mostly its start-up)
   files     the baseline: 4 threads (l3.io_threads' default) doing, per 68 KiB block file,
             the syscalls the daemon does (temp file opened O_DIRECT, one pwritev, fdatasync,
             close, rename into place, in <fingerprint>/<xx>/<yy>/ directories made on demand)
             through mount 0, then reading every file back as the daemon does (open O_DIRECT,
             fstat, one preadv, close) through mount 1; no process per file
-  sharing   daemon B's first lookup of 1,000 blocks daemon A stored (the defaults), and how
-            many lookups until all hit; 32-key chains: first-lookup hits, p50/p99 cold/warm
+  sharing   daemon B's first lookup of 1,000 blocks daemon A stored (the defaults: B
+            follows A's journal), beside a B that only probes; 32-key chains: cold/warm
   latency   from a store on A (the call's return) to a hit on B, B looking up every 2 ms
   l3 io     A's L3 write throughput (1,000 blocks, store to queue empty) and B's read
             throughput (lookup with lease + loads of 1,000 blocks), vs the files baseline
@@ -27,8 +26,7 @@ Prints:
 
 Needs root, /dev/fuse, `ip netns` and GlusterFS (scripts/setup_gluster.sh). Not CI.
 
-    .venv/bin/python bench/tiers/l3_gluster.py [--out DIR] [--quick]
-        [--only dd,files,sharing,latency,cap,drops,trim]
+    .venv/bin/python bench/tiers/l3_gluster.py [--out DIR] [--quick] [--only dd,files,...,trim]
 """
 from __future__ import annotations
 
@@ -345,8 +343,9 @@ def bench_sharing(vol, work: Path, n: int) -> None:
     finally:
         a.close()
 
-    b = Node(work, gl_settings(shared.roots[1]), salt, "b")
-    try:
+    # The baseline first: a daemon that does not follow the journals (probes only).
+    for name, extra in (("b0", {"l3.follow_interval_ms": "0"}), ("b", {})):
+        b = Node(work, gl_settings(shared.roots[1], **extra), salt, name)
         t = time.monotonic()
         first = b.session.lookup(b.ns, keys).hit_blocks
         first_ms = (time.monotonic() - t) * 1000
@@ -355,13 +354,16 @@ def bench_sharing(vol, work: Path, n: int) -> None:
             hits = b.session.lookup(b.ns, keys).hit_blocks
             tries += 1
         all_s = time.monotonic() - t
-        results["first_lookup"] = dict(hits=first, of=n, ms=first_ms, lookups_to_all=tries,
-                                       seconds_to_all=all_s, final=hits)
+        results["first_lookup" + ("_probes_only" if extra else "")] = dict(
+            hits=first, of=n, ms=first_ms, lookups_to_all=tries, seconds_to_all=all_s, final=hits)
         after = (f"all {n} after {tries} back-to-back lookups ({all_s:.2f} s more)"
                  if hits == n else f"only {hits} after {tries} lookups ({all_s:.2f} s)")
-        say(f"sharing: B's first lookup of A's {n} blocks: {first} hit ({100 * first / n:.1f}%) "
-            f"in {first_ms:.1f} ms; {after}")
-        # Read throughput: every block promoted from L3 and loaded.
+        say(f"sharing: B's first lookup of A's {n} blocks "
+            f"({'probes only' if extra else 'following the journals'}): {first} hit "
+            f"({100 * first / n:.1f}%) in {first_ms:.1f} ms; {after}")
+        if extra:
+            b.close()
+    try:  # B (following) goes on: read throughput, every block promoted from L3 and loaded.
         t = time.monotonic()
         loaded = 0
         for i in range(0, n, 100):
@@ -559,11 +561,8 @@ def main() -> int:
                 bench_trim(vol, 500 if q else 5000)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(results, indent=1))
     if only != set(ap.get_default("only").split(",")):
-        return 0
+        return write_results(args.out)
     base = results["files"]
     summary = {
         "first_lookup_hit_rate": results["first_lookup"]["hits"] / results["first_lookup"]["of"],
@@ -587,9 +586,13 @@ def main() -> int:
         f"{100 * l3r['files_per_s'] / dd['files_read_per_s']:.0f}%; vs one 256 MiB file's dd: "
         f"write {100 * l3w['mib_s'] / dd['big_write_mib_s']:.0f}%, read "
         f"{100 * l3r['mib_s'] / dd['big_read_mib_s']:.0f}%")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    return write_results(args.out)
+
+
+def write_results(out) -> int:
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
     return 0
 
 

@@ -66,6 +66,7 @@ struct FileTierConfig : TierConfig {
   int64_t access_record_interval_ms = 60000;  // L3 only
   int64_t eviction_interval_ms = 10000;       // L3 only
   int64_t audit_interval_s = 3600;            // L3 only
+  int64_t follow_interval_ms = 1000;          // L3 only; 0 = do not follow
 };
 
 // The GPU data path (daemon/transfer).

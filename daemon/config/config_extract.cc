@@ -180,6 +180,10 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
     t.access_record_interval_ms = r.Int("access_record_interval_ms", 0, 86'400'000);
     t.eviction_interval_ms = r.Int("eviction_interval_ms", 100, 86'400'000);
     t.audit_interval_s = r.Int("audit_interval_s", 60, 31'536'000);
+    t.follow_interval_ms = r.Int("follow_interval_ms", 0, 60'000);
+    if (r.Ok({"follow_interval_ms"}) && t.follow_interval_ms > 0 && t.follow_interval_ms < 100) {
+      r.Fail("follow_interval_ms", "must be 0 (off) or 100 .. 60000");
+    }
   }
 }
 

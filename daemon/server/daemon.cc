@@ -356,6 +356,11 @@ void Daemon::RegisterLowerTierGauges() {
     m.AddCounter("kvstrata_tier_quarantined_total",
                  "Bad files (checksum, foreign, truncated) moved aside in each lower tier.", labels,
                  read([](const LowerTierStatus& s) { return double(s.stats.quarantined); }));
+    m.AddCounter("kvstrata_tier_journal_lines_read_total",
+                 "Lines of the other daemons' L3 write journals read into this daemon's index "
+                 "(blocks they wrote, used or deleted).",
+                 labels,
+                 read([](const LowerTierStatus& s) { return double(s.stats.followed_lines); }));
   }
 }
 

@@ -31,6 +31,7 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   files.access_record_interval = absl::Milliseconds(c.access_record_interval_ms);
   files.shared_eviction_interval = absl::Milliseconds(c.eviction_interval_ms);
   files.shared_audit_interval = absl::Seconds(c.audit_interval_s);
+  files.follow_interval = absl::Milliseconds(c.follow_interval_ms);
   files.observer = [m = &manager, tier](absl::string_view fingerprint, absl::string_view key,
                                         bool stored, RemovalCause cause) {
     m->OnLowerTierChange(tier, fingerprint, key, stored, cause);

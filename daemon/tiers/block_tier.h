@@ -62,6 +62,7 @@ struct TierStats {
   uint64_t refused_writes = 0;  // read-only, or no room
   bool warm = false;            // the index is complete (warm-up scan finished)
   uint64_t scanned_files = 0;
+  uint64_t followed_lines = 0;  // shared tier: other daemons' journal lines read
   TierState state = TierState::kOk;
 };
 

@@ -21,6 +21,9 @@ namespace kvstrata {
 namespace {
 
 std::string_view StdView(absl::string_view s) { return {s.data(), s.size()}; }
+absl::string_view KeyBytes(const BlockKey& key) { return {key.bytes().data(), key.bytes().size()}; }
+
+constexpr absl::Duration kStartFollowBudget = absl::Seconds(2);
 
 }  // namespace
 
@@ -43,6 +46,9 @@ absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options
     MutexLock lock(&tier->mu_);
     tier->policy_ = *std::move(policy);
   }
+  // What the other daemons wrote lately is known before the first lookup (the rest, if the
+  // journals are long, follows in the background).
+  tier->FollowJournals(kStartFollowBudget);
   FileTier* self = tier.get();
   tier->background_ =
       std::thread([self] { self->options_.shared ? self->SharedEvictionLoop() : self->WarmUp(); });
@@ -58,7 +64,11 @@ FileTier::FileTier(FileTierOptions options)
                  : nullptr),
       journal_(options_.shared
                    ? std::make_unique<WriteJournal>(fs_, options_.root, usage_->holder())
-                   : nullptr) {}
+                   : nullptr),
+      follower_(
+          journal_ != nullptr && options_.follow_interval > absl::ZeroDuration()
+              ? std::make_unique<JournalFollower>(journal_.get(), options_.followed_presence_ttl)
+              : nullptr) {}
 
 FileTier::~FileTier() { Stop(); }
 
@@ -111,8 +121,10 @@ FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_
   if (!k.ok()) return Presence::kAbsent;
   auto indexed = index_.find(*k);
   if (indexed != index_.end()) {
-    const bool stale =
-        options_.shared && clock_->Now() - indexed->second.verified > options_.presence_ttl;
+    const absl::Time now = clock_->Now();
+    const absl::Duration ttl =
+        now < follow_ok_until_ ? options_.followed_presence_ttl : options_.presence_ttl;
+    const bool stale = options_.shared && now - indexed->second.verified > ttl;
     return stale ? Presence::kUnknown : Presence::kPresent;
   }
   if (complete) return Presence::kAbsent;
@@ -148,9 +160,7 @@ bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
 
 void FileTier::AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cause) {
   if (!options_.observer) return;
-  const std::string_view bytes = key.bytes();
-  options_.observer(ns_names_[key.ns() - 1], absl::string_view(bytes.data(), bytes.size()), stored,
-                    cause);
+  options_.observer(ns_names_[key.ns() - 1], KeyBytes(key), stored, cause);
 }
 
 void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce) {
@@ -244,8 +254,11 @@ void FileTier::RecordAccess(const BlockKey& key, const std::string& path) {
   // The mtime is the access time every daemon of the shared tier orders eviction by; the
   // journal names the file again in this minute's bucket, which a trim reaches later.
   fs_->Touch(path);
-  journal_->Record(now, fingerprint, absl::string_view(key.bytes().data(), key.bytes().size()),
-                   file_bytes);
+  journal_->Record(now, fingerprint, KeyBytes(key), file_bytes);
+}
+
+void FileTier::RecordRemoval(absl::string_view fingerprint, absl::string_view key) {
+  if (journal_ != nullptr) journal_->RecordRemoval(clock_->Now(), fingerprint, key);
 }
 
 void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
@@ -254,9 +267,14 @@ void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
   spdlog::warn("{}: {} is bad ({}: {}); {}", options_.name, path,
                std::string(BlockMissName(miss.miss)), miss.detail,
                moved.ok() ? "quarantined to " + *moved : "quarantine failed");
-  MutexLock lock(&mu_);
-  if (moved.ok()) ++counters_.quarantined;
-  EraseLocked(key, RemovalCause::kEvicted);
+  std::string fingerprint;
+  {
+    MutexLock lock(&mu_);
+    if (moved.ok()) ++counters_.quarantined;
+    fingerprint = ns_names_[key.ns() - 1];
+    EraseLocked(key, RemovalCause::kEvicted);
+  }
+  if (moved.ok()) RecordRemoval(fingerprint, KeyBytes(key));
 }
 
 bool FileTier::EnsureNamespaceFile(const TierNamespace& ns) {
@@ -461,9 +479,7 @@ bool FileTier::MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doome
     if (it->second.announced) AnnounceLocked(key, /*stored=*/false, RemovalCause::kEvicted);
     used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
     index_.erase(it);
-    const std::string_view bytes = key.bytes();
-    doomed->push_back(
-        PathOf(ns_names_[key.ns() - 1], absl::string_view(bytes.data(), bytes.size())));
+    doomed->push_back(PathOf(ns_names_[key.ns() - 1], KeyBytes(key)));
     ++counters_.evictions;
   }
   return static_cast<double>(used_bytes_ + incoming) <= options_.high_watermark * capacity;
@@ -496,7 +512,9 @@ bool FileTier::Remove(absl::string_view fingerprint, absl::string_view key) {
     absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
     if (k.ok()) EraseLocked(*k, RemovalCause::kAdminEvict);
   }
-  return fs_->Remove(path);
+  if (!fs_->Remove(path)) return false;
+  RecordRemoval(fingerprint, key);
+  return true;
 }
 
 TierStats FileTier::Stats() const {

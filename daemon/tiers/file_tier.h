@@ -6,7 +6,12 @@
 // (a stat of the block's path) for keys it does not know. A local tier is the only writer
 // of its directory, so once warm its index is complete; a shared tier's directory is
 // written and evicted by every node's daemon, so its index only caches positive answers,
-// absent files are remembered for `negative_cache_ttl`, and a read may still miss.
+// absent files are remembered for `negative_cache_ttl`, and a read may still miss. A shared
+// tier also follows the other daemons' write journals (journal_follower.h) every
+// `follow_interval`, and once at Open: the blocks they write or use enter its index and the
+// ones they delete leave it, without a stat. An entry is trusted for `presence_ttl` since it
+// was last seen, `followed_presence_ttl` while the following keeps up (the others'
+// deletions then reach the index within a few intervals); past that it is probed again.
 //
 // Capacity: a local tier evicts with the configured policy (lru/arc/s3fifo) before a write
 // would pass the high watermark, down to the low one. A shared tier admits a write only
@@ -61,6 +66,7 @@
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_file_system.h"
 #include "daemon/tiers/block_tier.h"
+#include "daemon/tiers/journal_follower.h"
 #include "daemon/tiers/shared_usage.h"
 #include "daemon/tiers/write_journal.h"
 
@@ -80,6 +86,11 @@ struct FileTierOptions {
   // Shared tier: another daemon may delete an indexed block at any time (its trim, an
   // rm), so an index entry older than this is re-probed (Cached() says kUnknown).
   absl::Duration presence_ttl = absl::Seconds(10);
+  // Shared tier: how often this daemon appends its journal lines and reads the others' (0:
+  // it never reads them and appends every eviction round), and how long an index entry is
+  // trusted while it does.
+  absl::Duration follow_interval = absl::Seconds(1);
+  absl::Duration followed_presence_ttl = absl::Minutes(10);
   absl::Duration access_record_interval = absl::Seconds(60);
   absl::Duration shared_eviction_interval = absl::Seconds(10);
   absl::Duration shared_audit_interval = absl::Hours(1);  // full scan at least this often
@@ -132,6 +143,10 @@ class FileTier : public BlockTier {
   // and corrects the usage ledger from the scan. Returns the files deleted. No-op for a
   // local tier.
   size_t EnforceSharedCapacity();
+  // Shared tier with follow_interval > 0: reads the lines the other daemons appended to
+  // their journals since the last call, for at most `budget`, into the index (the
+  // background thread does this every follow_interval; tests call it). The lines read.
+  size_t FollowJournals(absl::Duration budget);
   // Blocks until the warm-up scan is done or `timeout` passes; true when done.
   bool WaitWarm(absl::Duration timeout) const;
 
@@ -170,6 +185,8 @@ class FileTier : public BlockTier {
   void OnWriteError(const absl::Status& error);
   void OnBadFile(const BlockKey& key, const std::string& path, const BlockReadResult& miss);
   void RecordAccess(const BlockKey& key, const std::string& path);
+  // Shared tier: this daemon deleted the block's file (its journal tells the others).
+  void RecordRemoval(absl::string_view fingerprint, absl::string_view key);
   bool EnsureNamespaceFile(const TierNamespace& ns);
   uint64_t EffectiveCapacityLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A shrunk tier grows back when the disk has room again (see Faults above).
@@ -231,8 +248,10 @@ class FileTier : public BlockTier {
   uint64_t shrunk_capacity_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not shrunk
   absl::Time next_space_check_ ABSL_GUARDED_BY(mu_);
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::unique_ptr<SharedUsage> usage_;                   // shared tier only
-  std::unique_ptr<WriteJournal> journal_;                // shared tier only
+  std::unique_ptr<SharedUsage> usage_;         // shared tier only
+  std::unique_ptr<WriteJournal> journal_;      // shared tier only
+  std::unique_ptr<JournalFollower> follower_;  // shared tier, follow_interval > 0
+  absl::Time follow_ok_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t grant_left_ ABSL_GUARDED_BY(mu_) = 0;         // room taken in the ledger, unused
   uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room taken by writes under way
   uint64_t shared_used_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the ledger, as last read

@@ -1,6 +1,9 @@
-// FileTier's trim of a shared tier from the write journals (write_journal.h): the cost of a
-// pass follows what it deletes, not the size of the tree.
+// FileTier and the write journals of a shared tier (write_journal.h): the trim, whose cost
+// follows what it deletes, not the size of the tree, and the following of the other daemons'
+// journals into the index (journal_follower.h).
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "daemon/tiers/file_tier.h"
 
@@ -11,6 +14,20 @@ namespace {
 // than this: a later write or recorded use names it in a later bucket, and this much is
 // left for the clocks of the nodes (mtimes of writes come from the file server's).
 constexpr absl::Duration kMtimeSlack = WriteJournal::kBucket;
+// The index learns at most this many blocks from the journals (others' deletions still
+// leave it); past that, probes find the rest.
+constexpr size_t kMaxFollowedIndex = size_t{1} << 22;
+
+// What one FollowJournals pass read about one block: its last line in each journal, and
+// whether two journals disagree (a write and a deletion of two daemons within one pass,
+// whose order the lines cannot tell: the block is probed again instead).
+struct Followed {
+  enum class Verdict { kPresent, kGone, kConflict };
+  Verdict verdict = Verdict::kPresent;
+  std::string holder;  // of the last line
+  uint64_t file_bytes = 0;
+  int64_t bucket = 0;  // of the last line
+};
 
 }  // namespace
 
@@ -38,6 +55,7 @@ bool FileTier::TrimFromJournal(size_t* deleted) {
       // Gone already, or written or used since: a later bucket names it.
       if (!info.has_value() || !info->regular || info->modified > newest) return true;
       if (!fs_->Remove(path)) return true;
+      RecordRemoval(e.fingerprint, e.key);
       usage -= std::min(usage, info->size);
       deleted_bytes += info->size;
       ++*deleted;
@@ -66,6 +84,57 @@ void FileTier::DropSpentBuckets(const absl::flat_hash_map<std::string, absl::Tim
     });
     if (spent) journal_->Drop(bucket);
   }
+}
+
+size_t FileTier::FollowJournals(absl::Duration budget) {
+  if (follower_ == nullptr) return 0;
+  using Verdict = Followed::Verdict;
+  absl::flat_hash_map<std::pair<std::string, std::string>, Followed> seen;
+  const absl::Time now = clock_->Now();
+  const size_t lines =
+      follower_->Poll(now, absl::Now() + budget,
+                      [&](const JournalEntry& e, absl::string_view holder, int64_t bucket) {
+                        auto [it, fresh] = seen.try_emplace(std::make_pair(e.fingerprint, e.key));
+                        Followed& f = it->second;
+                        const Verdict verdict = e.removed ? Verdict::kGone : Verdict::kPresent;
+                        if (!fresh && f.verdict == Verdict::kConflict) return;
+                        if (!fresh && f.holder != holder && f.verdict != verdict) {
+                          f.verdict = Verdict::kConflict;
+                          return;
+                        }
+                        f = Followed{verdict, std::string(holder), e.file_bytes, bucket};
+                      });
+  MutexLock lock(&mu_);
+  for (const auto& [block, f] : seen) {
+    absl::StatusOr<BlockKey> k = KeyOfLocked(block.first, block.second);
+    if (!k.ok()) continue;
+    auto it = index_.find(*k);
+    // When the line was written, at the latest: what this daemon saw of the file later wins.
+    const absl::Time when = std::min(now, WriteJournal::BucketEnd(f.bucket));
+    switch (f.verdict) {
+      case Verdict::kPresent:
+        absent_until_.erase(*k);
+        if (it != index_.end()) {
+          it->second.verified = std::max(it->second.verified, when);
+        } else if (now - when <= options_.followed_presence_ttl &&
+                   index_.size() < kMaxFollowedIndex) {
+          InsertLocked(*k, f.file_bytes);
+          index_.find(*k)->second.verified = when;
+        }
+        break;
+      case Verdict::kGone:
+        if (it != index_.end() && it->second.verified < when)
+          EraseLocked(*k, RemovalCause::kEvicted);
+        break;
+      case Verdict::kConflict:
+        if (it != index_.end()) it->second.verified = absl::InfinitePast();
+        break;
+    }
+  }
+  // The others' deletions reach the index within a few ticks while this keeps up.
+  follow_ok_until_ = now + 3 * options_.follow_interval + absl::Seconds(1);
+  counters_.followed_lines += lines;
+  return lines;
 }
 
 }  // namespace kvstrata

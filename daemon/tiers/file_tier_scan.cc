@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -133,26 +134,40 @@ bool FileTier::WaitWarm(absl::Duration timeout) const {
 
 void FileTier::SharedEvictionLoop() {
   warm_ = true;  // A shared tier has no warm-up: its directory is the index.
+  using Steady = std::chrono::steady_clock;
+  const auto round_every = absl::ToChronoNanoseconds(options_.shared_eviction_interval);
+  const auto follow_every = absl::ToChronoNanoseconds(options_.follow_interval);
+  Steady::time_point next_round = Steady::now();  // the first round at once
+  bool trim_asked = false;
   while (!stopping_) {
-    // The ledger says when to trim: past the high mark (from the journals, or a scan when
-    // they fall short), or a full scan when no daemon made one within shared_audit_interval
-    // (the audit: it also corrects the ledger). Without a usable ledger, every round scans.
-    // Each round also renews this daemon's holder line.
-    journal_->Flush();  // What this daemon wrote and used since the last round.
-    absl::StatusOr<UsageLedger> ledger = usage_->Hold(HeldNow(), NowMillis());
-    bool over = false, due = !ledger.ok();
-    if (ledger.ok()) {
-      MutexLock lock(&mu_);
-      shared_used_bytes_ = ledger->bytes;
-      over = OverHighMark(ledger->bytes, EffectiveCapacityLocked());
-      due = clock_->Now() - absl::FromUnixMillis(ledger->scanned_unix_ms) >=
-            options_.shared_audit_interval;
+    // Every tick (follow_interval): this daemon's journal lines since the last one go out
+    // and the other daemons' come in.
+    journal_->Flush();
+    if (follower_ != nullptr) FollowJournals(options_.follow_interval);
+    // Every round, the ledger says when to trim: past the high mark (from the journals, or
+    // a scan when they fall short), or a full scan when no daemon made one within
+    // shared_audit_interval (the audit: it also corrects the ledger). Without a usable
+    // ledger, every round scans. Each round also renews this daemon's holder line. A write
+    // past the high mark asks for a trim now (trim_requested_), not at the next round.
+    if (trim_asked || Steady::now() >= next_round) {
+      next_round = Steady::now() + round_every;
+      absl::StatusOr<UsageLedger> ledger = usage_->Hold(HeldNow(), NowMillis());
+      bool over = false, due = !ledger.ok();
+      if (ledger.ok()) {
+        MutexLock lock(&mu_);
+        shared_used_bytes_ = ledger->bytes;
+        over = OverHighMark(ledger->bytes, EffectiveCapacityLocked());
+        due = clock_->Now() - absl::FromUnixMillis(ledger->scanned_unix_ms) >=
+              options_.shared_audit_interval;
+      }
+      if (over || due) TrimShared(/*correct_ledger=*/due);
     }
-    if (over || due) TrimShared(/*correct_ledger=*/due);
+    const Steady::time_point wake_at =
+        follower_ != nullptr ? std::min(next_round, Steady::now() + follow_every) : next_round;
     std::unique_lock<std::mutex> lock(wake_mu_);
-    // A write past the high mark asks for a trim now (trim_requested_), not at the next round.
-    wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.shared_eviction_interval),
-                   [this] { return stopping_.load() || trim_requested_; });
+    trim_asked = wake_.wait_until(lock, wake_at, [this] {
+      return stopping_.load() || trim_requested_;
+    }) && !stopping_;
     trim_requested_ = false;
   }
 }
@@ -218,6 +233,7 @@ size_t FileTier::TrimShared(bool correct_ledger) {
     for (const FoundFile& f : files) {
       if (static_cast<double>(usage) <= low || stopping_) break;
       if (!fs_->Remove(f.path)) continue;
+      RecordRemoval(f.fingerprint, f.key);
       total -= f.bytes;
       usage -= f.bytes;
       deleted_bytes += f.bytes;
@@ -247,9 +263,11 @@ size_t FileTier::TrimShared(bool correct_ledger) {
 
 size_t FileTier::Clear(std::optional<absl::string_view> fingerprint) {
   size_t removed = 0;
-  ForEachBlockDir(fingerprint, [&](absl::string_view, const std::string& dir) {
+  ForEachBlockDir(fingerprint, [&](absl::string_view fp, const std::string& dir) {
     fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
-      if (!is_dir && !KeyOfFileName(name).empty() && fs_->Remove(absl::StrCat(dir, "/", name))) {
+      const std::string key = is_dir ? std::string() : KeyOfFileName(name);
+      if (!key.empty() && fs_->Remove(absl::StrCat(dir, "/", name))) {
+        RecordRemoval(fp, key);
         ++removed;
       }
     });

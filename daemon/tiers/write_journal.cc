@@ -9,11 +9,11 @@
 #include <fstream>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "daemon/tiers/block_path.h"
 #include "spdlog/spdlog.h"
 
@@ -51,15 +51,30 @@ std::string WriteJournal::BucketDir(int64_t bucket) const {
   return absl::StrFormat("%s/%0*d", dir_, kBucketNameDigits, bucket);
 }
 
-void WriteJournal::Record(absl::Time when, absl::string_view fingerprint, absl::string_view key,
-                          uint64_t file_bytes) {
+std::string WriteJournal::FormatLine(const JournalEntry& entry) {
+  return entry.removed
+             ? absl::StrCat(entry.fingerprint, " ", HexKey(entry.key), " -")
+             : absl::StrCat(entry.fingerprint, " ", HexKey(entry.key), " ", entry.file_bytes);
+}
+
+void WriteJournal::Buffer(absl::Time when, const JournalEntry& entry) {
   MutexLock lock(&mu_);
   if (buffered_lines_ >= kMaxBufferedLines) {
     ++dropped_lines_;
     return;
   }
-  absl::StrAppend(&buffered_[BucketOf(when)], fingerprint, " ", HexKey(key), " ", file_bytes, "\n");
+  absl::StrAppend(&buffered_[BucketOf(when)], FormatLine(entry), "\n");
   ++buffered_lines_;
+}
+
+void WriteJournal::Record(absl::Time when, absl::string_view fingerprint, absl::string_view key,
+                          uint64_t file_bytes) {
+  Buffer(when, JournalEntry{std::string(fingerprint), std::string(key), file_bytes, false});
+}
+
+void WriteJournal::RecordRemoval(absl::Time when, absl::string_view fingerprint,
+                                 absl::string_view key) {
+  Buffer(when, JournalEntry{std::string(fingerprint), std::string(key), 0, true});
 }
 
 size_t WriteJournal::Flush() {
@@ -99,52 +114,71 @@ size_t WriteJournal::Flush() {
   return written;
 }
 
-std::vector<int64_t> WriteJournal::ClosedBuckets(absl::Time now) const {
+std::vector<int64_t> WriteJournal::Buckets() const {
   std::vector<int64_t> buckets;
   fs_->ListDirectory(dir_, [&](absl::string_view name, bool is_dir) {
     int64_t bucket = 0;
-    if (!is_dir || name.size() != kBucketNameDigits ||
-        !std::all_of(name.begin(), name.end(), absl::ascii_isdigit) ||
-        !absl::SimpleAtoi(name, &bucket)) {
-      return;
+    if (is_dir && name.size() == kBucketNameDigits &&
+        std::all_of(name.begin(), name.end(), absl::ascii_isdigit) &&
+        absl::SimpleAtoi(name, &bucket)) {
+      buckets.push_back(bucket);
     }
-    if (BucketEnd(bucket) + kClosedAfter <= now) buckets.push_back(bucket);
   });
   std::sort(buckets.begin(), buckets.end());
   return buckets;
+}
+
+std::vector<int64_t> WriteJournal::ClosedBuckets(absl::Time now) const {
+  std::vector<int64_t> buckets = Buckets();
+  buckets.erase(std::remove_if(buckets.begin(), buckets.end(),
+                               [now](int64_t b) { return BucketEnd(b) + kClosedAfter > now; }),
+                buckets.end());
+  return buckets;
+}
+
+std::vector<std::pair<std::string, std::string>> WriteJournal::LogsOf(int64_t bucket) const {
+  const std::string dir = BucketDir(bucket);
+  std::vector<std::pair<std::string, std::string>> logs;
+  fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
+    absl::string_view holder = name;
+    if (!is_dir && absl::ConsumeSuffix(&holder, kLogSuffix) && !holder.empty()) {
+      logs.emplace_back(std::string(holder), absl::StrCat(dir, "/", name));
+    }
+  });
+  std::sort(logs.begin(), logs.end());
+  return logs;
 }
 
 bool WriteJournal::ParseLine(absl::string_view line, JournalEntry* entry) {
   std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
   if (fields.size() != 3 || !ValidateFingerprint(fields[0]).ok()) return false;
   std::string key = KeyOfHex(fields[1]);
+  if (key.empty()) return false;
+  const absl::string_view size = fields[2];
+  const bool removed = size == "-";
   uint64_t bytes = 0;
-  if (key.empty() || fields[2].empty() || fields[2].size() > 19 ||
-      !std::all_of(fields[2].begin(), fields[2].end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(fields[2], &bytes)) {
+  if (!removed && (size.empty() || size.size() > 19 ||
+                   !std::all_of(size.begin(), size.end(), absl::ascii_isdigit) ||
+                   !absl::SimpleAtoi(size, &bytes))) {
     return false;
   }
   entry->fingerprint = std::string(fields[0]);
   entry->key = std::move(key);
   entry->file_bytes = bytes;
+  entry->removed = removed;
   return true;
 }
 
 bool WriteJournal::ForEachEntry(int64_t bucket,
                                 const std::function<bool(const JournalEntry&)>& fn) const {
-  const std::string dir = BucketDir(bucket);
-  std::vector<std::string> logs;
-  fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
-    if (!is_dir && absl::EndsWith(name, kLogSuffix)) logs.push_back(absl::StrCat(dir, "/", name));
-  });
-  std::sort(logs.begin(), logs.end());
   JournalEntry entry;
-  for (const std::string& path : logs) {
+  for (const auto& [holder, path] : LogsOf(bucket)) {
     std::ifstream in(path);
     std::string line;
     while (std::getline(in, line)) {
-      if (in.eof()) break;                     // No newline: a write still under way or torn.
-      if (!ParseLine(line, &entry)) continue;  // Foreign: names nothing.
+      if (in.eof()) break;  // No newline: a write still under way or torn.
+      // Foreign: names nothing; a removal: nothing to trim.
+      if (!ParseLine(line, &entry) || entry.removed) continue;
       if (!fn(entry)) return false;
     }
   }

@@ -6,14 +6,17 @@
 //
 // <bucket> is the UTC minute a line was recorded in (unix minutes, 10 digits); <holder> is
 // this daemon's ledger id (SharedUsage::MakeHolderId), so every daemon appends to files of
-// its own only. A line is `<fingerprint> <hex key> <file bytes>\n`. Record() only buffers;
-// Flush() appends the buffered lines, one write per bucket file (the tier's background
-// thread calls it every round and at stop). A bucket is closed once its minute ended
-// kClosedAfter ago (room for a daemon's flush delay and clock skew between nodes); the
-// trimmer reads closed buckets oldest first (ForEachEntry) and drops each it has used up.
-// A line that does not parse (torn, foreign) is skipped: a journal can only name block
-// files, by a fingerprint and key the tier turns into a path under its root.
-// Thread-safe. Flush, ClosedBuckets, ForEachEntry and Drop do file I/O and may block.
+// its own only. A line is `<fingerprint> <hex key> <file bytes>\n` for a file written or used,
+// `<fingerprint> <hex key> -\n` for one this daemon deleted (other daemons follow both:
+// journal_follower.h). Record() and RecordRemoval() only buffer; Flush() appends the
+// buffered lines, one write per bucket file (the tier's background thread calls it every
+// l3.follow_interval_ms, every round when following is off, and at stop). A bucket is closed
+// once its minute ended kClosedAfter ago (room for a daemon's flush delay and clock skew
+// between nodes); the trimmer reads closed buckets oldest first (ForEachEntry) and drops each
+// it has used up. A line that does not parse (torn, foreign) is skipped: a journal can only
+// name block files, by a fingerprint and key the tier turns into a path under its root.
+// Thread-safe. Flush, Buckets, ClosedBuckets, LogsOf, ForEachEntry and Drop do file I/O and
+// may block.
 #ifndef KVSTRATA_DAEMON_TIERS_WRITE_JOURNAL_H_
 #define KVSTRATA_DAEMON_TIERS_WRITE_JOURNAL_H_
 
@@ -21,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -33,7 +37,8 @@ namespace kvstrata {
 struct JournalEntry {
   std::string fingerprint;  // 32 lowercase hex
   std::string key;          // raw key bytes (1..32)
-  uint64_t file_bytes = 0;
+  uint64_t file_bytes = 0;  // 0 for a removal
+  bool removed = false;     // the writer deleted the file (a `-` line)
 };
 
 class WriteJournal {
@@ -50,14 +55,20 @@ class WriteJournal {
 
   void Record(absl::Time when, absl::string_view fingerprint, absl::string_view key,
               uint64_t file_bytes);
+  // This daemon deleted the block's file (a trim, an admin removal, a quarantine).
+  void RecordRemoval(absl::Time when, absl::string_view fingerprint, absl::string_view key);
   // Appends the buffered lines; the number written. Lines whose write failed are dropped
   // (logged once a minute).
   size_t Flush();
 
-  // The closed buckets under the root (every daemon's), oldest first.
+  // Every bucket under the root (every daemon's), oldest first; the closed ones.
+  std::vector<int64_t> Buckets() const;
   std::vector<int64_t> ClosedBuckets(absl::Time now) const;
-  // Calls fn for each well-formed line of the bucket (all holders' files) until it answers
-  // false; false then, true when every line was seen.
+  // The journal files of one bucket (every holder's, sorted): {holder, path}.
+  std::vector<std::pair<std::string, std::string>> LogsOf(int64_t bucket) const;
+  // Calls fn for each well-formed line naming a file written or used (removal lines are
+  // skipped: they name nothing to trim) in the bucket's files until it answers false; false
+  // then, true when every line was seen.
   bool ForEachEntry(int64_t bucket, const std::function<bool(const JournalEntry&)>& fn) const;
   // Removes the bucket's files and directory.
   void Drop(int64_t bucket) const;
@@ -67,9 +78,13 @@ class WriteJournal {
   static absl::Time BucketEnd(int64_t bucket);
   // One line of a journal file (without its newline); false when it is not well formed.
   static bool ParseLine(absl::string_view line, JournalEntry* entry);
+  // The line (without its newline) that ParseLine reads back as `entry`.
+  static std::string FormatLine(const JournalEntry& entry);
+  const std::string& holder() const { return holder_; }
 
  private:
   std::string BucketDir(int64_t bucket) const;
+  void Buffer(absl::Time when, const JournalEntry& entry);
 
   BlockFileSystem* const fs_;
   const std::string dir_;  // <root>/.kvstrata-journal

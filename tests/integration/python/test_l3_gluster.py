@@ -104,19 +104,10 @@ def published(volume):
     shutil.rmtree(work, ignore_errors=True)
 
 
-# The daemon probes a lookup's unknown keys 16 at a time and waits at most
-# l3.probe_timeout_ms (50 ms) per lookup; the probes go on after that and the next lookup
-# finds them. Measured on the 2-vCPU VM (bench/RESULTS.md, issue 17 fixes): B's first lookup
-# of A's 1,000 blocks hits 117 in 52.9 ms; all 1,000 take ~0.25 s of stats (5 lookups), so
-# one lookup would need a ~300 ms bound on the engine's path. A 32-key chain's first lookup
-# hits all 32 (992 of 992). strict: when it passes, drop it.
-FIRST_LOOKUP_XFAIL = pytest.mark.xfail(
-    strict=True, reason="issue 17 item 1: one lookup of 1,000 cold keys needs ~0.25 s of "
-    "stats over FUSE (16 in parallel); the per-lookup bound l3.probe_timeout_ms is 50 ms")
-
-
-@FIRST_LOOKUP_XFAIL
 def test_first_lookup_finds_all_of_another_daemons_blocks(published) -> None:
+    """B reads A's write journal when its L3 opens (l3.follow_interval_ms), so its first
+    lookup of A's 1,000 blocks needs no stat: probing them over FUSE takes ~0.25 s (the
+    per-lookup bound l3.probe_timeout_ms is 50 ms)."""
     shared, salt, keys, _, work = published
     b = Node(work, gl_settings(shared.roots[1]), salt, "b1")
     try:
@@ -127,10 +118,10 @@ def test_first_lookup_finds_all_of_another_daemons_blocks(published) -> None:
 
 
 def test_first_lookup_of_a_32_key_chain_finds_all_of_it(published) -> None:
-    """The defaults (l3.probe_timeout_ms = 50) let one cold lookup of a 32-key chain probe
-    it all over FUSE (two rounds of 16 stats of 1-16 ms)."""
+    """Without the journals (probes only), the defaults (l3.probe_timeout_ms = 50) let one
+    cold lookup of a 32-key chain probe it all over FUSE (two rounds of 16 stats of 1-16 ms)."""
     shared, salt, keys, _, work = published
-    b = Node(work, gl_settings(shared.roots[1]), salt, "b3")
+    b = Node(work, gl_settings(shared.roots[1], **{"l3.follow_interval_ms": "0"}), salt, "b3")
     try:
         first = [b.session.lookup(b.ns, keys[i:i + 32]).hit_blocks for i in range(0, 256, 32)]
         assert first == [32] * 8, f"first lookups of 8 chains of 32: {first}"

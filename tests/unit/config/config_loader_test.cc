@@ -125,6 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"", {"l3.fsync=always"}, "l3.fsync"},
         BadCase{"", {"l3.eviction_interval_ms=5"}, "l3.eviction_interval_ms"},
         BadCase{"", {"l3.audit_interval_s=10"}, "l3.audit_interval_s"},
+        BadCase{"", {"l3.follow_interval_ms=50"}, "l3.follow_interval_ms"},
+        BadCase{"", {"l3.follow_interval_ms=-1"}, "l3.follow_interval_ms"},
         BadCase{"", {"l1.promotion_wait_ms=-1"}, "l1.promotion_wait_ms"},
         BadCase{"", {"gpu.copy_streams=0"}, "gpu.copy_streams"},
         BadCase{"", {"gpu.copy_streams=9"}, "gpu.copy_streams"},
@@ -248,8 +250,9 @@ TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
   absl::StatusOr<Config> config =
       LoadConfig("", {"l2.write_policy=write-back", "l2.admission_threshold=3", "l3.enabled=true",
                       "l3.path=/mnt/shared", "l3.negative_cache_ms=500", "l3.fsync=file-and-dir",
-                      "l3.probe_timeout_ms=7"});
+                      "l3.probe_timeout_ms=7", "l3.follow_interval_ms=0"});
   ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->l3.follow_interval_ms, 0);
   EXPECT_TRUE(config->l2.write_back);
   EXPECT_EQ(config->l2.write_down_min_hits, 3);
   EXPECT_FALSE(config->l3.write_back);

@@ -1,0 +1,118 @@
+// A shared (L3) FileTier following the other daemons' write journals (file_tier_journal.cc,
+// journal_follower.h) on a real directory: what they wrote is known without a probe, what
+// they deleted leaves the index, a write and a deletion it cannot order is probed again, and
+// the longer trust lasts only while the following keeps up.
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "daemon/testing/fake_clock.h"
+#include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/write_journal.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tiers/file_tier_fixture.h"
+
+namespace kvstrata {
+namespace {
+
+using Presence = FileTier::Presence;
+
+class FileTierJournalTest : public FileTierTest {
+ protected:
+  // A daemon that wrote `n` blocks and stopped (its journal flushed).
+  void WrittenByAnother(int n) {
+    auto other = Open(Options(/*shared=*/true));
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(other->Write(ns_, Key(i), Payload(kPayload, i)).ok());
+    other->Stop();
+  }
+};
+
+TEST_F(FileTierJournalTest, BlocksAnotherDaemonWroteAreKnownAtOpenWithoutAProbe) {
+  WrittenByAnother(20);
+  auto b = Open(Options(/*shared=*/true));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(b->Cached(ns_.fingerprint, Key(i)), Presence::kPresent);
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(20)), Presence::kUnknown);
+  TierStats st = b->Stats();
+  EXPECT_EQ(st.blocks, 20u);
+  EXPECT_EQ(st.followed_lines, 20u);
+  EXPECT_TRUE(ReadBack(*b, Key(3), Payload(kPayload, 3)));
+  // Storing a block another daemon wrote checks the disk and writes nothing.
+  ASSERT_TRUE(b->Write(ns_, Key(3), Payload(kPayload, 3)).ok());
+  EXPECT_EQ(b->Stats().writes, 0u);
+}
+
+TEST_F(FileTierJournalTest, ADeletionByAnotherDaemonLeavesTheIndex) {
+  auto b = Open(Options(/*shared=*/true));
+  ASSERT_TRUE(b->Write(ns_, Key(1), Payload(kPayload, 1)).ok());
+  ASSERT_TRUE(b->Write(ns_, Key(2), Payload(kPayload, 2)).ok());
+  {
+    auto other = Open(Options(/*shared=*/true));
+    ASSERT_TRUE(other->Remove(ns_.fingerprint, Key(1)));
+    other->Stop();
+  }
+  b->FollowJournals(absl::Seconds(10));
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(1)), Presence::kUnknown);
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(2)), Presence::kPresent);
+  EXPECT_EQ(b->Stats().blocks, 1u);
+}
+
+TEST_F(FileTierJournalTest, ADeletionOlderThanWhatThisDaemonSawIsIgnored) {
+  auto b = Open(Options(/*shared=*/true));
+  ASSERT_TRUE(b->Write(ns_, Key(1), Payload(kPayload, 1)).ok());
+  WriteJournal other(BlockFileSystem::Default(), root_, "other");
+  other.RecordRemoval(absl::Now() - absl::Minutes(5), ns_.fingerprint, Key(1));
+  ASSERT_EQ(other.Flush(), 1u);
+  EXPECT_EQ(b->FollowJournals(absl::Seconds(10)), 1u);
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(1)), Presence::kPresent);
+}
+
+TEST_F(FileTierJournalTest, AWriteAndADeletionItCannotOrderAreProbedAgain) {
+  auto b = Open(Options(/*shared=*/true));
+  ASSERT_TRUE(b->Write(ns_, Key(1), Payload(kPayload, 1)).ok());
+  WriteJournal x(BlockFileSystem::Default(), root_, "x");
+  WriteJournal y(BlockFileSystem::Default(), root_, "y");
+  x.Record(absl::Now(), ns_.fingerprint, Key(1), kFileBytes);
+  y.RecordRemoval(absl::Now(), ns_.fingerprint, Key(1));
+  // Two of x's own lines are ordered: the later wins.
+  x.Record(absl::Now(), ns_.fingerprint, Key(2), kFileBytes);
+  x.RecordRemoval(absl::Now(), ns_.fingerprint, Key(2));
+  x.Record(absl::Now(), ns_.fingerprint, Key(3), kFileBytes);
+  ASSERT_EQ(x.Flush(), 4u);
+  ASSERT_EQ(y.Flush(), 1u);
+  EXPECT_EQ(b->FollowJournals(absl::Seconds(10)), 5u);
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(1)), Presence::kUnknown);
+  EXPECT_TRUE(b->Probe(ns_.fingerprint, Key(1)));  // still there: the probe decides
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(2)), Presence::kUnknown);
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(3)), Presence::kPresent);
+}
+
+TEST_F(FileTierJournalTest, TheLongerTrustLastsWhileTheFollowingKeepsUp) {
+  WrittenByAnother(1);
+  FakeClock clock(absl::Now());
+  FileTierOptions o = Options(/*shared=*/true);
+  o.clock = &clock;
+  o.presence_ttl = absl::Seconds(1);
+  o.follow_interval = absl::Seconds(1);
+  auto b = Open(o);
+  b->Stop();  // Only the test follows from here.
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kPresent);
+  clock.Advance(absl::Seconds(3));  // past presence_ttl; the last follow 3 s ago
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kPresent);
+  clock.Advance(absl::Seconds(10));  // no follow for 13 s: presence_ttl again
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kUnknown);
+  b->FollowJournals(absl::Seconds(10));  // keeping up again (nothing new)
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kPresent);
+}
+
+TEST_F(FileTierJournalTest, WithoutFollowingNothingIsLearned) {
+  WrittenByAnother(3);
+  FileTierOptions o = Options(/*shared=*/true);
+  o.follow_interval = absl::ZeroDuration();
+  auto b = Open(o);
+  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kUnknown);
+  EXPECT_EQ(b->FollowJournals(absl::Seconds(1)), 0u);
+  EXPECT_EQ(b->Stats().blocks, 0u);
+}
+
+}  // namespace
+}  // namespace kvstrata
