@@ -60,6 +60,7 @@ struct FileTierConfig : TierConfig {
   int64_t write_down_min_hits = 0;  // L1 hits before a block is written to this tier
   int64_t io_threads = 4;
   int64_t write_queue_blocks = 1024;
+  std::string backlog_policy = "defer";  // "defer" or "drop"
   std::string fsync = "none";  // "none", "file", "file-and-dir"
   int64_t probe_timeout_ms = 5;
   int64_t negative_cache_ms = 2000;           // L3 only

@@ -173,6 +173,7 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
   t.write_down_min_hits = r.Int("write_down_min_hits", 0, 1'000'000);
   t.io_threads = r.Int("io_threads", 1, 64);
   t.write_queue_blocks = r.Int("write_queue_blocks", 1, 1 << 24);
+  t.backlog_policy = r.OneOf("backlog_policy", {"defer", "drop"});
   t.fsync = r.OneOf("fsync", {"none", "file", "file-and-dir"});
   t.probe_timeout_ms = r.Int("probe_timeout_ms", 0, 60'000);
   if (t.name == "l3") {

@@ -49,6 +49,8 @@ void FillLowerUsage(const LowerTierStatus& st, v1::TierInfo* out) {
   out->set_read_bytes(f.read_bytes);
   out->set_index_warm(f.warm);
   out->set_write_policy(st.write_back ? "write-back" : "write-through");
+  out->set_deferred_writes(st.deferred_writes);
+  out->set_shed_writes(st.shed_writes);
 }
 
 }  // namespace

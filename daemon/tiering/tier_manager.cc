@@ -43,6 +43,7 @@ void TierManager::OnStored(NamespaceId ns, const BlockKey& key, Tier tier) {
 }
 
 void TierManager::OnRemoved(NamespaceId ns, const BlockKey& key, Tier tier, RemovalCause cause) {
+  if (tier == Tier::kL1) write_down_.OnRemoved(key);
   if (next_ != nullptr) next_->OnRemoved(ns, key, tier, cause);
 }
 
@@ -133,6 +134,8 @@ std::vector<LowerTierStatus> TierManager::Status() const {
     st.stats = lower->storage->Stats();
     st.queued_writes = lower->queued.load();
     st.dropped_writes = lower->dropped.load();
+    st.deferred_writes = lower->deferred.load();
+    st.shed_writes = lower->shed.load();
     st.promotions = lower->promotions.load();
     st.promoted_blocks = lower->promoted.load();
     st.write_back = lower->options.write_back;

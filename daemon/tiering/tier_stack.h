@@ -35,6 +35,10 @@ struct LowerTierOptions {
   uint32_t write_down_min_hits = 0;  // L1 hits before a block is written down; 0 = on store
   size_t io_threads = 4;
   size_t write_queue_blocks = 1024;
+  // Write-through: while the write queue is at least half full, a block stored in L1 waits
+  // for its first L1 hit to be queued (shed if it leaves L1 first); false: every store is
+  // queued, and a full queue drops (backlog_policy "defer" / "drop").
+  bool defer_when_backlogged = true;
   absl::Duration probe_timeout = absl::Milliseconds(5);
 };
 
@@ -43,9 +47,10 @@ struct LowerTier {
   std::unique_ptr<BlockTier> storage;
   LowerTierOptions options;
   std::unique_ptr<IoPool> io;  // its reads (urgent) and writes (background)
-  // Kept by WriteDown (writes queued now, writes dropped by a full queue) and Promoter
-  // (promotion tasks started, blocks promoted into L1).
-  std::atomic<uint64_t> queued{0}, dropped{0}, promotions{0}, promoted{0};
+  // Kept by WriteDown (writes queued now, writes dropped by a full queue, blocks waiting for
+  // their first hit now, blocks that left L1 while waiting) and Promoter (promotion tasks
+  // started, blocks promoted into L1).
+  std::atomic<uint64_t> queued{0}, dropped{0}, deferred{0}, shed{0}, promotions{0}, promoted{0};
   Tier level() const { return storage->level(); }
 };
 

@@ -6,6 +6,7 @@ namespace kvstrata {
 namespace {
 
 constexpr size_t kMaxTrackedHits = 1 << 20;
+constexpr size_t kMaxDeferred = 1 << 20;  // per tier; past this a deferred store is dropped
 
 absl::string_view Raw(const BlockKey& key) {
   const std::string_view bytes = key.bytes();
@@ -24,8 +25,38 @@ void WriteDown::AddTier(LowerTier* tier) {
 void WriteDown::OnStored(NamespaceId ns, const BlockKey& key) {
   for (auto& queue : queues_) {
     const LowerTierOptions& options = queue->tier->options;
-    if (!options.write_back && options.write_down_min_hits == 0) Enqueue(*queue, ns, key, "");
+    if (!options.write_back && options.write_down_min_hits == 0 && !Defer(*queue, key)) {
+      Enqueue(*queue, ns, key, "");
+    }
   }
+}
+
+void WriteDown::OnRemoved(const BlockKey& key) {
+  for (auto& queue : queues_) {
+    if (queue->tier->deferred.load() > 0 && Undefer(*queue, key)) queue->tier->shed.fetch_add(1);
+  }
+}
+
+bool WriteDown::Defer(Queue& queue, const BlockKey& key) {
+  LowerTier& lower = *queue.tier;
+  if (!lower.options.defer_when_backlogged ||
+      lower.queued.load() * 2 < lower.options.write_queue_blocks) {
+    return false;
+  }
+  MutexLock lock(&queue.pending_mu);
+  if (queue.deferred.size() >= kMaxDeferred) {
+    lower.dropped.fetch_add(1);
+  } else if (queue.deferred.insert(key).second) {
+    lower.deferred.fetch_add(1);
+  }
+  return true;
+}
+
+bool WriteDown::Undefer(Queue& queue, const BlockKey& key) {
+  MutexLock lock(&queue.pending_mu);
+  if (queue.deferred.erase(key) == 0) return false;
+  queue.tier->deferred.fetch_sub(1);
+  return true;
 }
 
 void WriteDown::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset, uint64_t length) {
@@ -47,10 +78,18 @@ void WriteDown::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset,
 }
 
 void WriteDown::CountHits(NamespaceId ns, absl::Span<const std::string_view> keys) {
-  if (!counts_hits_) return;
+  bool waiting = false;  // some block waits for its first hit
+  for (auto& queue : queues_) waiting = waiting || queue->tier->deferred.load() > 0;
+  if (!counts_hits_ && !waiting) return;
   for (std::string_view k : keys) {
     absl::StatusOr<BlockKey> key = BlockKey::Make(ns, k);
     if (!key.ok()) continue;
+    for (auto& queue : queues_) {
+      if (waiting && queue->tier->deferred.load() > 0 && Undefer(*queue, *key)) {
+        Enqueue(*queue, ns, *key, "");
+      }
+    }
+    if (!counts_hits_) continue;
     uint32_t hits;
     {
       MutexLock lock(&hits_mu_);

@@ -1,6 +1,9 @@
 // WriteDown: copies L1 blocks into the tiers below it.
 // - Write-through: a block committed to L1 is queued for each lower tier at once, or once it
-//   has had `write_down_min_hits` L1 hits (CountHits).
+//   has had `write_down_min_hits` L1 hits (CountHits). While a tier's queue is at least
+//   half full (defer_when_backlogged), a new block is set aside instead and queued at its
+//   first L1 hit, so the room left goes to blocks that are reused; one that leaves L1
+//   before a hit is shed (counted), never written.
 // - Write-back: a block is copied as L1 evicts it (only if it had enough hits, when the
 //   tier asks for them).
 // - Drain: every L1 block a tier lacks, now, on the caller's thread.
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "daemon/common/mutex.h"
@@ -38,8 +42,9 @@ class WriteDown {
   // Set-up: the stack's tier just added (before serving).
   void AddTier(LowerTier* tier);
 
-  // A block was committed to L1.
+  // A block was committed to L1; one left it (any cause).
   void OnStored(NamespaceId ns, const BlockKey& key);
+  void OnRemoved(const BlockKey& key);
   // L1 is evicting a block whose bytes are at region offset/length (with its lock held).
   void OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset, uint64_t length);
   // The leading `keys` were L1 hits of one lookup.
@@ -61,8 +66,13 @@ class WriteDown {
     Mutex pending_mu;
     absl::flat_hash_map<BlockKey, std::shared_ptr<PendingWrite>> pending
         ABSL_GUARDED_BY(pending_mu);
+    absl::flat_hash_set<BlockKey> deferred ABSL_GUARDED_BY(pending_mu);  // waiting for a hit
   };
 
+  // Whether a stored block should wait for its first hit (see above); sets it aside.
+  static bool Defer(Queue& queue, const BlockKey& key);
+  // Takes `key` out of the blocks waiting for a hit: true when it was one.
+  static bool Undefer(Queue& queue, const BlockKey& key);
   // Queues a write of `key` to `queue`'s tier: of `copied` when given, else of the block in L1.
   void Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied);
   // True when `lower` holds the block, so a write would be a no-op: its index says so, and

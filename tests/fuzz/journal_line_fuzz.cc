@@ -1,6 +1,7 @@
 // libFuzzer target: one line of an L3 write journal (daemon/tiers/write_journal.h) on any
-// text. A line that parses names a block file under the tier's root and nowhere else (no
-// "..", no other directory), and the entry written back parses to the same entry.
+// text (either kind: written/used or removed). A line that parses names a block file under
+// the tier's root and nowhere else (no "..", no other directory), and the entry written back
+// parses to the same entry.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,10 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   }
   kvstrata::JournalEntry again;
-  const std::string text =
-      absl::StrCat(entry.fingerprint, " ", kvstrata::HexKey(entry.key), " ", entry.file_bytes);
+  const std::string text = kvstrata::WriteJournal::FormatLine(entry);
   if (!kvstrata::WriteJournal::ParseLine(text, &again) || again.fingerprint != entry.fingerprint ||
-      again.key != entry.key || again.file_bytes != entry.file_bytes) {
+      again.key != entry.key || again.file_bytes != entry.file_bytes ||
+      again.removed != entry.removed) {
     __builtin_trap();
   }
   return 0;

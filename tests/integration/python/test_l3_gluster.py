@@ -218,7 +218,8 @@ def test_dropped_writes_are_counted_once(shared, workdir) -> None:
     dropped_stores all say the same number (it was counted twice: 5,646 for 2,823)."""
     salt, keys = fresh_salt("drops"), chain_keys("drops", 400)
     a = Node(workdir, gl_settings(shared.roots[0], **{"l3.write_queue_blocks": "8",
-                                                       "l3.io_threads": "1"}), salt, "a")
+                                                       "l3.io_threads": "1",
+                                                       "l3.backlog_policy": "drop"}), salt, "a")
     try:
         for i in range(0, 400, 100):
             a.session.store(a.ns, keys[i:i + 100], blocks(45 + i, 100))

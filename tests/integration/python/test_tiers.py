@@ -19,6 +19,7 @@ import numpy as np
 from kvstrata import pb
 from host_child import chain_keys
 from kvs_testing import wait_until
+from prom_text import scrape
 from tier_helpers import (FILE_BYTES, MIB, Node, assert_loads, block_files, blocks, fresh_salt,
                           l2_settings, l3_settings, tier, wait_written)
 
@@ -218,6 +219,39 @@ def test_l3_capacity_is_enforced_across_two_daemons(workdir: Path) -> None:
         assert disk_bytes(shared) <= 2 * MIB
     finally:
         b.close()
+        a.close()
+
+
+def test_a_backlogged_l3_queue_keeps_new_blocks_for_their_first_hit(workdir: Path) -> None:
+    """backlog_policy "defer" (the default): with the write queue half full, a stored block
+    waits in L1 for a hit; a lookup that hits it queues it; one that leaves L1 first is shed
+    (counted: tier status and kvstrata_stores_dropped_total{reason="shed"}), not dropped."""
+    salt, shared = fresh_salt("defer"), workdir / "l3"
+    a = Node(workdir, l3_settings(shared, **{"l3.write_queue_blocks": "8", "l3.io_threads": "1"}),
+             salt, "a")
+    try:
+        keys, data = chain_keys("defer", 100), blocks(12, 100)
+        assert a.session.store(a.ns, keys, data).stored == 100
+        assert wait_until(lambda: tier(a.client, pb.TIER_L3_SHARED).queue_depth == 0, 20.0)
+        t = tier(a.client, pb.TIER_L3_SHARED)
+        assert t.deferred_writes >= 90 and t.dropped_writes == 0, t
+        assert t.written_blocks + t.deferred_writes == 100, t
+        written = {p.name for p in block_files(shared)}
+        reused = [k for k in keys if f"{k.hex()}.kv" not in written][:5]
+        assert a.session.lookup(a.ns, reused).hit_blocks == 5  # L1 hits
+        assert wait_until(lambda: tier(a.client, pb.TIER_L3_SHARED).written_blocks
+                          == t.written_blocks + 5, 20.0), tier(a.client, pb.TIER_L3_SHARED)
+        on_disk = {p.name for p in block_files(shared)}
+        assert all(f"{k.hex()}.kv" in on_disk for k in reused)
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+        after = tier(a.client, pb.TIER_L3_SHARED)
+        assert after.deferred_writes == 0 and after.shed_writes == t.deferred_writes - 5, after
+        assert after.dropped_writes == 0, after
+        m = scrape(a.client.get_status().metrics_address)
+        assert m.value("kvstrata_stores_dropped_total", tier="l3", reason="shed") == \
+            after.shed_writes
+        assert m.value("kvstrata_tier_deferred_writes", tier="l3") == 0
+    finally:
         a.close()
 
 

@@ -130,13 +130,8 @@ TEST_F(SharedTierTest, AQueueFullDropIsCountedOnce) {
   LowerTierOptions options;
   options.io_threads = 1;
   options.write_queue_blocks = 2;
-  Build(8, /*shared=*/true, options, [this](FileTierOptions& f) {
-    faults_.SetHook([](absl::string_view op, const std::string&) {
-      if (op == "write") absl::SleepFor(absl::Milliseconds(30));
-      return absl::OkStatus();
-    });
-    f.files = &faults_;
-  });
+  options.defer_when_backlogged = false;  // backlog_policy "drop"
+  Build(8, /*shared=*/true, options, [this](FileTierOptions& f) { SlowWrites(f); });
   Store(Keys(16), 30);
   WaitQueueEmpty();
   LowerTierStatus st = manager_->Status()[0];

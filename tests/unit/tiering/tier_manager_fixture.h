@@ -118,6 +118,14 @@ class TierManagerTest : public ::testing::Test {
     }
     return exact;
   }
+  // Every block write to the tier takes 50 ms.
+  void SlowWrites(FileTierOptions& f) {
+    faults_.SetHook([](absl::string_view op, const std::string&) {
+      if (op == "write") absl::SleepFor(absl::Milliseconds(50));
+      return absl::OkStatus();
+    });
+    f.files = &faults_;
+  }
   void WaitQueueEmpty() {
     for (int i = 0; i < 500 && manager_->Status()[0].queued_writes > 0; ++i) {
       absl::SleepFor(absl::Milliseconds(10));

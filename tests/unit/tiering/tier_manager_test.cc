@@ -128,13 +128,8 @@ TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
   LowerTierOptions options;
   options.io_threads = 1;
   options.write_queue_blocks = 2;
-  Build(8, /*shared=*/false, options, [this](FileTierOptions& f) {
-    faults_.SetHook([](absl::string_view op, const std::string&) {
-      if (op == "write") absl::SleepFor(absl::Milliseconds(50));
-      return absl::OkStatus();
-    });
-    f.files = &faults_;
-  });
+  options.defer_when_backlogged = false;  // backlog_policy "drop"
+  Build(8, /*shared=*/false, options, [this](FileTierOptions& f) { SlowWrites(f); });
   absl::Time start = absl::Now();
   Store(Keys(16), 900);
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(40)) << "a store must not wait for disk";
@@ -142,6 +137,33 @@ TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
   LowerTierStatus st = manager_->Status()[0];
   EXPECT_EQ(st.dropped_writes + st.stats.writes, 16u);
   EXPECT_GE(st.dropped_writes, 13u);
+  EXPECT_EQ(st.deferred_writes + st.shed_writes, 0u);
+}
+
+TEST_F(TierManagerTest, ABackloggedQueueKeepsNewBlocksForTheirFirstHit) {
+  LowerTierOptions options;  // backlog_policy "defer", the default
+  options.io_threads = 1;
+  options.write_queue_blocks = 4;
+  Build(8, /*shared=*/false, options, [this](FileTierOptions& f) { SlowWrites(f); });
+  auto keys = Keys(16);
+  Store(keys, 950);
+  LowerTierStatus st = manager_->Status()[0];
+  EXPECT_EQ(st.deferred_writes, 14u);  // the queue half full after two
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 2u);
+  // A lookup that hits three of them queues those three.
+  EXPECT_EQ(Lookup({keys[5], keys[6], keys[7]}).hits, 3u);
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 5u);
+  st = manager_->Status()[0];
+  EXPECT_EQ(st.deferred_writes, 11u);
+  // The rest leave L1 unwritten: shed, not dropped.
+  ASSERT_EQ(cache_->Clear(ns_), 16u);
+  st = manager_->Status()[0];
+  EXPECT_EQ(st.deferred_writes, 0u);
+  EXPECT_EQ(st.shed_writes, 11u);
+  EXPECT_EQ(st.dropped_writes, 0u);
+  EXPECT_EQ(st.stats.writes, 5u);
 }
 
 TEST_F(TierManagerTest, AdmissionThresholdWritesAfterEnoughHits) {
