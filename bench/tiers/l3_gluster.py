@@ -17,9 +17,8 @@ Prints:
   l3 io     A's L3 write throughput (1,000 blocks, store to queue empty) and B's read
             throughput (lookup with lease + loads of 1,000 blocks), vs the files baseline
             (the target: >= 85% of it) and, as context, the dd loops
-  cap       2 and 4 daemons writing under a 64 MiB cap: the directory's bytes on the brick
-            every 0.25 s, peak and time over 1.1x the cap
-  drops     one daemon offered blocks faster than the mount takes them: dropped writes
+  cap       2 and 4 daemons under a 64 MiB cap: the brick's bytes every 0.25 s, peak, time > 1.1x
+  drops     blocks offered faster than the mount takes them: dropped, shed (l3_shedding.py)
   trim      bench/tiers/l3_trim on mount 0: one trim of 2 % of 5,000 block files by the
             write journals against by a scan of the tree (the baseline), files/s and
             filesystem calls per deleted file (not in the default set)

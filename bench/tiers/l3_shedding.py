@@ -65,7 +65,7 @@ def run(vol, work: Path, policy: str, requests: int) -> dict:
                    seconds=secs, written=st.written_blocks, dropped=st.dropped_writes,
                    shed_or_waiting=st.shed_writes + st.deferred_writes,
                    reused_on_disk=got_reused, reused=n_reused, other_on_disk=got_other,
-                   other=n_other)
+                   other=n_other, on_disk_by_request=[landed[r] for r in range(requests)])
         print(f"{policy:>6}: offered {PER_REQUEST * requests} blocks in {offer_s:.1f} s; L3 "
               f"wrote {st.written_blocks} in {secs:.1f} s ({st.written_blocks / secs:.0f} "
               f"files/s); dropped {st.dropped_writes}, shed or still waiting "

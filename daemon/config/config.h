@@ -61,7 +61,7 @@ struct FileTierConfig : TierConfig {
   int64_t io_threads = 4;
   int64_t write_queue_blocks = 1024;
   std::string backlog_policy = "defer";  // "defer" or "drop"
-  std::string fsync = "none";  // "none", "file", "file-and-dir"
+  std::string fsync = "none";            // "none", "file", "file-and-dir"
   int64_t probe_timeout_ms = 5;
   int64_t negative_cache_ms = 2000;           // L3 only
   int64_t access_record_interval_ms = 60000;  // L3 only

@@ -350,7 +350,7 @@ void Daemon::RegisterLowerTierGauges() {
                  read([](const LowerTierStatus& s) { return double(s.shed_writes); }));
     m.AddGauge("kvstrata_tier_deferred_writes",
                "Blocks waiting for their first L1 hit to be written to each lower tier (its "
-               "write queue was backlogged when they were stored).",
+               "write queue was full when they were stored).",
                labels, read([](const LowerTierStatus& s) { return double(s.deferred_writes); }));
     m.AddCounter("kvstrata_stores_dropped_total", "", {{"tier", name}, {"reason", "io_error"}},
                  read([](const LowerTierStatus& s) { return double(s.stats.write_errors); }));

@@ -46,7 +46,7 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   options.write_down_min_hits = static_cast<uint32_t>(c.write_down_min_hits);
   options.io_threads = static_cast<size_t>(c.io_threads);
   options.write_queue_blocks = static_cast<size_t>(c.write_queue_blocks);
-  options.defer_when_backlogged = c.backlog_policy == "defer";
+  options.defer_when_full = c.backlog_policy == "defer";
   options.probe_timeout = absl::Milliseconds(c.probe_timeout_ms);
   spdlog::info("tier_ready tier={} path=\"{}\" capacity=\"{}\" write_policy={}", c.name, c.path,
                HumanByteSize(c.capacity_bytes), c.write_back ? "write-back" : "write-through");

@@ -35,10 +35,11 @@ struct LowerTierOptions {
   uint32_t write_down_min_hits = 0;  // L1 hits before a block is written down; 0 = on store
   size_t io_threads = 4;
   size_t write_queue_blocks = 1024;
-  // Write-through: while the write queue is at least half full, a block stored in L1 waits
-  // for its first L1 hit to be queued (shed if it leaves L1 first); false: every store is
-  // queued, and a full queue drops (backlog_policy "defer" / "drop").
-  bool defer_when_backlogged = true;
+  // Write-through: a block stored while the write queue is full waits for its first L1 hit
+  // to be queued (ahead of the backlog, taking the place of a block not reused if still
+  // full; shed if it leaves L1 first); false: a full queue drops it (backlog_policy
+  // "defer" / "drop").
+  bool defer_when_full = true;
   absl::Duration probe_timeout = absl::Milliseconds(5);
 };
 

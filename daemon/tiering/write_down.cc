@@ -39,8 +39,7 @@ void WriteDown::OnRemoved(const BlockKey& key) {
 
 bool WriteDown::Defer(Queue& queue, const BlockKey& key) {
   LowerTier& lower = *queue.tier;
-  if (!lower.options.defer_when_backlogged ||
-      lower.queued.load() * 2 < lower.options.write_queue_blocks) {
+  if (!lower.options.defer_when_full || lower.queued.load() < lower.options.write_queue_blocks) {
     return false;
   }
   MutexLock lock(&queue.pending_mu);
@@ -78,15 +77,15 @@ void WriteDown::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset,
 }
 
 void WriteDown::CountHits(NamespaceId ns, absl::Span<const std::string_view> keys) {
-  bool waiting = false;  // some block waits for its first hit
-  for (auto& queue : queues_) waiting = waiting || queue->tier->deferred.load() > 0;
-  if (!counts_hits_ && !waiting) return;
+  bool backlogged = false;  // some tier has blocks waiting for a hit, or will soon
+  for (auto& queue : queues_) backlogged = backlogged || Backlogged(*queue->tier);
+  if (!counts_hits_ && !backlogged) return;
   for (std::string_view k : keys) {
     absl::StatusOr<BlockKey> key = BlockKey::Make(ns, k);
     if (!key.ok()) continue;
     for (auto& queue : queues_) {
-      if (waiting && queue->tier->deferred.load() > 0 && Undefer(*queue, *key)) {
-        Enqueue(*queue, ns, *key, "");
+      if (backlogged && Backlogged(*queue->tier) && Reused(*queue, *key)) {
+        Enqueue(*queue, ns, *key, "", /*reused=*/true);
       }
     }
     if (!counts_hits_) continue;
@@ -105,10 +104,11 @@ void WriteDown::CountHits(NamespaceId ns, absl::Span<const std::string_view> key
   }
 }
 
-void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied) {
+void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied,
+                        bool reused) {
   LowerTier& lower = *queue.tier;
   if (lower.io == nullptr || stack_->stopped()) return;
-  if (lower.queued.load() >= lower.options.write_queue_blocks) {
+  if (lower.queued.load() >= lower.options.write_queue_blocks && !(reused && Preempt(queue))) {
     // Counted once: kvstrata_stores_dropped_total{reason="queue_full"} reads this.
     lower.dropped.fetch_add(1);
     return;
@@ -120,9 +120,23 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
   if (from_l1) {
     MutexLock lock(&queue.pending_mu);
     queue.pending[key] = pending;
+    if (!reused && lower.options.defer_when_full) {
+      while (!queue.backlog.empty() && queue.backlog.front().second->started) {
+        queue.backlog.pop_front();
+      }
+      queue.backlog.emplace_back(key, pending);
+    }
   }
-  lower.io->Submit(IoPool::Priority::kBackground, [this, &queue, ns, key, pending, from_l1] {
+  // A block reused while it waited is written before the rest of the backlog.
+  const IoPool::Priority priority =
+      reused ? IoPool::Priority::kNormal : IoPool::Priority::kBackground;
+  lower.io->Submit(priority, [this, &queue, ns, key, pending, from_l1] {
     LowerTier& lower = *queue.tier;
+    if (from_l1) {
+      MutexLock lock(&queue.pending_mu);
+      if (pending->cancelled) return;  // Preempt gave its place in the queue back
+      pending->started = true;
+    }
     std::optional<TierNamespace> tn = stack_->NamespaceOf(ns);
     if (tn.has_value() && !from_l1) {
       const auto start = std::chrono::steady_clock::now();
@@ -140,6 +154,36 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
     }
     lower.queued.fetch_sub(1);
   });
+}
+
+bool WriteDown::Reused(Queue& queue, const BlockKey& key) {
+  MutexLock lock(&queue.pending_mu);
+  if (queue.deferred.erase(key) > 0) {
+    queue.tier->deferred.fetch_sub(1);
+    return true;
+  }
+  auto it = queue.pending.find(key);
+  if (it != queue.pending.end()) it->second->reused = true;  // queued: Preempt spares it
+  return false;
+}
+
+bool WriteDown::Preempt(Queue& queue) {
+  MutexLock lock(&queue.pending_mu);
+  while (!queue.backlog.empty()) {
+    auto [key, victim] = std::move(queue.backlog.back());
+    queue.backlog.pop_back();
+    // Running, or its block already left L1 (OnEvicting copied it): not taken.
+    if (victim->started || victim->cancelled || victim->reused || !victim->copy.empty()) continue;
+    victim->cancelled = true;
+    auto it = queue.pending.find(key);
+    if (it != queue.pending.end() && it->second == victim) queue.pending.erase(it);
+    if (queue.deferred.size() < kMaxDeferred && queue.deferred.insert(key).second) {
+      queue.tier->deferred.fetch_add(1);
+    }
+    queue.tier->queued.fetch_sub(1);
+    return true;
+  }
+  return false;
 }
 
 bool WriteDown::AlreadyThere(LowerTier& lower, const TierNamespace& tn, absl::string_view key) {

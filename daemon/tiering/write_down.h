@@ -1,8 +1,9 @@
 // WriteDown: copies L1 blocks into the tiers below it.
 // - Write-through: a block committed to L1 is queued for each lower tier at once, or once it
-//   has had `write_down_min_hits` L1 hits (CountHits). While a tier's queue is at least
-//   half full (defer_when_backlogged), a new block is set aside instead and queued at its
-//   first L1 hit, so the room left goes to blocks that are reused; one that leaves L1
+//   has had `write_down_min_hits` L1 hits (CountHits). A block stored while the tier's queue
+//   is full (defer_when_full) is set aside instead of dropped and queued at its first L1
+//   hit, ahead of the backlog; if the queue is still full it takes the place of the newest
+//   queued write of a block not reused (which is set aside in turn). One that leaves L1
 //   before a hit is shed (counted), never written.
 // - Write-back: a block is copied as L1 evicts it (only if it had enough hits, when the
 //   tier asks for them).
@@ -16,10 +17,12 @@
 #ifndef KVSTRATA_DAEMON_TIERING_WRITE_DOWN_H_
 #define KVSTRATA_DAEMON_TIERING_WRITE_DOWN_H_
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -60,6 +63,9 @@ class WriteDown {
   // other: the block still in L1, or this copy).
   struct PendingWrite {
     std::string copy;
+    bool started = false;    // by pending_mu: its write began
+    bool cancelled = false;  // by pending_mu: Preempt took its place
+    bool reused = false;     // by pending_mu: hit while queued (Preempt spares it)
   };
   struct Queue {
     LowerTier* tier = nullptr;  // its queued/dropped counters are ours
@@ -67,14 +73,34 @@ class WriteDown {
     absl::flat_hash_map<BlockKey, std::shared_ptr<PendingWrite>> pending
         ABSL_GUARDED_BY(pending_mu);
     absl::flat_hash_set<BlockKey> deferred ABSL_GUARDED_BY(pending_mu);  // waiting for a hit
+    // Queued writes of blocks not reused, oldest first (Preempt takes the newest; the ones
+    // already started are dropped from the front as new ones come).
+    std::deque<std::pair<BlockKey, std::shared_ptr<PendingWrite>>> backlog
+        ABSL_GUARDED_BY(pending_mu);
   };
 
   // Whether a stored block should wait for its first hit (see above); sets it aside.
   static bool Defer(Queue& queue, const BlockKey& key);
   // Takes `key` out of the blocks waiting for a hit: true when it was one.
   static bool Undefer(Queue& queue, const BlockKey& key);
+  // Whether hits matter to what `tier` writes: blocks wait for a hit, or its queue is at
+  // least half full (a hit then spares a queued block from Preempt).
+  static bool Backlogged(const LowerTier& tier) {
+    return tier.options.defer_when_full &&
+           (tier.deferred.load() > 0 || tier.queued.load() * 2 >= tier.options.write_queue_blocks);
+  }
+  // An L1 hit of `key`: true when it was set aside (Undefer); a queued write of it is
+  // marked reused instead.
+  static bool Reused(Queue& queue, const BlockKey& key);
+  // Cancels the newest queued write of a block not reused (set aside, then hit, or hit
+  // while queued) whose block is still in L1, and sets that block aside: true when one was
+  // found.
+  static bool Preempt(Queue& queue);
   // Queues a write of `key` to `queue`'s tier: of `copied` when given, else of the block in L1.
-  void Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied);
+  // A full queue (write_queue_blocks) drops it, counted, unless it is `reused` (set aside,
+  // then hit) and Preempt makes room.
+  void Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied,
+               bool reused = false);
   // True when `lower` holds the block, so a write would be a no-op: its index says so, and
   // on a shared tier a probe of the file agrees.
   static bool AlreadyThere(LowerTier& lower, const TierNamespace& tn, absl::string_view key);

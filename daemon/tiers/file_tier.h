@@ -248,9 +248,12 @@ class FileTier : public BlockTier {
   uint64_t shrunk_capacity_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not shrunk
   absl::Time next_space_check_ ABSL_GUARDED_BY(mu_);
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::unique_ptr<SharedUsage> usage_;         // shared tier only
-  std::unique_ptr<WriteJournal> journal_;      // shared tier only
-  std::unique_ptr<JournalFollower> follower_;  // shared tier, follow_interval > 0
+  std::unique_ptr<SharedUsage> usage_;     // shared tier only
+  std::unique_ptr<WriteJournal> journal_;  // shared tier only
+  Mutex
+      follow_mu_;  // one FollowJournals at a time (the background thread, Open, tests); before mu_
+  // Shared tier with follow_interval > 0.
+  const std::unique_ptr<JournalFollower> follower_ ABSL_PT_GUARDED_BY(follow_mu_);
   absl::Time follow_ok_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t grant_left_ ABSL_GUARDED_BY(mu_) = 0;         // room taken in the ledger, unused
   uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room taken by writes under way

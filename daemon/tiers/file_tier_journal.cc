@@ -90,20 +90,21 @@ size_t FileTier::FollowJournals(absl::Duration budget) {
   if (follower_ == nullptr) return 0;
   using Verdict = Followed::Verdict;
   absl::flat_hash_map<std::pair<std::string, std::string>, Followed> seen;
+  auto note = [&](const JournalEntry& e, absl::string_view holder, int64_t bucket) {
+    auto [it, fresh] = seen.try_emplace(std::make_pair(e.fingerprint, e.key));
+    Followed& f = it->second;
+    const Verdict verdict = e.removed ? Verdict::kGone : Verdict::kPresent;
+    if (!fresh && f.verdict == Verdict::kConflict) return;
+    if (!fresh && f.holder != holder && f.verdict != verdict) {
+      f.verdict = Verdict::kConflict;
+      return;
+    }
+    f = Followed{verdict, std::string(holder), e.file_bytes, bucket};
+  };
+  // Held to the end: two passes apply their lines in the order they read them.
+  MutexLock following(&follow_mu_);
   const absl::Time now = clock_->Now();
-  const size_t lines =
-      follower_->Poll(now, absl::Now() + budget,
-                      [&](const JournalEntry& e, absl::string_view holder, int64_t bucket) {
-                        auto [it, fresh] = seen.try_emplace(std::make_pair(e.fingerprint, e.key));
-                        Followed& f = it->second;
-                        const Verdict verdict = e.removed ? Verdict::kGone : Verdict::kPresent;
-                        if (!fresh && f.verdict == Verdict::kConflict) return;
-                        if (!fresh && f.holder != holder && f.verdict != verdict) {
-                          f.verdict = Verdict::kConflict;
-                          return;
-                        }
-                        f = Followed{verdict, std::string(holder), e.file_bytes, bucket};
-                      });
+  const size_t lines = follower_->Poll(now, absl::Now() + budget, note);
   MutexLock lock(&mu_);
   for (const auto& [block, f] : seen) {
     absl::StatusOr<BlockKey> k = KeyOfLocked(block.first, block.second);

@@ -17,8 +17,7 @@ void IoPool::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    urgent_.clear();
-    background_.clear();
+    for (auto& queue : queues_) queue.clear();
     threads.swap(threads_);  // A second Stop() joins nothing.
   }
   wake_.notify_all();
@@ -35,14 +34,14 @@ void IoPool::Submit(Priority priority, std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
-    (priority == Priority::kUrgent ? urgent_ : background_).push_back(std::move(task));
+    queues_[static_cast<size_t>(priority)].push_back(std::move(task));
   }
   wake_.notify_one();
 }
 
 size_t IoPool::Queued(Priority priority) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return priority == Priority::kUrgent ? urgent_.size() : background_.size();
+  return queues_[static_cast<size_t>(priority)].size();
 }
 
 void IoPool::Run() {
@@ -50,11 +49,17 @@ void IoPool::Run() {
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] { return stopping_ || !urgent_.empty() || !background_.empty(); });
+      auto next = [this] {
+        for (auto& queue : queues_) {
+          if (!queue.empty()) return &queue;
+        }
+        return static_cast<std::deque<std::function<void()>>*>(nullptr);
+      };
+      wake_.wait(lock, [&] { return stopping_ || next() != nullptr; });
       if (stopping_) return;
-      std::deque<std::function<void()>>& queue = !urgent_.empty() ? urgent_ : background_;
-      task = std::move(queue.front());
-      queue.pop_front();
+      std::deque<std::function<void()>>* queue = next();
+      task = std::move(queue->front());
+      queue->pop_front();
     }
     task();
   }

@@ -1,6 +1,7 @@
-// IoPool: the threads that do one tier's file I/O. Two queues: urgent work (reads that a
-// load waits for, lookups' file probes) always runs before background work (writes,
-// drains), so a write backlog never delays a load. Tasks must not throw.
+// IoPool: the threads that do one tier's file I/O. Three queues, each run before the next:
+// urgent work (reads that a load waits for, lookups' file probes), normal work (writes of
+// blocks that were reused while they waited), background work (the other writes), so a
+// write backlog never delays a load. Tasks must not throw.
 // Thread-safe. The destructor drops queued tasks (destroyed unrun) and joins the threads
 // once the running ones finish.
 #ifndef KVSTRATA_DAEMON_TIERS_IO_POOL_H_
@@ -18,7 +19,7 @@ namespace kvstrata {
 
 class IoPool {
  public:
-  enum class Priority { kUrgent, kBackground };
+  enum class Priority { kUrgent, kNormal, kBackground };  // in the order they run
 
   explicit IoPool(size_t threads);
   IoPool(const IoPool&) = delete;
@@ -39,7 +40,7 @@ class IoPool {
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> urgent_, background_;
+  std::deque<std::function<void()>> queues_[3];  // by Priority
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -58,7 +58,7 @@ bool JournalFollower::ReadNewLines(const std::string& path, absl::string_view ho
                                    const LineFn& fn, size_t* lines) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;  // Dropped meanwhile: nothing left to read.
-  std::string pending;  // bytes past the last newline seen
+  std::string pending;                 // bytes past the last newline seen
   std::vector<char> chunk(kReadChunk);
   JournalEntry entry;
   bool whole = true;
@@ -78,8 +78,7 @@ bool JournalFollower::ReadNewLines(const std::string& path, absl::string_view ho
     at += static_cast<uint64_t>(n);
     pending.append(chunk.data(), static_cast<size_t>(n));
     size_t start = 0;
-    for (size_t nl = pending.find('\n'); nl != std::string::npos;
-         nl = pending.find('\n', start)) {
+    for (size_t nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n', start)) {
       absl::string_view line(pending.data() + start, nl - start);
       if (WriteJournal::ParseLine(line, &entry)) {
         fn(entry, holder, bucket);

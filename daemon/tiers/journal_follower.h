@@ -28,8 +28,7 @@ namespace kvstrata {
 class JournalFollower {
  public:
   // A line read by Poll: the entry, the holder whose journal it is in, and its bucket.
-  using LineFn =
-      std::function<void(const JournalEntry&, absl::string_view holder, int64_t bucket)>;
+  using LineFn = std::function<void(const JournalEntry&, absl::string_view holder, int64_t bucket)>;
 
   static constexpr size_t kMaxLineBytes = 4096;
 
@@ -46,13 +45,12 @@ class JournalFollower {
   // Reads `path` from `*offset` to its last newline, advancing `*offset`; false when it
   // could not be read whole before `deadline`.
   bool ReadNewLines(const std::string& path, absl::string_view holder, uint64_t* offset,
-                    int64_t bucket,
-                    absl::Time deadline, const LineFn& fn, size_t* lines);
+                    int64_t bucket, absl::Time deadline, const LineFn& fn, size_t* lines);
 
   const WriteJournal* const journal_;
   const absl::Duration lookback_;
   bool started_ = false;
-  int64_t oldest_ = 0;  // buckets before this are not read
+  int64_t oldest_ = 0;                                          // buckets before this are not read
   std::map<int64_t, std::map<std::string, uint64_t>> offsets_;  // bucket -> holder -> bytes read
   std::set<int64_t> done_;  // closed buckets read to their end after they closed
 };

@@ -222,8 +222,8 @@ def test_l3_capacity_is_enforced_across_two_daemons(workdir: Path) -> None:
         a.close()
 
 
-def test_a_backlogged_l3_queue_keeps_new_blocks_for_their_first_hit(workdir: Path) -> None:
-    """backlog_policy "defer" (the default): with the write queue half full, a stored block
+def test_a_full_l3_queue_keeps_new_blocks_for_their_first_hit(workdir: Path) -> None:
+    """backlog_policy "defer" (the default): a block stored while the write queue is full
     waits in L1 for a hit; a lookup that hits it queues it; one that leaves L1 first is shed
     (counted: tier status and kvstrata_stores_dropped_total{reason="shed"}), not dropped."""
     salt, shared = fresh_salt("defer"), workdir / "l3"
@@ -234,7 +234,7 @@ def test_a_backlogged_l3_queue_keeps_new_blocks_for_their_first_hit(workdir: Pat
         assert a.session.store(a.ns, keys, data).stored == 100
         assert wait_until(lambda: tier(a.client, pb.TIER_L3_SHARED).queue_depth == 0, 20.0)
         t = tier(a.client, pb.TIER_L3_SHARED)
-        assert t.deferred_writes >= 90 and t.dropped_writes == 0, t
+        assert t.deferred_writes >= 80 and t.dropped_writes == 0, t
         assert t.written_blocks + t.deferred_writes == 100, t
         written = {p.name for p in block_files(shared)}
         reused = [k for k in keys if f"{k.hex()}.kv" not in written][:5]

@@ -130,7 +130,7 @@ TEST_F(SharedTierTest, AQueueFullDropIsCountedOnce) {
   LowerTierOptions options;
   options.io_threads = 1;
   options.write_queue_blocks = 2;
-  options.defer_when_backlogged = false;  // backlog_policy "drop"
+  options.defer_when_full = false;  // backlog_policy "drop"
   Build(8, /*shared=*/true, options, [this](FileTierOptions& f) { SlowWrites(f); });
   Store(Keys(16), 30);
   WaitQueueEmpty();

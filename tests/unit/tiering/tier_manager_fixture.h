@@ -118,10 +118,10 @@ class TierManagerTest : public ::testing::Test {
     }
     return exact;
   }
-  // Every block write to the tier takes 50 ms.
-  void SlowWrites(FileTierOptions& f) {
-    faults_.SetHook([](absl::string_view op, const std::string&) {
-      if (op == "write") absl::SleepFor(absl::Milliseconds(50));
+  // Every block write to the tier takes `delay`.
+  void SlowWrites(FileTierOptions& f, absl::Duration delay = absl::Milliseconds(50)) {
+    faults_.SetHook([delay](absl::string_view op, const std::string&) {
+      if (op == "write") absl::SleepFor(delay);
       return absl::OkStatus();
     });
     f.files = &faults_;

@@ -128,7 +128,7 @@ TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
   LowerTierOptions options;
   options.io_threads = 1;
   options.write_queue_blocks = 2;
-  options.defer_when_backlogged = false;  // backlog_policy "drop"
+  options.defer_when_full = false;  // backlog_policy "drop"
   Build(8, /*shared=*/false, options, [this](FileTierOptions& f) { SlowWrites(f); });
   absl::Time start = absl::Now();
   Store(Keys(16), 900);
@@ -140,30 +140,36 @@ TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
   EXPECT_EQ(st.deferred_writes + st.shed_writes, 0u);
 }
 
-TEST_F(TierManagerTest, ABackloggedQueueKeepsNewBlocksForTheirFirstHit) {
+TEST_F(TierManagerTest, AFullQueueKeepsNewBlocksForTheirFirstHit) {
   LowerTierOptions options;  // backlog_policy "defer", the default
   options.io_threads = 1;
   options.write_queue_blocks = 4;
-  Build(8, /*shared=*/false, options, [this](FileTierOptions& f) { SlowWrites(f); });
+  Build(8, /*shared=*/false, options,
+        [this](FileTierOptions& f) { SlowWrites(f, absl::Milliseconds(300)); });
   auto keys = Keys(16);
   Store(keys, 950);
   LowerTierStatus st = manager_->Status()[0];
-  EXPECT_EQ(st.deferred_writes, 14u);  // the queue half full after two
-  WaitQueueEmpty();
-  EXPECT_EQ(FilesOnDisk(), 2u);
-  // A lookup that hits three of them queues those three.
+  EXPECT_EQ(st.deferred_writes, 12u);  // set aside, not dropped
+  EXPECT_EQ(st.dropped_writes, 0u);
+  // Hits while the queue is still full: each takes the place of the newest queued block
+  // not reused (keys 3, 2, 1), which waits for its own hit in turn.
   EXPECT_EQ(Lookup({keys[5], keys[6], keys[7]}).hits, 3u);
-  WaitQueueEmpty();
-  EXPECT_EQ(FilesOnDisk(), 5u);
   st = manager_->Status()[0];
-  EXPECT_EQ(st.deferred_writes, 11u);
+  EXPECT_EQ(st.deferred_writes, 12u);
+  EXPECT_EQ(st.dropped_writes, 0u);
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 4u);  // keys 0, 5, 6, 7
+  // Hits with room: all queued.
+  EXPECT_EQ(Lookup({keys[1], keys[8], keys[9]}).hits, 3u);
+  WaitQueueEmpty();
+  EXPECT_EQ(FilesOnDisk(), 7u);
   // The rest leave L1 unwritten: shed, not dropped.
   ASSERT_EQ(cache_->Clear(ns_), 16u);
   st = manager_->Status()[0];
   EXPECT_EQ(st.deferred_writes, 0u);
-  EXPECT_EQ(st.shed_writes, 11u);
+  EXPECT_EQ(st.shed_writes, 9u);
   EXPECT_EQ(st.dropped_writes, 0u);
-  EXPECT_EQ(st.stats.writes, 5u);
+  EXPECT_EQ(st.stats.writes, 7u);
 }
 
 TEST_F(TierManagerTest, AdmissionThresholdWritesAfterEnoughHits) {

@@ -95,8 +95,8 @@ TEST_F(JournalFollowerTest, BadAndOverlongLinesNameNothing) {
   const int64_t bucket = WriteJournal::BucketOf(absl::Now());
   const std::string path = LogPath(bucket, "other");
   std::ofstream(path) << "nonsense\n"
-                      << kFp << " 6b31 -1\n"                   // a negative size
-                      << "../../etc/passwd 6b31 1\n"           // a path
+                      << kFp << " 6b31 -1\n"                                   // a negative size
+                      << "../../etc/passwd 6b31 1\n"                           // a path
                       << std::string(3 * JournalFollower::kMaxLineBytes, 'x')  // no newline
                       << "\n"
                       << kFp << " 6b32 -\n";
