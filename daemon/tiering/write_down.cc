@@ -151,6 +151,8 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
       MutexLock lock(&queue.pending_mu);
       auto it = queue.pending.find(key);
       if (it != queue.pending.end() && it->second == pending) queue.pending.erase(it);
+      // The backlog may hold this entry until later writes trim it: not its bytes.
+      std::string().swap(pending->copy);
     }
     lower.queued.fetch_sub(1);
   });
