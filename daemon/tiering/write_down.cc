@@ -53,6 +53,10 @@ bool WriteDown::Defer(Queue& queue, const BlockKey& key) {
 
 bool WriteDown::Undefer(Queue& queue, const BlockKey& key) {
   MutexLock lock(&queue.pending_mu);
+  return UndeferLocked(queue, key);
+}
+
+bool WriteDown::UndeferLocked(Queue& queue, const BlockKey& key) {
   if (queue.deferred.erase(key) == 0) return false;
   queue.tier->deferred.fetch_sub(1);
   return true;
@@ -160,10 +164,7 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
 
 bool WriteDown::Reused(Queue& queue, const BlockKey& key) {
   MutexLock lock(&queue.pending_mu);
-  if (queue.deferred.erase(key) > 0) {
-    queue.tier->deferred.fetch_sub(1);
-    return true;
-  }
+  if (UndeferLocked(queue, key)) return true;
   auto it = queue.pending.find(key);
   if (it != queue.pending.end()) it->second->reused = true;  // queued: Preempt spares it
   return false;

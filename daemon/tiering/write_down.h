@@ -83,6 +83,8 @@ class WriteDown {
   static bool Defer(Queue& queue, const BlockKey& key);
   // Takes `key` out of the blocks waiting for a hit: true when it was one.
   static bool Undefer(Queue& queue, const BlockKey& key);
+  static bool UndeferLocked(Queue& queue, const BlockKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue.pending_mu);
   // Whether hits matter to what `tier` writes: blocks wait for a hit, or its queue is at
   // least half full (a hit then spares a queued block from Preempt).
   static bool Backlogged(const LowerTier& tier) {

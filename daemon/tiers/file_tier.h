@@ -250,8 +250,8 @@ class FileTier : public BlockTier {
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::unique_ptr<SharedUsage> usage_;     // shared tier only
   std::unique_ptr<WriteJournal> journal_;  // shared tier only
-  Mutex
-      follow_mu_;  // one FollowJournals at a time (the background thread, Open, tests); before mu_
+  // One FollowJournals at a time (the background thread, Open, tests); taken before mu_.
+  Mutex follow_mu_;
   // Shared tier with follow_interval > 0.
   const std::unique_ptr<JournalFollower> follower_ ABSL_PT_GUARDED_BY(follow_mu_);
   absl::Time follow_ok_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
