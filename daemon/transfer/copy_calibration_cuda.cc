@@ -23,12 +23,14 @@ struct Buffers {
     if (start != nullptr) cudaEventDestroy(start);
     if (stop != nullptr) cudaEventDestroy(stop);
     if (stream != nullptr) cudaStreamDestroy(stream);
+    if (scatter != nullptr) cudaStreamDestroy(scatter);
     if (host != nullptr) cudaFreeHost(host);
     if (gpu != nullptr) cudaFree(gpu);
   }
   unsigned char* host = nullptr;
   unsigned char* gpu = nullptr;
   cudaStream_t stream = nullptr;
+  cudaStream_t scatter = nullptr;  // The staged copies' kernels (joined into `stream`).
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;
   CopyScratch scratch;
@@ -65,6 +67,7 @@ absl::StatusOr<float> TimeOnce(Buffers& b, Issue issue) {
   CopyError copied = issue();
   if (!copied.ok()) {
     cudaStreamSynchronize(b.stream);
+    cudaStreamSynchronize(b.scatter);
     return CudaError(copied.error, copied.call);
   }
   error = cudaEventRecord(b.stop, b.stream);
@@ -104,6 +107,7 @@ absl::StatusOr<CopyCalibration> CalibrateLoads(int device, int grid_blocks) {
   error = cudaMalloc(reinterpret_cast<void**>(&b.gpu), kCalibrationBytes);
   if (error != cudaSuccess) return CudaError(error, "cudaMalloc(calibration)");
   error = cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking);
+  if (error == cudaSuccess) error = cudaStreamCreateWithFlags(&b.scatter, cudaStreamNonBlocking);
   if (error == cudaSuccess) error = cudaEventCreate(&b.start);
   if (error == cudaSuccess) error = cudaEventCreate(&b.stop);
   if (error != cudaSuccess) return CudaError(error, "calibration stream and events");
@@ -126,7 +130,10 @@ absl::StatusOr<CopyCalibration> CalibrateLoads(int device, int grid_blocks) {
     row.piece_bytes = piece_bytes;
     absl::Status timed = TimePair(
         b, [&] { return IssueCopies(dma, pieces, &b.scratch, b.stream); },
-        [&] { return IssueStagedCopies(staged, plan, 0, plan.slots.size(), &b.scratch, b.stream); },
+        [&] {
+          return IssueStagedCopies(staged, plan, 0, plan.slots.size(), &b.scratch, b.stream,
+                                   b.scatter);
+        },
         &row.dma_gbps, &row.staged_gbps);
     if (!timed.ok()) return timed;
     result.rows.push_back(row);

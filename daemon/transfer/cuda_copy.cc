@@ -88,6 +88,18 @@ CopyError IssueKernel(const CopyLaunch& launch, absl::Span<const PieceCopy> piec
 CopyScratch::~CopyScratch() {
   Free();
   if (blocks_ != nullptr) cudaFree(blocks_);
+  for (cudaEvent_t event : events_) {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
+}
+
+cudaError_t CopyScratch::ReserveEvents() {
+  for (cudaEvent_t& event : events_) {
+    if (event != nullptr) continue;
+    cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
 }
 
 void CopyScratch::Free() {
@@ -123,65 +135,152 @@ cudaError_t CopyScratch::ReserveBlocks(size_t bytes) {
   return error;
 }
 
-CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
-                            size_t end, CopyScratch* scratch, cudaStream_t stream) {
-  if (end <= first) return {};
-  const size_t blocks = end - first;
-  const size_t per_chunk = std::max<size_t>(1, kStagingBytes / plan.block_bytes);
-  const uint32_t base = plan.first_piece[first];
-  cudaError_t error = scratch->Reserve(plan.first_piece[end] - base);
-  if (error == cudaSuccess)
-    error = scratch->ReserveBlocks(std::min(blocks, per_chunk) * plan.block_bytes);
-  if (error != cudaSuccess) return {error, "cudaMalloc(staging)"};
-  if (scratch->blocks() == nullptr) return {cudaErrorMemoryAllocation, "staging buffer"};
-  const bool store = launch.direction == CopyDirection::kDown;
-  unsigned char* staging = scratch->blocks();
-  std::vector<PieceCopy> slots;  // gpu = staging, host = slot: one DMA per block.
-  // A chunk's blocks between their slots and the staging buffer.
-  auto move_chunk = [&](size_t chunk) {
-    const size_t count = std::min(per_chunk, end - chunk);
-    slots.clear();
-    for (size_t b = 0; b < count; ++b) {
-      slots.push_back({reinterpret_cast<uint64_t>(staging + b * plan.block_bytes),
-                       plan.slots[chunk + b], plan.block_bytes});
+namespace {
+
+// One run of a kStaged transfer: blocks [first, end) of `plan` in chunks of `per_chunk`
+// blocks, chunk k through staging buffer k % 2 (both of full size whatever the run's, so that
+// the buffers are allocated once: cudaFree would wait for the whole device).
+struct StagedRun {
+  StagedRun(const CopyLaunch& launch, const StagedPlan& plan, size_t first, size_t end,
+            CopyScratch* scratch)
+      : launch(launch),
+        plan(plan),
+        first(first),
+        end(end),
+        scratch(scratch),
+        per_chunk(std::max<size_t>(1, kStagingBufferBytes / plan.block_bytes)),
+        chunks((end - first + per_chunk - 1) / per_chunk),
+        buffer_bytes(per_chunk * plan.block_bytes) {}
+
+  bool store() const { return launch.direction == CopyDirection::kDown; }
+  size_t chunk_first(size_t k) const { return first + k * per_chunk; }
+  size_t chunk_end(size_t k) const { return std::min(end, chunk_first(k + 1)); }
+  unsigned char* buffer(size_t k) const { return scratch->blocks() + k % 2 * buffer_bytes; }
+
+  CopyError Reserve() const {
+    cudaError_t error = scratch->Reserve(plan.first_piece[end] - plan.first_piece[first]);
+    if (error == cudaSuccess) error = scratch->ReserveBlocks(2 * buffer_bytes);
+    if (error != cudaSuccess) return {error, "cudaMalloc(staging)"};
+    error = scratch->ReserveEvents();
+    if (error != cudaSuccess) return {error, "cudaEventCreate(staging)"};
+    return {};
+  }
+
+  // Chunk k's whole slots between their L1 slots and buffer k % 2 (one DMA entry per block),
+  // once the buffer's kernel is done with it: the last scatter from it (a load) or this
+  // chunk's gather into it (a store).
+  CopyError Move(size_t k, cudaStream_t stream) const {
+    cudaError_t error = cudaSuccess;
+    if (store() || k >= 2) error = cudaStreamWaitEvent(stream, scratch->scattered(k), 0);
+    if (error != cudaSuccess) return {error, "cudaStreamWaitEvent(staging kernel)"};
+    std::vector<PieceCopy> slots;  // gpu = staging, host = slot.
+    slots.reserve(chunk_end(k) - chunk_first(k));
+    for (size_t b = chunk_first(k); b < chunk_end(k); ++b) {
+      slots.push_back(
+          {reinterpret_cast<uint64_t>(buffer(k) + (b - chunk_first(k)) * plan.block_bytes),
+           plan.slots[b], plan.block_bytes});
     }
-    return IssueBatch(launch, slots, scratch, stream);
-  };
-  // A load's first chunk is on its way into the staging buffer while this thread writes
-  // the descriptors: the copy engines need not wait for them.
-  if (!store) {
-    CopyError copied = move_chunk(first);
+    CopyError copied = IssueBatch(launch, slots, scratch, stream);
     if (!copied.ok()) return copied;
+    error = cudaEventRecord(scratch->moved(k), stream);
+    if (error != cudaSuccess) return {error, "cudaEventRecord(staging DMA)"};
+    return {};
   }
-  // One descriptor per piece, staged at (block index in its chunk) * block_bytes + offset.
-  for (size_t b = first; b < end; ++b) {
-    unsigned char* block = staging + (b - first) % per_chunk * plan.block_bytes;
-    for (uint32_t i = plan.first_piece[b]; i < plan.first_piece[b + 1]; ++i) {
-      const PieceCopy& p = plan.pieces[i];
-      void* gpu = reinterpret_cast<void*>(p.gpu);
-      void* staged = block + p.host;
-      scratch->staging()[i - base] = {store ? gpu : staged, store ? staged : gpu, p.bytes};
-    }
-  }
-  error = cudaMemcpyAsync(scratch->device(), scratch->staging(),
-                          (plan.first_piece[end] - base) * sizeof(CopyDescriptor),
-                          cudaMemcpyHostToDevice, stream);
-  if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
-  for (size_t chunk = first; chunk < end; chunk += per_chunk) {
-    const size_t count = std::min(per_chunk, end - chunk);
-    const CopyDescriptor* descriptors = scratch->device() + (plan.first_piece[chunk] - base);
-    const uint32_t pieces = plan.first_piece[chunk + count] - plan.first_piece[chunk];
-    if (!store && chunk != first) {
-      CopyError copied = move_chunk(chunk);
-      if (!copied.ok()) return copied;
-    }
-    error = LaunchCopyKernel(descriptors, pieces, launch.grid_blocks, stream);
+
+  // Chunk k's kernel (scatter or gather) on `scatter`, once buffer k % 2 holds the chunk (a
+  // load) or its last DMA read it out (a store).
+  CopyError Scatter(size_t k, cudaStream_t scatter) const {
+    cudaError_t error = cudaSuccess;
+    if (!store() || k >= 2) error = cudaStreamWaitEvent(scatter, scratch->moved(k), 0);
+    if (error != cudaSuccess) return {error, "cudaStreamWaitEvent(staging DMA)"};
+    const uint32_t base = plan.first_piece[first];
+    const CopyDescriptor* descriptors =
+        scratch->device() + (plan.first_piece[chunk_first(k)] - base);
+    const uint32_t pieces = plan.first_piece[chunk_end(k)] - plan.first_piece[chunk_first(k)];
+    error = LaunchCopyKernel(descriptors, pieces, launch.grid_blocks, scatter);
     if (error != cudaSuccess) return {error, "staged copy kernel launch"};
-    if (store) {
-      CopyError copied = move_chunk(chunk);
-      if (!copied.ok()) return copied;
-    }
+    error = cudaEventRecord(scratch->scattered(k), scatter);
+    if (error != cudaSuccess) return {error, "cudaEventRecord(staging kernel)"};
+    return {};
   }
+
+  // One descriptor per piece, staged at its block's place in its chunk's buffer + offset;
+  // copied to the GPU on `scatter`, ahead of the kernels.
+  CopyError Describe(cudaStream_t scatter) const {
+    const uint32_t base = plan.first_piece[first];
+    const bool down = store();
+    for (size_t b = first; b < end; ++b) {
+      const size_t k = (b - first) / per_chunk;
+      unsigned char* block = buffer(k) + (b - chunk_first(k)) * plan.block_bytes;
+      for (uint32_t i = plan.first_piece[b]; i < plan.first_piece[b + 1]; ++i) {
+        const PieceCopy& p = plan.pieces[i];
+        void* gpu = reinterpret_cast<void*>(p.gpu);
+        void* staged = block + p.host;
+        scratch->staging()[i - base] = {down ? gpu : staged, down ? staged : gpu, p.bytes};
+      }
+    }
+    cudaError_t error = cudaMemcpyAsync(scratch->device(), scratch->staging(),
+                                        (plan.first_piece[end] - base) * sizeof(CopyDescriptor),
+                                        cudaMemcpyHostToDevice, scatter);
+    if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
+    return {};
+  }
+
+  const CopyLaunch& launch;
+  const StagedPlan& plan;
+  const size_t first;
+  const size_t end;
+  CopyScratch* const scratch;
+  const size_t per_chunk;
+  const size_t chunks;
+  const size_t buffer_bytes;
+};
+
+}  // namespace
+
+CopyError StartStagedLoad(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
+                          size_t end, CopyScratch* scratch, cudaStream_t stream, size_t* started) {
+  *started = 0;
+  if (end <= first || launch.direction != CopyDirection::kUp) return {};
+  const StagedRun run(launch, plan, first, end, scratch);
+  CopyError error = run.Reserve();
+  for (size_t k = 0; error.ok() && k < std::min<size_t>(2, run.chunks); ++k) {
+    error = run.Move(k, stream);
+    if (error.ok()) *started = k + 1;
+  }
+  return error;
+}
+
+CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
+                            size_t end, CopyScratch* scratch, cudaStream_t stream,
+                            cudaStream_t scatter, size_t started) {
+  if (end <= first) return {};
+  const StagedRun run(launch, plan, first, end, scratch);
+  CopyError error = run.Reserve();
+  if (!error.ok()) return error;
+  if (!run.store()) {
+    // Both buffers fill while this thread writes the descriptors: the copy engines need
+    // not wait for them.
+    for (size_t k = started; k < std::min<size_t>(2, run.chunks); ++k) {
+      error = run.Move(k, stream);
+      if (!error.ok()) return error;
+    }
+    started = std::max<size_t>(started, std::min<size_t>(2, run.chunks));
+  }
+  error = run.Describe(scatter);
+  for (size_t k = 0; error.ok() && k < run.chunks; ++k) {
+    if (run.store()) {
+      error = run.Scatter(k, scatter);
+      if (error.ok()) error = run.Move(k, stream);
+      continue;
+    }
+    error = run.Scatter(k, scatter);
+    if (error.ok() && k + 2 < run.chunks) error = run.Move(k + 2, stream);
+  }
+  if (!error.ok()) return error;
+  cudaError_t joined = cudaEventRecord(scratch->joined(), scatter);
+  if (joined == cudaSuccess) joined = cudaStreamWaitEvent(stream, scratch->joined(), 0);
+  if (joined != cudaSuccess) return {joined, "joining the staging streams"};
   return {};
 }
 

@@ -26,10 +26,16 @@ class CopyScratch {
   cudaError_t Reserve(size_t descriptors);
   CopyDescriptor* staging() { return staging_; }
   CopyDescriptor* device() { return device_; }
-  // GPU staging buffer for kStaged, allocated on first use; independent of Reserve (which
-  // reallocates only the descriptor buffers).
+  // GPU staging for kStaged (its two buffers), allocated on first use; independent of
+  // Reserve (which reallocates only the descriptor buffers).
   cudaError_t ReserveBlocks(size_t bytes);
   unsigned char* blocks() { return blocks_; }
+  // kStaged's events, created on first use: moved(i) = buffer i's DMA ended, scattered(i) =
+  // its kernel ended, joined = the kernel stream's end (waited for by the DMA stream).
+  cudaError_t ReserveEvents();
+  cudaEvent_t moved(size_t buffer) { return events_[buffer % 2]; }
+  cudaEvent_t scattered(size_t buffer) { return events_[2 + buffer % 2]; }
+  cudaEvent_t joined() { return events_[4]; }
 
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
@@ -42,11 +48,12 @@ class CopyScratch {
   size_t capacity_ = 0;
   unsigned char* blocks_ = nullptr;
   size_t blocks_capacity_ = 0;
+  cudaEvent_t events_[5] = {};
 };
 
-// GPU staging per stream of an in-flight transfer for kStaged; a block larger than this
-// uses kBatch.
-inline constexpr uint64_t kStagingBytes = 16ULL << 20;
+// GPU staging per run of an in-flight transfer for kStaged: two buffers of this many bytes,
+// so that one buffer's DMA overlaps the other's kernel; a block larger than this uses kBatch.
+inline constexpr uint64_t kStagingBufferBytes = 8ULL << 20;
 
 struct CopyError {
   cudaError_t error = cudaSuccess;
@@ -65,11 +72,21 @@ struct CopyLaunch {
 CopyError IssueCopies(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                       CopyScratch* scratch, cudaStream_t stream);
 
-// kStaged for blocks [first, end) of `plan`: per chunk of blocks that fits the staging
-// buffer, a load DMAs whole slots into staging and scatters the pieces on the GPU; a store
-// gathers on the GPU, then DMAs.
+// kStaged for blocks [first, end) of `plan`, in chunks of blocks that fit a staging buffer,
+// the two buffers in turn: a load DMAs a chunk's slots into a buffer on `stream` and
+// scatters its pieces with a kernel on `scatter`; a store gathers on `scatter`, then DMAs on
+// `stream`. A buffer's next DMA waits for its last kernel and the other way round, so the
+// copy engine moves one chunk while the SMs scatter the other. Every copy has ended once
+// `stream`'s work enqueued so far has (`scatter` is joined into it). `started`: chunks of a
+// load whose DMAs StartStagedLoad already issued.
 CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
-                            size_t end, CopyScratch* scratch, cudaStream_t stream);
+                            size_t end, CopyScratch* scratch, cudaStream_t stream,
+                            cudaStream_t scatter, size_t started = 0);
+// A load's first DMAs (one chunk per buffer) for blocks [first, end) on `stream`: they need
+// only plan.slots, so a lane can start every run's copies before it plans any run's pieces.
+// Sets `*started` for IssueStagedCopies.
+CopyError StartStagedLoad(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
+                          size_t end, CopyScratch* scratch, cudaStream_t stream, size_t* started);
 
 }  // namespace kvstrata
 

@@ -4,10 +4,12 @@
 // on its own stream, so one engine request keeps several copy engines busy as many requests would;
 // the other streams' ends are joined into the first, where the job's event is recorded. The
 // completion thread waits for those events in order and runs each job's `done` exactly once, after
-// every run landed. A layer-wise load is issued layer by layer, each layer cut into runs
-// as above and joined, then its flag word written on the first stream. Up to kSlots jobs are in
-// flight, so issuing the next transfer overlaps the copies of the previous ones. CUDA build only.
-// Thread-safe.
+// every run landed. A staged run's kernels go on a second stream of its own (`scatter_streams_`),
+// joined into its copy stream, so that its DMAs and kernels overlap; a staged load's first
+// DMAs of every run are issued before any run's pieces are planned. A layer-wise load is
+// issued layer by layer, each layer cut into runs as above and joined, then its flag word
+// written on the first stream. Up to kSlots jobs are in flight, so issuing the next transfer
+// overlaps the copies of the previous ones. CUDA build only. Thread-safe.
 #ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 #define KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 
@@ -88,10 +90,12 @@ class CudaLane {
     CopyError error;
   };
 
-  CudaLane(int device, std::vector<cudaStream_t> streams);
+  CudaLane(int device, std::vector<cudaStream_t> streams, std::vector<cudaStream_t> scatter);
   absl::Status InitSlots();
-  // Enqueues run `run` of the job's copies, [first, end), on streams_[run].
-  CopyError IssueRun(LaneJob& job, Slot& slot, size_t run, size_t first, size_t end);
+  // Enqueues run `run` of the job's copies, [first, end), on streams_[run] (and
+  // scatter_streams_[run]); `started`: chunks StartStagedLoad issued.
+  CopyError IssueRun(LaneJob& job, Slot& slot, size_t run, size_t first, size_t end,
+                     size_t started);
   void IssueLoop();
   void CompleteLoop();
   CopyError Issue(LaneJob& job, Slot& slot);
@@ -105,6 +109,7 @@ class CudaLane {
 
   const int device_;
   const std::vector<cudaStream_t> streams_;
+  const std::vector<cudaStream_t> scatter_streams_;  // One per run: kStaged's kernels.
   std::array<Slot, kSlots> slots_;
   Mutex mu_;
   CondVar changed_;

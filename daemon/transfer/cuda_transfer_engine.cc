@@ -196,7 +196,7 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
                                         reg.max_piece_bytes, device.staged_max_piece_bytes);
   job.launch.direction = request.direction;
   job.launch.grid_blocks = device.grid_blocks;
-  if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBytes) {
+  if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBufferBytes) {
     job.launch.strategy = CopyStrategy::kBatch;  // A block must fit the staging buffer.
   }
   const bool layered = request.layer_flag_value.has_value();
