@@ -157,9 +157,10 @@ struct StagedRun {
   size_t chunk_end(size_t k) const { return std::min(end, chunk_first(k + 1)); }
   unsigned char* buffer(size_t k) const { return scratch->blocks() + k % 2 * buffer_bytes; }
 
+  // The buffers and events (Describe reserves the descriptors, once the pieces are planned:
+  // a load's first DMAs are issued before).
   CopyError Reserve() const {
-    cudaError_t error = scratch->Reserve(plan.first_piece[end] - plan.first_piece[first]);
-    if (error == cudaSuccess) error = scratch->ReserveBlocks(2 * buffer_bytes);
+    cudaError_t error = scratch->ReserveBlocks(2 * buffer_bytes);
     if (error != cudaSuccess) return {error, "cudaMalloc(staging)"};
     error = scratch->ReserveEvents();
     if (error != cudaSuccess) return {error, "cudaEventCreate(staging)"};
@@ -208,6 +209,8 @@ struct StagedRun {
   // copied to the GPU on `scatter`, ahead of the kernels.
   CopyError Describe(cudaStream_t scatter) const {
     const uint32_t base = plan.first_piece[first];
+    cudaError_t error = scratch->Reserve(plan.first_piece[end] - base);
+    if (error != cudaSuccess) return {error, "cudaMallocHost(copy descriptors)"};
     const bool down = store();
     for (size_t b = first; b < end; ++b) {
       const size_t k = (b - first) / per_chunk;
@@ -219,9 +222,9 @@ struct StagedRun {
         scratch->staging()[i - base] = {down ? gpu : staged, down ? staged : gpu, p.bytes};
       }
     }
-    cudaError_t error = cudaMemcpyAsync(scratch->device(), scratch->staging(),
-                                        (plan.first_piece[end] - base) * sizeof(CopyDescriptor),
-                                        cudaMemcpyHostToDevice, scatter);
+    error = cudaMemcpyAsync(scratch->device(), scratch->staging(),
+                            (plan.first_piece[end] - base) * sizeof(CopyDescriptor),
+                            cudaMemcpyHostToDevice, scatter);
     if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
     return {};
   }
@@ -258,24 +261,20 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, si
   const StagedRun run(launch, plan, first, end, scratch);
   CopyError error = run.Reserve();
   if (!error.ok()) return error;
-  if (!run.store()) {
-    // Both buffers fill while this thread writes the descriptors: the copy engines need
-    // not wait for them.
-    for (size_t k = started; k < std::min<size_t>(2, run.chunks); ++k) {
-      error = run.Move(k, stream);
-      if (!error.ok()) return error;
-    }
-    started = std::max<size_t>(started, std::min<size_t>(2, run.chunks));
+  // A load's first chunk in each buffer moves while this thread writes the descriptors: the
+  // copy engines need not wait for them.
+  for (size_t k = started; !run.store() && error.ok() && k < std::min<size_t>(2, run.chunks); ++k) {
+    error = run.Move(k, stream);
   }
-  error = run.Describe(scatter);
+  if (error.ok()) error = run.Describe(scatter);
   for (size_t k = 0; error.ok() && k < run.chunks; ++k) {
-    if (run.store()) {
-      error = run.Scatter(k, scatter);
-      if (error.ok()) error = run.Move(k, stream);
-      continue;
-    }
     error = run.Scatter(k, scatter);
-    if (error.ok() && k + 2 < run.chunks) error = run.Move(k + 2, stream);
+    if (!error.ok()) break;
+    if (run.store()) {
+      error = run.Move(k, stream);
+    } else if (k + 2 < run.chunks) {
+      error = run.Move(k + 2, stream);  // Into the buffer the kernel above reads.
+    }
   }
   if (!error.ok()) return error;
   cudaError_t joined = cudaEventRecord(scratch->joined(), scatter);
