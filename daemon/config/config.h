@@ -75,7 +75,6 @@ struct GpuConfig {
   int64_t copy_streams = 4;
   std::string copy_strategy = "auto";
   uint64_t staged_max_piece_bytes = 256 * 1024;
-  int64_t staged_kernel_blocks = 0;  // 0 = the kernel's full grid
   bool calibrate = true;
 };
 

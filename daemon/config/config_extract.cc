@@ -211,7 +211,6 @@ void ReadGpu(SectionReader& r, GpuConfig& g) {
   g.copy_streams = r.Int("copy_streams", 1, 8);
   g.copy_strategy = r.OneOf("copy_strategy", {"auto", "batch", "kernel", "staged", "loop"});
   g.staged_max_piece_bytes = r.Bytes("staged_max_piece_bytes", 0);
-  g.staged_kernel_blocks = r.Int("staged_kernel_blocks", 0, 1024);
   g.calibrate = r.Bool("calibrate");
 }
 

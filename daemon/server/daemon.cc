@@ -200,7 +200,6 @@ void Daemon::StartTransferEngine() {
     options.kernel_max_piece_bytes = config_.gpu.staged_max_piece_bytes;
     options.calibrate = config_.gpu.calibrate;
     options.copy_streams = static_cast<uint32_t>(config_.gpu.copy_streams);
-    options.staged_kernel_blocks = static_cast<uint32_t>(config_.gpu.staged_kernel_blocks);
     absl::StatusOr<std::unique_ptr<TransferEngine>> engine = TransferEngine::Create(options);
     if (engine.ok()) {
       engine_ = std::move(*engine);

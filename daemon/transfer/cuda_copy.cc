@@ -198,11 +198,7 @@ struct StagedRun {
     const CopyDescriptor* descriptors =
         scratch->device() + (plan.first_piece[chunk_first(k)] - base);
     const uint32_t pieces = plan.first_piece[chunk_end(k)] - plan.first_piece[chunk_first(k)];
-    // Only a load's last chunk and a store's first have no DMA of the run beside them.
-    const bool alone = store() ? k == 0 : k + 1 == chunks;
-    const int grid =
-        alone || launch.overlap_grid_blocks <= 0 ? launch.grid_blocks : launch.overlap_grid_blocks;
-    error = LaunchCopyKernel(descriptors, pieces, grid, scatter);
+    error = LaunchCopyKernel(descriptors, pieces, launch.grid_blocks, scatter);
     if (error != cudaSuccess) return {error, "staged copy kernel launch"};
     error = cudaEventRecord(scratch->scattered(k), scatter);
     if (error != cudaSuccess) return {error, "cudaEventRecord(staging kernel)"};

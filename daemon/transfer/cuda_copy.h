@@ -65,8 +65,6 @@ struct CopyLaunch {
   CopyStrategy strategy = CopyStrategy::kBatch;  // Resolved, not kAuto.
   CopyDirection direction = CopyDirection::kDown;
   int grid_blocks = 0;  // Kernel grid cap (a few blocks per SM).
-  // kStaged: the grid cap of a chunk's kernel that overlaps the run's DMAs (0 = grid_blocks).
-  int overlap_grid_blocks = 0;
 };
 
 // Enqueues `pieces` on `stream`. For kKernel the pieces' host addresses must be the

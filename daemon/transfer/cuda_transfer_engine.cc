@@ -196,7 +196,6 @@ LaneJob CudaTransferEngine::MakeJob(const Registration& reg, TransferRequest req
                                         reg.max_piece_bytes, device.staged_max_piece_bytes);
   job.launch.direction = request.direction;
   job.launch.grid_blocks = device.grid_blocks;
-  job.launch.overlap_grid_blocks = static_cast<int>(options_.staged_kernel_blocks);
   if (job.launch.strategy == CopyStrategy::kStaged && reg.block_bytes > kStagingBufferBytes) {
     job.launch.strategy = CopyStrategy::kBatch;  // A block must fit the staging buffer.
   }

@@ -130,9 +130,6 @@ struct TransferEngineOptions {
   uint64_t kernel_max_piece_bytes = 256 * 1024;
   // Streams per direction and GPU; one transfer's copies are spread over them (1..8).
   uint32_t copy_streams = 4;
-  // Thread blocks of a staged chunk's kernel while DMAs of the job still run (a load's chunks
-  // but its runs' last, a store's but its first); 0 = the kernel's full grid.
-  uint32_t staged_kernel_blocks = 0;
   // Measure kernel_max_piece_bytes per GPU at start (copy_calibration.h) instead of using
   // the value above; a calibration that fails keeps the value above.
   bool calibrate = false;
