@@ -16,6 +16,7 @@
 #include "daemon/config/config_loader.h"
 #include "daemon/log/logging.h"
 #include "daemon/server/daemon.h"
+#include "daemon/transfer/cuda_process.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, config, "", "Config file (TOML); empty runs on the embedded default");
@@ -94,6 +95,7 @@ int Run() {
 }  // namespace kvstrata
 
 int main(int argc, char** argv) {
+  kvstrata::PrepareCudaProcess();  // Before any thread and any CUDA call.
   kvstrata::SetProgramUsage(
       "the KVStrata KV-cache daemon. It serves the KV blocks of the vLLM and SGLang\n"
       "engines of this node from a shared-memory L1, local-disk L2 and shared-filesystem L3,\n"
