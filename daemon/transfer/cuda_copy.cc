@@ -174,8 +174,8 @@ struct StagedRun {
     cudaError_t error = cudaSuccess;
     if (store() || k >= 2) error = cudaStreamWaitEvent(stream, scratch->scattered(k), 0);
     if (error != cudaSuccess) return {error, "cudaStreamWaitEvent(staging kernel)"};
-    std::vector<PieceCopy> slots;  // gpu = staging, host = slot.
-    slots.reserve(chunk_end(k) - chunk_first(k));
+    std::vector<PieceCopy>& slots = scratch->slots;  // gpu = staging, host = slot.
+    slots.clear();
     for (size_t b = chunk_first(k); b < chunk_end(k); ++b) {
       slots.push_back(
           {reinterpret_cast<uint64_t>(buffer(k) + (b - chunk_first(k)) * plan.block_bytes),
@@ -185,6 +185,16 @@ struct StagedRun {
     if (!copied.ok()) return copied;
     error = cudaEventRecord(scratch->moved(k), stream);
     if (error != cudaSuccess) return {error, "cudaEventRecord(staging DMA)"};
+    return {};
+  }
+
+  // A load's first chunk in each buffer, from chunk `*started` on; counts them in `*started`.
+  // They need only the slots, so they can move before the pieces are planned.
+  CopyError MoveFirst(cudaStream_t stream, size_t* started) const {
+    for (; *started < std::min<size_t>(2, chunks); ++*started) {
+      CopyError error = Move(*started, stream);
+      if (!error.ok()) return error;
+    }
     return {};
   }
 
@@ -247,11 +257,8 @@ CopyError StartStagedLoad(const CopyLaunch& launch, const StagedPlan& plan, size
   if (end <= first || launch.direction != CopyDirection::kUp) return {};
   const StagedRun run(launch, plan, first, end, scratch);
   CopyError error = run.Reserve();
-  for (size_t k = 0; error.ok() && k < std::min<size_t>(2, run.chunks); ++k) {
-    error = run.Move(k, stream);
-    if (error.ok()) *started = k + 1;
-  }
-  return error;
+  if (!error.ok()) return error;
+  return run.MoveFirst(stream, started);
 }
 
 CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
@@ -263,9 +270,7 @@ CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, si
   if (!error.ok()) return error;
   // A load's first chunk in each buffer moves while this thread writes the descriptors: the
   // copy engines need not wait for them.
-  for (size_t k = started; !run.store() && error.ok() && k < std::min<size_t>(2, run.chunks); ++k) {
-    error = run.Move(k, stream);
-  }
+  if (!run.store()) error = run.MoveFirst(stream, &started);
   if (error.ok()) error = run.Describe(scatter);
   for (size_t k = 0; error.ok() && k < run.chunks; ++k) {
     error = run.Scatter(k, scatter);

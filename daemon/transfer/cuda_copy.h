@@ -40,6 +40,7 @@ class CopyScratch {
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
   std::vector<size_t> sizes;
+  std::vector<PieceCopy> slots;  // kStaged: one chunk's slot <-> staging DMAs.
 
  private:
   void Free();  // The descriptor buffers.
