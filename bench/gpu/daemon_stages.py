@@ -24,8 +24,10 @@ def load_stages(log_path: Any) -> Dict[str, Dict[str, float]]:
 
 
 JOB_DONE = re.compile(r"job_done job=(\d+) kind=(\w+) blocks=(\d+) elapsed_us=(\d+) queued_us=(-?\d+) "
-                      r"plan_us=(-?\d+) issue_us=(-?\d+) idle_us=(-?\d+) wait_us=(-?\d+)")
-JOB_FIELDS = ("elapsed_us", "queued_us", "plan_us", "issue_us", "idle_us", "wait_us")
+                      r"plan_us=(-?\d+) issue_us=(-?\d+) idle_us=(-?\d+) wait_us=(-?\d+)"
+                      r"(?: gpu_us=(-?\d+))?(?: settle_us=(-?\d+))?")
+JOB_FIELDS = ("elapsed_us", "queued_us", "plan_us", "issue_us", "idle_us", "wait_us", "gpu_us",
+              "settle_us")
 
 
 def job_stages(log_path: Any, slowest: int = 8) -> Dict[str, Any]:
@@ -33,9 +35,57 @@ def job_stages(log_path: Any, slowest: int = 8) -> Dict[str, Any]:
     jobs slowest against their group's p50 with where their time went (the tail spikes)."""
     groups: Dict[str, List[Dict[str, int]]] = {}
     for m in JOB_DONE.finditer(Path(log_path).read_text(errors="replace")):
-        job = dict(zip(JOB_FIELDS, map(int, m.groups()[3:])), job=int(m.group(1)))
+        job = dict(zip(JOB_FIELDS, (int(g or 0) for g in m.groups()[3:])), job=int(m.group(1)))
         groups.setdefault(f"{m.group(2)} {m.group(3)}", []).append(job)
     p50 = {g: {f: statistics.median(j[f] for j in jobs) for f in JOB_FIELDS} for g, jobs in groups.items()}
     worst = sorted(((j["elapsed_us"] / max(p50[g]["elapsed_us"], 1), g, j) for g, jobs in groups.items()
                     for j in jobs), key=lambda t: -t[0])[:slowest]
     return {"p50_us": p50, "slowest": [dict(j, group=g, x_p50=round(x, 2)) for x, g, j in worst]}
+
+
+JSON_LINE = re.compile(r'\{"ts":"([^"]+)","level":"\w+","msg":"(job_accepted|job_done) job=(\d+) ([^"]*)"\}')
+
+
+def _epoch(ts: str) -> float:
+    from datetime import datetime
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def timeline(log_path: Any, jobs: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
+    """Each client job beside the daemon's stages on one clock (the wall clock; the daemon at
+    log.level=debug, log.format=json, whose lines carry microseconds). `jobs`: the client's
+    records {group, t0, t1, t2, daemon_job, receipt} (time.time(): submit called, submit
+    returned, wait returned; the completion frame's receipt in the reader thread). p50 per
+    group of, in microseconds:
+      to_start   submit called -> the daemon started the job (after its checks and lookup)
+      daemon     the daemon's job (elapsed_us)
+      gpu        of which on the GPU (gpu_us: CUDA events around the copies)
+      gpu_wake   issue_us + wait_us - gpu_us: mostly the completion thread's wake-up
+      settle     the job's end -> its job_done line (unpinning / committing)
+      to_reader  job_done line -> the client's reader thread had the completion frame
+      to_waiter  reader thread -> the waiting thread returned from wait_job
+    """
+    done: Dict[int, Dict[str, float]] = {}
+    for m in JSON_LINE.finditer(Path(log_path).read_text(errors="replace")):
+        fields = {k: float(v) for k, v in re.findall(r"(\w+)=(-?\d+)", m.group(4))}
+        if m.group(2) == "job_done":
+            done[int(m.group(3))] = dict(fields, ts=_epoch(m.group(1)))
+    parts: Dict[str, Dict[str, List[float]]] = {}
+    for j in jobs:
+        d = done.get(j.get("daemon_job", -1))
+        if d is None or j.get("receipt") is None:
+            continue
+        end = d["ts"] - d.get("settle_us", 0) / 1e6  # The daemon's FinishJob.
+        start = end - d["elapsed_us"] / 1e6
+        row = parts.setdefault(j["group"], {k: [] for k in (
+            "to_start", "daemon", "gpu", "gpu_wake", "settle", "to_reader", "to_waiter", "client")})
+        row["to_start"].append(start - j["t0"])
+        row["daemon"].append(d["elapsed_us"] / 1e6)
+        row["gpu"].append(d.get("gpu_us", 0) / 1e6)
+        row["gpu_wake"].append((d["issue_us"] + d["wait_us"] - d.get("gpu_us", 0)) / 1e6)
+        row["settle"].append(d.get("settle_us", 0) / 1e6)
+        row["to_reader"].append(j["receipt"] - d["ts"])
+        row["to_waiter"].append(j["t2"] - j["receipt"])
+        row["client"].append(j["t2"] - j["t0"])
+    return {g: {k: round(statistics.median(v) * 1e6, 1) for k, v in row.items()} | {"jobs": len(row["client"])}
+            for g, row in parts.items()}

@@ -18,6 +18,9 @@
 #   AB_DAEMONS="a=PATH b=PATH" AB_ARGS="--layouts nhd16 --sizes 8192" \
 #     bash bench/gpu/run_engine_jobs.sh 7 # same-run A/B of daemon binaries (each run with
 #                                         # .bundle/lib), in the order a b a b
+#   AB_BUILDS="a=DAEMON:WHEEL b=DAEMON:WHEEL" AB_ARGS="--layouts nhd16 --sizes 8192" \
+#     bash bench/gpu/run_engine_jobs.sh 9 # same-run A/B of daemons with their own client wheel,
+#                                         # order a b a b, then a --timeline run of b; one .tgz
 #   bash bench/gpu/run_engine_jobs.sh 8   # job completions on the job socket (the default)
 #                                         # against over WatchCompletions (--completions
 #                                         # stream), in the order socket stream socket stream
@@ -104,8 +107,38 @@ case "${1:-}" in
       engine_jobs "stream_$round" --no-overlap --completions stream "${ab_args[@]}"
     done
     ;;
+  9)
+    # Same-run A/B of whole builds, the daemon with its client:
+    # AB_BUILDS="a=DAEMON:WHEEL b=DAEMON:WHEEL", order a b a b, then one --timeline run of the
+    # last (AB_TIMELINE=0: none); the results go into $out/engine_jobs_ab.tgz.
+    bash scripts/gpu_run.sh --install-python | tail -n 1
+    read -r -a ab_args <<<"${AB_ARGS:-}"
+    final="$out"
+    out="$(mktemp -d)"
+    for round in 1 2; do
+      for build in ${AB_BUILDS:?name=daemon:wheel pairs}; do
+        name="${build%%=*}" paths="${build#*=}"
+        binary="$(cd "$(dirname "${paths%%:*}")" && pwd)/$(basename "${paths%%:*}")"
+        site="/tmp/kvsite-$name"
+        if [ ! -d "$site" ]; then  # The bundle's site with this build's kvstrata package.
+          cp -r "$KVSTRATA_SITE" "$site" && rm -rf "$site"/kvstrata "$site"/kvstrata-*.dist-info
+          python3 -m zipfile -e "${paths#*:}" "$site"
+        fi
+        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/.bundle/lib exec %s "$@"\n' "$repo" "$binary" \
+          >"/tmp/kvstratad-$name"
+        chmod +x "/tmp/kvstratad-$name"
+        KVSTRATA_DAEMON="/tmp/kvstratad-$name" PYTHONPATH="$site" \
+          engine_jobs "${name}_$round" --no-overlap "${ab_args[@]}"
+      done
+    done
+    if [ "${AB_TIMELINE:-1}" = 1 ]; then
+      KVSTRATA_DAEMON="/tmp/kvstratad-$name" PYTHONPATH="$site" \
+        engine_jobs "${name}_timeline" --no-overlap --timeline "${ab_args[@]}"
+    fi
+    tar -C "$out" -czf "$final/engine_jobs_ab.tgz" .
+    ;;
   *)
-    echo "usage: $0 1|2|3|4|5|6|7|8" >&2
+    echo "usage: $0 1|2|3|4|5|6|7|8|9" >&2
     exit 2
     ;;
 esac

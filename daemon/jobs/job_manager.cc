@@ -20,14 +20,16 @@ std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
 }
 
 // The job's stage times at debug level (`job_done ...`).
+// settle_us: from the job's end (elapsed) to this line: unpinning a load's blocks or
+// committing a store's, which the completion waits for too.
 void LogTimings(JobId job, const char* kind, size_t blocks, absl::Duration elapsed,
-                const TransferTimings& t) {
+                const TransferTimings& t, absl::Time finished) {
   // Where a slow job's time went (issue 14's tail spikes): log.level = debug.
   spdlog::debug(
       "job_done job={} kind={} blocks={} elapsed_us={} queued_us={} plan_us={} issue_us={} "
-      "idle_us={} wait_us={}",
+      "idle_us={} wait_us={} gpu_us={} settle_us={}",
       job, kind, blocks, absl::ToInt64Microseconds(elapsed), t.queued_us, t.plan_us, t.issue_us,
-      t.idle_us, t.wait_us);
+      t.idle_us, t.wait_us, t.gpu_us, absl::ToInt64Microseconds(absl::Now() - finished));
 }
 
 }  // namespace
@@ -186,6 +188,7 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
       engine_->Submit(session, std::move(request), [=, this](TransferResult result) {
         absl::Duration elapsed;
         bool live = FinishJob(job, &elapsed);
+        const absl::Time finished = absl::Now();
         std::vector<uint32_t> failed = Remap(result.failed, picked);
         RecordTransfer(CopyDirection::kDown, (picked.size() - failed.size()) * block_bytes, start,
                        !failed.empty() || !result.error.empty());
@@ -200,7 +203,7 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
         } else {
           (void)store_->CommitStore(session, reservation, absl::MakeConstSpan(written));
         }
-        LogTimings(job, "store", picked.size(), elapsed, result.timings);
+        LogTimings(job, "store", picked.size(), elapsed, result.timings, finished);
         Complete(session, sink,
                  {job, JobCompletion::Kind::kStore, std::move(failed),
                   live ? result.error : "cancelled", elapsed});
@@ -307,6 +310,7 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
   auto finish = [=, this](TransferResult result) {
     absl::Duration elapsed;
     bool live = FinishJob(job, &elapsed);
+    const absl::Time finished = absl::Now();
     if (load != 0) (void)store_->ReleaseLoad(session, load);
     RecordTransfer(CopyDirection::kUp, (picked.size() - result.failed.size()) * block_bytes, start,
                    !result.failed.empty() || !result.error.empty());
@@ -317,7 +321,7 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
                         : !result.error.empty() ? result.error
                         : missing.empty()       ? ""
                                                 : "some blocks are not cached";
-    LogTimings(job, "load", picked.size(), elapsed, result.timings);
+    LogTimings(job, "load", picked.size(), elapsed, result.timings, finished);
     Complete(session, sink,
              {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error), elapsed});
   };

@@ -1,5 +1,7 @@
 #include "daemon/transfer/copy_calibration.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -31,6 +33,13 @@ std::string CopyCalibration::Summary() const {
   }
   return absl::StrCat("device=", device, " staged_max_piece_bytes=", staged_max_piece_bytes,
                       " gbps=\"", rows_text, "\"");
+}
+
+double CopyCalibration::FastestGbps() const {
+  double fastest = 0;
+  for (const CalibrationRow& row : rows)
+    fastest = std::max({fastest, row.dma_gbps, row.staged_gbps});
+  return fastest;
 }
 
 }  // namespace kvstrata

@@ -39,6 +39,7 @@ struct CopyCalibration {
   // throughout.
   uint64_t staged_max_piece_bytes = 0;
   std::string Summary() const;  // One line for the log.
+  double FastestGbps() const;   // The best row, DMA or staged (0 without rows).
 };
 
 // The candidates: 16, 32, 64, 128, 256 and 512 KiB.

@@ -1,5 +1,7 @@
 #include "daemon/transfer/cuda_lane.h"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -21,8 +23,8 @@ TransferResult FailAll(size_t num_blocks, const CopyError& error) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int priority,
-                                                           size_t streams) {
+absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int priority, size_t streams,
+                                                           double bytes_per_us) {
   if (streams < 1 || streams > kMaxStreams) {
     return absl::InvalidArgumentError(
         absl::StrCat("copy streams must be in [1, ", kMaxStreams, "], not ", streams));
@@ -43,6 +45,7 @@ absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int prior
                                     created.end());
   created.resize(streams);
   std::unique_ptr<CudaLane> lane(new CudaLane(device, std::move(created), std::move(scatter)));
+  lane->fastest_bytes_per_us_ = std::max(0.0, bytes_per_us);
   absl::Status status = lane->InitSlots();
   if (!status.ok()) return status;
   lane->issuer_ = std::thread([raw = lane.get()] { raw->IssueLoop(); });
@@ -56,10 +59,11 @@ CudaLane::CudaLane(int device, std::vector<cudaStream_t> streams, std::vector<cu
 absl::Status CudaLane::InitSlots() {
   MutexLock lock(&mu_);
   for (size_t i = 0; i < kSlots; ++i) {
-    // Blocking sync: the completion thread sleeps instead of spinning on the event.
-    cudaError_t error =
-        cudaEventCreateWithFlags(&slots_[i].event, cudaEventDisableTiming | cudaEventBlockingSync);
-    if (error != cudaSuccess) return CudaError(error, "cudaEventCreateWithFlags");
+    // The completion thread polls `event` (WaitForJob); both time the job on the GPU
+    // (TransferTimings::gpu_us).
+    cudaError_t error = cudaEventCreate(&slots_[i].event);
+    if (error == cudaSuccess) error = cudaEventCreate(&slots_[i].started);
+    if (error != cudaSuccess) return CudaError(error, "cudaEventCreate");
     for (size_t run = 1; run < streams_.size(); ++run) {
       error = cudaEventCreateWithFlags(&slots_[i].joined[run], cudaEventDisableTiming);
       if (error != cudaSuccess) return CudaError(error, "cudaEventCreateWithFlags(join)");
@@ -82,6 +86,7 @@ CudaLane::~CudaLane() {
   cudaSetDevice(device_);
   for (Slot& slot : slots_) {
     if (slot.event != nullptr) cudaEventDestroy(slot.event);
+    if (slot.started != nullptr) cudaEventDestroy(slot.started);
     if (slot.layer_done != nullptr) cudaEventDestroy(slot.layer_done);
     for (cudaEvent_t joined : slot.joined) {
       if (joined != nullptr) cudaEventDestroy(joined);
@@ -167,12 +172,16 @@ CopyError CudaLane::IssueRun(LaneJob& job, Slot& slot, size_t run, size_t first,
 CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
   job.taken = std::chrono::steady_clock::now();
   if (job.plan) job.plan(job);
+  job.bytes = job.staged.slots.size() * job.staged.block_bytes;
+  for (const PieceCopy& p : job.pieces) job.bytes += p.bytes;
   job.planned = std::chrono::steady_clock::now();
   job.issued = job.planned;  // Until the copies are issued.
   if (job.wait_event != nullptr) {
     CopyError waited = WaitForEngineEvent(job);
     if (!waited.ok()) return waited;
   }
+  cudaError_t started = cudaEventRecord(slot.started, streams_[0]);
+  if (started != cudaSuccess) return {started, "cudaEventRecord(start)"};
   CopyError error = job.layer_flags != 0 ? IssueLayers(job, slot) : IssueRuns(job, slot, Runs(job));
   if (!error.ok()) return error;
   cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
@@ -245,8 +254,23 @@ CopyError CudaLane::IssueRuns(LaneJob& job, Slot& slot, const std::vector<size_t
   return {};
 }
 
+namespace {
+
+// The job's event, polled every kCompletionPollMicros (see there).
+cudaError_t WaitForJob(cudaEvent_t event) {
+  while (true) {
+    cudaError_t state = cudaEventQuery(event);
+    if (state != cudaErrorNotReady) return state;
+    std::this_thread::sleep_for(std::chrono::microseconds(kCompletionPollMicros));
+  }
+}
+
+}  // namespace
+
 void CudaLane::CompleteLoop() {
   cudaSetDevice(device_);
+  // Sleeps of kCompletionPollMicros, not the default 50 us timer slack more.
+  prctl(PR_SET_TIMERSLACK, 5000UL, 0, 0, 0);
   while (true) {
     Issued issued;
     {
@@ -265,9 +289,16 @@ void CudaLane::CompleteLoop() {
 void CudaLane::Complete(Issued issued) {
   const auto picked_up = std::chrono::steady_clock::now();
   CopyError error = issued.error;
+  const LaneJob& job = issued.job;
+  if (error.ok() && fastest_bytes_per_us_ > 0 && job.bytes >= kMinPartBytes) {
+    // Its copies started at `planned` at the earliest (later behind earlier jobs).
+    std::this_thread::sleep_until(job.planned +
+                                  std::chrono::microseconds(static_cast<int64_t>(
+                                      kCompletionSleepShare * job.bytes / fastest_bytes_per_us_)));
+  }
   if (error.ok()) {
-    cudaError_t sync = cudaEventSynchronize(slots_[issued.slot].event);
-    if (sync != cudaSuccess) error = {sync, "cudaEventSynchronize"};
+    cudaError_t sync = WaitForJob(slots_[issued.slot].event);
+    if (sync != cudaSuccess) error = {sync, "cudaEventQuery"};
   } else {
     // Copies enqueued before the failing call may still use the slot's buffers.
     for (cudaStream_t stream : streams_) cudaStreamSynchronize(stream);
@@ -279,13 +310,21 @@ void CudaLane::Complete(Issued issued) {
     free_slots_.push_back(issued.slot);
   }
   changed_.SignalAll();
-  TransferResult result = error.ok() ? TransferResult{} : FailAll(issued.job.num_blocks, error);
-  const LaneJob& job = issued.job;
+  TransferResult result = error.ok() ? TransferResult{} : FailAll(job.num_blocks, error);
   auto us = [](auto from, auto to) {
     return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
   };
   result.timings = {us(job.enqueued, job.taken), us(job.taken, job.planned),
                     us(job.planned, job.issued), us(job.issued, picked_up), us(job.issued, synced)};
+  float gpu_ms = 0;
+  if (error.ok() && cudaEventElapsedTime(&gpu_ms, slots_[issued.slot].started,
+                                         slots_[issued.slot].event) == cudaSuccess) {
+    result.timings.gpu_us = static_cast<int64_t>(gpu_ms * 1000);
+    if (job.bytes >= kMinPartBytes && result.timings.gpu_us > 0) {
+      fastest_bytes_per_us_ =
+          std::max(fastest_bytes_per_us_, static_cast<double>(job.bytes) / result.timings.gpu_us);
+    }
+  }
   issued.job.done(std::move(result));
 }
 

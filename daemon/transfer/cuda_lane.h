@@ -3,13 +3,13 @@
 // into up to `streams` runs of about equal bytes (none under kMinPartBytes) and enqueues each run
 // on its own stream, so one engine request keeps several copy engines busy as many requests would;
 // the other streams' ends are joined into the first, where the job's event is recorded. The
-// completion thread waits for those events in order and runs each job's `done` exactly once, after
-// every run landed. A staged run's kernels go on a second stream of its own (`scatter_streams_`),
-// joined into its copy stream, so that its DMAs and kernels overlap; a staged load's first
-// DMAs of every run are issued before any run's pieces are planned. A layer-wise load is
-// issued layer by layer, each layer cut into runs as above and joined, then its flag word
-// written on the first stream. Up to kSlots jobs are in flight, so issuing the next transfer
-// overlaps the copies of the previous ones. CUDA build only. Thread-safe.
+// completion thread waits for those events in order (polling every kCompletionPollMicros) and
+// runs each job's `done` exactly once, after every run landed. A staged run's kernels go on a
+// second stream of its own (`scatter_streams_`), joined into its copy stream, so that its DMAs and
+// kernels overlap; a staged load's first DMAs of every run are issued before any run's pieces are
+// planned. A layer-wise load is issued layer by layer, each layer cut into runs as above and
+// joined, then its flag word written on the first stream. Up to kSlots jobs are in flight, so
+// issuing the next transfer overlaps the copies of the previous ones. CUDA build only. Thread-safe.
 #ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 #define KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 
@@ -32,6 +32,13 @@
 namespace kvstrata {
 
 inline constexpr int kEngineEventWaitLimitSeconds = 30;
+// The completion thread polls a job's event this often instead of sleeping in
+// cudaEventSynchronize: a thread that slept for a whole job (tens of ms) wakes 0.1-0.3 ms
+// after the GPU finished on a virtual machine, whose idle vCPUs sleep deep. It first sleeps
+// through kCompletionSleepShare of the time the job would take at the lane's fastest rate
+// (the start's calibration, or faster jobs since), and polls for the rest.
+inline constexpr int kCompletionPollMicros = 50;
+inline constexpr double kCompletionSleepShare = 0.9;
 
 struct LaneJob {
   CopyLaunch launch;
@@ -56,6 +63,7 @@ struct LaneJob {
   uint64_t layer_flags = 0;
   uint64_t layer_flag_value = 0;
   size_t num_blocks = 0;  // Reported failed as a whole on a CUDA error.
+  uint64_t bytes = 0;     // What the copies move; set by the lane once planned.
   std::function<void(TransferResult)> done;
   // Stage times (TransferTimings), set by the lane.
   std::chrono::steady_clock::time_point enqueued, taken, planned, issued;
@@ -65,8 +73,11 @@ class CudaLane {
  public:
   static constexpr size_t kMaxStreams = 8;
   // `priority` as from cudaDeviceGetStreamPriorityRange; `streams` in [1, kMaxStreams].
-  // FAILED_PRECONDITION on CUDA errors.
-  static absl::StatusOr<std::unique_ptr<CudaLane>> Create(int device, int priority, size_t streams);
+  // `bytes_per_us`: how fast this GPU's copies went at start (calibration), 0 if unknown:
+  // without it the completion thread polls from the job's start until it saw a job of its
+  // own. FAILED_PRECONDITION on CUDA errors.
+  static absl::StatusOr<std::unique_ptr<CudaLane>> Create(int device, int priority, size_t streams,
+                                                          double bytes_per_us = 0);
   // Finishes every queued job (each `done` runs), then stops the threads.
   ~CudaLane();
   CudaLane(const CudaLane&) = delete;
@@ -80,6 +91,7 @@ class CudaLane {
   static constexpr uint64_t kMinLayerPartBytes = 2ULL << 20;
   struct Slot {
     cudaEvent_t event = nullptr;                    // Recorded on streams_[0]: the job is done.
+    cudaEvent_t started = nullptr;                  // Recorded on streams_[0] before the copies.
     std::array<cudaEvent_t, kMaxStreams> joined{};  // [i > 0]: the end of stream i's run.
     cudaEvent_t layer_done = nullptr;               // Layer-wise: recorded after each layer's flag.
     std::array<CopyScratch, kMaxStreams> scratch;   // One per run.
@@ -118,6 +130,9 @@ class CudaLane {
   std::vector<size_t> free_slots_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool issue_done_ ABSL_GUARDED_BY(mu_) = false;
+  // The completion thread's own: the fastest bytes per GPU microsecond (Create's, or of a job
+  // of at least kMinPartBytes since; 0: none yet), for how long it sleeps before polling.
+  double fastest_bytes_per_us_ = 0;
   std::thread issuer_;
   std::thread completer_;
 };

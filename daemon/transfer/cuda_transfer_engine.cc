@@ -67,9 +67,11 @@ absl::Status CudaTransferEngine::InitDevice(int index) {
   device.copy_choice =
       absl::StrCat("device=", index, " staged_max_piece_bytes=", options_.kernel_max_piece_bytes,
                    " (configured)");
+  double bytes_per_us = 0;  // GB/s * 1e9 / 1e6.
   if (options_.calibrate) {
     absl::StatusOr<CopyCalibration> calibrated = CalibrateLoads(index, device.grid_blocks);
     if (calibrated.ok()) {
+      bytes_per_us = calibrated->FastestGbps() * 1e3;
       device.staged_max_piece_bytes = calibrated->staged_max_piece_bytes;
       device.copy_choice = absl::StrCat(calibrated->Summary(), " (calibrated)");
     } else {
@@ -81,10 +83,11 @@ absl::Status CudaTransferEngine::InitDevice(int index) {
   error = cudaDeviceGetStreamPriorityRange(&least, &greatest);
   if (error != cudaSuccess) return CudaError(error, "cudaDeviceGetStreamPriorityRange");
   absl::StatusOr<std::unique_ptr<CudaLane>> load =
-      CudaLane::Create(index, greatest, options_.copy_streams);
+      CudaLane::Create(index, greatest, options_.copy_streams, bytes_per_us);
   if (!load.ok()) return load.status();
   absl::StatusOr<std::unique_ptr<CudaLane>> store =
-      CudaLane::Create(index, least, options_.copy_streams);
+      // Device to host: as fast on the GPUs measured so far (bench/RESULTS.md, the ceilings).
+      CudaLane::Create(index, least, options_.copy_streams, bytes_per_us);
   if (!store.ok()) return store.status();
   device.load_lane = std::move(*load);
   device.store_lane = std::move(*store);

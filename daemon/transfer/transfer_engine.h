@@ -98,6 +98,8 @@ struct TransferTimings {
   int64_t idle_us = 0;    // Issued to the completion thread starting to wait for it (busy
                           // with earlier jobs' completions meanwhile).
   int64_t wait_us = 0;    // Issued to the completion thread seeing the copies done.
+  int64_t gpu_us = 0;     // On the GPU (CUDA events): from before the first copy to after
+                          // the last; issue_us + wait_us - gpu_us ~ the completion's wake-up.
 };
 
 struct TransferResult {

@@ -49,6 +49,12 @@ log = logging.getLogger("kvstrata")
 _RECENT_IDS = 1 << 16
 _MIN_POLL_BACKOFF_S = 0.0005
 _MAX_POLL_BACKOFF_S = 0.02
+# wait() wakes this often for its first _WARM_LIMIT_S: a thread that slept for a whole job
+# (tens of ms) wakes 0.1-0.2 ms later on a virtual machine than one that slept 1 ms
+# (bench/gpu/wake_probe.py). The job socket's reader thread does not: its wake-ups would
+# take the GIL from the engine's thread.
+_WARM_WAIT_S = 0.001
+_WARM_LIMIT_S = 5.0
 JOB_TAG_SHIFT = 48
 JOB_TAG_MASK = ((1 << 15) - 1) << JOB_TAG_SHIFT
 _LOST_CODES = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE)
@@ -387,6 +393,7 @@ class CompletionTracker:
         """
         ids = list(dict.fromkeys(int(j) for j in job_ids))
         deadline = None if timeout is None else time.monotonic() + timeout
+        warm_until = time.monotonic() + _WARM_LIMIT_S
         backoff = _MIN_POLL_BACKOFF_S
         next_poll = time.monotonic() + (self.poll_interval if self._watching else 0.0)
         while True:
@@ -416,6 +423,8 @@ class CompletionTracker:
                     limit = next_poll - now
                     if deadline is not None:
                         limit = min(limit, deadline - now)
+                    if now < warm_until:
+                        limit = min(limit, _WARM_WAIT_S)
                     self._cond.wait(limit)
                     continue
             self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.

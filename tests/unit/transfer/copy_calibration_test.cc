@@ -36,5 +36,12 @@ TEST(CopyCalibrationTest, CandidatesAscendAndTheSummaryNamesEveryRow) {
             "48.0 staged 46.0\"");
 }
 
+TEST(CopyCalibrationTest, FastestIsTheBestRowEitherWay) {
+  EXPECT_DOUBLE_EQ(
+      (CopyCalibration{0, {{16 * kKiB, 30, 45}, {32 * kKiB, 48, 46}}, 0}).FastestGbps(), 48);
+  EXPECT_DOUBLE_EQ((CopyCalibration{0, {{16 * kKiB, 30, 47}}, 0}).FastestGbps(), 47);
+  EXPECT_DOUBLE_EQ(CopyCalibration{}.FastestGbps(), 0);
+}
+
 }  // namespace
 }  // namespace kvstrata
