@@ -14,7 +14,7 @@ namespace kvstrata {
 namespace {
 
 constexpr uint64_t kSlotBytes = 2 << 20;
-constexpr uint64_t kCalibrationBytes = 32 << 20;
+constexpr uint64_t kCalibrationBytes = 64 << 20;  // Two staging buffers' worth.
 constexpr int kTimedRuns = 5;
 
 // What the measurement holds; freed in the destructor whatever happened.

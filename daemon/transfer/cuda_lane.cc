@@ -191,17 +191,12 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
 }
 
 std::vector<size_t> CudaLane::Runs(const LaneJob& job) const {
-  // Into the pieces, or into the blocks for kStaged (equal-sized blocks).
+  // Into the pieces; kStaged: one run of every block (its DMAs are large and run one after
+  // another on the copy engine anyway; more runs measured slower, bench/RESULTS.md).
   if (job.launch.strategy != CopyStrategy::kStaged) {
     return PartitionByBytes(job.pieces, streams_.size(), kMinPartBytes);
   }
-  std::vector<size_t> bounds;
-  const size_t blocks = job.staged.slots.size();
-  const uint64_t runs =
-      std::clamp<uint64_t>(blocks * job.staged.block_bytes / kMinPartBytes, 1,
-                           std::min<uint64_t>(streams_.size(), std::max<size_t>(blocks, 1)));
-  for (uint64_t r = 0; r <= runs; ++r) bounds.push_back(static_cast<size_t>(r * blocks / runs));
-  return bounds;
+  return {0, job.staged.slots.size()};
 }
 
 CopyError CudaLane::IssueLayers(LaneJob& job, Slot& slot) {

@@ -4,9 +4,9 @@
 // on its own stream, so one engine request keeps several copy engines busy as many requests would;
 // the other streams' ends are joined into the first, where the job's event is recorded. The
 // completion thread waits for those events in order (polling every kCompletionPollMicros) and
-// runs each job's `done` exactly once, after every run landed. A staged run's kernels go on a
-// second stream of its own (`scatter_streams_`), joined into its copy stream, so that its DMAs and
-// kernels overlap; a staged load's first DMAs of every run are issued before any run's pieces are
+// runs each job's `done` exactly once, after every run landed. A staged job is one run, whose
+// kernels go on a second stream (`scatter_streams_[0]`), joined into its copy stream, so that
+// its DMAs and kernels overlap; a staged load's first DMAs are issued before its pieces are
 // planned. A layer-wise load is issued layer by layer, each layer cut into runs as above and
 // joined, then its flag word written on the first stream. Up to kSlots jobs are in flight, so
 // issuing the next transfer overlaps the copies of the previous ones. CUDA build only. Thread-safe.
