@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -51,6 +52,35 @@ def _epoch(ts: str) -> float:
     return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
+class ClientTimeline:
+    """The client's side of a timeline: when each timed job was submitted and waited for, and
+    when the session's job-socket reader had its completion frame."""
+
+    def __init__(self) -> None:
+        self.receipts: List[Any] = []  # (time.time(), daemon job id)
+        self.jobs: List[Dict[str, Any]] = []
+
+    def watch(self, session: Any) -> None:
+        """Notes every completion frame; call before the session's job socket exists (it
+        binds the callback then)."""
+        filed = session._on_job_completion
+
+        def noted(c: Any) -> None:
+            self.receipts.append((time.time(), c.job_id))
+            filed(c)
+        session._on_job_completion = noted
+
+    def note(self, group: str, t0: float, t2: float) -> None:
+        """A job of `group` submitted at t0 whose wait returned at t2 (time.time())."""
+        got = [r for r in self.receipts if t0 <= r[0] <= t2]
+        self.jobs.append({"group": group, "t0": t0, "t2": t2,
+                          "receipt": got[-1][0] if got else None,
+                          "daemon_job": got[-1][1] if got else -1})
+
+    def summary(self, log_path: Any) -> Dict[str, Dict[str, float]]:
+        return timeline(log_path, self.jobs)
+
+
 def timeline(log_path: Any, jobs: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
     """Each client job beside the daemon's stages on one clock (the wall clock; the daemon at
     log.level=debug, log.format=json, whose lines carry microseconds). `jobs`: the client's
@@ -89,3 +119,21 @@ def timeline(log_path: Any, jobs: List[Dict[str, Any]]) -> Dict[str, Dict[str, f
         row["client"].append(j["t2"] - j["t0"])
     return {g: {k: round(statistics.median(v) * 1e6, 1) for k, v in row.items()} | {"jobs": len(row["client"])}
             for g, row in parts.items()}
+
+
+def report_stages(log_path: Any, log: Any, client: Any = None) -> Dict[str, Any]:
+    """The daemon's stage figures (and, given a ClientTimeline, the timeline) for a result
+    file, each also handed to `log` as a line."""
+    out: Dict[str, Any] = {"load_stages_us_p50": load_stages(log_path)}
+    log(f"daemon load hand-over, p50 us by blocks: {out['load_stages_us_p50']}")
+    out["job_stages"] = stages = job_stages(log_path)
+    for g, v in sorted(stages["p50_us"].items()):
+        log(f"daemon job stages p50 ({g} blocks): " + ", ".join(f"{k} {x:.0f}" for k, x in v.items()))
+    for j in stages["slowest"]:
+        log(f"slow job ({j['group']} blocks, x{j['x_p50']} p50): " +
+            ", ".join(f"{k} {j[k]}" for k in JOB_FIELDS))
+    if client is not None:
+        out["timeline_us_p50"] = tl = client.summary(log_path)
+        for g, v in tl.items():
+            log(f"timeline p50 us ({g} blocks): " + ", ".join(f"{k} {x:g}" for k, x in v.items()))
+    return out

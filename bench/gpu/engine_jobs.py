@@ -55,7 +55,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import load_latency  # noqa: E402  (start_daemon, stop_daemon, log, process_cpu_seconds)
-from daemon_stages import JOB_FIELDS, job_stages, load_stages, timeline  # noqa: E402
+from daemon_stages import ClientTimeline, report_stages  # noqa: E402
 from load_latency import REPO, log, process_cpu_seconds  # noqa: E402
 
 # The engines' layouts, from the connectors' sources (neither needs its engine installed).
@@ -71,10 +71,7 @@ SKIPPED = {  # Asked for, but no connector has such a GPU layout.
     "sglang_page_first": "SGLang's page_first is a host-pool layout; kvstrata_sglang.device_pool "
     "takes the per-layer device pool and always fills L1 in page_first_direct order",
 }
-# --timeline: completion frames as the reader thread got them (time.time(), daemon job id),
-# and the client's side of each timed job.
-RECEIPTS: List[Tuple[float, int]] = []
-TIMELINE: List[Dict[str, Any]] = []
+TIMELINE = ClientTimeline()  # --timeline: the client's side of each timed job.
 TARGETS = {"load_8k_pct_h2d": 0.90, "p99_over_p50": 1.2, "load_1k_over_ceiling": 1.3,
            "submit_us_512_blocks": 300.0, "store_pct_d2h": 0.85}
 _evict_ok = True
@@ -342,12 +339,8 @@ def run_layout(s: Any, name: str, sizes: List[int], args: argparse.Namespace,
         daemon_s.append(done(job, what))
         t2 = time.perf_counter()
         if args.timeline:  # Beside the daemon's stages on the wall clock (main() joins them).
-            w2 = time.time()
-            got = [r for r in RECEIPTS if w0 <= r[0] <= w2]
-            TIMELINE.append({"group": f"{name} {'load' if submit == s.submit_load else 'store'} "
-                             f"{len(keys)}", "t0": w0, "t2": w2,
-                             "receipt": got[-1][0] if got else None,
-                             "daemon_job": got[-1][1] if got else -1})
+            TIMELINE.note(f"{name} {'load' if submit == s.submit_load else 'store'} {len(keys)}",
+                          w0, time.time())
         return t1 - t0, t2 - t0
 
     def evict(keys: List[bytes]) -> None:
@@ -489,10 +482,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--stages", action="store_true",
                     help="run the daemon at log.level=debug and report its per-stage load "
                     "hand-over times (job_accepted: pin_us, engine_us)")
-    ap.add_argument("--timeline", action="store_true",
-                    help="run the daemon at log.level=debug, log.format=json and lay every timed "
-                    "job's daemon stages beside the client's clock: where the time between the "
-                    "submit call and wait_job's return goes (daemon_stages.timeline)")
+    ap.add_argument("--timeline", action="store_true", help="--stages, and each timed job's "
+                    "daemon stages beside the client's clock (daemon_stages.timeline)")
     ap.add_argument("--descending-stores", action="store_true",
                     help="store jobs name their blocks in descending id order (as vLLM hands "
                     "out a request's blocks once it has freed others: tail first)")
@@ -546,13 +537,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 s.open_response.socket_completions = False
             result["completions"] = ("socket" if s.open_response.socket_completions
                                      else "stream")
-            if args.timeline:  # Before the job socket exists: it binds the callback.
-                filed = s._on_job_completion
-
-                def noted(c: Any) -> None:
-                    RECEIPTS.append((time.time(), c.job_id))
-                    filed(c)
-                s._on_job_completion = noted
+            if args.timeline:
+                TIMELINE.watch(s)
             log(f"job completions come over the {result['completions']}")
             result["floors"] = floors = measure_floors(s)
             if getattr(s.open_response, "packed_transfers", False):
@@ -593,18 +579,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         if daemon is not None:
             if args.stages or args.timeline:
-                result["load_stages_us_p50"] = load_stages(daemon.log_path)
-                log(f"daemon load hand-over, p50 us by blocks: {result['load_stages_us_p50']}")
-                result["job_stages"] = stages = job_stages(daemon.log_path)
-                for g, v in sorted(stages["p50_us"].items()):
-                    log(f"daemon job stages p50 ({g} blocks): " + ", ".join(f"{k} {x:.0f}" for k, x in v.items()))
-                for j in stages["slowest"]:
-                    log(f"slow job ({j['group']} blocks, x{j['x_p50']} p50): " +
-                        ", ".join(f"{k} {j[k]}" for k in JOB_FIELDS))
-            if args.timeline:
-                result["timeline_us_p50"] = tl = timeline(daemon.log_path, TIMELINE)
-                for g, v in tl.items():
-                    log(f"timeline p50 us ({g} blocks): " + ", ".join(f"{k} {x:g}" for k, x in v.items()))
+                result.update(report_stages(daemon.log_path, log, TIMELINE if args.timeline else None))
             result["gpu_copy_choice"] = re.findall(
                 r"gpu_copy_choice (.*)", Path(daemon.log_path).read_text(errors="replace"))
             for line in result["gpu_copy_choice"]:

@@ -55,12 +55,9 @@ def probe(idle_ms: List[float], repeats: int, path: str) -> Dict[str, Dict[str, 
 
     def reader() -> None:
         while True:
-            data = b""
-            while len(data) < 8:
-                chunk = conn.recv(8 - len(data))
-                if not chunk:
-                    return
-                data += chunk
+            data = conn.recv(8, socket.MSG_WAITALL)
+            if len(data) < 8:
+                return
             now = time.time()
             with cond:
                 got.append((struct.unpack("d", data)[0], now))
