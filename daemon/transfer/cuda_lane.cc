@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int prior
   }
   cudaError_t error = cudaSetDevice(device);
   if (error != cudaSuccess) return CudaError(error, "cudaSetDevice");
-  std::vector<cudaStream_t> created;
-  for (size_t i = 0; i < 2 * streams; ++i) {
+  std::vector<cudaStream_t> created;  // The copy streams, then the kernel stream.
+  for (size_t i = 0; i <= streams; ++i) {
     cudaStream_t stream = nullptr;
     error = cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority);
     if (error != cudaSuccess) {
@@ -41,10 +41,9 @@ absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int prior
     }
     created.push_back(stream);
   }
-  std::vector<cudaStream_t> scatter(created.begin() + static_cast<ptrdiff_t>(streams),
-                                    created.end());
-  created.resize(streams);
-  std::unique_ptr<CudaLane> lane(new CudaLane(device, std::move(created), std::move(scatter)));
+  cudaStream_t scatter = created.back();
+  created.pop_back();
+  std::unique_ptr<CudaLane> lane(new CudaLane(device, std::move(created), scatter));
   lane->fastest_bytes_per_us_ = std::max(0.0, bytes_per_us);
   absl::Status status = lane->InitSlots();
   if (!status.ok()) return status;
@@ -53,8 +52,8 @@ absl::StatusOr<std::unique_ptr<CudaLane>> CudaLane::Create(int device, int prior
   return lane;
 }
 
-CudaLane::CudaLane(int device, std::vector<cudaStream_t> streams, std::vector<cudaStream_t> scatter)
-    : device_(device), streams_(std::move(streams)), scatter_streams_(std::move(scatter)) {}
+CudaLane::CudaLane(int device, std::vector<cudaStream_t> streams, cudaStream_t scatter)
+    : device_(device), streams_(std::move(streams)), scatter_stream_(scatter) {}
 
 absl::Status CudaLane::InitSlots() {
   MutexLock lock(&mu_);
@@ -93,7 +92,7 @@ CudaLane::~CudaLane() {
     }
   }
   for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
-  for (cudaStream_t stream : scatter_streams_) cudaStreamDestroy(stream);
+  cudaStreamDestroy(scatter_stream_);
 }
 
 void CudaLane::Enqueue(LaneJob job) {
@@ -157,23 +156,9 @@ CopyError WaitForEngineEvent(const LaneJob& job) {
 
 }  // namespace
 
-CopyError CudaLane::IssueRun(LaneJob& job, Slot& slot, size_t run, size_t first, size_t end,
-                             size_t started) {
-  cudaStream_t stream = streams_[run];
-  if (job.launch.strategy != CopyStrategy::kStaged) {
-    return IssueCopies(job.launch, absl::MakeConstSpan(job.pieces).subspan(first, end - first),
-                       &slot.scratch[run], stream);
-  }
-  if (job.plan_blocks) job.plan_blocks(job, first, end);
-  return IssueStagedCopies(job.launch, job.staged, first, end, &slot.scratch[run], stream,
-                           scatter_streams_[run], started);
-}
-
 CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
   job.taken = std::chrono::steady_clock::now();
   if (job.plan) job.plan(job);
-  job.bytes = job.staged.slots.size() * job.staged.block_bytes;
-  for (const PieceCopy& p : job.pieces) job.bytes += p.bytes;
   job.planned = std::chrono::steady_clock::now();
   job.issued = job.planned;  // Until the copies are issued.
   if (job.wait_event != nullptr) {
@@ -182,7 +167,14 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
   }
   cudaError_t started = cudaEventRecord(slot.started, streams_[0]);
   if (started != cudaSuccess) return {started, "cudaEventRecord(start)"};
-  CopyError error = job.layer_flags != 0 ? IssueLayers(job, slot) : IssueRuns(job, slot, Runs(job));
+  CopyError error;
+  if (job.layer_flags != 0) {
+    error = IssueLayers(job, slot);
+  } else if (job.launch.strategy == CopyStrategy::kStaged) {
+    error = IssueStaged(job, slot);
+  } else {
+    error = IssueRuns(job, slot, PartitionByBytes(job.pieces, streams_.size(), kMinPartBytes));
+  }
   if (!error.ok()) return error;
   cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
   if (record != cudaSuccess) return {record, "cudaEventRecord"};
@@ -190,13 +182,17 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
   return {};
 }
 
-std::vector<size_t> CudaLane::Runs(const LaneJob& job) const {
-  // Into the pieces; kStaged: one run of every block (its DMAs are large and run one after
-  // another on the copy engine anyway; more runs measured slower, bench/RESULTS.md).
-  if (job.launch.strategy != CopyStrategy::kStaged) {
-    return PartitionByBytes(job.pieces, streams_.size(), kMinPartBytes);
-  }
-  return {0, job.staged.slots.size()};
+CopyError CudaLane::IssueStaged(LaneJob& job, Slot& slot) {
+  // A load's first DMAs need only the slots: they start before the pieces are planned
+  // (planning and the descriptors take ~0.2 ms per 128 blocks of 64 pieces).
+  const size_t blocks = job.staged.slots.size();
+  size_t started = 0;
+  CopyError error =
+      StartStagedLoad(job.launch, job.staged, 0, blocks, &slot.scratch[0], streams_[0], &started);
+  if (!error.ok()) return error;
+  if (job.plan_blocks) job.plan_blocks(job, 0, blocks);
+  return IssueStagedCopies(job.launch, job.staged, 0, blocks, &slot.scratch[0], streams_[0],
+                           scatter_stream_, started);
 }
 
 CopyError CudaLane::IssueLayers(LaneJob& job, Slot& slot) {
@@ -227,19 +223,12 @@ CopyError CudaLane::IssueLayers(LaneJob& job, Slot& slot) {
 }
 
 CopyError CudaLane::IssueRuns(LaneJob& job, Slot& slot, const std::vector<size_t>& bounds) {
-  // A staged load's first DMAs need only the slots: every run's copies start before any
-  // run's pieces are planned (a run's planning and descriptors take ~0.2 ms at 8K tokens).
-  std::array<size_t, kMaxStreams> started{};
-  if (job.launch.strategy == CopyStrategy::kStaged) {
-    for (size_t run = 0; run + 1 < bounds.size(); ++run) {
-      CopyError error = StartStagedLoad(job.launch, job.staged, bounds[run], bounds[run + 1],
-                                        &slot.scratch[run], streams_[run], &started[run]);
-      if (!error.ok()) return error;
-    }
-  }
+  const absl::Span<const PieceCopy> pieces(job.pieces);
   for (size_t run = 0; run + 1 < bounds.size(); ++run) {
     if (bounds[run] == bounds[run + 1]) continue;
-    CopyError error = IssueRun(job, slot, run, bounds[run], bounds[run + 1], started[run]);
+    CopyError error =
+        IssueCopies(job.launch, pieces.subspan(bounds[run], bounds[run + 1] - bounds[run]),
+                    &slot.scratch[run], streams_[run]);
     if (!error.ok()) return error;
     if (run == 0) continue;
     cudaError_t joined = cudaEventRecord(slot.joined[run], streams_[run]);
@@ -285,11 +274,13 @@ void CudaLane::Complete(Issued issued) {
   const auto picked_up = std::chrono::steady_clock::now();
   CopyError error = issued.error;
   const LaneJob& job = issued.job;
-  if (error.ok() && fastest_bytes_per_us_ > 0 && job.bytes >= kMinPartBytes) {
+  uint64_t bytes = job.staged.slots.size() * job.staged.block_bytes;  // kStaged, or:
+  for (const PieceCopy& p : job.pieces) bytes += p.bytes;
+  if (error.ok() && fastest_bytes_per_us_ > 0 && bytes >= kMinPartBytes) {
     // Its copies started at `planned` at the earliest (later behind earlier jobs).
     std::this_thread::sleep_until(job.planned +
                                   std::chrono::microseconds(static_cast<int64_t>(
-                                      kCompletionSleepShare * job.bytes / fastest_bytes_per_us_)));
+                                      kCompletionSleepShare * bytes / fastest_bytes_per_us_)));
   }
   if (error.ok()) {
     cudaError_t sync = WaitForJob(slots_[issued.slot].event);
@@ -297,7 +288,7 @@ void CudaLane::Complete(Issued issued) {
   } else {
     // Copies enqueued before the failing call may still use the slot's buffers.
     for (cudaStream_t stream : streams_) cudaStreamSynchronize(stream);
-    for (cudaStream_t stream : scatter_streams_) cudaStreamSynchronize(stream);
+    cudaStreamSynchronize(scatter_stream_);
   }
   const auto synced = std::chrono::steady_clock::now();
   {
@@ -315,9 +306,9 @@ void CudaLane::Complete(Issued issued) {
   if (error.ok() && cudaEventElapsedTime(&gpu_ms, slots_[issued.slot].started,
                                          slots_[issued.slot].event) == cudaSuccess) {
     result.timings.gpu_us = static_cast<int64_t>(gpu_ms * 1000);
-    if (job.bytes >= kMinPartBytes && result.timings.gpu_us > 0) {
+    if (bytes >= kMinPartBytes && result.timings.gpu_us > 0) {
       fastest_bytes_per_us_ =
-          std::max(fastest_bytes_per_us_, static_cast<double>(job.bytes) / result.timings.gpu_us);
+          std::max(fastest_bytes_per_us_, static_cast<double>(bytes) / result.timings.gpu_us);
     }
   }
   issued.job.done(std::move(result));

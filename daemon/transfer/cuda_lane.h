@@ -5,7 +5,7 @@
 // the other streams' ends are joined into the first, where the job's event is recorded. The
 // completion thread waits for those events in order (polling every kCompletionPollMicros) and
 // runs each job's `done` exactly once, after every run landed. A staged job is one run, whose
-// kernels go on a second stream (`scatter_streams_[0]`), joined into its copy stream, so that
+// kernels go on a stream of their own (`scatter_stream_`), joined into its copy stream, so that
 // its DMAs and kernels overlap; a staged load's first DMAs are issued before its pieces are
 // planned. A layer-wise load is issued layer by layer, each layer cut into runs as above and
 // joined, then its flag word written on the first stream. Up to kSlots jobs are in flight, so
@@ -63,7 +63,6 @@ struct LaneJob {
   uint64_t layer_flags = 0;
   uint64_t layer_flag_value = 0;
   size_t num_blocks = 0;  // Reported failed as a whole on a CUDA error.
-  uint64_t bytes = 0;     // What the copies move; set by the lane once planned.
   std::function<void(TransferResult)> done;
   // Stage times (TransferTimings), set by the lane.
   std::chrono::steady_clock::time_point enqueued, taken, planned, issued;
@@ -102,18 +101,17 @@ class CudaLane {
     CopyError error;
   };
 
-  CudaLane(int device, std::vector<cudaStream_t> streams, std::vector<cudaStream_t> scatter);
+  CudaLane(int device, std::vector<cudaStream_t> streams, cudaStream_t scatter);
   absl::Status InitSlots();
-  // Enqueues run `run` of the job's copies, [first, end), on streams_[run] (and
-  // scatter_streams_[run]); `started`: chunks StartStagedLoad issued.
-  CopyError IssueRun(LaneJob& job, Slot& slot, size_t run, size_t first, size_t end,
-                     size_t started);
   void IssueLoop();
   void CompleteLoop();
   CopyError Issue(LaneJob& job, Slot& slot);
-  // The boundaries of a (not layer-wise) job's runs, one per stream at most.
-  std::vector<size_t> Runs(const LaneJob& job) const;
-  // Runs [bounds[i], bounds[i+1]) on streams_[i], the other streams joined into streams_[0].
+  // kStaged (never layer-wise): one run of every block on streams_[0] and scatter_stream_, in
+  // slot.scratch[0]: its DMAs are large and the copy engine ran several runs' DMAs one after
+  // another anyway (more runs measured slower, bench/RESULTS.md).
+  CopyError IssueStaged(LaneJob& job, Slot& slot);
+  // The pieces [bounds[i], bounds[i+1]) on streams_[i], the other streams joined into
+  // streams_[0].
   CopyError IssueRuns(LaneJob& job, Slot& slot, const std::vector<size_t>& bounds);
   // A layer-wise job: each layer's runs, then its flag word written on streams_[0].
   CopyError IssueLayers(LaneJob& job, Slot& slot);
@@ -121,7 +119,7 @@ class CudaLane {
 
   const int device_;
   const std::vector<cudaStream_t> streams_;
-  const std::vector<cudaStream_t> scatter_streams_;  // One per run: kStaged's kernels.
+  const cudaStream_t scatter_stream_;  // kStaged's kernels.
   std::array<Slot, kSlots> slots_;
   Mutex mu_;
   CondVar changed_;

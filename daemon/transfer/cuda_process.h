@@ -7,7 +7,7 @@ namespace kvstrata {
 
 // Sets CUDA_DEVICE_MAX_CONNECTIONS to 32 (CUDA's maximum) unless the environment sets it;
 // the runtime reads it when it makes the first context. With the default, 8 hardware queues
-// per device, the daemon's 16+ streams share queues and a staged load's DMAs queued behind a
+// per device, the daemon's 10+ streams share queues and a staged load's DMAs queued behind a
 // kernel on a shared queue wait for it (an 8K-token load took 1.5-2.5 ms longer than the
 // same DMAs without kernels; bench/RESULTS.md, "Hardware queues"). Harmless without CUDA.
 void PrepareCudaProcess();
