@@ -35,6 +35,14 @@ export PYTHONPATH="$KVSTRATA_SITE${PYTHONPATH:+:$PYTHONPATH}"
 export KVSTRATA_DAEMON="$repo/.bundle/bin/kvstratad"
 jobs_args=(--repeats "${REPEATS:-20}" --sizes "${SIZES:-1024,8192,32768}")
 
+daemon_wrapper() {  # daemon_wrapper NAME BINARY: /tmp/kvstratad-NAME runs BINARY with .bundle/lib
+  local binary
+  binary="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/.bundle/lib exec %s "$@"\n' "$repo" "$binary" \
+    >"/tmp/kvstratad-$1"
+  chmod +x "/tmp/kvstratad-$1"
+}
+
 engine_jobs() {  # engine_jobs NAME [--set ...]
   local name="$1"
   shift
@@ -90,11 +98,8 @@ case "${1:-}" in
     for round in 1 2; do
       for pair in ${AB_DAEMONS:?name=path pairs}; do
         name="${pair%%=*}"
-        binary="$(cd "$(dirname "${pair#*=}")" && pwd)/$(basename "${pair#*=}")"
-        wrapper="/tmp/kvstratad-$name"
-        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/.bundle/lib exec %s "$@"\n' "$repo" "$binary" >"$wrapper"
-        chmod +x "$wrapper"
-        KVSTRATA_DAEMON="$wrapper" engine_jobs "${name}_$round" --no-overlap "${ab_args[@]}"
+        daemon_wrapper "$name" "${pair#*=}"
+        KVSTRATA_DAEMON="/tmp/kvstratad-$name" engine_jobs "${name}_$round" --no-overlap "${ab_args[@]}"
       done
     done
     ;;
@@ -118,15 +123,12 @@ case "${1:-}" in
     for round in 1 2; do
       for build in ${AB_BUILDS:?name=daemon:wheel pairs}; do
         name="${build%%=*}" paths="${build#*=}"
-        binary="$(cd "$(dirname "${paths%%:*}")" && pwd)/$(basename "${paths%%:*}")"
         site="/tmp/kvsite-$name"
         if [ ! -d "$site" ]; then  # The bundle's site with this build's kvstrata package.
           cp -r "$KVSTRATA_SITE" "$site" && rm -rf "$site"/kvstrata "$site"/kvstrata-*.dist-info
           python3 -m zipfile -e "${paths#*:}" "$site"
         fi
-        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/.bundle/lib exec %s "$@"\n' "$repo" "$binary" \
-          >"/tmp/kvstratad-$name"
-        chmod +x "/tmp/kvstratad-$name"
+        daemon_wrapper "$name" "${paths%%:*}"
         KVSTRATA_DAEMON="/tmp/kvstratad-$name" PYTHONPATH="$site" \
           engine_jobs "${name}_$round" --no-overlap "${ab_args[@]}"
       done
