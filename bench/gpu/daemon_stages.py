@@ -91,7 +91,7 @@ def timeline(log_path: Any, jobs: List[Dict[str, Any]]) -> Dict[str, Dict[str, f
       daemon     the daemon's job (elapsed_us)
       gpu        of which on the GPU (gpu_us: CUDA events around the copies)
       gpu_wake   issue_us + wait_us - gpu_us: mostly the completion thread's wake-up
-      settle     the job's end -> its job_done line (unpinning / committing)
+      settle     the job's end -> its job_done line (a store's commit)
       to_reader  job_done line -> the client's reader thread had the completion frame
       to_waiter  reader thread -> the waiting thread returned from wait_job
     """

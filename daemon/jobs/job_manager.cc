@@ -20,8 +20,8 @@ std::vector<uint32_t> Remap(const std::vector<uint32_t>& failed,
 }
 
 // The job's stage times at debug level (`job_done ...`).
-// settle_us: from the job's end (elapsed) to this line: unpinning a load's blocks or
-// committing a store's, which the completion waits for too.
+// settle_us: from the job's end (elapsed) to this line: committing a store's blocks, which
+// its completion waits for (a load's completion goes before its blocks are unpinned).
 void LogTimings(JobId job, const char* kind, size_t blocks, absl::Duration elapsed,
                 const TransferTimings& t, absl::Time finished) {
   // Where a slow job's time went (issue 14's tail spikes): log.level = debug.
@@ -311,9 +311,6 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
     absl::Duration elapsed;
     bool live = FinishJob(job, &elapsed);
     const absl::Time finished = absl::Now();
-    if (load != 0) (void)store_->ReleaseLoad(session, load);
-    RecordTransfer(CopyDirection::kUp, (picked.size() - result.failed.size()) * block_bytes, start,
-                   !result.failed.empty() || !result.error.empty());
     std::vector<uint32_t> failed = missing;
     for (uint32_t i : Remap(result.failed, picked)) failed.push_back(i);
     std::sort(failed.begin(), failed.end());
@@ -322,8 +319,13 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
                         : missing.empty()       ? ""
                                                 : "some blocks are not cached";
     LogTimings(job, "load", picked.size(), elapsed, result.timings, finished);
+    // The engine's blocks hold their bytes now: it hears so first, then the pins go (the
+    // copies that read them are done) and the metrics are counted.
     Complete(session, sink,
              {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error), elapsed});
+    if (load != 0) (void)store_->ReleaseLoad(session, load);
+    RecordTransfer(CopyDirection::kUp, (picked.size() - result.failed.size()) * block_bytes, start,
+                   !result.failed.empty() || !result.error.empty());
   };
   if (picked.empty()) {
     finish(TransferResult{});

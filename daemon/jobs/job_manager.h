@@ -6,10 +6,11 @@
 // copies succeeded; keys already present or dropped under pressure need no copy and are
 // not failures. A load pins the present keys (consuming a lease if given), copies them
 // into the GPU blocks, and reports every key that is missing or whose copy failed, so the
-// engine recomputes those tokens; its pins are released when the copies are done. A load
-// whose blocks must first come up from L2/L3 returns its job id at once: the promotions run
-// on the tiers' I/O threads and the rest of the load on this manager's deferred-load
-// thread, so SubmitLoad (on an engine's step path) never waits for a disk.
+// engine recomputes those tokens; its pins are released right after its completion went
+// out (the copies that read them are done then). A load whose blocks must first come up
+// from L2/L3 returns its job id at once: the promotions run on the tiers' I/O threads and
+// the rest of the load on this manager's deferred-load thread, so SubmitLoad (on an
+// engine's step path) never waits for a disk.
 // Completions go to the job's CompletionSink when it was given one and takes it, else to a
 // per-session CompletionQueue. Without a TransferEngine (no GPU, or a
 // build without CUDA) CUDA registration answers FAILED_PRECONDITION / UNIMPLEMENTED and

@@ -130,10 +130,7 @@ absl::StatusOr<CopyCalibration> CalibrateLoads(int device, int grid_blocks) {
     row.piece_bytes = piece_bytes;
     absl::Status timed = TimePair(
         b, [&] { return IssueCopies(dma, pieces, &b.scratch, b.stream); },
-        [&] {
-          return IssueStagedCopies(staged, plan, 0, plan.slots.size(), &b.scratch, b.stream,
-                                   b.scatter);
-        },
+        [&] { return IssueStagedCopies(staged, plan, &b.scratch, b.stream, b.scatter); },
         &row.dma_gbps, &row.staged_gbps);
     if (!timed.ok()) return timed;
     result.rows.push_back(row);

@@ -169,7 +169,8 @@ struct StagedRun {
 
   // Chunk k's whole slots between their L1 slots and buffer k % 2 (one DMA entry per block),
   // once the buffer's kernel is done with it: the last scatter from it (a load) or this
-  // chunk's gather into it (a store).
+  // chunk's gather into it (a store). Moved(k) marks it done (after what else `stream` has to
+  // do first).
   CopyError Move(size_t k, cudaStream_t stream) const {
     cudaError_t error = cudaSuccess;
     if (store() || k >= 2) error = cudaStreamWaitEvent(stream, scratch->scattered(k), 0);
@@ -181,20 +182,11 @@ struct StagedRun {
           {reinterpret_cast<uint64_t>(buffer(k) + (b - chunk_first(k)) * plan.block_bytes),
            plan.slots[b], plan.block_bytes});
     }
-    CopyError copied = IssueBatch(launch, slots, scratch, stream);
-    if (!copied.ok()) return copied;
-    error = cudaEventRecord(scratch->moved(k), stream);
-    if (error != cudaSuccess) return {error, "cudaEventRecord(staging DMA)"};
-    return {};
+    return IssueBatch(launch, slots, scratch, stream);
   }
-
-  // A load's first chunk in each buffer, from chunk `*started` on; counts them in `*started`.
-  // They need only the slots, so they can move before the pieces are planned.
-  CopyError MoveFirst(cudaStream_t stream, size_t* started) const {
-    for (; *started < std::min<size_t>(2, chunks); ++*started) {
-      CopyError error = Move(*started, stream);
-      if (!error.ok()) return error;
-    }
+  CopyError Moved(size_t k, cudaStream_t stream) const {
+    cudaError_t error = cudaEventRecord(scratch->moved(k), stream);
+    if (error != cudaSuccess) return {error, "cudaEventRecord(staging DMA)"};
     return {};
   }
 
@@ -215,14 +207,22 @@ struct StagedRun {
     return {};
   }
 
-  // One descriptor per piece, staged at its block's place in its chunk's buffer + offset;
-  // copied to the GPU on `scatter`, ahead of the kernels.
-  CopyError Describe(cudaStream_t scatter) const {
+  // One descriptor per piece of blocks [b0, b1), staged at its block's place in its chunk's
+  // buffer + offset; copied to the GPU on `stream`, ahead of the kernels of those blocks. The
+  // first call reserves the descriptors of the whole run (plan.max_pieces, or the pieces
+  // planned already): a later one must not move them while the kernels queued so far read
+  // them.
+  CopyError Describe(size_t b0, size_t b1, cudaStream_t stream) const {
     const uint32_t base = plan.first_piece[first];
-    cudaError_t error = scratch->Reserve(plan.first_piece[end] - base);
-    if (error != cudaSuccess) return {error, "cudaMallocHost(copy descriptors)"};
+    const size_t needed = plan.first_piece[b1] - base;
+    if (b0 == first) {
+      cudaError_t error = scratch->Reserve(std::max({plan.max_pieces, plan.pieces.size(), needed}));
+      if (error != cudaSuccess) return {error, "cudaMallocHost(copy descriptors)"};
+    } else if (needed > scratch->capacity()) {
+      return {cudaErrorInvalidValue, "copy descriptors beyond the plan's max_pieces"};
+    }
     const bool down = store();
-    for (size_t b = first; b < end; ++b) {
+    for (size_t b = b0; b < b1; ++b) {
       const size_t k = (b - first) / per_chunk;
       unsigned char* block = buffer(k) + (b - chunk_first(k)) * plan.block_bytes;
       for (uint32_t i = plan.first_piece[b]; i < plan.first_piece[b + 1]; ++i) {
@@ -232,9 +232,10 @@ struct StagedRun {
         scratch->staging()[i - base] = {down ? gpu : staged, down ? staged : gpu, p.bytes};
       }
     }
-    error = cudaMemcpyAsync(scratch->device(), scratch->staging(),
-                            (plan.first_piece[end] - base) * sizeof(CopyDescriptor),
-                            cudaMemcpyHostToDevice, scatter);
+    const size_t from = plan.first_piece[b0] - base;
+    cudaError_t error =
+        cudaMemcpyAsync(scratch->device() + from, scratch->staging() + from,
+                        (needed - from) * sizeof(CopyDescriptor), cudaMemcpyHostToDevice, stream);
     if (error != cudaSuccess) return {error, "cudaMemcpyAsync(copy descriptors)"};
     return {};
   }
@@ -251,34 +252,43 @@ struct StagedRun {
 
 }  // namespace
 
-CopyError StartStagedLoad(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
-                          size_t end, CopyScratch* scratch, cudaStream_t stream, size_t* started) {
-  *started = 0;
-  if (end <= first || launch.direction != CopyDirection::kUp) return {};
-  const StagedRun run(launch, plan, first, end, scratch);
+CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, CopyScratch* scratch,
+                            cudaStream_t stream, cudaStream_t scatter,
+                            const PlanBlocks& plan_blocks) {
+  const size_t blocks = plan.slots.size();
+  if (blocks == 0) return {};
+  const StagedRun run(launch, plan, 0, blocks, scratch);
   CopyError error = run.Reserve();
   if (!error.ok()) return error;
-  return run.MoveFirst(stream, started);
-}
-
-CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
-                            size_t end, CopyScratch* scratch, cudaStream_t stream,
-                            cudaStream_t scatter, size_t started) {
-  if (end <= first) return {};
-  const StagedRun run(launch, plan, first, end, scratch);
-  CopyError error = run.Reserve();
-  if (!error.ok()) return error;
-  // A load's first chunk in each buffer moves while this thread writes the descriptors: the
-  // copy engines need not wait for them.
-  if (!run.store()) error = run.MoveFirst(stream, &started);
-  if (error.ok()) error = run.Describe(scatter);
+  const bool store = run.store();
+  // A load's descriptors go on the DMA stream, between its chunks: the copy engine then takes
+  // them in turn with the chunks instead of behind whichever chunk is ready first.
+  const cudaStream_t describe_on = store ? scatter : stream;
+  auto describe = [&](size_t b0, size_t b1) {
+    if (plan_blocks) plan_blocks(b0, b1);
+    return run.Describe(b0, b1, describe_on);
+  };
+  auto move = [&](size_t k) {
+    CopyError moved = run.Move(k, stream);
+    return moved.ok() ? run.Moved(k, stream) : moved;
+  };
+  // The first chunk is planned alone: a load's first DMA (it needs only the slots) moves
+  // meanwhile, and the first kernel waits only for its own chunk's descriptors. A load's
+  // second DMA is queued before the rest is planned, so the copy engine keeps busy.
+  const size_t head = run.chunk_end(0);
+  if (!store) error = run.Move(0, stream);
+  if (error.ok()) error = describe(0, head);
+  if (error.ok() && !store) error = run.Moved(0, stream);
   for (size_t k = 0; error.ok() && k < run.chunks; ++k) {
     error = run.Scatter(k, scatter);
-    if (!error.ok()) break;
-    if (run.store()) {
-      error = run.Move(k, stream);
-    } else if (k + 2 < run.chunks) {
-      error = run.Move(k + 2, stream);  // Into the buffer the kernel above reads.
+    if (error.ok() && store) error = move(k);
+    if (error.ok() && k == 0 && run.chunks > 1) {
+      if (!store) error = run.Move(1, stream);
+      if (error.ok()) error = describe(head, blocks);
+      if (error.ok() && !store) error = run.Moved(1, stream);
+    }
+    if (error.ok() && !store && k + 2 < run.chunks) {
+      error = move(k + 2);  // Into the buffer the kernel above reads.
     }
   }
   if (!error.ok()) return error;

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "daemon/transfer/copy_kernel.h"
@@ -24,6 +25,7 @@ class CopyScratch {
 
   // Kernel descriptors: pinned staging (filled by the host) and their device copy.
   cudaError_t Reserve(size_t descriptors);
+  size_t capacity() const { return capacity_; }  // descriptors reserved
   CopyDescriptor* staging() { return staging_; }
   CopyDescriptor* device() { return device_; }
   // GPU staging for kStaged (its two buffers), allocated on first use; independent of
@@ -75,21 +77,21 @@ struct CopyLaunch {
 CopyError IssueCopies(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                       CopyScratch* scratch, cudaStream_t stream);
 
-// kStaged for blocks [first, end) of `plan`, in chunks of blocks that fit a staging buffer,
-// the two buffers in turn: a load DMAs a chunk's slots into a buffer on `stream` and
-// scatters its pieces with a kernel on `scatter`; a store gathers on `scatter`, then DMAs on
-// `stream`. A buffer's next DMA waits for its last kernel and the other way round, so the
-// copy engine moves one chunk while the SMs scatter the other. Every copy has ended once
-// `stream`'s work enqueued so far has (`scatter` is joined into it). `started`: chunks of a
-// load whose DMAs StartStagedLoad already issued.
-CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
-                            size_t end, CopyScratch* scratch, cudaStream_t stream,
-                            cudaStream_t scatter, size_t started = 0);
-// A load's first DMAs (one chunk per buffer) for blocks [first, end) on `stream`: they need
-// only plan.slots, so a lane can start every run's copies before it plans any run's pieces.
-// Sets `*started` for IssueStagedCopies.
-CopyError StartStagedLoad(const CopyLaunch& launch, const StagedPlan& plan, size_t first,
-                          size_t end, CopyScratch* scratch, cudaStream_t stream, size_t* started);
+// Adds the pieces of blocks [first, end) to the StagedPlan being issued (PlanStagedBlocks).
+using PlanBlocks = std::function<void(size_t first, size_t end)>;
+
+// kStaged for every block of `plan`, in chunks of blocks that fit a staging buffer, the two
+// buffers in turn: a load DMAs a chunk's slots into a buffer on `stream` and scatters its
+// pieces with a kernel on `scatter`; a store gathers on `scatter`, then DMAs on `stream`. A
+// buffer's next DMA waits for its last kernel and the other way round, so the copy engine
+// moves one chunk while the SMs scatter the other. Every copy has ended once `stream`'s work
+// enqueued so far has (`scatter` is joined into it). `plan_blocks` (empty: `plan` has every
+// block's pieces already) plans the first chunk's pieces, then the rest's, as they are
+// needed: a load's first DMAs need only plan.slots and are issued before either. `plan`
+// (possibly growing through `plan_blocks`) must bound its pieces by plan.max_pieces.
+CopyError IssueStagedCopies(const CopyLaunch& launch, const StagedPlan& plan, CopyScratch* scratch,
+                            cudaStream_t stream, cudaStream_t scatter,
+                            const PlanBlocks& plan_blocks = {});
 
 }  // namespace kvstrata
 

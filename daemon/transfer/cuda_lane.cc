@@ -183,16 +183,12 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
 }
 
 CopyError CudaLane::IssueStaged(LaneJob& job, Slot& slot) {
-  // A load's first DMAs need only the slots: they start before the pieces are planned
-  // (planning and the descriptors take ~0.2 ms per 128 blocks of 64 pieces).
-  const size_t blocks = job.staged.slots.size();
-  size_t started = 0;
-  CopyError error =
-      StartStagedLoad(job.launch, job.staged, 0, blocks, &slot.scratch[0], streams_[0], &started);
-  if (!error.ok()) return error;
-  if (job.plan_blocks) job.plan_blocks(job, 0, blocks);
-  return IssueStagedCopies(job.launch, job.staged, 0, blocks, &slot.scratch[0], streams_[0],
-                           scatter_stream_, started);
+  PlanBlocks plan_blocks;
+  if (job.plan_blocks) {
+    plan_blocks = [&job](size_t first, size_t end) { job.plan_blocks(job, first, end); };
+  }
+  return IssueStagedCopies(job.launch, job.staged, &slot.scratch[0], streams_[0], scatter_stream_,
+                           plan_blocks);
 }
 
 CopyError CudaLane::IssueLayers(LaneJob& job, Slot& slot) {

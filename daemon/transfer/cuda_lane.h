@@ -46,8 +46,8 @@ struct LaneJob {
   // pieces costs the submitting caller nothing.
   std::function<void(LaneJob&)> plan;
   // kStaged: `plan` fills only the slots; this adds the pieces of blocks [first, end)
-  // (PlanStagedBlocks) right before they are issued, once the first DMAs (which need only
-  // the slots) started: the copy engine moves them while the pieces are planned.
+  // (PlanStagedBlocks) as IssueStagedCopies needs them, the first chunk's and then the
+  // rest's: a load's first DMAs (which need only the slots) move while they are planned.
   std::function<void(LaneJob&, size_t first, size_t end)> plan_blocks;
   std::vector<PieceCopy> pieces;  // Every strategy but kStaged.
   StagedPlan staged;              // kStaged.

@@ -187,7 +187,8 @@ StagedPlan PlanStagedSlots(const std::vector<BlockCopy>& blocks, uint64_t host_b
 void PlanStagedBlocks(const std::vector<TensorLayout>& tensors,
                       const std::vector<BlockCopy>& blocks, size_t first, size_t end,
                       StagedPlan* plan) {
-  plan->pieces.reserve(blocks.size() * tensors.size());  // Once, for the whole job.
+  plan->max_pieces = blocks.size() * tensors.size();  // At most one piece per tensor.
+  plan->pieces.reserve(plan->max_pieces);             // Once, for the whole job.
   for (size_t b = first; b < end; ++b) {
     AppendBlockPieces(tensors, blocks[b].block_id, 0, &plan->pieces);
     plan->first_piece.push_back(static_cast<uint32_t>(plan->pieces.size()));

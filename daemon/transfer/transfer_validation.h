@@ -80,6 +80,7 @@ struct StagedPlan {
   std::vector<uint64_t> slots;        // Host address of each block's slot.
   std::vector<PieceCopy> pieces;      // Grouped by block, in block order.
   std::vector<uint32_t> first_piece;  // Block i owns pieces [first_piece[i], first_piece[i+1]).
+  size_t max_pieces = 0;              // At least pieces.size() once every block is planned.
 };
 // Every block's slot and pieces.
 StagedPlan PlanStaged(const std::vector<TensorLayout>& tensors,
