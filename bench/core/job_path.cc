@@ -36,7 +36,8 @@ class InstantEngine : public TransferEngine {
   }
   absl::Status Unregister(uint64_t, uint64_t) override { return absl::OkStatus(); }
   void EndSession(uint64_t) override {}
-  absl::Status Submit(uint64_t, TransferRequest, std::function<void(TransferResult)> done) override {
+  absl::Status Submit(uint64_t, TransferRequest,
+                      std::function<void(TransferResult)> done) override {
     done(TransferResult{});
     return absl::OkStatus();
   }
@@ -139,8 +140,8 @@ void BM_StoreJob(benchmark::State& state) {
     std::vector<std::string> keys = RandomKeys(gen, kBlocks);
     JobBlocks blocks = s.Blocks(keys);
     state.ResumeTiming();
-    benchmark::DoNotOptimize(s.jobs->SubmitStore(kSession, s.ns, kBlockBytes, s.registration,
-                                                 blocks, std::nullopt));
+    benchmark::DoNotOptimize(
+        s.jobs->SubmitStore(kSession, s.ns, kBlockBytes, s.registration, blocks, std::nullopt));
     state.PauseTiming();
     (void)s.store->Evict(s.ns, blocks.keys, TierSelection{});
     state.ResumeTiming();

@@ -97,11 +97,34 @@ CudaLane::~CudaLane() {
 
 void CudaLane::Enqueue(LaneJob job) {
   job.enqueued = std::chrono::steady_clock::now();
+  size_t slot = 0;
+  bool now = false;
   {
     MutexLock lock(&mu_);
-    queue_.push_back(std::move(job));
+    // A load that waits for nothing, to an idle lane: issued on this thread, which spares it
+    // the issue thread's wake-up (~50 us on a virtual machine).
+    now = job.launch.direction == CopyDirection::kUp && job.wait_event == nullptr && !issuing_ &&
+          !stopping_ && queue_.empty() && !free_slots_.empty();
+    if (now) {
+      issuing_ = true;
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      queue_.push_back(std::move(job));
+    }
+  }
+  if (now) {
+    cudaSetDevice(device_);
+    IssueTaken(std::move(job), slot);
   }
   changed_.SignalAll();
+}
+
+void CudaLane::IssueTaken(LaneJob job, size_t slot) {
+  CopyError error = Issue(job, slots_[slot]);
+  MutexLock lock(&mu_);
+  issued_.push_back({std::move(job), slot, error});
+  issuing_ = false;
 }
 
 void CudaLane::IssueLoop() {
@@ -112,7 +135,8 @@ void CudaLane::IssueLoop() {
     {
       MutexLock lock(&mu_);
       changed_.Wait(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return (!queue_.empty() && !free_slots_.empty()) || (stopping_ && queue_.empty());
+        return !issuing_ &&
+               ((!queue_.empty() && !free_slots_.empty()) || (stopping_ && queue_.empty()));
       });
       if (queue_.empty()) {
         issue_done_ = true;
@@ -122,12 +146,9 @@ void CudaLane::IssueLoop() {
       queue_.pop_front();
       slot = free_slots_.back();
       free_slots_.pop_back();
+      issuing_ = true;
     }
-    CopyError error = Issue(job, slots_[slot]);
-    {
-      MutexLock lock(&mu_);
-      issued_.push_back({std::move(job), slot, error});
-    }
+    IssueTaken(std::move(job), slot);
     changed_.SignalAll();
   }
   changed_.SignalAll();

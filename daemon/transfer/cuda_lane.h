@@ -1,15 +1,16 @@
 // One direction of one GPU: `streams` non-blocking streams and two threads. The issue
-// thread takes queued jobs in order and, once the engine's event completed, cuts each job
-// into up to `streams` runs of about equal bytes (none under kMinPartBytes) and enqueues each run
-// on its own stream, so one engine request keeps several copy engines busy as many requests would;
-// the other streams' ends are joined into the first, where the job's event is recorded. The
-// completion thread waits for those events in order (polling every kCompletionPollMicros) and
-// runs each job's `done` exactly once, after every run landed. A staged job is one run, whose
-// kernels go on a stream of their own (`scatter_stream_`), joined into its copy stream, so that
-// its DMAs and kernels overlap; a staged load's first DMAs are issued before its pieces are
-// planned. A layer-wise load is issued layer by layer, each layer cut into runs as above and
-// joined, then its flag word written on the first stream. Up to kSlots jobs are in flight, so
-// issuing the next transfer overlaps the copies of the previous ones. CUDA build only. Thread-safe.
+// thread takes queued jobs in order (a load to an idle lane is issued by Enqueue's caller
+// instead) and, once the engine's event completed, cuts each job into up to `streams` runs of
+// about equal bytes (none under kMinPartBytes) and enqueues each run on its own stream, so one
+// engine request keeps several copy engines busy as many requests would; the other streams'
+// ends are joined into the first, where the job's event is recorded. The completion thread
+// waits for those events in order (polling every kCompletionPollMicros) and runs each job's
+// `done` exactly once, after every run landed. A staged job is one run, whose kernels go on a
+// stream of their own (`scatter_stream_`), joined into its copy stream, so that its DMAs and
+// kernels overlap; a staged load's first DMAs are issued before its pieces are planned. A
+// layer-wise load is issued layer by layer, each layer cut into runs as above and joined, then
+// its flag word written on the first stream. Up to kSlots jobs are in flight, so issuing the
+// next transfer overlaps the copies of the previous ones. CUDA build only. Thread-safe.
 #ifndef KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 #define KVSTRATA_DAEMON_TRANSFER_CUDA_LANE_H_
 
@@ -82,6 +83,9 @@ class CudaLane {
   CudaLane(const CudaLane&) = delete;
   CudaLane& operator=(const CudaLane&) = delete;
 
+  // Queues `job` for the issue thread; a load that waits for no engine event, to a lane
+  // with nothing queued or being issued, is issued on the calling thread instead (blocks
+  // for as long as issuing takes: planning and enqueueing its copies, not the copies).
   void Enqueue(LaneJob job);
 
  private:
@@ -104,6 +108,9 @@ class CudaLane {
   CudaLane(int device, std::vector<cudaStream_t> streams, cudaStream_t scatter);
   absl::Status InitSlots();
   void IssueLoop();
+  // Issues a job taken off the queue (or never queued) into `slot`, hands it to the
+  // completion thread and clears issuing_.
+  void IssueTaken(LaneJob job, size_t slot);
   void CompleteLoop();
   CopyError Issue(LaneJob& job, Slot& slot);
   // kStaged (never layer-wise): one run of every block on streams_[0] and scatter_stream_, in
@@ -128,6 +135,7 @@ class CudaLane {
   std::vector<size_t> free_slots_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool issue_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool issuing_ ABSL_GUARDED_BY(mu_) = false;  // A job is being issued (one at a time, in order).
   // The completion thread's own: the fastest bytes per GPU microsecond (Create's, or of a job
   // of at least kMinPartBytes since; 0: none yet), for how long it sleeps before polling.
   double fastest_bytes_per_us_ = 0;
