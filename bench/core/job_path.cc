@@ -20,6 +20,7 @@
 #include "daemon/pool/slab_allocator.h"
 #include "daemon/store/block_store.h"
 #include "daemon/tiering/tier_manager.h"
+#include "tests/unit/tiers/tier_test_data.h"
 
 namespace kvstrata {
 namespace {
@@ -65,15 +66,7 @@ struct Stack {
   RegistrationId registration = 0;
 
   Stack() {
-    NamespaceSpec spec;
-    spec.engine_kind = EngineKind::kOther;
-    spec.model = "job-path";
-    spec.kv_layout = KvLayout::kOpaque;
-    spec.dtype = DType::kUint8;
-    spec.opaque_block_bytes = kBlockBytes;
-    spec.tokens_per_block = 16;
-    (void)ValidateAndNormalize(spec);
-    ns = namespaces.Register(kSession, spec)->id;
+    ns = namespaces.Register(kSession, OpaqueTestSpec(kBlockBytes, "job-path"))->id;
     allocator = *SlabAllocator::Create({.region_bytes = 20ull << 30});
     tiers = std::make_unique<TierManager>(&namespaces, absl::Milliseconds(100));
     BlockCacheOptions options;
