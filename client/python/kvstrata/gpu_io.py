@@ -220,7 +220,6 @@ class GpuIO(Connection):
                       pb.JobCompletion.KIND_STORE if kind == KIND_STORE
                       else pb.JobCompletion.KIND_LOAD, len(keys), sid)
         tracker = self.completions()
-        tracker.warm_sockets = self._warm_job_sockets  # Its waits warm this socket's reader.
         tracker.sent(job.job_id, job.kind, job.num_blocks, tag)
         try:
             jobs.send(frame, job)
@@ -247,10 +246,6 @@ class GpuIO(Connection):
             for old in stale:
                 old.close()
         return jobs if jobs.spoken else None
-
-    def _warm_job_sockets(self) -> List[JobSocket]:
-        """The job sockets whose readers a waiting thread warms (CompletionTracker.wait)."""
-        return list(self._job_sockets.values())
 
     def _on_job_answer(self, job: SentJob, status: int, daemon_job_id: int,
                        message: str) -> None:

@@ -19,28 +19,19 @@ connection whose oldest unanswered frame waited `timeout` seconds. A daemon that
 job frames answers with a lookup frame's magic: its connection is dropped the same way
 (error: NotSpoken) and `spoken` turns False (the session then submits through gRPC).
 The callbacks run in the reader thread (or in a sender's thread when its write failed),
-never under the JobSocket's locks.
-
-While some thread waits for a job (warm() until cool(): CompletionTracker.wait does so),
-the reader polls its socket every WARM_POLL_S instead of sleeping until bytes come: a
-thread that slept through a whole job (tens of ms) wakes 0.1-0.2 ms after the bytes on a
-virtual machine, one that slept 1 ms ~30 us (bench/gpu/wake_probe.py). Otherwise it sleeps,
-and takes the GIL from nobody. A completion frame whose sizes cannot be trusted breaks
+never under the JobSocket's locks. A completion frame whose sizes cannot be trusted breaks
 the connection like a torn answer; completions of jobs already answered then come through
 the session's completion stream (the daemon queues what it cannot write).
 """
 from __future__ import annotations
 
 import logging
-import os
-import select
 import socket
 import threading
 import time
-import weakref
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, List, Optional, Tuple
+from typing import Callable, Deque, List, Optional, Tuple
 
 import grpc
 
@@ -51,15 +42,6 @@ from .fast_path import (ANSWER_BYTES, COMPLETION_BYTES, COMPLETION_MAGIC, MAGIC,
 
 log = logging.getLogger("kvstrata")
 _COMPLETION_MAGIC_BYTES = COMPLETION_MAGIC.to_bytes(4, "little")
-WARM_POLL_S = 0.001  # the reader's poll while a thread waits for a job (see warm())
-
-
-def _close_fds(*fds: int) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 @dataclass(eq=False)
@@ -103,14 +85,6 @@ class JobSocket:
         self._lock = threading.Lock()       # guards _link and every link's unanswered/broken
         self._link: Optional[_Link] = None
         self._closed = False
-        self._warm = 0  # threads waiting for jobs (warm() .. cool()), guarded by _lock
-        # Written by warm() to wake a reader asleep until bytes come: it then polls.
-        # Closed with the object, not by close(): a reader still polling must not see the
-        # numbers reused by another file.
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        weakref.finalize(self, _close_fds, self._wake_r, self._wake_w)
 
     # ------------------------------------------------------------------ sending
 
@@ -195,23 +169,6 @@ class JobSocket:
         if link is not None:
             self._report_lost(self._break(link), ConnectionAbortedError("the session was closed"))
 
-    def warm(self) -> None:
-        """A thread starts waiting for a job: until its cool(), the reader polls every
-        WARM_POLL_S (see the module docstring)."""
-        with self._lock:
-            self._warm += 1
-            if self._warm > 1 or self._closed:
-                return
-        try:
-            os.write(self._wake_w, b"w")
-        except OSError:  # Full (the reader wakes anyway) or closed.
-            pass
-
-    def cool(self) -> None:
-        """The waiting thread of a warm() is done."""
-        with self._lock:
-            self._warm = max(0, self._warm - 1)
-
     @property
     def unanswered(self) -> int:
         """How many written frames still wait for their answer."""
@@ -224,9 +181,7 @@ class JobSocket:
     def _read(self, link: _Link) -> None:
         error: BaseException = ConnectionResetError("the daemon closed the connection")
         try:
-            ready = self._readiness(link)
             while True:
-                self._await_bytes(link, ready)
                 head = self._recv(link, ANSWER_BYTES)
                 if head is None:
                     break
@@ -269,42 +224,6 @@ class JobSocket:
             with self._send_lock:  # No sender uses the socket now: closing cannot hit a reused fd.
                 link.sock.close()
             self._report_lost(orphans, error)
-
-    def _readiness(self, link: _Link) -> Any:
-        """A poll of the link's socket and the wake pipe."""
-        ready = select.poll()
-        ready.register(link.sock, select.POLLIN)
-        ready.register(self._wake_r, select.POLLIN)
-        return ready
-
-    def _await_bytes(self, link: _Link, ready: Any) -> None:
-        """Returns once the socket has bytes to read (or an end: recv then says which),
-        polling every WARM_POLL_S while a thread waits for a job. TimeoutError when the
-        oldest unanswered frame is overdue."""
-        while True:
-            with self._lock:
-                warm = self._warm > 0 and not self._closed
-            if warm:
-                wait_ms: Optional[int] = int(WARM_POLL_S * 1000)
-            elif self.timeout is not None:
-                wait_ms = max(1, int(self.timeout * 1000))
-            else:
-                wait_ms = None
-            events = ready.poll(wait_ms)
-            woken = False
-            for fd, _ in events:
-                if fd == self._wake_r:
-                    woken = True
-                else:
-                    return
-            if woken:
-                try:
-                    os.read(self._wake_r, 64)
-                except OSError:
-                    pass
-                continue
-            if self._overdue(link):
-                raise TimeoutError(f"no answer from {self.path} within {self.timeout} s")
 
     def _read_completion(self, link: _Link, head: bytes) -> None:
         """The rest of a completion frame whose first ANSWER_BYTES are `head`; hands it to

@@ -51,8 +51,8 @@ _MIN_POLL_BACKOFF_S = 0.0005
 _MAX_POLL_BACKOFF_S = 0.02
 # wait() wakes this often for its first _WARM_LIMIT_S: a thread that slept for a whole job
 # (tens of ms) wakes 0.1-0.2 ms later on a virtual machine than one that slept 1 ms
-# (bench/gpu/wake_probe.py). Meanwhile the job socket's reader polls too (JobSocket.warm):
-# only while a thread waits, so that its wake-ups take the GIL from no engine thread at work.
+# (bench/gpu/wake_probe.py). The job socket's reader thread does not: its wake-ups would
+# take the GIL from the engine's thread.
 _WARM_WAIT_S = 0.001
 _WARM_LIMIT_S = 5.0
 JOB_TAG_SHIFT = 48
@@ -114,8 +114,6 @@ class CompletionTracker:
         self._thread: Optional[threading.Thread] = None
         self._watching = False
         self._closed = False
-        # The session's job sockets (JobSocket.warm / cool), warmed while wait() waits.
-        self.warm_sockets: Callable[[], List[Any]] = list
 
     # ------------------------------------------------------------------ stream
 
@@ -394,17 +392,6 @@ class CompletionTracker:
         the daemon is gone.
         """
         ids = list(dict.fromkeys(int(j) for j in job_ids))
-        warm = self.warm_sockets()
-        for w in warm:
-            w.warm()
-        try:
-            return self._wait(ids, timeout, warm)
-        finally:
-            for w in warm:
-                w.cool()
-
-    def _wait(self, ids: List[int], timeout: Optional[float], warm: List[Any]) -> Dict[int, Any]:
-        """wait()'s loop; cools the sockets in `warm` (and empties it) after _WARM_LIMIT_S."""
         deadline = None if timeout is None else time.monotonic() + timeout
         warm_until = time.monotonic() + _WARM_LIMIT_S
         backoff = _MIN_POLL_BACKOFF_S
@@ -438,10 +425,6 @@ class CompletionTracker:
                         limit = min(limit, deadline - now)
                     if now < warm_until:
                         limit = min(limit, _WARM_WAIT_S)
-                    elif warm:
-                        for w in warm:
-                            w.cool()
-                        warm.clear()
                     self._cond.wait(limit)
                     continue
             self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.
