@@ -38,7 +38,7 @@ inline constexpr int kEngineEventWaitLimitSeconds = 30;
 // after the GPU finished on a virtual machine, whose idle vCPUs sleep deep. It first sleeps
 // through kCompletionSleepShare of the time the job would take at the lane's fastest rate
 // (the start's calibration, or faster jobs since), and polls for the rest.
-inline constexpr int kCompletionPollMicros = 50;
+inline constexpr int kCompletionPollMicros = 20;
 inline constexpr double kCompletionSleepShare = 0.9;
 
 struct LaneJob {

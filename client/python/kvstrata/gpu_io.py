@@ -22,7 +22,7 @@ context). torch is imported only by register_cuda_kv_caches.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -35,7 +35,7 @@ from .fast_path import (STATUS_CODES, KIND_LOAD, KIND_STORE, VERSION, VERSION_CO
                         NotSpoken, SocketCompletion, job_frame)
 from .host import key_bytes
 from .job_ids import client_job_id, is_client_job_id, job_counter
-from .job_socket import JobSocket, SentJob
+from .job_socket import JobSocket, Reading, SentJob
 from .jobs import JOB_TAG_MASK, job_tag
 from .kv_pieces import TensorPiece
 from .spec import NamespaceArg, RegisteredNamespace, namespace_id
@@ -246,6 +246,17 @@ class GpuIO(Connection):
             for old in stale:
                 old.close()
         return jobs if jobs.spoken else None
+
+    def _completion_reader(self) -> Optional[Callable[[float], Reading]]:
+        """JobSocket.reading of the job socket when job completions come back there (the
+        daemon offers socket_completions): a thread waiting for its jobs then reads them
+        itself (kvstrata.jobs, CompletionTracker.wait)."""
+        if not getattr(self.open_response, "socket_completions", False):
+            return None
+        for jobs in list(self._job_sockets.values()):
+            if jobs.spoken:
+                return jobs.reading
+        return None
 
     def _on_job_answer(self, job: SentJob, status: int, daemon_job_id: int,
                        message: str) -> None:

@@ -13,12 +13,19 @@ status code number of the refusal and its message). Between the answers may come
 frames (the jobs of version-2 frames, which may finish before their answer is read): each is
 handed to `on_completion(SocketCompletion)` (the daemon's job id; the session maps it).
 
+A thread that waits for its jobs may read the connection itself (reading()): the reader
+thread hands its role over and sleeps until the waiter is done. The completion then wakes
+the thread that waits for it directly, instead of waking the reader thread, which files it
+and wakes the waiter: on a virtual machine each wake-up of a thread that slept through a job
+costs 0.05-0.2 ms (bench/RESULTS.md, "Wake-ups"). One thread reads at a time, frame by whole
+frame, so answers and completions are filed in order whoever reads them.
+
 A connection that breaks (the daemon died, or closed it) hands every job whose answer was
 not read to `on_lost(jobs, error)`, once, and the next send() connects again. So does a
 connection whose oldest unanswered frame waited `timeout` seconds. A daemon that predates
 job frames answers with a lookup frame's magic: its connection is dropped the same way
 (error: NotSpoken) and `spoken` turns False (the session then submits through gRPC).
-The callbacks run in the reader thread (or in a sender's thread when its write failed),
+The callbacks run in the thread that reads (or in a sender's thread when its write failed),
 never under the JobSocket's locks. A completion frame whose sizes cannot be trusted breaks
 the connection like a torn answer; completions of jobs already answered then come through
 the session's completion stream (the daemon queues what it cannot write).
@@ -26,12 +33,14 @@ the session's completion stream (the daemon queues what it cannot write).
 from __future__ import annotations
 
 import logging
+import os
+import select
 import socket
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Deque, List, Optional, Tuple
+from typing import Any, Callable, Deque, List, Optional, Tuple
 
 import grpc
 
@@ -42,6 +51,8 @@ from .fast_path import (ANSWER_BYTES, COMPLETION_BYTES, COMPLETION_MAGIC, MAGIC,
 
 log = logging.getLogger("kvstrata")
 _COMPLETION_MAGIC_BYTES = COMPLETION_MAGIC.to_bytes(4, "little")
+# How soon the reader thread takes its role back after a waiting thread's turn ended.
+_HANDBACK_S = 0.005
 
 
 @dataclass(eq=False)
@@ -61,12 +72,75 @@ CompletionFn = Callable[[SocketCompletion], None]
 
 
 class _Link:
-    """One connection: its socket and the jobs whose answers are still to be read."""
+    """One connection: its socket, the jobs whose answers are still to be read, and who
+    reads it (the link's reader thread, or a thread waiting for its jobs: see reading())."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.unanswered: Deque[SentJob] = deque()
         self.broken = False
+        # The reader thread sleeps in poll() on the socket and on this pipe; a waiting thread
+        # that wants to read writes a byte to it (JobSocket.reading).
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.reader: Optional[int] = None  # threading.get_ident() of the thread reading, if any
+        self.reader_thread: Optional[int] = None  # the link's own reader thread's, once it runs
+        self.wanted = 0                    # waiting threads that asked for the reader's role
+
+    def close(self) -> None:
+        self.sock.close()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+
+
+class _Closed(Exception):
+    """The daemon closed the connection between two frames."""
+
+
+class Reading:
+    """A waiting thread's turn as its connection's reader (JobSocket.reading()).
+
+    `active` is False when the turn could not be had (no connection, another thread reads,
+    or the reader thread did not hand over in time) or ended (the connection broke): the
+    caller then waits for its completions the usual way."""
+
+    def __init__(self, owner: "JobSocket", link: Optional[_Link]) -> None:
+        self._owner = owner
+        self._link = link
+        self._poll: Optional[Any] = None
+        if link is not None:
+            self._poll = select.poll()
+            self._poll.register(link.sock.fileno(), select.POLLIN)
+
+    @property
+    def active(self) -> bool:
+        return self._link is not None and not self._link.broken
+
+    def read_for(self, seconds: float) -> None:
+        """Reads and files the frames that arrive within `seconds` (returns after the first
+        one, or when the time is up); a connection error breaks the connection as its
+        reader thread would (on_lost gets the unanswered jobs) and ends the turn."""
+        link = self._link
+        if link is None or link.broken:
+            return
+        try:
+            if self._poll.poll(max(0, int(seconds * 1000 + 0.999))):
+                self._owner._read_frame(link)
+        except (_Closed, OSError, ConnectionError, TimeoutError, NotSpoken) as err:
+            self._owner._fail(link, err)
+
+    def end(self) -> None:
+        """Hands the role back to the connection's reader thread."""
+        link, self._link = self._link, None
+        if link is not None:
+            self._owner._release(link)
+
+    def __enter__(self) -> "Reading":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.end()
 
 
 class JobSocket:
@@ -82,7 +156,8 @@ class JobSocket:
         self.on_completion = on_completion
         self.spoken = True   # False once the daemon answered a frame as a lookup frame
         self._send_lock = threading.Lock()  # held while writing; only its holder uses a socket to send
-        self._lock = threading.Lock()       # guards _link and every link's unanswered/broken
+        self._lock = threading.Lock()       # guards _link and every link's unanswered/broken/reader/wanted
+        self._role = threading.Condition(self._lock)  # a link's reader role changed hands
         self._link: Optional[_Link] = None
         self._closed = False
 
@@ -135,11 +210,11 @@ class JobSocket:
         sock.settimeout(self.timeout)
         try:
             sock.connect(self.path)
+            link = _Link(sock)
         except OSError as err:
             sock.close()
             raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
                                     f"fast-path socket {self.path}: {err}", self.path) from None
-        link = _Link(sock)
         with self._lock:
             self._link = link
         threading.Thread(target=self._read, args=(link,), daemon=True,
@@ -155,6 +230,7 @@ class JobSocket:
             link.broken = True
             orphans = list(link.unanswered)
             link.unanswered.clear()
+            self._role.notify_all()  # Threads waiting for the reader's role give up.
         try:
             link.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -178,52 +254,139 @@ class JobSocket:
 
     # ------------------------------------------------------------------ the reader
 
+    def reading(self, limit: float) -> Reading:
+        """The calling thread's turn as the connection's reader, for a thread about to wait
+        for its jobs' completions: it then reads them itself (Reading.read_for) instead of
+        being woken by the reader thread once that thread has read and filed them, one
+        thread's wake-up less on the way of every completion. The reader thread is asked to
+        hand over (a byte on its wake pipe) and is waited for at most `limit` seconds; the
+        turn is inactive when there is no connection or another thread has it. End it
+        (Reading.end, or a with block) once the wait is over: the reader thread reads on."""
+        me = threading.get_ident()
+        with self._role:
+            link = self._link
+            if link is None or link.broken or link.reader == me:
+                return Reading(self, None)
+            link.wanted += 1
+            try:
+                if link.reader is not None and link.reader == link.reader_thread:
+                    try:
+                        os.write(link.wake_w, b"w")
+                    except BlockingIOError:
+                        pass  # Bytes are waiting there already.
+                deadline = time.monotonic() + limit
+                while link.reader is not None and not link.broken:
+                    if link.reader != link.reader_thread:
+                        return Reading(self, None)  # Another waiting thread reads.
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return Reading(self, None)
+                    self._role.wait(left)
+                if link.broken:
+                    return Reading(self, None)
+                link.reader = me
+            finally:
+                link.wanted -= 1
+        return Reading(self, link)
+
+    def _release(self, link: _Link) -> None:
+        """The reader's role is free again. Its reader thread takes it back within
+        _HANDBACK_S, unwoken: a thread that waits again before then (an engine submitting and
+        waiting step after step) takes it with no hand-over, and the reader thread's wake-up
+        does not compete for the GIL with the caller's next submit."""
+        with self._role:
+            link.reader = None
+            if link.wanted:
+                self._role.notify_all()
+
+    def _fail(self, link: _Link, error: BaseException) -> None:
+        """A reader found the connection unusable: break it and report its unanswered jobs
+        (once; its reader thread closes the socket when no thread reads it any more)."""
+        if isinstance(error, _Closed):
+            error = ConnectionResetError("the daemon closed the connection")
+        self._report_lost(self._break(link), error)
+
     def _read(self, link: _Link) -> None:
-        error: BaseException = ConnectionResetError("the daemon closed the connection")
+        """The reader thread of `link`: reads whenever no waiting thread does (reading()),
+        sleeping in poll() on the socket and its wake pipe; closes the socket at the end."""
+        me = threading.get_ident()
+        with self._role:
+            link.reader_thread = me
+        poller = select.poll()
+        poller.register(link.sock.fileno(), select.POLLIN)
+        poller.register(link.wake_r, select.POLLIN)
+        timeout_ms = None if self.timeout is None else max(1, int(self.timeout * 1000))
         try:
             while True:
-                head = self._recv(link, ANSWER_BYTES)
-                if head is None:
-                    break
-                if head[:4] == _COMPLETION_MAGIC_BYTES:
-                    self._read_completion(link, head)
-                    continue
-                # An answer often comes while a sender still waits in sendall() to get the
-                # GIL back (its frame woke the daemon): let it return first, then file it.
-                with self._send_lock:
-                    pass
-                magic, status, daemon_job_id, size = job_answer(head)
-                if magic != MAGIC:
-                    self.spoken = False
-                    error = NotSpoken(f"{self.path} answered a job frame with magic "
-                                      f"0x{magic:08x}: the daemon predates job frames")
-                    break
-                if size > MAX_MESSAGE_BYTES:
-                    error = ConnectionError(f"a job answer of {size} message bytes")
-                    break
-                message = self._recv(link, size) if size else b""
-                if message is None:
-                    error = ConnectionResetError("the daemon closed the connection mid-answer")
-                    break
-                with self._lock:
-                    job = link.unanswered.popleft() if link.unanswered else None
-                if job is None:
+                with self._role:
+                    while (link.reader is not None or link.wanted) and not link.broken:
+                        self._role.wait(_HANDBACK_S)
                     if link.broken:
                         break
-                    error = ConnectionError("an answer for a frame that was not written")
-                    break
+                    link.reader = me
                 try:
-                    self.on_answer(job, status, daemon_job_id,
-                                   message.decode("utf-8", "replace"))
-                except Exception:  # noqa: BLE001 - never let anything escape this thread
-                    log.exception("kvstrata: filing a job frame's answer failed")
-        except OSError as err:
-            error = err
+                    while True:
+                        ready = {fd for fd, _ in poller.poll(timeout_ms)}
+                        if link.sock.fileno() in ready:
+                            self._read_frame(link)
+                        elif not ready and self._overdue(link):
+                            raise TimeoutError(f"no answer from {self.path} within "
+                                               f"{self.timeout} s")
+                        if link.wake_r in ready:
+                            try:
+                                os.read(link.wake_r, 64)
+                            except BlockingIOError:
+                                pass
+                        with self._role:
+                            if link.wanted or link.broken:
+                                break
+                except (_Closed, OSError, ConnectionError, TimeoutError, NotSpoken) as err:
+                    self._fail(link, err)
+                finally:
+                    with self._role:
+                        link.reader = None
+                        self._role.notify_all()  # Threads waiting for the role.
         finally:
-            orphans = self._break(link)
+            self._fail(link, ConnectionResetError("the daemon closed the connection"))
+            with self._role:
+                while link.reader is not None:  # A waiting thread still reads: let it end.
+                    self._role.wait(_HANDBACK_S)
             with self._send_lock:  # No sender uses the socket now: closing cannot hit a reused fd.
-                link.sock.close()
-            self._report_lost(orphans, error)
+                link.close()
+
+    def _read_frame(self, link: _Link) -> None:
+        """Reads one frame and hands it to its callback. _Closed at the end of the stream
+        before it; ConnectionError / NotSpoken / OSError when the connection cannot go on."""
+        head = self._recv(link, ANSWER_BYTES)
+        if head is None:
+            raise _Closed()
+        if head[:4] == _COMPLETION_MAGIC_BYTES:
+            self._read_completion(link, head)
+            return
+        # An answer often comes while a sender still waits in sendall() to get the GIL back
+        # (its frame woke the daemon): let it return first, then file it.
+        with self._send_lock:
+            pass
+        magic, status, daemon_job_id, size = job_answer(head)
+        if magic != MAGIC:
+            self.spoken = False
+            raise NotSpoken(f"{self.path} answered a job frame with magic "
+                            f"0x{magic:08x}: the daemon predates job frames")
+        if size > MAX_MESSAGE_BYTES:
+            raise ConnectionError(f"a job answer of {size} message bytes")
+        message = self._recv(link, size) if size else b""
+        if message is None:
+            raise ConnectionResetError("the daemon closed the connection mid-answer")
+        with self._lock:
+            job = link.unanswered.popleft() if link.unanswered else None
+        if job is None:
+            if link.broken:
+                raise _Closed()
+            raise ConnectionError("an answer for a frame that was not written")
+        try:
+            self.on_answer(job, status, daemon_job_id, message.decode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001 - never let a callback's failure break the reader
+            log.exception("kvstrata: filing a job frame's answer failed")
 
     def _read_completion(self, link: _Link, head: bytes) -> None:
         """The rest of a completion frame whose first ANSWER_BYTES are `head`; hands it to

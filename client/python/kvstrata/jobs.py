@@ -55,6 +55,8 @@ _MAX_POLL_BACKOFF_S = 0.02
 # take the GIL from the engine's thread.
 _WARM_WAIT_S = 0.001
 _WARM_LIMIT_S = 5.0
+# How long a waiting thread waits for the job socket's reader thread to hand over its role.
+_READER_HANDOVER_S = 0.1
 JOB_TAG_SHIFT = 48
 JOB_TAG_MASK = ((1 << 15) - 1) << JOB_TAG_SHIFT
 _LOST_CODES = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE)
@@ -384,55 +386,75 @@ class CompletionTracker:
             return
         self._add(r.completions, epoch)
 
-    def wait(self, job_ids: Iterable[int], timeout: Optional[float] = None) -> Dict[int, Any]:
+    def wait(self, job_ids: Iterable[int], timeout: Optional[float] = None,
+             reader: Optional[Callable[[float], Any]] = None) -> Dict[int, Any]:
         """Block until every job in job_ids completed; returns (and takes) their completions.
 
         TimeoutError (naming the missing ids) when `timeout` seconds pass first; the
         completions that did arrive stay in the table. KVStrataError when the session or
-        the daemon is gone.
+        the daemon is gone. reader: the session's job socket's JobSocket.reading, when its
+        completions come there: this thread then reads them itself while it waits.
         """
         ids = list(dict.fromkeys(int(j) for j in job_ids))
         deadline = None if timeout is None else time.monotonic() + timeout
         warm_until = time.monotonic() + _WARM_LIMIT_S
         backoff = _MIN_POLL_BACKOFF_S
         next_poll = time.monotonic() + (self.poll_interval if self._watching else 0.0)
-        while True:
-            with self._cond:
-                missing = [j for j in ids if j not in self._done]
-                if not missing:
-                    return {j: self._pop(j) for j in ids}
-                if self._closed:
-                    raise KVStrataError(grpc.StatusCode.CANCELLED,
-                                        "the session was closed while waiting for jobs")
-                stale = [j for j in missing if (j & JOB_TAG_MASK) != self.tag
-                         and j not in self._pending]
-                if stale:
-                    raise KVStrataError(grpc.StatusCode.NOT_FOUND,
-                                        f"job {stale[0]} belongs to a session of an earlier "
-                                        "daemon (its failure was already handed out)")
-                now = time.monotonic()
-                if not self._watching and next_poll - now > _MAX_POLL_BACKOFF_S:
-                    next_poll = now  # The stream ended while we waited: poll from now on.
-                if deadline is not None and now >= deadline:
-                    shown = ", ".join(str(j) for j in missing[:8])
-                    more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-                    raise TimeoutError(f"kvstrata: jobs {shown}{more} did not complete within "
-                                       f"{timeout:.3f}s (stream: "
-                                       f"{'open' if self._watching else self.watch_error})")
-                if now < next_poll:
-                    limit = next_poll - now
+        turn: Any = None  # This thread's turn as the job socket's reader (kvstrata.job_socket).
+        try:
+            while True:
+                with self._cond:
+                    missing = [j for j in ids if j not in self._done]
+                    if not missing:
+                        return {j: self._pop(j) for j in ids}
+                    if self._closed:
+                        raise KVStrataError(grpc.StatusCode.CANCELLED,
+                                            "the session was closed while waiting for jobs")
+                    stale = [j for j in missing if (j & JOB_TAG_MASK) != self.tag
+                             and j not in self._pending]
+                    if stale:
+                        raise KVStrataError(grpc.StatusCode.NOT_FOUND,
+                                            f"job {stale[0]} belongs to a session of an earlier "
+                                            "daemon (its failure was already handed out)")
+                    now = time.monotonic()
+                    if not self._watching and next_poll - now > _MAX_POLL_BACKOFF_S:
+                        next_poll = now  # The stream ended while we waited: poll from now on.
+                    if deadline is not None and now >= deadline:
+                        shown = ", ".join(str(j) for j in missing[:8])
+                        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+                        raise TimeoutError(f"kvstrata: jobs {shown}{more} did not complete "
+                                           f"within {timeout:.3f}s (stream: "
+                                           f"{'open' if self._watching else self.watch_error})")
+                    limit = max(0.0, next_poll - now)
                     if deadline is not None:
                         limit = min(limit, deadline - now)
                     if now < warm_until:
                         limit = min(limit, _WARM_WAIT_S)
-                    self._cond.wait(limit)
+                    want_turn = reader is not None and turn is None
+                    if limit > 0 and not want_turn and not (turn is not None and turn.active):
+                        self._cond.wait(limit)
+                        continue
+                # Outside the lock: the thread that reads the job socket files into the table.
+                if want_turn:
+                    # Asked for after the first look at the table: a job done already costs
+                    # no hand-over.
+                    left = _READER_HANDOVER_S if deadline is None else deadline - time.monotonic()
+                    turn = reader(max(0.0, min(_READER_HANDOVER_S, left)))
                     continue
-            self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.
-            if self._watching:
-                next_poll = time.monotonic() + self.poll_interval
-            else:
-                backoff = min(backoff * 2, _MAX_POLL_BACKOFF_S)
-                next_poll = time.monotonic() + backoff
+                if limit > 0:
+                    turn.read_for(limit)
+                    continue
+                if time.monotonic() < next_poll:
+                    continue
+                self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.
+                if self._watching:
+                    next_poll = time.monotonic() + self.poll_interval
+                else:
+                    backoff = min(backoff * 2, _MAX_POLL_BACKOFF_S)
+                    next_poll = time.monotonic() + backoff
+        finally:
+            if turn is not None:
+                turn.end()
 
 
 class SessionJobs(Connection):
@@ -496,7 +518,12 @@ class SessionJobs(Connection):
 
         TimeoutError when timeout seconds pass first. Check `.ok` / `.failed_blocks`.
         """
-        return self.completions().wait(job_ids, timeout)
+        return self.completions().wait(job_ids, timeout, reader=self._completion_reader())
+
+    def _completion_reader(self) -> Optional[Callable[[float], Any]]:
+        """Where a waiting thread may read its jobs' completions itself (see
+        CompletionTracker.wait); None here: kvstrata.gpu_io names its job socket's."""
+        return None
 
     def wait_job(self, job_id: int, timeout: Optional[float] = None) -> Any:
         """wait_jobs for one job: its JobCompletion."""

@@ -318,3 +318,53 @@ def test_an_untrustworthy_completion_frame_breaks_the_connection(session, ns, la
     late(0.05, [(0, 51, b"", bad, b"")])
     job = session.submit_load(ns, UNKNOWN_REG, keys(2), range(2))
     assert_refused(session.wait_job(job, timeout=5), 2, "failed blocks")
+
+
+# ---------------------------------------------------------------------- the waiting thread reads
+
+
+def readers(session: kvstrata.Session) -> List[int]:
+    """Records the thread that files each completion frame (bind before the first submit:
+    the job socket binds the callback when it is made)."""
+    seen: List[int] = []
+    filed = session._on_job_completion
+
+    def noted(c) -> None:
+        seen.append(threading.get_ident())
+        filed(c)
+    session._on_job_completion = noted
+    return seen
+
+
+def test_a_waiting_thread_reads_its_completion_itself(session, ns, late) -> None:
+    """wait_job takes the job socket's reader role (one thread's wake-up less per
+    completion); once it returns, the reader thread reads on."""
+    sid = session.open_response.session_id
+    seen = readers(session)
+    late(0.2, [(0, 61, b"", b"", completion_frame(sid, 61)),
+               (0, 62, b"", b"", completion_frame(sid, 62))])
+    job = session.submit_load(ns, UNKNOWN_REG, keys(4), range(4))
+    assert session.wait_job(job, timeout=5).ok
+    assert seen == [threading.get_ident()]
+    later = session.submit_load(ns, UNKNOWN_REG, keys(4), range(4))
+    assert wait_until(lambda: session.completions().done(later), 5)
+    assert len(seen) == 2 and seen[1] != threading.get_ident()  # The reader thread's.
+    assert session.wait_job(later, timeout=5).ok
+
+
+def test_threads_waiting_at_once_each_get_their_completion(session, ns, late) -> None:
+    """One waiting thread reads; the others wait on the table as before."""
+    sid = session.open_response.session_id
+    late(0.05, [(0, 70 + i, b"", b"", completion_frame(sid, 70 + i)) for i in range(6)])
+    jobs = [session.submit_load(ns, UNKNOWN_REG, keys(2), range(2)) for _ in range(6)]
+    got: List = [None] * len(jobs)
+
+    def wait(i: int) -> None:
+        got[i] = session.wait_job(jobs[i], timeout=5)
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert all(c is not None and c.ok and c.job_id == job for c, job in zip(got, jobs)), got
+
