@@ -85,15 +85,16 @@ def timeline(log_path: Any, jobs: List[Dict[str, Any]]) -> Dict[str, Dict[str, f
     """Each client job beside the daemon's stages on one clock (the wall clock; the daemon at
     log.level=debug, log.format=json, whose lines carry microseconds). `jobs`: the client's
     records {group, t0, t1, t2, daemon_job, receipt} (time.time(): submit called, submit
-    returned, wait returned; the completion frame's receipt in the reader thread). p50 per
+    returned, wait returned; the completion frame's receipt in the thread that read it). p50 per
     group of, in microseconds:
       to_start   submit called -> the daemon started the job (after its checks and lookup)
       daemon     the daemon's job (elapsed_us)
       gpu        of which on the GPU (gpu_us: CUDA events around the copies)
       gpu_wake   issue_us + wait_us - gpu_us: mostly the completion thread's wake-up
       settle     the job's end -> its job_done line (a store's commit)
-      to_reader  job_done line -> the client's reader thread had the completion frame
-      to_waiter  reader thread -> the waiting thread returned from wait_job
+      to_reader  job_done line -> the client had the completion frame (in the thread that read
+                 it: the waiting thread itself while it waits, kvstrata.job_socket)
+      to_waiter  that receipt -> the waiting thread returned from wait_job
     """
     done: Dict[int, Dict[str, float]] = {}
     for m in JSON_LINE.finditer(Path(log_path).read_text(errors="replace")):

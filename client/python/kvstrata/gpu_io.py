@@ -14,8 +14,9 @@ the job's failed completion: ok False, every block in failed_blocks, the daemon'
 in `error`; so does a connection that broke before the answer was read. Otherwise the
 submit goes through gRPC, waits for the daemon and raises its refusals, as before.
 Their completions arrive through kvstrata.jobs (SessionJobs): a job frame's on the job
-socket itself where the daemon offers it (socket_completions: one wake-up of the reader
-thread instead of a gRPC stream message), else on the WatchCompletions stream. A reconnect registers the
+socket itself where the daemon offers it (socket_completions: read by the thread waiting
+for them, or else the job socket's reader thread, instead of a gRPC stream message), else on
+the WatchCompletions stream. A reconnect registers the
 kept descriptions again on the new session (no CUDA call: the heartbeat thread has no CUDA
 context). torch is imported only by register_cuda_kv_caches.
 """
@@ -260,7 +261,7 @@ class GpuIO(Connection):
 
     def _on_job_answer(self, job: SentJob, status: int, daemon_job_id: int,
                        message: str) -> None:
-        """A job frame's answer (the JobSocket's reader thread)."""
+        """A job frame's answer (in the thread reading the JobSocket)."""
         tracker = self._tracker
         if status == 0:
             if tracker is not None:
@@ -275,7 +276,7 @@ class GpuIO(Connection):
         self._failed(err, job.session_id)  # Notices a session the daemon no longer knows.
 
     def _on_job_completion(self, c: SocketCompletion) -> None:
-        """A completion frame from the job socket (its reader thread)."""
+        """A completion frame from the job socket (in the thread reading it)."""
         tracker = self._tracker
         if tracker is not None:
             tracker.delivered(c.session_id, pb.JobCompletion(

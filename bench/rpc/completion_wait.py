@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""How long a completion takes from the daemon's socket into the thread in wait_job: the
+client's share of every job (issue 14), without a GPU.
+
+    KVSTRATA_DAEMON=build/daemon/server/kvstratad \
+        python3 bench/rpc/completion_wait.py [--delay-ms 6] [--jobs 400]
+
+A real kvstratad opens the session; its job frames go to a stand-in for the daemon's
+fast-path socket in a child process, which answers each frame at once and writes the job's
+completion frame `delay` ms later, stamping the wall clock of that write (µs) into the
+frame's elapsed_us. This process submits a 512-block load and waits for it (wait_job),
+job after job, and prints p50 / p90 of its wait's return minus that stamp. Run it once per
+client build (PYTHONPATH=<site of the build> first) for an A/B on one machine.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(1, str(REPO / "tests" / "integration" / "python"))
+REQUEST = struct.Struct("<IHHQIIIIQQ")   # docs/wire-protocol.md, "Job frames"
+ANSWER = struct.Struct("<IIQI")
+COMPLETION = struct.Struct("<IHHQQQII")
+MAGIC, COMPLETION_MAGIC = 0x4A53564B, 0x4353564B
+
+
+def serve(path: str, delay_s: float, session_id: int) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    conn, _ = listener.accept()
+    job = 100
+    while True:
+        head = conn.recv(REQUEST.size, socket.MSG_WAITALL)
+        if len(head) < REQUEST.size:
+            return
+        h = REQUEST.unpack(head)
+        conn.recv(h[5] * (h[6] + 4), socket.MSG_WAITALL)
+        job += 1
+        conn.sendall(ANSWER.pack(MAGIC, 0, job, 0))
+        time.sleep(delay_s)
+        conn.sendall(COMPLETION.pack(COMPLETION_MAGIC, 2, 0, session_id, job,
+                                     time.time_ns() // 1000, 0, 0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--delay-ms", type=float, default=6.0)
+    parser.add_argument("--jobs", type=int, default=400)
+    args = parser.parse_args()
+    import kvstrata
+    from kvs_testing import Daemon, mha_spec
+
+    tmp = Path(tempfile.mkdtemp(prefix="kvcw", dir="/tmp"))
+    daemon = Daemon(tmp).start()
+    try:
+        s = kvstrata.Session(daemon.client(), client_name="completion-wait")
+        ns = s.register_namespace(**mha_spec(model="completion-wait"))
+        path = str(tmp / "jobs.sock")
+        child = multiprocessing.Process(target=serve, daemon=True,
+                                        args=(path, args.delay_ms / 1e3,
+                                              s.open_response.session_id))
+        child.start()
+        while not os.path.exists(path):
+            time.sleep(0.01)
+        s._side_sockets[s.open_response.lookup_socket] = path  # Job frames go to the child.
+        keys = [os.urandom(32) for _ in range(512)]
+        gaps = []
+        for _ in range(args.jobs):
+            c = s.wait_job(s.submit_load(ns, 7, keys, range(512)), timeout=5)
+            gaps.append(time.time_ns() / 1000 - c.elapsed_us)
+            time.sleep(0.002)  # The engine's work between two jobs.
+        gaps = sorted(gaps[3:])
+        print(f"{kvstrata.__file__}: delay {args.delay_ms:g} ms, completion written -> "
+              f"wait_job returned: p50 {statistics.median(gaps):.0f} us, "
+              f"p90 {gaps[int(len(gaps) * 0.9)]:.0f} us (n={len(gaps)})")
+        s.close()
+    finally:
+        daemon.stop()
+
+
+if __name__ == "__main__":
+    main()
