@@ -6,8 +6,9 @@ how long they slept: the floor under engine_jobs.py's client-side gap.
 
 A child process sleeps `idle` ms, stamps the wall clock and writes 8 bytes to a Unix socket.
 This process has what a kvstrata.Session had before its waiting thread read the job socket
-itself (fourteenth session): a reader thread blocked in recv() on that socket, which stamps the arrival and notifies a threading.Condition, and the main thread
-blocked in Condition.wait(), which stamps its return. p50 / p99 per idle time, in µs, of
+itself (fourteenth session): a reader thread blocked in recv() on that socket, which stamps
+the arrival and notifies a threading.Condition, and the main thread blocked in
+Condition.wait(), which stamps its return. p50 / p99 per idle time, in µs, of
   to_reader  the child's write -> the reader thread back from recv()
   to_waiter  the reader's notify -> the main thread back from wait()
 Needs no GPU.

@@ -9,8 +9,10 @@ A real kvstratad opens the session; its job frames go to a stand-in for the daem
 fast-path socket in a child process, which answers each frame at once and writes the job's
 completion frame `delay` ms later, stamping the wall clock of that write (µs) into the
 frame's elapsed_us. This process submits a 512-block load and waits for it (wait_job),
-job after job, and prints p50 / p90 of its wait's return minus that stamp. Run it once per
-client build (PYTHONPATH=<site of the build> first) for an A/B on one machine.
+job after job, and prints p50 / p90 of its wait's return minus that stamp. Beside it, in
+the same run, the floor: the same child, after the same delay, stamps and writes 8 bytes to
+a socket this process's main thread waits on in recv() (one wake-up, no Python between). Run
+it once per client build (PYTHONPATH=<site of the build> first) for an A/B on one machine.
 """
 from __future__ import annotations
 
@@ -52,6 +54,34 @@ def serve(path: str, delay_s: float, session_id: int) -> None:
                                      time.time_ns() // 1000, 0, 0))
 
 
+def floor_child(sock: socket.socket, delay_s: float) -> None:
+    while sock.recv(1):
+        time.sleep(delay_s)
+        sock.sendall(struct.pack("<Q", time.time_ns() // 1000))
+
+
+def floor(delay_s: float, rounds: int) -> list:
+    """The gaps (µs) of a main thread blocked in recv() woken by the child's stamped write."""
+    ours, theirs = socket.socketpair()
+    child = multiprocessing.Process(target=floor_child, args=(theirs, delay_s), daemon=True)
+    child.start()
+    gaps = []
+    for _ in range(rounds):
+        ours.sendall(b"x")
+        (stamp,) = struct.unpack("<Q", ours.recv(8, socket.MSG_WAITALL))
+        gaps.append(time.time_ns() / 1000 - stamp)
+        time.sleep(0.002)
+    ours.close()
+    child.join(timeout=5)
+    return gaps
+
+
+def summary(gaps: list) -> str:
+    gaps = sorted(gaps[3:])
+    return (f"p50 {statistics.median(gaps):.0f} us, p90 {gaps[int(len(gaps) * 0.9)]:.0f} us "
+            f"(n={len(gaps)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--delay-ms", type=float, default=6.0)
@@ -79,11 +109,11 @@ def main() -> None:
             c = s.wait_job(s.submit_load(ns, 7, keys, range(512)), timeout=5)
             gaps.append(time.time_ns() / 1000 - c.elapsed_us)
             time.sleep(0.002)  # The engine's work between two jobs.
-        gaps = sorted(gaps[3:])
-        print(f"{kvstrata.__file__}: delay {args.delay_ms:g} ms, completion written -> "
-              f"wait_job returned: p50 {statistics.median(gaps):.0f} us, "
-              f"p90 {gaps[int(len(gaps) * 0.9)]:.0f} us (n={len(gaps)})")
         s.close()
+        base = floor(args.delay_ms / 1e3, args.jobs)
+        print(f"{kvstrata.__file__}: delay {args.delay_ms:g} ms")
+        print(f"  completion written -> wait_job returned: {summary(gaps)}")
+        print(f"  floor, 8 bytes written -> recv() returned:  {summary(base)}")
     finally:
         daemon.stop()
 

@@ -98,6 +98,10 @@ class _Closed(Exception):
     """The daemon closed the connection between two frames."""
 
 
+# What a reader (the reader thread, or a waiting thread's Reading) ends the connection for.
+_CONNECTION_ERRORS = (_Closed, OSError, ConnectionError, TimeoutError, NotSpoken)
+
+
 class Reading:
     """A waiting thread's turn as its connection's reader (JobSocket.reading()).
 
@@ -127,7 +131,7 @@ class Reading:
         try:
             if self._poll.poll(max(0, int(seconds * 1000 + 0.999))):
                 self._owner._read_frame(link)
-        except (_Closed, OSError, ConnectionError, TimeoutError, NotSpoken) as err:
+        except _CONNECTION_ERRORS as err:
             self._owner._fail(link, err)
 
     def end(self) -> None:
@@ -135,12 +139,6 @@ class Reading:
         link, self._link = self._link, None
         if link is not None:
             self._owner._release(link)
-
-    def __enter__(self) -> "Reading":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.end()
 
 
 class JobSocket:
@@ -155,8 +153,10 @@ class JobSocket:
         self.on_lost = on_lost
         self.on_completion = on_completion
         self.spoken = True   # False once the daemon answered a frame as a lookup frame
-        self._send_lock = threading.Lock()  # held while writing; only its holder uses a socket to send
-        self._lock = threading.Lock()       # guards _link and every link's unanswered/broken/reader/wanted
+        # Held while writing; only its holder uses a socket to send.
+        self._send_lock = threading.Lock()
+        # Guards _link and every link's unanswered, broken, reader and wanted.
+        self._lock = threading.Lock()
         self._role = threading.Condition(self._lock)  # a link's reader role changed hands
         self._link: Optional[_Link] = None
         self._closed = False
@@ -261,7 +261,7 @@ class JobSocket:
         thread's wake-up less on the way of every completion. The reader thread is asked to
         hand over (a byte on its wake pipe) and is waited for at most `limit` seconds; the
         turn is inactive when there is no connection or another thread has it. End it
-        (Reading.end, or a with block) once the wait is over: the reader thread reads on."""
+        (Reading.end) once the wait is over: the reader thread reads on."""
         me = threading.get_ident()
         with self._role:
             link = self._link
@@ -290,8 +290,9 @@ class JobSocket:
         return Reading(self, link)
 
     def _release(self, link: _Link) -> None:
-        """The reader's role is free again. Its reader thread takes it back within
-        _HANDBACK_S, unwoken: a thread that waits again before then (an engine submitting and
+        """The reader's role is free again: threads asking for it (reading()) are woken. A
+        waiting thread's turn ends unnoticed by the reader thread, which takes the role back
+        within _HANDBACK_S: a thread that waits again before then (an engine submitting and
         waiting step after step) takes it with no hand-over, and the reader thread's wake-up
         does not compete for the GIL with the caller's next submit."""
         with self._role:
@@ -340,12 +341,10 @@ class JobSocket:
                         with self._role:
                             if link.wanted or link.broken:
                                 break
-                except (_Closed, OSError, ConnectionError, TimeoutError, NotSpoken) as err:
+                except _CONNECTION_ERRORS as err:
                     self._fail(link, err)
                 finally:
-                    with self._role:
-                        link.reader = None
-                        self._role.notify_all()  # Threads waiting for the role.
+                    self._release(link)
         finally:
             self._fail(link, ConnectionResetError("the daemon closed the connection"))
             with self._role:

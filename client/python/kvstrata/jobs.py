@@ -400,7 +400,7 @@ class CompletionTracker:
         warm_until = time.monotonic() + _WARM_LIMIT_S
         backoff = _MIN_POLL_BACKOFF_S
         next_poll = time.monotonic() + (self.poll_interval if self._watching else 0.0)
-        turn: Any = None  # This thread's turn as the job socket's reader (kvstrata.job_socket).
+        turn: Any = None  # This thread's turn as the job socket's reader (a job_socket.Reading).
         try:
             while True:
                 with self._cond:
@@ -443,8 +443,6 @@ class CompletionTracker:
                     continue
                 if limit > 0:
                     turn.read_for(limit)
-                    continue
-                if time.monotonic() < next_poll:
                     continue
                 self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.
                 if self._watching:
