@@ -167,9 +167,7 @@ uint64_t BlockCache::BlockBytesLocked(NamespaceId ns, const BlockEntry& e) const
 }
 
 void BlockCache::AddRefsLocked(absl::Span<const BlockKey> keys, int delta) {
-  for (const BlockKey& key : keys) {
-    index_.Update(key, [delta](BlockEntry& e) { e.refs += delta; });
-  }
+  index_.UpdateEach(keys, [delta](size_t, BlockEntry& e) { e.refs += delta; });
 }
 
 bool BlockCache::EvictableLocked(EvictionPolicy::Id id) {

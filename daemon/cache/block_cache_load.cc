@@ -23,14 +23,16 @@ absl::StatusOr<LoadResult> BlockCache::AcquireLoad(SessionId session, NamespaceI
   result.slots.resize(keys->size());
   Load load;
   load.session = session;
+  // Pinned for the load (in the same pass that finds them) before the lease's pins go, so
+  // nothing is evictable in between.
+  index_.UpdateEach(*keys, [&](size_t i, BlockEntry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!e.visible() || !(e.tiers & TierBit(Tier::kL1))) return;
+    result.slots[i] = LoadSlot{LoadStatus::kReady, e.offset, BlockBytesLocked(ns, e)};
+    ++e.refs;
+  });
   for (size_t i = 0; i < keys->size(); ++i) {
-    std::optional<BlockEntry> e = index_.Find((*keys)[i]);
-    if (!e.has_value() || !e->visible() || !(e->tiers & TierBit(Tier::kL1))) continue;
-    result.slots[i] = LoadSlot{LoadStatus::kReady, e->offset, BlockBytesLocked(ns, *e)};
-    load.keys.push_back((*keys)[i]);
+    if (result.slots[i].status == LoadStatus::kReady) load.keys.push_back((*keys)[i]);
   }
-  // Pin for the load before the lease's pins go, so nothing is evictable in between.
-  AddRefsLocked(load.keys, +1);
   if (consumed.has_value()) AddRefsLocked(consumed->keys, -1);
   if (!load.keys.empty()) {
     result.load = next_id_++;

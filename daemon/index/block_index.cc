@@ -79,11 +79,10 @@ PrefixMatch BlockIndex::LongestPrefix(absl::Span<const BlockKey> chain) const {
   return match;
 }
 
-bool BlockIndex::PrefixChunk(absl::Span<const BlockKey> chunk, PrefixMatch& match) const {
+template <typename Fn>
+void BlockIndex::ChunkByShard(absl::Span<const BlockKey> chunk, uint64_t* fps, Fn&& fn) const {
   const size_t n = chunk.size();
   const size_t shards = shard_mask_ + 1;
-  uint64_t fps[kPrefixChunk];
-  uint8_t tiers[kPrefixChunk];  // 0: missing or pending
   uint16_t order[kPrefixChunk];
   std::vector<uint32_t> start(shards + 1, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -100,10 +99,29 @@ bool BlockIndex::PrefixChunk(absl::Span<const BlockKey> chunk, PrefixMatch& matc
     MutexLock lock(&shard.mu);
     for (uint32_t j = start[s]; j < start[s + 1]; ++j) {
       size_t i = order[j];
-      auto it = shard.map.find(chunk[i], KeyHash::Of(fps[i]));
-      tiers[i] = it == shard.map.end() || !it->second.visible() ? 0 : it->second.tiers;
+      fn(shard.map, shard.map.find(chunk[i], KeyHash::Of(fps[i])), i);
     }
   }
+}
+
+void BlockIndex::UpdateEach(absl::Span<const BlockKey> keys,
+                            absl::FunctionRef<void(size_t, BlockEntry&)> fn) {
+  uint64_t fps[kPrefixChunk];
+  for (size_t first = 0; first < keys.size(); first += kPrefixChunk) {
+    size_t n = std::min(kPrefixChunk, keys.size() - first);
+    ChunkByShard(keys.subspan(first, n), fps, [&](auto& map, auto it, size_t i) {
+      if (it != map.end()) fn(first + i, it->second);
+    });
+  }
+}
+
+bool BlockIndex::PrefixChunk(absl::Span<const BlockKey> chunk, PrefixMatch& match) const {
+  const size_t n = chunk.size();
+  uint64_t fps[kPrefixChunk];
+  uint8_t tiers[kPrefixChunk];  // 0: missing or pending
+  ChunkByShard(chunk, fps, [&](const auto& map, auto it, size_t i) {
+    tiers[i] = it == map.end() || !it->second.visible() ? 0 : it->second.tiers;
+  });
   for (size_t i = 0; i < n; ++i) {
     if (tiers[i] == 0) return false;
     match.tiers.push_back(FastestTier(tiers[i]));

@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/hash/hash.h"
 #include "absl/types/span.h"
 #include "daemon/common/mutex.h"
@@ -48,6 +49,10 @@ class BlockIndex {
   // Runs `fn` on the entry under the shard lock; false if absent. `fn` must not call
   // back into the index.
   bool Update(const BlockKey& key, const std::function<void(BlockEntry&)>& fn);
+  // Runs `fn(i, entry)` for each keys[i] present, in no particular order, under its shard's
+  // lock, which it takes once per shard for up to 256 keys (not once per key: a job's
+  // 512 blocks pin in one pass). `fn` must not call back into the index.
+  void UpdateEach(absl::Span<const BlockKey> keys, absl::FunctionRef<void(size_t, BlockEntry&)> fn);
 
   // Leading visible keys of `chain`; stops at the first miss or pending entry. Long chains
   // are looked up in chunks, each taking every shard lock once (not once per key), so a
@@ -80,6 +85,10 @@ class BlockIndex {
   }
   // One chunk of LongestPrefix: appends the chunk's leading hits; false at a miss.
   bool PrefixChunk(absl::Span<const BlockKey> chunk, PrefixMatch& match) const;
+  // Calls fn(map iterator or end, i, fingerprint) for each chunk[i] (at most kChunk keys;
+  // `fps` receives the fingerprints), shard by shard, each shard's lock taken once.
+  template <typename Fn>
+  void ChunkByShard(absl::Span<const BlockKey> chunk, uint64_t* fps, Fn&& fn) const;
 
   std::unique_ptr<Shard[]> shards_;
   size_t shard_mask_;

@@ -257,11 +257,18 @@ CopyError CudaLane::IssueRuns(LaneJob& job, Slot& slot, const std::vector<size_t
 
 namespace {
 
-// The job's event, polled every kCompletionPollMicros (see there).
+// The job's event, queried without sleeping for kCompletionSpinMicros, then every
+// kCompletionPollMicros (see there).
 cudaError_t WaitForJob(cudaEvent_t event) {
+  const auto spin_end =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(kCompletionSpinMicros);
   while (true) {
     cudaError_t state = cudaEventQuery(event);
     if (state != cudaErrorNotReady) return state;
+    if (std::chrono::steady_clock::now() < spin_end) {
+      std::this_thread::yield();  // Never sleeps; lets the lane's other threads in.
+      continue;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(kCompletionPollMicros));
   }
 }

@@ -33,12 +33,14 @@
 namespace kvstrata {
 
 inline constexpr int kEngineEventWaitLimitSeconds = 30;
-// The completion thread polls a job's event this often instead of sleeping in
-// cudaEventSynchronize: a thread that slept for a whole job (tens of ms) wakes 0.1-0.3 ms
-// after the GPU finished on a virtual machine, whose idle vCPUs sleep deep. It first sleeps
-// through kCompletionSleepShare of the time the job would take at the lane's fastest rate
-// (the start's calibration, or faster jobs since), and polls for the rest.
+// The completion thread polls a job's event instead of sleeping in cudaEventSynchronize: a
+// thread that slept for a whole job (tens of ms) wakes 0.1-0.3 ms after the GPU finished on a
+// virtual machine, whose idle vCPUs sleep deep. It first sleeps through kCompletionSleepShare
+// of the time the job would take at the lane's fastest rate (the start's calibration, or
+// faster jobs since), then queries the event without sleeping for up to kCompletionSpinMicros
+// (a sleep between queries costs its wake-up, ~10-30 us), then every kCompletionPollMicros.
 inline constexpr int kCompletionPollMicros = 20;
+inline constexpr int kCompletionSpinMicros = 2000;
 inline constexpr double kCompletionSleepShare = 0.9;
 
 struct LaneJob {

@@ -227,10 +227,16 @@ class Connection:
 
     def _fast_path_for(self, keys: List[bytes]) -> Optional[str]:
         """The path of the daemon's fast-path socket for these keys, or None (then use
-        gRPC): remote or old daemons, keys of several lengths, or fast_path turned off."""
-        if (not self.fast_path or not keys or self.client.endpoint.kind != "unix"
-                or not getattr(self.open_response, "packed_transfers", False)
-                or len(set(map(len, keys))) != 1):
+        gRPC): see _fast_path; also None for no keys or keys of several lengths."""
+        if not keys or len(set(map(len, keys))) != 1:
+            return None
+        return self._fast_path()
+
+    def _fast_path(self) -> Optional[str]:
+        """The path of the daemon's fast-path socket, or None (then use gRPC): remote or
+        old daemons, or fast_path turned off."""
+        if (not self.fast_path or self.client.endpoint.kind != "unix"
+                or not getattr(self.open_response, "packed_transfers", False)):
             return None
         return self.side_socket(getattr(self.open_response, "lookup_socket", "")) or None
 

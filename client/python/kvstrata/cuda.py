@@ -23,6 +23,7 @@ imports fine without it.
 """
 from __future__ import annotations
 
+import array
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -222,19 +223,24 @@ def checked_block_ids(keys: Sequence[bytes], block_ids: Any,
                       num_blocks: Optional[int]) -> List[int]:
     """block_ids as a list of ints, one per key, each in range; ValueError / TypeError early.
 
-    The common case (a list of ints in range) is checked with a few whole-list operations:
-    this runs on the engine's step for every submit."""
+    The common case (a list of ints in range) is checked with two whole-list operations:
+    this runs on the engine's step for every submit. Anything with __index__ counts as an
+    int (numpy integers, and bools: True is 1)."""
     if hasattr(block_ids, "tolist"):  # numpy arrays, torch tensors
         block_ids = block_ids.tolist()
-    ids = list(block_ids)
+    ids = block_ids if type(block_ids) is list else list(block_ids)
     if len(ids) != len(keys):
         raise ValueError(f"{len(keys)} keys but {len(ids)} block ids")
     limit = min(num_blocks, 1 << 32) if num_blocks is not None else 1 << 32
-    if ids and set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < limit:
-        return ids
+    try:  # Types and [0, 2**32) in one pass (TypeError / OverflowError otherwise).
+        array.array("I", ids)
+        if not ids or max(ids) < limit:
+            return ids
+    except (TypeError, OverflowError):
+        pass  # Named below.
     out = []
     for i, b in enumerate(ids):
-        if isinstance(b, bool) or not isinstance(b, int):
+        if not isinstance(b, int):
             try:
                 b = int(b.__index__())
             except (AttributeError, TypeError):
@@ -242,7 +248,7 @@ def checked_block_ids(keys: Sequence[bytes], block_ids: Any,
         if b < 0 or b >= limit:
             has = f" (the registration has {num_blocks} blocks)" if num_blocks is not None else ""
             raise ValueError(f"block_ids[{i}] = {b} is out of range{has}")
-        out.append(b)
+        out.append(int(b))
     return out
 
 

@@ -17,7 +17,7 @@ import socket
 import struct
 import sys
 import threading
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -82,19 +82,44 @@ def completion(header: bytes, tail: bytes) -> SocketCompletion:
                             tail[4 * failed:].decode("utf-8", "replace"), elapsed_us)
 
 
+class PackedKeys(NamedTuple):
+    """A job's keys as a job frame carries them: joined, `count` keys of `size` bytes each."""
+    joined: bytes
+    count: int
+    size: int
+
+
+def packed_keys(keys: List[Any]) -> Optional[PackedKeys]:
+    """The keys joined, when there are some and every one is a bytes-like object of one
+    length; None otherwise (the caller then checks them one by one). Two passes over the
+    list, the fewest that check this: it runs on the engine's step for every job frame."""
+    if not keys:
+        return None
+    try:
+        joined = b"".join(keys)
+    except TypeError:
+        return None
+    size = len(joined) // len(keys)
+    if len(joined) != size * len(keys) or set(map(len, keys)) != {size}:
+        return None
+    return PackedKeys(joined, len(keys), size)
+
+
 def job_frame(kind: int, session_id: int, namespace_id: int, registration_id: int,
-              keys: List[bytes], block_ids: List[int], event: int = 0,
+              keys: Union[List[bytes], PackedKeys], block_ids: Sequence[int], event: int = 0,
               lease_id: int = 0, version: int = VERSION) -> bytes:
     """A SubmitStore / SubmitLoad job frame (docs/wire-protocol.md). keys: all of one length
-    (1..32 bytes). event: a store's wait_event or a load's layer_flag_value. version:
-    VERSION_COMPLETIONS for a job whose completion comes back on the frame's connection."""
+    (1..32 bytes), or packed_keys() of them. event: a store's wait_event or a load's
+    layer_flag_value. version: VERSION_COMPLETIONS for a job whose completion comes back on
+    the frame's connection."""
+    if not isinstance(keys, PackedKeys):
+        keys = PackedKeys(b"".join(keys), len(keys), len(keys[0]) if keys else 0)
     ids = array.array("I", block_ids)
     if sys.byteorder != "little":
         ids.byteswap()
-    return b"".join((_REQUEST.pack(MAGIC, version, kind, session_id, namespace_id, len(keys),
-                                   len(keys[0]) if keys else 0, event, registration_id,
-                                   lease_id),
-                     b"".join(keys), ids.tobytes()))
+    return b"".join((_REQUEST.pack(MAGIC, version, kind, session_id, namespace_id, keys.count,
+                                   keys.size, event, registration_id, lease_id),
+                     keys.joined, ids.tobytes()))
 
 
 def job_answer(header: bytes) -> Tuple[int, int, int, int]:

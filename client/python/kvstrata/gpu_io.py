@@ -33,8 +33,8 @@ from .cuda import (CudaRegistration, IpcEventPool, KvCacheDescription, LayerFlag
                    block_transfers, checked_block_ids, describe_pieces)
 from .errors import DaemonUnavailable, KVStrataError
 from .fast_path import (STATUS_CODES, KIND_LOAD, KIND_STORE, VERSION, VERSION_COMPLETIONS,
-                        NotSpoken, SocketCompletion, job_frame)
-from .host import key_bytes
+                        NotSpoken, SocketCompletion, job_frame, packed_keys)
+from .host import key_bytes, key_list
 from .job_ids import client_job_id, is_client_job_id, job_counter
 from .job_socket import JobSocket, Reading, SentJob
 from .jobs import JOB_TAG_MASK, job_tag
@@ -142,8 +142,8 @@ class GpuIO(Connection):
         is unreachable or the session is reconnecting) are raised at once either way.
         """
         known = self._registration(reg)
-        keys = key_bytes(keys)
-        blocks = self._job_blocks(keys, block_ids, known)
+        keys = key_list(keys)
+        ids = checked_block_ids(keys, block_ids, known.num_blocks if known else None)
         if event is None or event is False:
             wait_event = 0
         elif event is True:
@@ -159,13 +159,12 @@ class GpuIO(Connection):
         else:
             raise TypeError(f"event must be None, True or an int, got {type(event).__name__}")
         sid, tag = self._sid_tag()
-        job_id = self._submit_fast(KIND_STORE, sid, tag, ns, reg, keys, blocks,
-                                   event=wait_event)
+        job_id = self._submit_fast(KIND_STORE, sid, tag, ns, reg, keys, ids, event=wait_event)
         if job_id is not None:
             return job_id
         job_id = int(self._call("submit_store", sid, namespace_id=namespace_id(ns),
                                 registration_id=int(reg), wait_event=wait_event,
-                                **blocks).job_id)
+                                **self._job_blocks(keys, ids)).job_id)
         return self._expect(job_id, tag, pb.JobCompletion.KIND_STORE, len(keys))
 
     def submit_load(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
@@ -189,33 +188,36 @@ class GpuIO(Connection):
         Returns, raises and reports refusals as submit_store does.
         """
         known = self._registration(reg)
-        keys = key_bytes(keys)
-        blocks = self._job_blocks(keys, block_ids, known)
+        keys = key_list(keys)
+        ids = checked_block_ids(keys, block_ids, known.num_blocks if known else None)
         if layer_flag_value and (known is None or known.layer_flags is None):
             raise ValueError("layer_flag_value needs a registration made with "
                              "register_cuda_kv_caches(..., layer_flags=True)")
         sid, tag = self._sid_tag()
-        job_id = self._submit_fast(KIND_LOAD, sid, tag, ns, reg, keys, blocks,
+        job_id = self._submit_fast(KIND_LOAD, sid, tag, ns, reg, keys, ids,
                                    event=layer_flag_value, lease_id=lease_id)
         if job_id is not None:
             return job_id
         job_id = int(self._call("submit_load", sid, namespace_id=namespace_id(ns),
                                 registration_id=int(reg), lease_id=lease_id,
-                                layer_flag_value=layer_flag_value, **blocks).job_id)
+                                layer_flag_value=layer_flag_value,
+                                **self._job_blocks(keys, ids)).job_id)
         return self._expect(job_id, tag, pb.JobCompletion.KIND_LOAD, len(keys))
 
     def _submit_fast(self, kind: int, sid: int, tag: int, ns: NamespaceArg,
-                     reg: RegistrationArg, keys: List[bytes], blocks: dict, event: int = 0,
+                     reg: RegistrationArg, keys: List[Any], block_ids: List[int], event: int = 0,
                      lease_id: int = 0) -> Optional[int]:
         """A client job id once the job frame is written to the daemon's fast-path socket
         (its answer is filed by _on_job_answer); None when that path does not apply (see
-        the module docstring): then the caller submits through gRPC."""
-        jobs = self._job_socket(keys) if "block_ids" in blocks else None
+        the module docstring; keys that are not bytes of one length go there too, to be
+        named one by one): then the caller submits through gRPC."""
+        packed = packed_keys(keys)
+        jobs = self._job_socket() if packed is not None else None
         if jobs is None:
             return None
         version = (VERSION_COMPLETIONS if getattr(self.open_response, "socket_completions", False)
                    else VERSION)
-        frame = job_frame(kind, sid, namespace_id(ns), int(reg), keys, blocks["block_ids"],
+        frame = job_frame(kind, sid, namespace_id(ns), int(reg), packed, block_ids,
                           event, lease_id, version)
         job = SentJob(client_job_id(next(self._job_numbers), tag), tag,
                       pb.JobCompletion.KIND_STORE if kind == KIND_STORE
@@ -229,9 +231,9 @@ class GpuIO(Connection):
             raise self._failed(err, sid) from None
         return job.job_id
 
-    def _job_socket(self, keys: List[bytes]) -> Optional[JobSocket]:
+    def _job_socket(self) -> Optional[JobSocket]:
         """The session's JobSocket to the daemon's fast-path socket, or None (use gRPC)."""
-        path = self._fast_path_for(keys)
+        path = self._fast_path()
         if path is None:
             return None
         jobs = self._job_sockets.get(path)
@@ -299,14 +301,14 @@ class GpuIO(Connection):
         # Only these jobs: whether the daemon itself is gone is for the heartbeat, the
         # completion stream and the next call to find out (the next submit connects again).
 
-    def _job_blocks(self, keys: List[bytes], block_ids: Any,
-                    known: Optional[CudaRegistration]) -> dict:
-        """The request fields naming a job's blocks: parallel arrays when the daemon reads
-        them (OpenSessionResponse.packed_transfers), else one BlockTransfer per block."""
-        num_blocks = known.num_blocks if known else None
+    def _job_blocks(self, keys: List[Any], block_ids: List[int]) -> dict:
+        """The request fields naming a job's blocks (block_ids checked already): parallel
+        arrays when the daemon reads them (OpenSessionResponse.packed_transfers), else one
+        BlockTransfer per block. TypeError for keys that are not bytes."""
+        keys = key_bytes(keys)
         if getattr(self.open_response, "packed_transfers", False):
-            return {"keys": keys, "block_ids": checked_block_ids(keys, block_ids, num_blocks)}
-        return {"blocks": block_transfers(keys, block_ids, num_blocks)}
+            return {"keys": keys, "block_ids": block_ids}
+        return {"blocks": block_transfers(keys, block_ids, None)}
 
     def cancel_job(self, job_id: int) -> bool:
         """CancelJob: True when the job was cancelled before it ran (it still completes).

@@ -78,11 +78,17 @@ class LoadResult(List[bool]):
         return f"LoadResult({list(self)!r})"
 
 
-def key_bytes(keys: Sequence[Any]) -> List[bytes]:
-    """Keys as bytes; TypeError for str or other non-bytes (lengths are the daemon's check)."""
+def key_list(keys: Sequence[Any]) -> List[Any]:
+    """The keys as a list (the caller's own list is not copied); TypeError for a single
+    bytes object. The keys themselves are key_bytes's check."""
     if isinstance(keys, _KEY_TYPES):
         raise TypeError("keys must be a sequence of bytes, not a single bytes object")
-    keys = list(keys)
+    return keys if type(keys) is list else list(keys)
+
+
+def key_bytes(keys: Sequence[Any]) -> List[bytes]:
+    """Keys as bytes; TypeError for str or other non-bytes (lengths are the daemon's check)."""
+    keys = key_list(keys)
     if set(map(type, keys)) <= {bytes}:  # The common case, without a copy per key.
         return keys
     out = []

@@ -134,6 +134,21 @@ class Reading:
         except _CONNECTION_ERRORS as err:
             self._owner._fail(link, err)
 
+    def spin_for(self, seconds: float) -> None:
+        """read_for without sleeping: polls the socket over and over (each poll lets the
+        GIL go) for at most `seconds`, for a frame due about now (kvstrata.job_pace)."""
+        link = self._link
+        if link is None or link.broken:
+            return
+        end = time.monotonic() + seconds
+        try:
+            while not self._poll.poll(0):
+                if time.monotonic() >= end:
+                    return
+            self._owner._read_frame(link)
+        except _CONNECTION_ERRORS as err:
+            self._owner._fail(link, err)
+
     def end(self) -> None:
         """Hands the role back to the connection's reader thread."""
         link, self._link = self._link, None

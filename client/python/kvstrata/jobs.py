@@ -30,6 +30,7 @@ kvstrata.gpu_io.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -41,6 +42,7 @@ from . import pb
 from .connection import Connection
 from .errors import KVStrataError, session_unknown
 from .job_ids import HELD, JobIdMap
+from .job_pace import JobPace
 
 log = logging.getLogger("kvstrata")
 
@@ -57,6 +59,12 @@ _WARM_WAIT_S = 0.001
 _WARM_LIMIT_S = 5.0
 # How long a waiting thread waits for the job socket's reader thread to hand over its role.
 _READER_HANDOVER_S = 0.1
+# A thread that reads its own completions polls the job socket without sleeping from
+# _SPIN_EARLY_S before its first job is due (kvstrata.job_pace; poll() sleeps whole
+# milliseconds, so up to 1 ms earlier) until the completion came, or CompletionTracker.spin_s
+# after it was due.
+_SPIN_EARLY_S = 0.0001
+_SPIN_S = 0.001
 JOB_TAG_SHIFT = 48
 JOB_TAG_MASK = ((1 << 15) - 1) << JOB_TAG_SHIFT
 _LOST_CODES = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE)
@@ -105,6 +113,10 @@ class CompletionTracker:
         self.tag = tag             # added to the daemon's job ids (see job_tag)
         self._epoch = 0            # bumped by rebind(): stale streams file nothing
         self._pending: Dict[int, Tuple[int, int]] = {}  # job id -> (kind, number of blocks)
+        self._sent_at: Dict[int, float] = {}  # job-frame job id -> time.monotonic() of sent()
+        self._pace = JobPace()
+        # How long wait() polls the job socket without sleeping after a job was due (0: never).
+        self.spin_s = _SPIN_S
         self._ids = JobIdMap()     # client ids of job-frame submits <-> the daemon's ids
         self._want_stream = False
         self.watch_error: Optional[BaseException] = None  # why the stream ended, if it did
@@ -198,6 +210,7 @@ class CompletionTracker:
         answers how many. Waiters wake up and get them."""
         with self._cond:
             pending, self._pending = self._pending, {}
+            self._sent_at.clear()
             for job_id, (kind, n) in pending.items():
                 if job_id not in self._done and job_id not in self._taken:
                     self._done[job_id] = self._failure(job_id, kind, n, reason)
@@ -214,6 +227,7 @@ class CompletionTracker:
             self.expect(job_id, kind, num_blocks, tag)
             if tag == self.tag:
                 self._ids.sent(int(job_id))
+                self._sent_at[int(job_id)] = time.monotonic()
 
     def answered(self, job_id: int, tag: int, daemon_job_id: int) -> None:
         """The daemon accepted the frame of job_id as its job daemon_job_id."""
@@ -252,6 +266,7 @@ class CompletionTracker:
         """Forget a job whose frame could not be written (the submit raised instead)."""
         with self._cond:
             self._pending.pop(int(job_id), None)
+            self._sent_at.pop(int(job_id), None)
             self._ids.settled(int(job_id))
             self._release_held()
             self._cond.notify_all()
@@ -333,9 +348,12 @@ class CompletionTracker:
 
     def _file(self, job_id: int, c: Any) -> int:
         """1 when c is filed under job_id; 0 for a second delivery (call under the lock)."""
-        self._pending.pop(job_id, None)
+        expected = self._pending.pop(job_id, None)
+        sent_at = self._sent_at.pop(job_id, None)
         if job_id in self._taken or job_id in self._done:
             return 0
+        if expected is not None and sent_at is not None and getattr(c, "ok", False):
+            self._pace.learn(expected[0], expected[1], time.monotonic() - sent_at)
         self._done[job_id] = c
         return 1
 
@@ -345,6 +363,19 @@ class CompletionTracker:
         if added:
             self._cond.notify_all()
         return added
+
+    def _due(self, job_ids: List[int]) -> Optional[float]:
+        """When the first of these job-frame jobs is due at the pace of earlier ones
+        (time.monotonic()); None when none can be told (call under the lock)."""
+        due = None
+        for job_id in job_ids:
+            sent_at, expected = self._sent_at.get(job_id), self._pending.get(job_id)
+            if sent_at is None or expected is None:
+                continue
+            after = self._pace.due(*expected)
+            if after is not None and (due is None or sent_at + after < due):
+                due = sent_at + after
+        return due
 
     def _pop(self, job_id: int) -> Any:
         self._taken.add(job_id)
@@ -397,6 +428,12 @@ class CompletionTracker:
         """
         ids = list(dict.fromkeys(int(j) for j in job_ids))
         deadline = None if timeout is None else time.monotonic() + timeout
+        spin_at = spin_end = None  # When this thread polls its job socket without sleeping.
+        if reader is not None and self.spin_s > 0:
+            with self._cond:
+                due = self._due(ids)
+            if due is not None:
+                spin_at, spin_end = due - _SPIN_EARLY_S, due + self.spin_s
         warm_until = time.monotonic() + _WARM_LIMIT_S
         backoff = _MIN_POLL_BACKOFF_S
         next_poll = time.monotonic() + (self.poll_interval if self._watching else 0.0)
@@ -442,6 +479,12 @@ class CompletionTracker:
                     turn = reader(max(0.0, min(_READER_HANDOVER_S, left)))
                     continue
                 if limit > 0:
+                    now = time.monotonic()
+                    if spin_end is not None and now < spin_end:
+                        if spin_at - now < 0.001:  # poll() would sleep past spin_at.
+                            turn.spin_for(min(limit, spin_end - now))
+                            continue
+                        limit = min(limit, math.floor((spin_at - now) * 1000) / 1000)
                     turn.read_for(limit)
                     continue
                 self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.

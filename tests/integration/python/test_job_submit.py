@@ -24,6 +24,7 @@ import pytest
 import kvstrata
 from kvstrata import pb
 from kvstrata.job_ids import CLIENT_JOB_BIT
+from kvstrata.job_socket import Reading
 from kvs_testing import Daemon, mha_spec, short_tmpdir, wait_until
 
 REQUEST = struct.Struct("<IHHQIIIIQQ")   # a job frame's header (docs/wire-protocol.md)
@@ -368,3 +369,31 @@ def test_threads_waiting_at_once_each_get_their_completion(session, ns, late) ->
         t.join(timeout=10)
     assert all(c is not None and c.ok and c.job_id == job for c, job in zip(got, jobs)), got
 
+
+
+
+def test_a_waiting_thread_polls_without_sleeping_once_its_job_is_due(session, ns, late,
+                                                                      monkeypatch) -> None:
+    """The first job teaches the pace; the second one's waiting thread sleeps in poll() until
+    about 1 ms before it is due, then polls without sleeping (kvstrata.job_pace)."""
+    sid = session.open_response.session_id
+    late(0.05, [(0, 81 + i, b"", b"", completion_frame(sid, 81 + i)) for i in range(3)])
+    calls: List[float] = []  # time.monotonic() of each Reading.spin_for
+    spin_for = Reading.spin_for
+
+    def noted(self, seconds: float) -> None:
+        calls.append(time.monotonic())
+        spin_for(self, seconds)
+    monkeypatch.setattr(Reading, "spin_for", noted)
+    first = session.submit_load(ns, UNKNOWN_REG, keys(4), range(4))
+    assert session.wait_job(first, timeout=5).ok
+    assert calls == []  # No pace yet: nothing was due.
+    t0 = time.monotonic()
+    second = session.submit_load(ns, UNKNOWN_REG, keys(4), range(4))
+    assert session.wait_job(second, timeout=5).ok
+    assert calls and calls[0] - t0 > 0.04, [c - t0 for c in calls]
+    session.completions().spin_s = 0  # Off: the wait sleeps in poll() throughout.
+    del calls[:]
+    third = session.submit_load(ns, UNKNOWN_REG, keys(4), range(4))
+    assert session.wait_job(third, timeout=5).ok
+    assert calls == []

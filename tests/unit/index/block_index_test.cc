@@ -40,6 +40,27 @@ TEST(BlockIndexTest, UpdateRunsUnderTheLock) {
   EXPECT_EQ(index.Find(Key(1))->refs, 3u);
 }
 
+TEST(BlockIndexTest, UpdateEachVisitsEveryPresentKeyOnceAcrossChunksAndShards) {
+  BlockIndex index(8);
+  std::vector<BlockKey> keys;
+  for (int i = 0; i < 600; ++i) {  // Three chunks of up to 256 keys.
+    keys.push_back(Key(i));
+    if (i % 3 != 0) index.Insert(keys.back(), L1Entry(static_cast<uint64_t>(i)));
+  }
+  keys.push_back(Key(5));  // A key named twice is visited twice.
+  std::vector<int> seen(keys.size(), 0);
+  index.UpdateEach(keys, [&](size_t i, BlockEntry& e) {
+    ++seen[i];
+    EXPECT_EQ(e.offset, i == 600 ? 5u : i);
+    ++e.refs;
+  });
+  for (size_t i = 0; i < 600; ++i) EXPECT_EQ(seen[i], i % 3 == 0 ? 0 : 1) << i;
+  EXPECT_EQ(seen[600], 1);
+  EXPECT_EQ(index.Find(Key(5))->refs, 2u);
+  EXPECT_EQ(index.Find(Key(7))->refs, 1u);
+  index.UpdateEach({}, [](size_t, BlockEntry&) { ADD_FAILURE(); });
+}
+
 TEST(BlockIndexTest, LongestPrefixStopsAtFirstMissAndReportsTiers) {
   BlockIndex index;
   index.Insert(Key(0), L1Entry(0));
