@@ -24,9 +24,7 @@ by the session's reader thread, after the call. Stores likewise: one
 submit_store of n blocks under fresh keys per run (evicted afterwards; the first run is
 checked by loading it back). p50 is the median; p99 is nearest-rank, i.e. the max of 20.
 For nhd16 at 8K tokens, loads are also timed while a store job of 8K other tokens is in
-flight (submitted just before), next to the same load alone. Before a layout's timed jobs
-the Python heap is frozen (gc.freeze(); --no-gc-freeze: not), as a warm vLLM engine's is
-(vllm.utils.gc_utils.freeze_gc_heap, called after its warm-up).
+flight (submitted just before), next to the same load alone.
 
 Ceilings, measured in this process before anything else: a torch copy of a pinned uint8
 CPU tensor of 1 GiB (and 128 MiB) into a GPU tensor (non_blocking + synchronize, median of
@@ -361,9 +359,6 @@ def run_layout(s: Any, name: str, sizes: List[int], args: argparse.Namespace,
         t0 = time.perf_counter()
         done(s.submit_store(ns, reg, keys, range(n_max)), f"store of {n_max} blocks")
         info["store_all_gbps"] = n_max * bb / (time.perf_counter() - t0) / 1e9
-        if args.gc_freeze:  # As an engine does once it is warm (vLLM's freeze_gc_heap).
-            gc.collect()
-            gc.freeze()
         dst = n_max  # Loads land in blocks [n_max, n_max + n).
         for n in counts:
             for _ in range(args.warmup):
@@ -497,11 +492,6 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "WatchCompletions (as before the daemon offered socket_completions)")
     ap.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="skip the nhd16 8K load-during-store run")
-    ap.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
-                    help="leave Python's garbage collector as it is; by default each layout "
-                    "freezes the heap before its timed jobs (gc.freeze(), as vLLM's "
-                    "freeze_gc_heap does once the engine is warm), so that a collection of "
-                    "the startup objects does not land in a timed job")
     args = ap.parse_args(argv)
     sizes = [int(t) for t in args.sizes.split(",")]
     names = list(LAYOUTS) if args.layouts == "all" else [n.strip() for n in args.layouts.split(",")]
@@ -518,7 +508,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "benchmark": "kvstrata engine jobs: one SubmitLoad / SubmitStore per request",
         "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "sizes_tokens": sizes,
         "repeats": args.repeats, "warmup": args.warmup, "targets": TARGETS,
-        "daemon_settings": args.set, "gc_freeze": args.gc_freeze,
+        "daemon_settings": args.set,
         "percentiles": "p50 = median; p99 = nearest rank (the max of fewer than 100 runs)",
         "layouts": {n: {"status": "skipped", "reason": r} for n, r in SKIPPED.items()
                     if args.layouts == "all" or n in names},
@@ -575,7 +565,6 @@ def main(argv: Optional[List[str]] = None) -> int:
                     log(f"{name}: {info['status']}: {info['reason']}")
                 result["layouts"][name] = info
                 result["rows"].extend(rows)
-                gc.unfreeze()
                 gc.collect()
                 torch.cuda.empty_cache()
             result["daemon_rpc_us_mean"] = rpc_means(s.client)
