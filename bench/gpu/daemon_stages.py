@@ -81,7 +81,7 @@ class ClientTimeline:
         return timeline(log_path, self.jobs)
 
 
-def timeline(log_path: Any, jobs: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
+def timeline(log_path: Any, jobs: List[Dict[str, Any]], slowest: int = 3) -> Dict[str, Dict[str, Any]]:
     """Each client job beside the daemon's stages on one clock (the wall clock; the daemon at
     log.level=debug, log.format=json, whose lines carry microseconds). `jobs`: the client's
     records {group, t0, t1, t2, daemon_job, receipt} (time.time(): submit called, submit
@@ -95,6 +95,7 @@ def timeline(log_path: Any, jobs: List[Dict[str, Any]]) -> Dict[str, Dict[str, f
       to_reader  job_done line -> the client had the completion frame (in the thread that read
                  it: the waiting thread itself while it waits, kvstrata.job_socket)
       to_waiter  that receipt -> the waiting thread returned from wait_job
+    and, under "slowest", the `slowest` jobs of the group (by client time) with each part.
     """
     done: Dict[int, Dict[str, float]] = {}
     for m in JSON_LINE.finditer(Path(log_path).read_text(errors="replace")):
@@ -118,8 +119,13 @@ def timeline(log_path: Any, jobs: List[Dict[str, Any]]) -> Dict[str, Dict[str, f
         row["to_reader"].append(j["receipt"] - d["ts"])
         row["to_waiter"].append(j["t2"] - j["receipt"])
         row["client"].append(j["t2"] - j["t0"])
-    return {g: {k: round(statistics.median(v) * 1e6, 1) for k, v in row.items()} | {"jobs": len(row["client"])}
-            for g, row in parts.items()}
+    out: Dict[str, Dict[str, Any]] = {}
+    for g, row in parts.items():
+        out[g] = {k: round(statistics.median(v) * 1e6, 1) for k, v in row.items()}
+        out[g]["jobs"] = len(row["client"])
+        worst = sorted(range(len(row["client"])), key=lambda i: -row["client"][i])[:slowest]
+        out[g]["slowest"] = [{k: round(row[k][i] * 1e6, 1) for k in row} for i in worst]
+    return out
 
 
 def report_stages(log_path: Any, log: Any, client: Any = None) -> Dict[str, Any]:
@@ -136,5 +142,8 @@ def report_stages(log_path: Any, log: Any, client: Any = None) -> Dict[str, Any]
     if client is not None:
         out["timeline_us_p50"] = tl = client.summary(log_path)
         for g, v in tl.items():
-            log(f"timeline p50 us ({g} blocks): " + ", ".join(f"{k} {x:g}" for k, x in v.items()))
+            log(f"timeline p50 us ({g} blocks): " + ", ".join(
+                f"{k} {x:g}" for k, x in v.items() if k != "slowest"))
+            for j in v["slowest"]:
+                log(f"timeline slow job ({g} blocks): " + ", ".join(f"{k} {x:g}" for k, x in j.items()))
     return out

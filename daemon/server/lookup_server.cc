@@ -247,13 +247,27 @@ bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes, Fr
   return writer->Send(buffers.reply);
 }
 
+void LookupServer::WaitWarm(int fd, absl::Time last_frame) const {
+  const timespec sleep = absl::ToTimespec(kWarmSleep);
+  while (!stop_.load() && absl::Now() - last_frame < kWarmWindow) {
+    pollfd readable{fd, POLLIN, 0};
+    if (ppoll(&readable, 1, &sleep, nullptr) != 0) return;  // Ready, hung up or failed.
+  }
+}
+
 void LookupServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const {
   FrameBuffers buffers;
   // Completions of this connection's jobs may still come after it ends: they go to the queue.
   auto writer = std::make_shared<ConnectionWriter>(fd);
   absl::Cleanup close_writer = [&writer] { writer->Close(); };
   char header_bytes[wire::kRequestHeaderBytes];
-  while (ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true, idle_since_ms)) {
+  absl::Time last_frame = absl::InfinitePast();
+  while (true) {
+    WaitWarm(fd, last_frame);
+    if (!ReadFull(fd, header_bytes, sizeof(header_bytes), /*frame_start=*/true, idle_since_ms)) {
+      return;
+    }
+    last_frame = absl::Now();
     uint32_t magic = 0;
     wire::internal::Get(header_bytes, &magic);
     if (magic == job_wire::kMagic) {
