@@ -235,8 +235,8 @@ class Connection:
     def _fast_path(self) -> Optional[str]:
         """The path of the daemon's fast-path socket, or None (then use gRPC): remote or
         old daemons, or fast_path turned off."""
-        if (not self.fast_path or self.client.endpoint.kind != "unix"
-                or not getattr(self.open_response, "packed_transfers", False)):
+        if (not self.fast_path or not getattr(self.open_response, "packed_transfers", False)
+                or self.client.endpoint.kind != "unix"):
             return None
         return self.side_socket(getattr(self.open_response, "lookup_socket", "")) or None
 
