@@ -46,7 +46,7 @@ class LookupServer {
   // kWarmSleep (ppoll), not in one read(): an idle CPU then stays in a shallow sleep state,
   // and the next frame (an engine's next step) wakes the thread in microseconds, not the
   // 0.1-0.4 ms a thread that slept since the last frame can take (bench/RESULTS.md,
-  // "Warm connection threads"). ~5,000 wake-ups a second, on active connections only.
+  // "Per-job fixed costs"). ~5,000 wake-ups a second, on active connections only.
   static constexpr absl::Duration kWarmWindow = absl::Milliseconds(100);
   static constexpr absl::Duration kWarmSleep = absl::Microseconds(200);
 
