@@ -302,9 +302,11 @@ void CudaLane::Complete(Issued issued) {
   for (const PieceCopy& p : job.pieces) bytes += p.bytes;
   if (error.ok() && fastest_bytes_per_us_ > 0 && bytes >= kMinPartBytes) {
     // Its copies started at `planned` at the earliest (later behind earlier jobs).
+    const double expected_us = bytes / fastest_bytes_per_us_;
+    const double sleep_us =
+        std::max(kCompletionSleepShare * expected_us, expected_us - kCompletionLeadMicros);
     std::this_thread::sleep_until(job.planned +
-                                  std::chrono::microseconds(static_cast<int64_t>(
-                                      kCompletionSleepShare * bytes / fastest_bytes_per_us_)));
+                                  std::chrono::microseconds(static_cast<int64_t>(sleep_us)));
   }
   if (error.ok()) {
     cudaError_t sync = WaitForJob(slots_[issued.slot].event);

@@ -35,12 +35,15 @@ namespace kvstrata {
 inline constexpr int kEngineEventWaitLimitSeconds = 30;
 // The completion thread polls a job's event instead of sleeping in cudaEventSynchronize: a
 // thread that slept for a whole job (tens of ms) wakes 0.1-0.3 ms after the GPU finished on a
-// virtual machine, whose idle vCPUs sleep deep. It first sleeps through kCompletionSleepShare
-// of the time the job would take at the lane's fastest rate (the start's calibration, or
-// faster jobs since), then queries the event without sleeping for up to kCompletionSpinMicros
-// (a sleep between queries costs its wake-up, ~10-30 us), then every kCompletionPollMicros.
+// virtual machine, whose idle vCPUs sleep deep. Of the time the job would take at the lane's
+// fastest rate (the start's calibration, or faster jobs since) it first sleeps through
+// kCompletionSleepShare, or all but kCompletionLeadMicros where that is longer (a long job is
+// not spun through its last tenth), then queries the event without sleeping for up to
+// kCompletionSpinMicros (a sleep between queries costs its wake-up, ~10-30 us), then every
+// kCompletionPollMicros.
 inline constexpr int kCompletionPollMicros = 20;
 inline constexpr int kCompletionSpinMicros = 2000;
+inline constexpr int kCompletionLeadMicros = 500;
 inline constexpr double kCompletionSleepShare = 0.9;
 
 struct LaneJob {
