@@ -374,8 +374,10 @@ def test_threads_waiting_at_once_each_get_their_completion(session, ns, late) ->
 
 def test_a_waiting_thread_polls_without_sleeping_once_its_job_is_due(session, ns, late,
                                                                       monkeypatch) -> None:
-    """The first job teaches the pace; the second one's waiting thread sleeps in poll() until
-    about 1 ms before it is due, then polls without sleeping (kvstrata.job_pace)."""
+    """Without a pace the wait sleeps in poll(); with one (set here to 45 ms for the 4-block
+    loads the server answers after 50 ms: the first job's own time, connection set-up
+    included, could be later than the second's), the waiting thread sleeps until about 1 ms
+    before the job is due, then polls without sleeping (kvstrata.job_pace)."""
     sid = session.open_response.session_id
     late(0.05, [(0, 81 + i, b"", b"", completion_frame(sid, 81 + i)) for i in range(3)])
     calls: List[float] = []  # time.monotonic() of each Reading.spin_for
@@ -388,6 +390,7 @@ def test_a_waiting_thread_polls_without_sleeping_once_its_job_is_due(session, ns
     first = session.submit_load(ns, UNKNOWN_REG, keys(4), range(4))
     assert session.wait_job(first, timeout=5).ok
     assert calls == []  # No pace yet: nothing was due.
+    session.completions()._pace.learn(pb.JobCompletion.KIND_LOAD, 4, 0.045)
     t0 = time.monotonic()
     second = session.submit_load(ns, UNKNOWN_REG, keys(4), range(4))
     assert session.wait_job(second, timeout=5).ok
