@@ -2,7 +2,7 @@
 """How long a fast-path frame takes after a pause: a 1-key Lookup from the Python client
 (kvstrata.Session.lookup, over the daemon's fast-path socket) after the caller slept
 `gap` ms, as an engine's next step follows its last one. Each gap's p50 / p90 round trip,
-over --calls calls. The daemon's connection thread waits for the next frame; one that slept
+over --calls calls; the gap of 0 ms (calls back to back) is the baseline of the same run. The daemon's connection thread waits for the next frame; one that slept
 through the whole gap wakes on a CPU in a deep idle state (LookupServer::kWarmWindow).
 Without a GPU. Run it once per daemon build, in turn, for an A/B on one machine:
 
@@ -47,7 +47,8 @@ def main() -> None:
                     s.lookup(ns, keys)
                     rtt.append((time.perf_counter() - t0) * 1e6)
                 rtt.sort()
-                print(f"  after {gap:5g} ms: p50 {statistics.median(rtt):6.0f} us, "
+                label = "no pause (baseline)" if gap == 0 else f"after {gap:5g} ms"
+                print(f"  {label}: p50 {statistics.median(rtt):6.0f} us, "
                       f"p90 {rtt[int(0.9 * (len(rtt) - 1))]:6.0f} us (n={len(rtt)})")
     finally:
         daemon.stop()
