@@ -85,8 +85,9 @@ class BlockIndex {
   }
   // One chunk of LongestPrefix: appends the chunk's leading hits; false at a miss.
   bool PrefixChunk(absl::Span<const BlockKey> chunk, PrefixMatch& match) const;
-  // Calls fn(map iterator or end, i, fingerprint) for each chunk[i] (at most kChunk keys;
-  // `fps` receives the fingerprints), shard by shard, each shard's lock taken once.
+  // Calls fn(shard map, its find() of chunk[i] (end() when absent), i) for each chunk[i]
+  // (at most 256 keys; `fps` receives their fingerprints), shard by shard, under
+  // each shard's lock, taken once.
   template <typename Fn>
   void ChunkByShard(absl::Span<const BlockKey> chunk, uint64_t* fps, Fn&& fn) const;
 

@@ -125,27 +125,28 @@ class Reading:
         """Reads and files the frames that arrive within `seconds` (returns after the first
         one, or when the time is up); a connection error breaks the connection as its
         reader thread would (on_lost gets the unanswered jobs) and ends the turn."""
-        link = self._link
-        if link is None or link.broken:
-            return
-        try:
-            if self._poll.poll(max(0, int(seconds * 1000 + 0.999))):
-                self._owner._read_frame(link)
-        except _CONNECTION_ERRORS as err:
-            self._owner._fail(link, err)
+        self._read_when(lambda poll: poll.poll(max(0, int(seconds * 1000 + 0.999))))
 
     def spin_for(self, seconds: float) -> None:
         """read_for without sleeping: polls the socket over and over (each poll lets the
         GIL go) for at most `seconds`, for a frame due about now (kvstrata.job_pace)."""
+        end = time.monotonic() + seconds
+
+        def ready(poll: Any) -> bool:
+            while not poll.poll(0):
+                if time.monotonic() >= end:
+                    return False
+            return True
+        self._read_when(ready)
+
+    def _read_when(self, ready: Callable[[Any], Any]) -> None:
+        """Reads and files one frame if `ready(poll object)` says the socket has one."""
         link = self._link
         if link is None or link.broken:
             return
-        end = time.monotonic() + seconds
         try:
-            while not self._poll.poll(0):
-                if time.monotonic() >= end:
-                    return
-            self._owner._read_frame(link)
+            if ready(self._poll):
+                self._owner._read_frame(link)
         except _CONNECTION_ERRORS as err:
             self._owner._fail(link, err)
 

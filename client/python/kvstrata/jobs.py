@@ -479,13 +479,7 @@ class CompletionTracker:
                     turn = reader(max(0.0, min(_READER_HANDOVER_S, left)))
                     continue
                 if limit > 0:
-                    now = time.monotonic()
-                    if spin_end is not None and now < spin_end:
-                        if spin_at - now < 0.001:  # poll() would sleep past spin_at.
-                            turn.spin_for(min(limit, spin_end - now))
-                            continue
-                        limit = min(limit, math.floor((spin_at - now) * 1000) / 1000)
-                    turn.read_for(limit)
+                    _read_turn(turn, limit, spin_at, spin_end)
                     continue
                 self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.
                 if self._watching:
@@ -496,6 +490,20 @@ class CompletionTracker:
         finally:
             if turn is not None:
                 turn.end()
+
+
+def _read_turn(turn: Any, limit: float, spin_at: Optional[float],
+               spin_end: Optional[float]) -> None:
+    """One read of a waiting thread's turn (a job_socket.Reading) of at most `limit` s: it
+    sleeps in poll() until spin_at (time.monotonic()) and polls without sleeping from then
+    until spin_end (both None: never)."""
+    now = time.monotonic()
+    if spin_at is not None and spin_end is not None and now < spin_end:
+        if spin_at - now < 0.001:  # poll() would sleep past spin_at.
+            turn.spin_for(min(limit, spin_end - now))
+            return
+        limit = min(limit, math.floor((spin_at - now) * 1000) / 1000)
+    turn.read_for(limit)
 
 
 class SessionJobs(Connection):
