@@ -97,6 +97,12 @@ def test_bad_block_ids_for_the_daemon_are_a_failed_completion(session, ns) -> No
         session.submit_store(ns, UNKNOWN_REG, ["a", "b"], [0, 1])
     with pytest.raises(ValueError):
         session.submit_store(ns, UNKNOWN_REG, keys(2), [0, 1], event=-1)
+    with pytest.raises(TypeError, match=r"block_ids\[1\] must be an int, got float"):
+        session.submit_load(ns, UNKNOWN_REG, keys(2), [0, 1.0])
+    with pytest.raises(ValueError, match=r"block_ids\[0\] = 4294967296 is out of range"):
+        session.submit_load(ns, UNKNOWN_REG, keys(2), [1 << 32, 0])
+    with pytest.raises(TypeError, match=r"keys\[1\] must be bytes, got int"):
+        session.submit_load(ns, UNKNOWN_REG, [b"a" * 32, 7], [0, 1])
 
 
 def test_the_grpc_path_still_raises(session, ns) -> None:
@@ -109,6 +115,8 @@ def test_the_grpc_path_still_raises(session, ns) -> None:
         session.fast_path = True
     with pytest.raises(kvstrata.KVStrataError):  # Keys of several lengths: gRPC too.
         session.submit_store(ns, UNKNOWN_REG, [b"a" * 16, b"b" * 20], [0, 1])
+    with pytest.raises(kvstrata.KVStrataError):  # ... even when they add up to 3 x 20 bytes.
+        session.submit_store(ns, UNKNOWN_REG, [b"a" * 16, b"b" * 20, b"c" * 24], [0, 1, 2])
 
 
 def test_cancel_of_a_refused_job_is_false(session, ns) -> None:
