@@ -26,9 +26,10 @@ def load_stages(log_path: Any) -> Dict[str, Dict[str, float]]:
 
 JOB_DONE = re.compile(r"job_done job=(\d+) kind=(\w+) blocks=(\d+) elapsed_us=(\d+) queued_us=(-?\d+) "
                       r"plan_us=(-?\d+) issue_us=(-?\d+) idle_us=(-?\d+) wait_us=(-?\d+)"
-                      r"(?: gpu_us=(-?\d+))?(?: settle_us=(-?\d+))?")
+                      r"(?: gpu_us=(-?\d+))?(?: group_us=(-?\d+) copies_2d=(-?\d+) "
+                      r"copy_entries=(-?\d+))?(?: settle_us=(-?\d+))?")
 JOB_FIELDS = ("elapsed_us", "queued_us", "plan_us", "issue_us", "idle_us", "wait_us", "gpu_us",
-              "settle_us")
+              "group_us", "copies_2d", "copy_entries", "settle_us")
 
 
 def job_stages(log_path: Any, slowest: int = 8) -> Dict[str, Any]:

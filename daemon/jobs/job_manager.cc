@@ -27,9 +27,10 @@ void LogTimings(JobId job, const char* kind, size_t blocks, absl::Duration elaps
   // Where a slow job's time went (issue 14's tail spikes): log.level = debug.
   spdlog::debug(
       "job_done job={} kind={} blocks={} elapsed_us={} queued_us={} plan_us={} issue_us={} "
-      "idle_us={} wait_us={} gpu_us={} settle_us={}",
+      "idle_us={} wait_us={} gpu_us={} group_us={} copies_2d={} copy_entries={} settle_us={}",
       job, kind, blocks, absl::ToInt64Microseconds(elapsed), t.queued_us, t.plan_us, t.issue_us,
-      t.idle_us, t.wait_us, t.gpu_us, absl::ToInt64Microseconds(absl::Now() - finished));
+      t.idle_us, t.wait_us, t.gpu_us, t.group_us, t.copies_2d, t.copy_entries,
+      absl::ToInt64Microseconds(absl::Now() - finished));
 }
 
 }  // namespace

@@ -108,7 +108,8 @@ std::optional<SlotHandle> SlabAllocator::Allocate(SizeClassId cls) {
   uint32_t slab_index = *c.partial.begin();
   Slab& s = slabs_[slab_index];
   uint32_t slot;
-  if (!s.freed.empty()) {
+  if (!s.freed.empty()) {  // The lowest freed slot (every freed slot is below `bump`).
+    std::pop_heap(s.freed.begin(), s.freed.end(), std::greater<>());
     slot = s.freed.back();
     s.freed.pop_back();
   } else {
@@ -134,6 +135,7 @@ void SlabAllocator::Free(const SlotRef& ref) {
   uint64_t in_slab = offset % slab_bytes_;
   if (in_slab % c.slot_bytes != 0) Die("slot offset not on a slot boundary");
   s.freed.push_back(static_cast<uint32_t>(in_slab / c.slot_bytes));
+  std::push_heap(s.freed.begin(), s.freed.end(), std::greater<>());
   c.partial.insert(static_cast<uint32_t>(slab_index));
   if (--s.used == 0) {
     empty_slabs_.insert(static_cast<uint32_t>(slab_index));

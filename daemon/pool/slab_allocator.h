@@ -7,10 +7,13 @@
 // class ("slab move"). Slots never split or merge, so there is no fragmentation beyond the
 // tail of each slab. Empty slabs stay with their class until another class needs them.
 //
-// Order: a slot comes from the lowest-numbered slab of its class that has one, and a slab
-// whose slots are all free again hands them out from its first slot on. So the blocks of
-// one job, allocated one after another, mostly land in consecutive slots, which the GPU
-// path moves as a few 2-D copies instead of one copy per piece (docs/gpu-data-path.md).
+// Order: a slot comes from the lowest-numbered slab of its class that has one, and within
+// the slab it is the lowest free slot (a slab whose slots are all free again hands them out
+// from its first slot on). So the blocks of one job, allocated one after another, land in
+// ascending slots, mostly consecutive, which the GPU path moves as a few 2-D copies instead
+// of one copy per piece (docs/gpu-data-path.md); slots freed one by one (evicted) are
+// handed out again in address order too, not last-freed first (which ran a job's slots
+// backwards: no 2-D copies at all).
 //
 // Thread safety: thread-safe (one internal mutex).
 #ifndef KVSTRATA_DAEMON_POOL_SLAB_ALLOCATOR_H_
@@ -80,7 +83,7 @@ class SlabAllocator {
     int cls = -1;                 // -1: free slab
     uint32_t used = 0;            // allocated slots
     uint32_t bump = 0;            // slots [bump, slots_per_slab) were never handed out
-    std::vector<uint32_t> freed;  // slots handed out and returned
+    std::vector<uint32_t> freed;  // slots handed out and returned: a min-heap
   };
   struct SizeClass {
     uint64_t slot_bytes = 0;

@@ -24,16 +24,16 @@ CopyError IssueLoop(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces
   return {};
 }
 
-// Runs of pieces at constant pitches as one cudaMemcpy2DAsync each (see GroupStrided), the
-// rest in one cudaMemcpyBatchAsync.
-CopyError IssueBatch(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
-                     CopyScratch* scratch, cudaStream_t stream) {
+}  // namespace
+
+CopyError IssueStrided(const CopyLaunch& launch, absl::Span<const StridedCopy> copies,
+                       CopyScratch* scratch, cudaStream_t stream) {
   bool store = launch.direction == CopyDirection::kDown;
   cudaMemcpyKind kind = store ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
   scratch->dsts.clear();
   scratch->srcs.clear();
   scratch->sizes.clear();
-  for (const StridedCopy& c : GroupStrided(pieces)) {
+  for (const StridedCopy& c : copies) {
     void* gpu = reinterpret_cast<void*>(c.gpu);
     void* host = reinterpret_cast<void*>(c.host);
     if (c.rows > 1) {
@@ -61,6 +61,15 @@ CopyError IssueBatch(const CopyLaunch& launch, absl::Span<const PieceCopy> piece
     if (error != cudaSuccess) return {error, "cudaMemcpyBatchAsync"};
   }
   return {};
+}
+
+namespace {
+
+// Runs of pieces at constant pitches as one cudaMemcpy2DAsync each (see GroupStrided), the
+// rest in one cudaMemcpyBatchAsync.
+CopyError IssueBatch(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
+                     CopyScratch* scratch, cudaStream_t stream) {
+  return IssueStrided(launch, GroupStrided(pieces), scratch, stream);
 }
 
 CopyError IssueKernel(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,

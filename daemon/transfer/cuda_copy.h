@@ -77,6 +77,11 @@ struct CopyLaunch {
 CopyError IssueCopies(const CopyLaunch& launch, absl::Span<const PieceCopy> pieces,
                       CopyScratch* scratch, cudaStream_t stream);
 
+// kBatch's copies, already grouped (GroupStrided): each copy of several rows as one
+// cudaMemcpy2DAsync, the single rows in one cudaMemcpyBatchAsync, on `stream`.
+CopyError IssueStrided(const CopyLaunch& launch, absl::Span<const StridedCopy> copies,
+                       CopyScratch* scratch, cudaStream_t stream);
+
 // Adds the pieces of blocks [first, end) to the StagedPlan being issued (PlanStagedBlocks).
 using PlanBlocks = std::function<void(size_t first, size_t end)>;
 

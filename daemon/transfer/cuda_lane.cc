@@ -194,7 +194,7 @@ CopyError CudaLane::Issue(LaneJob& job, Slot& slot) {
   } else if (job.launch.strategy == CopyStrategy::kStaged) {
     error = IssueStaged(job, slot);
   } else {
-    error = IssueRuns(job, slot, PartitionByBytes(job.pieces, streams_.size(), kMinPartBytes));
+    error = IssueRuns(job, slot, job.pieces, kMinPartBytes);
   }
   if (!error.ok()) return error;
   cudaError_t record = cudaEventRecord(slot.event, streams_[0]);
@@ -217,10 +217,7 @@ CopyError CudaLane::IssueLayers(LaneJob& job, Slot& slot) {
   for (size_t layer = 0; layer + 1 < job.layer_bounds.size(); ++layer) {
     const size_t first = job.layer_bounds[layer];
     const size_t end = job.layer_bounds[layer + 1];
-    std::vector<size_t> bounds =
-        PartitionByBytes(pieces.subspan(first, end - first), streams_.size(), kMinLayerPartBytes);
-    for (size_t& b : bounds) b += first;
-    CopyError error = IssueRuns(job, slot, bounds);
+    CopyError error = IssueRuns(job, slot, pieces.subspan(first, end - first), kMinLayerPartBytes);
     if (!error.ok()) return error;
     cudaError_t flag =
         StreamWriteValue64(streams_[0], job.layer_flags + 8 * layer, job.layer_flag_value);
@@ -239,19 +236,43 @@ CopyError CudaLane::IssueLayers(LaneJob& job, Slot& slot) {
   return {};
 }
 
-CopyError CudaLane::IssueRuns(LaneJob& job, Slot& slot, const std::vector<size_t>& bounds) {
-  const absl::Span<const PieceCopy> pieces(job.pieces);
+CopyError CudaLane::IssueRuns(LaneJob& job, Slot& slot, absl::Span<const PieceCopy> pieces,
+                              uint64_t min_part_bytes) {
+  if (job.launch.strategy == CopyStrategy::kBatch) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::vector<StridedCopy>> runs =
+        PartitionStrided(GroupStrided(pieces), streams_.size(), min_part_bytes);
+    job.grouping.group_us += std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+    for (const std::vector<StridedCopy>& run : runs) {
+      for (const StridedCopy& c : run) {
+        ++(c.rows > 1 ? job.grouping.copies_2d : job.grouping.copy_entries);
+      }
+    }
+    for (size_t run = 0; run < runs.size(); ++run) {
+      CopyError error = IssueStrided(job.launch, runs[run], &slot.scratch[run], streams_[run]);
+      if (error.ok() && run > 0) error = JoinRun(slot, run);
+      if (!error.ok()) return error;
+    }
+    return {};
+  }
+  std::vector<size_t> bounds = PartitionByBytes(pieces, streams_.size(), min_part_bytes);
   for (size_t run = 0; run + 1 < bounds.size(); ++run) {
     if (bounds[run] == bounds[run + 1]) continue;
     CopyError error =
         IssueCopies(job.launch, pieces.subspan(bounds[run], bounds[run + 1] - bounds[run]),
                     &slot.scratch[run], streams_[run]);
+    if (error.ok() && run > 0) error = JoinRun(slot, run);
     if (!error.ok()) return error;
-    if (run == 0) continue;
-    cudaError_t joined = cudaEventRecord(slot.joined[run], streams_[run]);
-    if (joined == cudaSuccess) joined = cudaStreamWaitEvent(streams_[0], slot.joined[run], 0);
-    if (joined != cudaSuccess) return {joined, "joining the copy streams"};
   }
+  return {};
+}
+
+CopyError CudaLane::JoinRun(Slot& slot, size_t run) {
+  cudaError_t joined = cudaEventRecord(slot.joined[run], streams_[run]);
+  if (joined == cudaSuccess) joined = cudaStreamWaitEvent(streams_[0], slot.joined[run], 0);
+  if (joined != cudaSuccess) return {joined, "joining the copy streams"};
   return {};
 }
 
@@ -332,6 +353,9 @@ void CudaLane::Complete(Issued issued) {
   if (error.ok() && cudaEventElapsedTime(&gpu_ms, slots_[issued.slot].started,
                                          slots_[issued.slot].event) == cudaSuccess) {
     result.timings.gpu_us = static_cast<int64_t>(gpu_ms * 1000);
+    result.timings.group_us = job.grouping.group_us;
+    result.timings.copies_2d = job.grouping.copies_2d;
+    result.timings.copy_entries = job.grouping.copy_entries;
     if (bytes >= kMinPartBytes && result.timings.gpu_us > 0) {
       fastest_bytes_per_us_ =
           std::max(fastest_bytes_per_us_, static_cast<double>(bytes) / result.timings.gpu_us);

@@ -72,6 +72,7 @@ struct LaneJob {
   std::function<void(TransferResult)> done;
   // Stage times (TransferTimings), set by the lane.
   std::chrono::steady_clock::time_point enqueued, taken, planned, issued;
+  TransferTimings grouping;  // IssueRuns' group_us, copies_2d, copy_entries.
 };
 
 class CudaLane {
@@ -122,9 +123,13 @@ class CudaLane {
   // slot.scratch[0]: its DMAs are large and the copy engine ran several runs' DMAs one after
   // another anyway (more runs measured slower, bench/RESULTS.md).
   CopyError IssueStaged(LaneJob& job, Slot& slot);
-  // The pieces [bounds[i], bounds[i+1]) on streams_[i], the other streams joined into
-  // streams_[0].
-  CopyError IssueRuns(LaneJob& job, Slot& slot, const std::vector<size_t>& bounds);
+  // `pieces` cut into runs of at least `min_part_bytes`, run i on streams_[i], the other
+  // streams joined into streams_[0]. kBatch groups the pieces into 2-D copies first and cuts
+  // those (PartitionStrided), so that the cuts do not shorten every tensor's copies.
+  CopyError IssueRuns(LaneJob& job, Slot& slot, absl::Span<const PieceCopy> pieces,
+                      uint64_t min_part_bytes);
+  // Joins run `run` (> 0) into streams_[0].
+  CopyError JoinRun(Slot& slot, size_t run);
   // A layer-wise job: each layer's runs, then its flag word written on streams_[0].
   CopyError IssueLayers(LaneJob& job, Slot& slot);
   void Complete(Issued issued);

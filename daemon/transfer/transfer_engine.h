@@ -100,6 +100,12 @@ struct TransferTimings {
   int64_t wait_us = 0;    // Issued to the completion thread seeing the copies done.
   int64_t gpu_us = 0;     // On the GPU (CUDA events): from before the first copy to after
                           // the last; issue_us + wait_us - gpu_us ~ the completion's wake-up.
+  // kBatch (not layer-wise): of issue_us, grouping the pieces into 2-D copies and cutting
+  // those into runs (the GPU idles meanwhile), and what came of it: 2-D copies and single
+  // cudaMemcpyBatchAsync entries.
+  int64_t group_us = 0;
+  int64_t copies_2d = 0;
+  int64_t copy_entries = 0;
 };
 
 struct TransferResult {

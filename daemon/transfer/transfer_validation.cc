@@ -1,8 +1,10 @@
 #include "daemon/transfer/transfer_validation.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -257,7 +259,64 @@ std::vector<PieceCopy> SplitPieces(absl::Span<const PieceCopy> pieces, uint64_t 
   return out;
 }
 
+namespace {
+
+// A pitch from `from` to `to` on one side: their distance, if a 2-D copy can step it.
+uint64_t StridePitch(uint64_t from, uint64_t to, uint64_t bytes) {
+  if (to < from || to - from < bytes || to - from > kMaxCopyPitch) return 0;
+  return to - from;
+}
+
+// Adds row `p` to `last` (a copy of the same tensor) if it continues it at the same pitches.
+bool Extend(StridedCopy& last, const PieceCopy& p) {
+  if (last.bytes != p.bytes) return false;
+  const uint64_t gpu_end = last.gpu + (last.rows - 1) * last.gpu_pitch;
+  const uint64_t host_end = last.host + (last.rows - 1) * last.host_pitch;
+  const uint64_t gpu_pitch = StridePitch(gpu_end, p.gpu, p.bytes);
+  const uint64_t host_pitch = StridePitch(host_end, p.host, p.bytes);
+  if (gpu_pitch == 0 || host_pitch == 0) return false;
+  if (last.rows > 1 && (gpu_pitch != last.gpu_pitch || host_pitch != last.host_pitch)) {
+    return false;
+  }
+  last.gpu_pitch = gpu_pitch;
+  last.host_pitch = host_pitch;
+  ++last.rows;
+  return true;
+}
+
+// GroupStrided in one pass over the pieces, without copying or sorting them, for the common
+// plan: every tensor's pieces of one size and in ascending GPU order (ascending block ids).
+// Each tensor's last copy stays open while other tensors' pieces come between its rows.
+// nullopt for any other input (GroupStrided sorts that).
+std::optional<std::vector<StridedCopy>> GroupInOrder(absl::Span<const PieceCopy> pieces) {
+  std::vector<int64_t> open;  // By tensor: its last copy's index in `made`, or -1.
+  std::vector<std::pair<uint32_t, StridedCopy>> made;  // (tensor, copy), as opened.
+  for (const PieceCopy& p : pieces) {
+    if (p.tensor >= open.size()) open.resize(size_t{p.tensor} + 1, -1);
+    if (open[p.tensor] >= 0) {
+      StridedCopy& last = made[static_cast<size_t>(open[p.tensor])].second;
+      if (p.bytes != last.bytes || p.gpu <= last.gpu + (last.rows - 1) * last.gpu_pitch) {
+        return std::nullopt;  // Sizes differ or not ascending: sorted by the general path.
+      }
+      if (Extend(last, p)) continue;
+    }
+    open[p.tensor] = static_cast<int64_t>(made.size());
+    made.push_back({p.tensor, {p.gpu, p.host, p.bytes, 0, 0, 1}});
+  }
+  std::stable_sort(made.begin(), made.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<StridedCopy> copies;
+  copies.reserve(made.size());
+  for (const auto& m : made) copies.push_back(m.second);
+  return copies;
+}
+
+}  // namespace
+
 std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces) {
+  if (std::optional<std::vector<StridedCopy>> in_order = GroupInOrder(pieces)) {
+    return *std::move(in_order);
+  }
   // Ordered by tensor, size, GPU address: bucketed by tensor in input order (a plan's pieces
   // are block-major, so each bucket is usually in order already: an engine's blocks mostly
   // come with ascending ids), then each bucket sorted only where it is not.
@@ -279,35 +338,49 @@ std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces) {
     auto last = sorted.begin() + static_cast<ptrdiff_t>(bucket[t + 1]);
     if (!std::is_sorted(first, last, by_size_then_gpu)) std::sort(first, last, by_size_then_gpu);
   }
-  // A pitch from `from` to `to` on one side: their distance, if a 2-D copy can step it.
-  auto pitch = [](uint64_t from, uint64_t to, uint64_t bytes) -> uint64_t {
-    if (to < from || to - from < bytes || to - from > kMaxCopyPitch) return 0;
-    return to - from;
-  };
   std::vector<StridedCopy> copies;
-  copies.reserve(sorted.size());
   for (size_t i = 0; i < sorted.size(); ++i) {
     const PieceCopy& p = sorted[i];
-    if (i > 0 && sorted[i - 1].tensor == p.tensor) {
-      StridedCopy& last = copies.back();
-      if (last.bytes == p.bytes) {
-        // The row after the group's last one, on each side.
-        uint64_t gpu_end = last.gpu + (last.rows - 1) * last.gpu_pitch;
-        uint64_t host_end = last.host + (last.rows - 1) * last.host_pitch;
-        uint64_t gpu_pitch = pitch(gpu_end, p.gpu, p.bytes);
-        uint64_t host_pitch = pitch(host_end, p.host, p.bytes);
-        if (gpu_pitch != 0 && host_pitch != 0 &&
-            (last.rows == 1 || (gpu_pitch == last.gpu_pitch && host_pitch == last.host_pitch))) {
-          last.gpu_pitch = gpu_pitch;
-          last.host_pitch = host_pitch;
-          ++last.rows;
-          continue;
-        }
-      }
-    }
+    if (i > 0 && sorted[i - 1].tensor == p.tensor && Extend(copies.back(), p)) continue;
     copies.push_back({p.gpu, p.host, p.bytes, 0, 0, 1});
   }
   return copies;
+}
+
+std::vector<std::vector<StridedCopy>> PartitionStrided(absl::Span<const StridedCopy> copies,
+                                                       size_t max_parts, uint64_t min_part_bytes) {
+  uint64_t total = 0;
+  for (const StridedCopy& c : copies) total += c.bytes * c.rows;
+  uint64_t parts = min_part_bytes == 0 ? max_parts : total / min_part_bytes;
+  parts = std::clamp<uint64_t>(parts, 1, std::max<size_t>(max_parts, 1));
+  std::vector<std::vector<StridedCopy>> runs(parts);
+  // Run k ends once `done` reaches (k + 1) / parts of the bytes; the last takes the rest.
+  auto boundary = [&](uint64_t k) { return (k + 1) * total / parts; };
+  uint64_t k = 0;
+  uint64_t done = 0;
+  for (const StridedCopy& c : copies) {
+    uint64_t first = 0;
+    while (first < c.rows) {
+      uint64_t take = c.rows - first;
+      if (k + 1 < parts && c.bytes > 0) {
+        // The rows that reach this run's share (one at least: a row larger than a share
+        // fills a run of its own, as PartitionByBytes's pieces do).
+        const uint64_t need = boundary(k) > done ? boundary(k) - done : 0;
+        take = std::min(take, std::max<uint64_t>(1, (need + c.bytes - 1) / c.bytes));
+      }
+      StridedCopy part = c;
+      part.gpu += first * c.gpu_pitch;
+      part.host += first * c.host_pitch;
+      part.rows = take;
+      if (take == 1) part.gpu_pitch = part.host_pitch = 0;
+      runs[k].push_back(part);
+      done += take * c.bytes;
+      first += take;
+      if (k + 1 < parts && done >= boundary(k)) ++k;
+    }
+  }
+  std::erase_if(runs, [](const std::vector<StridedCopy>& run) { return run.empty(); });
+  return runs;
 }
 
 std::vector<size_t> PartitionByBytes(absl::Span<const PieceCopy> pieces, size_t max_parts,

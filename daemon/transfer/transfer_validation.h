@@ -125,6 +125,15 @@ std::vector<StridedCopy> GroupStrided(absl::Span<const PieceCopy> pieces);
 std::vector<size_t> PartitionByBytes(absl::Span<const PieceCopy> pieces, size_t max_parts,
                                      uint64_t min_part_bytes);
 
+// The same for 2-D copies (GroupStrided's, in its order): at most `max_parts` runs of about
+// equal bytes, none planned under `min_part_bytes`. A copy is cut, by rows, only where a run's
+// share of the bytes ends inside it, so every copy stays whole but for at most max_parts - 1
+// cuts in all (cutting the pieces first, in block order, would cut every tensor's copies at
+// every run's end: shorter 2-D copies, which the copy engine moves slower). Empty runs are
+// left out; the runs hold every row of `copies` once, in order.
+std::vector<std::vector<StridedCopy>> PartitionStrided(absl::Span<const StridedCopy> copies,
+                                                       size_t max_parts, uint64_t min_part_bytes);
+
 // kAuto -> stores: kBatch; loads: kStaged when max_piece_bytes < kernel_max_piece_bytes,
 // else kBatch. Any other request is kept.
 CopyStrategy ResolveStrategy(CopyStrategy requested, CopyDirection direction,

@@ -105,6 +105,19 @@ TEST(SlabAllocatorTest, TheLowestSlabWithRoomIsFilledFirst) {
   ExpectNextSlotsAt(*a, c, {1 * 16 * kKiB, 5 * 16 * kKiB, 9 * 16 * kKiB});
 }
 
+// Slots freed one by one in a slab that stays in use come back lowest first, whatever order
+// they were freed in: a job reserved into them gets ascending slots (2-D copies on the GPU).
+TEST(SlabAllocatorTest, FreedSlotsOfAPartlyUsedSlabComeBackInAddressOrder) {
+  auto a = Make(1);
+  SizeClassId c = *a->ClassFor(4 * kKiB);
+  std::vector<SlotRef> slots = AllocateAll(*a, c);
+  ASSERT_EQ(slots.size(), 16u);
+  for (size_t i : {9, 10, 11, 12, 13, 3, 7}) a->Free(slots[i]);  // slot 0 stays in use
+  ExpectNextSlotsAt(*a, c,
+                    {3 * 4 * kKiB, 7 * 4 * kKiB, 9 * 4 * kKiB, 10 * 4 * kKiB, 11 * 4 * kKiB,
+                     12 * 4 * kKiB, 13 * 4 * kKiB});
+}
+
 TEST(SlabAllocatorTest, ReleasedSlotIsFreedExplicitly) {
   auto a = Make(1);
   SizeClassId c = *a->ClassFor(64 * kKiB);

@@ -1,7 +1,11 @@
 // Geometry and request checks and copy planning: plain C++, no GPU needed.
 #include "daemon/transfer/transfer_validation.h"
 
+#include <algorithm>
+#include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,6 +24,7 @@ bool operator==(const StridedCopy& a, const StridedCopy& b) {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kKiB = 1024;
@@ -267,6 +272,34 @@ TEST(GroupStridedTest, OrderOfTheInputDoesNotMatter) {
               ElementsAre(StridedCopy{0x0, 0x1000, 0x10, 0x10, 0x1000, 3}));
 }
 
+TEST(GroupStridedTest, APlanInBlockOrderGroupsAsTheSameBlocksInAnyOrder) {
+  // Three tensors (one of 0x40-byte pieces, two of 0x20), 40 blocks in slots that skip one
+  // every 16 (a slab's end): in block order the one-pass path groups them, shuffled the
+  // sorting path does; both give the same copies, tensor by tensor.
+  std::vector<TensorLayout> tensors = {
+      {0x100000, 0x40, 0x40, 0}, {0x200000, 0x20, 0x20, 0}, {0x300000, 0x20, 0x20, 1}};
+  std::vector<BlockCopy> blocks;
+  for (uint32_t b = 0; b < 40; ++b) blocks.push_back({b, uint64_t{b + b / 16} * 0x80});
+  std::vector<PieceCopy> in_order = PlanCopies(tensors, blocks, 0x10000000);
+  std::vector<PieceCopy> shuffled = in_order;
+  std::mt19937 rng(7);
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  std::vector<StridedCopy> copies = GroupStrided(in_order);
+  EXPECT_EQ(copies, GroupStrided(shuffled));
+  ASSERT_EQ(copies.size(), 9u);  // Three runs of slots (16, 16, 8 blocks) per tensor.
+  EXPECT_EQ(copies[0], (StridedCopy{0x100000, 0x10000000, 0x40, 0x40, 0x80, 16}));
+  EXPECT_EQ(copies[3], (StridedCopy{0x200000, 0x10000040, 0x20, 0x20, 0x80, 16}));
+  EXPECT_EQ(copies[8],
+            (StridedCopy{0x300000 + 32 * 0x20, 0x10000060 + 34 * 0x80, 0x20, 0x20, 0x80, 8}));
+  // Descending block ids: the sorting path finds the same groups as ascending ones.
+  std::vector<BlockCopy> backwards(blocks.rbegin(), blocks.rend());
+  EXPECT_EQ(GroupStrided(PlanCopies(tensors, backwards, 0x10000000)), copies);
+  // Two sizes in one tensor: sorted by size first, as before.
+  EXPECT_THAT(GroupStrided({{0x0, 0x1000, 0x20}, {0x40, 0x2000, 0x10}, {0x80, 0x3000, 0x20}}),
+              ElementsAre(StridedCopy{0x40, 0x2000, 0x10, 0, 0, 1},
+                          StridedCopy{0x0, 0x1000, 0x20, 0x80, 0x2000, 2}));
+}
+
 TEST(SplitPiecesTest, CutsLongPieces) {
   EXPECT_THAT(SplitPieces({{0, 100, 10}, {50, 200, 4}}, 4),
               ElementsAre(PieceCopy{0, 100, 4}, PieceCopy{4, 104, 4}, PieceCopy{8, 108, 2},
@@ -287,6 +320,80 @@ TEST(PartitionByBytesTest, UnevenPiecesAndFewPieces) {
   EXPECT_THAT(PartitionByBytes(pieces, 4, 1), ElementsAre(0u, 1u, 2u, 3u));
   EXPECT_THAT(PartitionByBytes({{0, 0, 64}}, 4, 1), ElementsAre(0u, 1u));
   EXPECT_THAT(PartitionByBytes({}, 4, 1), ElementsAre(0u));
+}
+
+// Every row of `copies` as (gpu, host, bytes), in order: what a partition must keep.
+std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> Rows(absl::Span<const StridedCopy> copies) {
+  std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> rows;
+  for (const StridedCopy& c : copies) {
+    for (uint64_t r = 0; r < c.rows; ++r) {
+      rows.emplace_back(c.gpu + r * c.gpu_pitch, c.host + r * c.host_pitch, c.bytes);
+    }
+  }
+  return rows;
+}
+
+TEST(PartitionStridedTest, CutsCopiesOnlyWhereARunsShareEnds) {
+  // 32 tensors (MLA's layers) of 512 blocks in even slots, planned block by block: 32 copies
+  // of 512 rows. Four runs: each takes 8 whole copies, none is cut.
+  std::vector<TensorLayout> tensors;
+  for (uint64_t t = 0; t < 32; ++t) tensors.push_back({0x100000000 * (t + 1), 0x4800, 0x4800, 0});
+  std::vector<BlockCopy> blocks;
+  for (uint32_t b = 0; b < 512; ++b) blocks.push_back({b, uint64_t{b} * 32 * 0x4800});
+  std::vector<StridedCopy> copies = GroupStrided(PlanCopies(tensors, blocks, 0x10000000));
+  ASSERT_EQ(copies.size(), 32u);
+  std::vector<std::vector<StridedCopy>> runs = PartitionStrided(copies, 4, 1);
+  ASSERT_EQ(runs.size(), 4u);
+  std::vector<StridedCopy> joined;
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.size(), 8u);
+    for (const StridedCopy& c : run) EXPECT_EQ(c.rows, 512u);
+    joined.insert(joined.end(), run.begin(), run.end());
+  }
+  EXPECT_EQ(Rows(joined), Rows(copies));
+  // Cutting the pieces first (block order) would have cut every copy at every run's end.
+  std::vector<PieceCopy> pieces = PlanCopies(tensors, blocks, 0x10000000);
+  std::vector<size_t> bounds = PartitionByBytes(pieces, 4, 1);
+  size_t old_copies = 0;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    old_copies +=
+        GroupStrided(absl::MakeSpan(pieces).subspan(bounds[i], bounds[i + 1] - bounds[i])).size();
+  }
+  EXPECT_EQ(old_copies, 128u);
+}
+
+TEST(PartitionStridedTest, OneTallCopyIsCutIntoEqualRuns) {
+  // Cross-layer: one tensor, one copy of 100 rows of 0x10 bytes, three runs.
+  std::vector<StridedCopy> one = {{0x1000, 0x90000, 0x10, 0x20, 0x100, 100}};
+  std::vector<std::vector<StridedCopy>> runs = PartitionStrided(one, 3, 1);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_THAT(runs[0], ElementsAre(StridedCopy{0x1000, 0x90000, 0x10, 0x20, 0x100, 34}));
+  EXPECT_THAT(runs[1], ElementsAre(StridedCopy{0x1000 + 34 * 0x20, 0x90000 + 34 * 0x100, 0x10, 0x20,
+                                               0x100, 33}));
+  EXPECT_THAT(runs[2], ElementsAre(StridedCopy{0x1000 + 67 * 0x20, 0x90000 + 67 * 0x100, 0x10, 0x20,
+                                               0x100, 33}));
+}
+
+TEST(PartitionStridedTest, SmallJobsBigPiecesAndNothing) {
+  std::vector<StridedCopy> copies = {
+      {0x0, 0x0, 90, 0, 0, 1}, {0x100, 0x100, 5, 0, 0, 1}, {0x200, 0x200, 5, 0, 0, 1}};
+  // Under the minimum: one run.
+  EXPECT_THAT(PartitionStrided(copies, 4, 1000), ElementsAre(ElementsAreArray(copies)));
+  // A piece bigger than several shares fills them: no empty runs, every piece once, in order.
+  std::vector<std::vector<StridedCopy>> runs = PartitionStrided(copies, 4, 1);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_THAT(runs[0], ElementsAre(copies[0]));
+  EXPECT_THAT(runs[1], ElementsAre(copies[1]));
+  EXPECT_THAT(runs[2], ElementsAre(copies[2]));
+  // A cut leaving one row: a plain piece (pitches 0).
+  std::vector<std::vector<StridedCopy>> two =
+      PartitionStrided({{0x0, 0x0, 0x10, 0x10, 0x40, 3}, {0x800, 0x800, 0x10, 0, 0, 1}}, 2, 1);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_THAT(two[0], ElementsAre(StridedCopy{0x0, 0x0, 0x10, 0x10, 0x40, 2}));
+  EXPECT_THAT(two[1], ElementsAre(StridedCopy{0x20, 0x80, 0x10, 0, 0, 1},
+                                  StridedCopy{0x800, 0x800, 0x10, 0, 0, 1}));
+  EXPECT_TRUE(PartitionStrided({}, 4, 1).empty());
+  EXPECT_EQ(PartitionStrided(copies, 0, 0).size(), 1u);  // max_parts 0 counts as 1
 }
 
 TEST(ResolveStrategyTest, AutoPicksStagedCopiesForSmallPieces) {
