@@ -177,7 +177,8 @@ class BlockCache {
   std::optional<SlotHandle> AllocateLocked(SizeClassId cls, size_t* budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleasePendingLocked(const PendingBlock& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PublishLocked(const PendingBlock& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A committed block's bookkeeping (its index entry is made visible by the caller).
+  void PublishLocked(const BlockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Reservation*> OpenReservationLocked(SessionId session, ReservationId id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseReservationLocked(Reservation& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

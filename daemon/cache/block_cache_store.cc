@@ -115,17 +115,11 @@ std::optional<SlotHandle> BlockCache::AllocateLocked(SizeClassId cls, size_t* bu
   }
 }
 
-void BlockCache::PublishLocked(const PendingBlock& block) {
-  index_.Update(block.key, [](BlockEntry& e) {
-    e.flags &= static_cast<uint8_t>(~BlockEntry::kPending);
-    e.tiers |= TierBit(Tier::kL1);
-  });
-  policy_->OnInsert(block.key.Fingerprint());
+void BlockCache::PublishLocked(const BlockKey& key) {
+  policy_->OnInsert(key.Fingerprint());
   ++blocks_;
-  ++ns_blocks_[block.key.ns()];
-  if (options_.listener != nullptr) {
-    options_.listener->OnStored(block.key.ns(), block.key, Tier::kL1);
-  }
+  ++ns_blocks_[key.ns()];
+  if (options_.listener != nullptr) options_.listener->OnStored(key.ns(), key, Tier::kL1);
 }
 
 void BlockCache::ReleasePendingLocked(const PendingBlock& block) {
@@ -178,12 +172,17 @@ absl::StatusOr<size_t> BlockCache::CommitStore(SessionId session, ReservationId 
   std::vector<BlockKey> committed;
   for (const PendingBlock& block : (*r)->blocks) {
     if (keep[block.index]) {
-      PublishLocked(block);
       committed.push_back(block.key);
     } else {
       ReleasePendingLocked(block);
     }
   }
+  // Visible at once, each index shard's lock taken once per 256 keys (not once per key).
+  index_.UpdateEach(committed, [](size_t, BlockEntry& e) {
+    e.flags &= static_cast<uint8_t>(~BlockEntry::kPending);
+    e.tiers |= TierBit(Tier::kL1);
+  });
+  for (const BlockKey& key : committed) PublishLocked(key);
   CloseReservationLocked(**r);
   if (into.has_value() && !committed.empty() &&
       leases_.Extend(into->session, into->lease, committed)) {

@@ -62,12 +62,13 @@ absl::StatusOr<SizeClassId> SlabAllocator::ClassFor(uint64_t block_bytes) {
   SizeClass& c = classes_.emplace_back();
   c.slot_bytes = slot;
   c.slots_per_slab = static_cast<uint32_t>(slab_bytes_ / slot);
+  slot_bytes_[classes_.size() - 1].store(slot, std::memory_order_release);
   return static_cast<SizeClassId>(classes_.size() - 1);
 }
 
 uint64_t SlabAllocator::SlotBytes(SizeClassId cls) const {
-  MutexLock lock(&mu_);
-  return classes_.at(cls).slot_bytes;
+  if (cls >= kMaxClasses) Die("size class out of range");
+  return slot_bytes_[cls].load(std::memory_order_acquire);
 }
 
 std::optional<uint32_t> SlabAllocator::TakeSlabLocked(int cls) {
@@ -117,7 +118,7 @@ std::optional<SlotHandle> SlabAllocator::Allocate(SizeClassId cls) {
   }
   if (s.used++ == 0) empty_slabs_.erase(slab_index);
   if (s.used == c.slots_per_slab) c.partial.erase(slab_index);
-  used_bytes_ += c.slot_bytes;
+  used_bytes_.fetch_add(c.slot_bytes, std::memory_order_relaxed);
   ++allocated_slots_;
   SlotRef ref{base_offset_ + slab_index * slab_bytes_ + slot * c.slot_bytes, c.slot_bytes, cls};
   return SlotHandle(this, ref);
@@ -142,20 +143,17 @@ void SlabAllocator::Free(const SlotRef& ref) {
     s.bump = 0;  // All free again: hand the slots out in address order.
     s.freed.clear();
   }
-  used_bytes_ -= c.slot_bytes;
+  used_bytes_.fetch_sub(c.slot_bytes, std::memory_order_relaxed);
   --allocated_slots_;
 }
 
-uint64_t SlabAllocator::UsedBytes() const {
-  MutexLock lock(&mu_);
-  return used_bytes_;
-}
+uint64_t SlabAllocator::UsedBytes() const { return used_bytes_.load(std::memory_order_relaxed); }
 
 SlabAllocatorStats SlabAllocator::Stats() const {
   MutexLock lock(&mu_);
   SlabAllocatorStats st;
   st.capacity_bytes = slab_bytes_ * slabs_.size();
-  st.used_bytes = used_bytes_;
+  st.used_bytes = used_bytes_.load(std::memory_order_relaxed);
   st.slab_count = slabs_.size();
   st.free_slabs = free_slabs_.size();
   st.slab_moves = slab_moves_;

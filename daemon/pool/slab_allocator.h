@@ -19,6 +19,8 @@
 #ifndef KVSTRATA_DAEMON_POOL_SLAB_ALLOCATOR_H_
 #define KVSTRATA_DAEMON_POOL_SLAB_ALLOCATOR_H_
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -64,7 +66,7 @@ class SlabAllocator {
   // INVALID_ARGUMENT for 0 bytes; RESOURCE_EXHAUSTED when a slot would not fit in a slab or
   // kMaxClasses classes exist.
   absl::StatusOr<SizeClassId> ClassFor(uint64_t block_bytes);
-  uint64_t SlotBytes(SizeClassId cls) const;
+  uint64_t SlotBytes(SizeClassId cls) const;  // Lock-free.
 
   // A free slot of `cls`, or nullopt when the region has no room for one (the caller
   // evicts and retries, or drops). REQUIRES: cls came from ClassFor.
@@ -74,7 +76,7 @@ class SlabAllocator {
   void Free(const SlotRef& slot);
 
   SlabAllocatorStats Stats() const;
-  uint64_t UsedBytes() const;
+  uint64_t UsedBytes() const;  // Lock-free: the sum as of the last Allocate / Free.
   uint64_t capacity_bytes() const { return slab_bytes_ * slab_count_; }
   uint64_t slab_bytes() const { return slab_bytes_; }
 
@@ -102,9 +104,13 @@ class SlabAllocator {
   mutable Mutex mu_;
   std::vector<Slab> slabs_ ABSL_GUARDED_BY(mu_);
   std::vector<SizeClass> classes_ ABSL_GUARDED_BY(mu_);
+  // classes_[i].slot_bytes, readable without mu_ (SlotBytes, on every store and eviction);
+  // set once, when class i is made.
+  std::array<std::atomic<uint64_t>, kMaxClasses> slot_bytes_{};
   std::vector<uint32_t> free_slabs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> empty_slabs_ ABSL_GUARDED_BY(mu_);  // assigned, no slot used
-  uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written under mu_, read without it (UsedBytes: a watermark check per allocation).
+  std::atomic<uint64_t> used_bytes_ = 0;
   uint64_t allocated_slots_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t slab_moves_ ABSL_GUARDED_BY(mu_) = 0;
 };
