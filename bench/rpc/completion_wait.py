@@ -9,7 +9,10 @@ A real kvstratad opens the session; its job frames go to a stand-in for the daem
 fast-path socket in a child process, which answers each frame at once and writes the job's
 completion frame `delay` ms later, stamping the wall clock of that write (µs) into the
 frame's elapsed_us. This process submits a 512-block load and waits for it (wait_job),
-job after job, and prints p50 / p90 of its wait's return minus that stamp. Beside it, in
+job after job, and prints p50 / p90 of its wait's return minus that stamp, and the CPU this
+process spent per job (time.process_time over submit and wait: every thread of it, the
+waiting thread's spin before the completion included; `--spin-s 0` turns the spin off, for
+its cost). Beside it, in
 the same run, the floor: the same child, after the same delay, stamps and writes 8 bytes to
 a socket this process's main thread waits on in recv() (one wake-up, no Python between). Run
 it once per client build (PYTHONPATH=<site of the build> first) for an A/B on one machine.
@@ -86,6 +89,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--delay-ms", type=float, default=6.0)
     parser.add_argument("--jobs", type=int, default=400)
+    parser.add_argument("--spin-s", type=float, default=None,
+                        help="the session's completions().spin_s (default: the client's own)")
     args = parser.parse_args()
     import kvstrata
     from kvs_testing import Daemon, mha_spec
@@ -103,16 +108,22 @@ def main() -> None:
         while not os.path.exists(path):
             time.sleep(0.01)
         s._side_sockets[s.open_response.lookup_socket] = path  # Job frames go to the child.
+        if args.spin_s is not None:
+            s.completions().spin_s = args.spin_s
         keys = [os.urandom(32) for _ in range(512)]
-        gaps = []
+        gaps, cpu = [], []
         for _ in range(args.jobs):
+            c0 = time.process_time()
             c = s.wait_job(s.submit_load(ns, 7, keys, range(512)), timeout=5)
             gaps.append(time.time_ns() / 1000 - c.elapsed_us)
+            cpu.append((time.process_time() - c0) * 1e6)
             time.sleep(0.002)  # The engine's work between two jobs.
         s.close()
         base = floor(args.delay_ms / 1e3, args.jobs)
-        print(f"{kvstrata.__file__}: delay {args.delay_ms:g} ms")
+        print(f"{kvstrata.__file__}: delay {args.delay_ms:g} ms, spin_s "
+              f"{s.completions().spin_s if args.spin_s is None else args.spin_s:g}")
         print(f"  completion written -> wait_job returned: {summary(gaps)}")
+        print(f"  this process's CPU per job (submit + wait): {summary(cpu)}")
         print(f"  floor, 8 bytes written -> recv() returned:  {summary(base)}")
     finally:
         daemon.stop()
