@@ -20,6 +20,7 @@ it once per client build (PYTHONPATH=<site of the build> first) for an A/B on on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import socket
@@ -79,6 +80,31 @@ def floor(delay_s: float, rounds: int) -> list:
     return gaps
 
 
+@contextlib.contextmanager
+def stand_in_session(delay_s: float, name: str, prefix: str):
+    """A kvstrata.Session on a real kvstratad, with a namespace, whose job frames go to
+    serve() in a child process (completions `delay_s` after each frame): yields (session,
+    namespace). Stops the daemon at the end."""
+    import kvstrata
+    from kvs_testing import Daemon, mha_spec
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    daemon = Daemon(tmp).start()
+    try:
+        s = kvstrata.Session(daemon.client(), client_name=name)
+        ns = s.register_namespace(**mha_spec(model=name))
+        path = str(tmp / "jobs.sock")
+        child = multiprocessing.Process(target=serve, daemon=True,
+                                        args=(path, delay_s, s.open_response.session_id))
+        child.start()
+        while not os.path.exists(path):
+            time.sleep(0.01)
+        s._side_sockets[s.open_response.lookup_socket] = path  # Job frames go to the child.
+        yield s, ns
+    finally:
+        daemon.stop()
+
+
 def summary(gaps: list) -> str:
     gaps = sorted(gaps[3:])
     return (f"p50 {statistics.median(gaps):.0f} us, p90 {gaps[int(len(gaps) * 0.9)]:.0f} us "
@@ -93,21 +119,8 @@ def main() -> None:
                         help="the session's completions().spin_s (default: the client's own)")
     args = parser.parse_args()
     import kvstrata
-    from kvs_testing import Daemon, mha_spec
 
-    tmp = Path(tempfile.mkdtemp(prefix="kvcw", dir="/tmp"))
-    daemon = Daemon(tmp).start()
-    try:
-        s = kvstrata.Session(daemon.client(), client_name="completion-wait")
-        ns = s.register_namespace(**mha_spec(model="completion-wait"))
-        path = str(tmp / "jobs.sock")
-        child = multiprocessing.Process(target=serve, daemon=True,
-                                        args=(path, args.delay_ms / 1e3,
-                                              s.open_response.session_id))
-        child.start()
-        while not os.path.exists(path):
-            time.sleep(0.01)
-        s._side_sockets[s.open_response.lookup_socket] = path  # Job frames go to the child.
+    with stand_in_session(args.delay_ms / 1e3, "completion-wait", "kvcw") as (s, ns):
         if args.spin_s is not None:
             s.completions().spin_s = args.spin_s
         keys = [os.urandom(32) for _ in range(512)]
@@ -118,15 +131,13 @@ def main() -> None:
             gaps.append(time.time_ns() / 1000 - c.elapsed_us)
             cpu.append((time.process_time() - c0) * 1e6)
             time.sleep(0.002)  # The engine's work between two jobs.
+        spin = s.completions().spin_s
         s.close()
         base = floor(args.delay_ms / 1e3, args.jobs)
-        print(f"{kvstrata.__file__}: delay {args.delay_ms:g} ms, spin_s "
-              f"{s.completions().spin_s if args.spin_s is None else args.spin_s:g}")
+        print(f"{kvstrata.__file__}: delay {args.delay_ms:g} ms, spin_s {spin:g}")
         print(f"  completion written -> wait_job returned: {summary(gaps)}")
         print(f"  this process's CPU per job (submit + wait): {summary(cpu)}")
         print(f"  floor, 8 bytes written -> recv() returned:  {summary(base)}")
-    finally:
-        daemon.stop()
 
 
 if __name__ == "__main__":

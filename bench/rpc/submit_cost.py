@@ -19,14 +19,11 @@ import multiprocessing
 import os
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from completion_wait import MAGIC, REQUEST, REPO, serve, summary  # noqa: E402
-
-sys.path.insert(1, str(REPO / "tests" / "integration" / "python"))
+from completion_wait import MAGIC, REQUEST, stand_in_session, summary  # noqa: E402
 
 
 def drain(sock: socket.socket) -> None:
@@ -57,20 +54,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=300)
     args = parser.parse_args()
     import kvstrata
-    from kvs_testing import Daemon, mha_spec
 
-    tmp = Path(tempfile.mkdtemp(prefix="kvsc", dir="/tmp"))
-    daemon = Daemon(tmp).start()
-    try:
-        s = kvstrata.Session(daemon.client(), client_name="submit-cost")
-        ns = s.register_namespace(**mha_spec(model="submit-cost"))
-        path = str(tmp / "jobs.sock")
-        child = multiprocessing.Process(target=serve, daemon=True,
-                                        args=(path, 0.002, s.open_response.session_id))
-        child.start()
-        while not os.path.exists(path):
-            time.sleep(0.01)
-        s._side_sockets[s.open_response.lookup_socket] = path  # Job frames go to the child.
+    with stand_in_session(0.002, "submit-cost", "kvsc") as (s, ns):
         print(f"{kvstrata.__file__}:")
         for n in (64, 512):
             keys = [os.urandom(32) for _ in range(n)]
@@ -85,8 +70,6 @@ def main() -> None:
             base = floor(keys, ids, args.jobs)
             print(f"             floor, the frame built and written by hand {summary(base)}")
         s.close()
-    finally:
-        daemon.stop()
 
 
 if __name__ == "__main__":
