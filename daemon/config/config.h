@@ -83,7 +83,8 @@ struct EventsConfig {
   bool enabled = false;
   std::string endpoint;          // ZMQ PUB; "" = no ZMQ (PollEvents only)
   std::string replay_endpoint;   // ZMQ ROUTER; "" = no replay
-  std::string pod_id;            // resolved: never empty after loading
+  std::string pod_id;            // the topic's <id>: this key, else "node:<node_name>", else host
+  std::string node_name;         // this key, else $NODE_NAME when pod_id is ""; may stay ""
   std::string encoding = "map";  // "map" (vLLM 0.26+) or "array"
   int64_t data_parallel_rank = 0;
   int64_t buffer_batches = 10000;

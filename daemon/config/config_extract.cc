@@ -219,6 +219,18 @@ void ReadEvents(SectionReader& r, EventsConfig& e) {
   e.endpoint = r.Address("endpoint", CheckZmqEndpoint);
   e.replay_endpoint = r.Address("replay_endpoint", CheckZmqEndpoint);
   e.pod_id = r.String("pod_id");
+  e.node_name = r.String("node_name");
+  if (!e.node_name.empty() && !e.pod_id.empty()) {
+    r.Fail("node_name", "node_name and pod_id both name the topic: expected one of them set");
+  }
+  const char* env_node = std::getenv("NODE_NAME");  // Kubernetes: the downward API's nodeName
+  bool from_env = e.node_name.empty() && e.pod_id.empty() && env_node != nullptr;
+  if (from_env) e.node_name = env_node;
+  if (e.node_name.find('@') != std::string::npos) {
+    r.Fail("node_name", absl::StrCat("'", e.node_name, "'", from_env ? " (from $NODE_NAME)" : "",
+                                     " contains '@': expected a node name without '@'"));
+  }
+  if (!e.node_name.empty() && e.pod_id.empty()) e.pod_id = absl::StrCat("node:", e.node_name);
   if (e.pod_id.empty()) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);

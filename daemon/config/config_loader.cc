@@ -282,6 +282,7 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
   resolved("server", "socket", config.server.socket);
   resolved("l2", "path", config.l2.path);
   resolved("events", "pod_id", config.events.pod_id);
+  resolved("events", "node_name", config.events.node_name);
   RecordEntries(*merged, sources, config);
   return config;
 }
