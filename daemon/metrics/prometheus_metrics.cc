@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <exception>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/mutex.h"
 #include "daemon/metrics/callback_collectable.h"
+#include "daemon/metrics/metrics_http_server.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
@@ -60,8 +59,15 @@ struct PrometheusMetrics::Impl {
   std::array<Histogram*, kCopyRouteCount> transfer_size{}, transfer_seconds{};
   // Dropped stores: series created on first use, read through `callbacks` (the L1 ones
   // are registered by the daemon from the cache's own counters).
-  std::unique_ptr<prometheus::Exposer> exposer;
   std::string bound_address;
+  std::unique_ptr<MetricsHttpServer> server;  // Last: stopped before the rest goes.
+
+  std::string Render() const {
+    std::vector<prometheus::MetricFamily> families = registry->Collect();
+    std::vector<prometheus::MetricFamily> more = callbacks->Collect();
+    families.insert(families.end(), more.begin(), more.end());
+    return prometheus::TextSerializer().Serialize(families);
+  }
 
   void Build() {
     prometheus::Registry& r = *registry;
@@ -148,22 +154,21 @@ absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Create(
   impl->Build();
   AddProcessGauges(*impl->callbacks);
   if (!address.empty()) {
-    try {
-      // CivetWeb gives each connection a worker until its request arrives: with more
-      // workers than a few idle connections, and a short wait for the request, connections
-      // that never send one (a port scan, a stuck client) cannot starve the scrapes.
-      impl->exposer = std::make_unique<prometheus::Exposer>(
-          std::vector<std::string>{"listening_ports", address, "num_threads", "16",
-                                   "request_timeout_ms", "2000", "keep_alive_timeout_ms", "500"});
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
-    }
-    impl->exposer->RegisterCollectable(impl->registry);
-    impl->exposer->RegisterCollectable(impl->callbacks);
+    const Impl* page = impl.get();
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
+        MetricsHttpServer::Start({.address = address}, [page] { return page->Render(); });
+    if (!server.ok()) return server.status();
+    impl->server = std::move(*server);
     std::string host = address.substr(0, address.rfind(':'));
-    std::vector<int> ports = impl->exposer->GetListeningPorts();
-    impl->bound_address = absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
+    impl->bound_address = absl::StrCat(host, ":", impl->server->port());
+    MetricsHttpServer* http = impl->server.get();
+    impl->callbacks->Add("kvstrata_metrics_connections",
+                         "Open connections to this metrics endpoint (idle ones included).",
+                         prometheus::MetricType::Gauge, {},
+                         [http] { return static_cast<double>(http->open_connections()); });
+    impl->callbacks->Add("kvstrata_metrics_scrapes_total", "Pages served at /metrics.",
+                         prometheus::MetricType::Counter, {},
+                         [http] { return static_cast<double>(http->pages_served()); });
   }
   return std::unique_ptr<PrometheusMetrics>(new PrometheusMetrics(std::move(impl)));
 }
@@ -246,11 +251,6 @@ double PrometheusMetrics::CounterTotal(absl::string_view name,
 
 std::string PrometheusMetrics::bound_address() const { return impl_->bound_address; }
 
-std::string PrometheusMetrics::Render() const {
-  std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
-  std::vector<prometheus::MetricFamily> callbacks = impl_->callbacks->Collect();
-  families.insert(families.end(), callbacks.begin(), callbacks.end());
-  return prometheus::TextSerializer().Serialize(families);
-}
+std::string PrometheusMetrics::Render() const { return impl_->Render(); }
 
 }  // namespace kvstrata
