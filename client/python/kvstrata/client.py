@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 from google.protobuf.message import Message
@@ -50,10 +50,13 @@ def open_channel(endpoint: Endpoint, tls_root_cert: TlsRootCert = None,
 class ResponseStream(Iterator[Message]):
     """Iterator over a server stream; errors become KVStrataError, cancel() ends it quietly."""
 
-    def __init__(self, call: Any, endpoint: str) -> None:
+    def __init__(self, call: Any, endpoint: str,
+                 on_end: Optional[Callable[[], None]] = None) -> None:
         self._call = call
         self._endpoint = endpoint
         self._cancelled = False
+        self._on_end = on_end  # run once, when the stream ends or is cancelled
+        self._end_lock = threading.Lock()
 
     def __iter__(self) -> "ResponseStream":
         return self
@@ -61,7 +64,11 @@ class ResponseStream(Iterator[Message]):
     def __next__(self) -> Message:
         try:
             return next(self._call)
+        except StopIteration:
+            self._ended()
+            raise
         except grpc.RpcError as err:
+            self._ended()
             if self._cancelled and err.code() == grpc.StatusCode.CANCELLED:
                 raise StopIteration from None
             raise from_rpc_error(err, self._endpoint) from None
@@ -70,6 +77,26 @@ class ResponseStream(Iterator[Message]):
         """Stop the stream; iteration then ends without an error."""
         self._cancelled = True
         self._call.cancel()
+        self._ended()
+
+    def _ended(self) -> None:
+        with self._end_lock:
+            on_end, self._on_end = self._on_end, None
+        if on_end is not None:
+            on_end()
+
+
+class _Channel:
+    """A gRPC channel, its stubs, and the calls in flight on it (so that a channel replaced
+    by reset_channel() is closed once its last call ends)."""
+
+    __slots__ = ("channel", "stubs", "calls", "retired")
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self.channel = channel
+        self.stubs: Dict[str, Callable[..., Any]] = {}
+        self.calls = 0
+        self.retired = False
 
 
 class Client:
@@ -84,10 +111,11 @@ class Client:
         self._tls_root_cert = tls_root_cert
         self._options = tuple(options)
         self._channel_lock = threading.Lock()
-        self._channel = open_channel(self.endpoint, tls_root_cert, options)
-        self._retired: list = []  # channels replaced by reset_channel(), closed by close()
+        self._live = _Channel(open_channel(self.endpoint, tls_root_cert, options))
+        # Channels replaced by reset_channel() with calls still in flight: each is closed
+        # when its last call ends (or by close()).
+        self._retired: List[_Channel] = []
         self._closed = False
-        self._callables: Dict[str, Callable[..., Any]] = {}
 
     # ------------------------------------------------------------------ plumbing
 
@@ -95,9 +123,9 @@ class Client:
         """Close the channel; calls in flight are cancelled."""
         with self._channel_lock:
             self._closed = True
-            channels, self._retired = [self._channel, *self._retired], []
-        for channel in channels:
-            channel.close()
+            channels, self._retired = [self._live, *self._retired], []
+        for held in channels:
+            held.channel.close()
 
     @property
     def closed(self) -> bool:
@@ -128,16 +156,43 @@ class Client:
 
     def reset_channel(self) -> None:
         """Replace the channel with a new one (connecting at once, without the back-off of
-        the old one after a daemon restart). Calls in flight on the old channel finish or
-        fail there; it is closed by close()."""
-        channel = self._fresh_channel()
+        the old one after a daemon restart). The old channel, and its connection, is closed
+        now, or when the last call in flight on it ends (a stream: when it ends or is
+        cancelled)."""
+        fresh = _Channel(self._fresh_channel())
         with self._channel_lock:
             if self._closed:
-                channel.close()
+                old = fresh
+            else:
+                old, self._live = self._live, fresh
+                old.retired = True
+                if old.calls > 0:
+                    self._retired.append(old)
+                    return
+        old.channel.close()
+
+    def _acquire(self, method: Method) -> Tuple[_Channel, Callable[..., Any]]:
+        """The live channel, counted as having one more call in flight, and its stub."""
+        with self._channel_lock:
+            held = self._live
+            stub = held.stubs.get(method.path)
+            if stub is None:
+                channel = held.channel
+                factory = channel.unary_stream if method.server_streaming else channel.unary_unary
+                stub = factory(method.path, request_serializer=method.request.SerializeToString,
+                               response_deserializer=method.response.FromString)
+                held.stubs[method.path] = stub
+            held.calls += 1
+        return held, stub
+
+    def _release(self, held: _Channel) -> None:
+        """A call on `held` ended: close it if it was replaced and this was its last call."""
+        with self._channel_lock:
+            held.calls -= 1
+            if not (held.retired and held.calls == 0 and held in self._retired):
                 return
-            self._retired.append(self._channel)
-            self._channel = channel
-            self._callables = {}
+            self._retired.remove(held)
+        held.channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -158,29 +213,21 @@ class Client:
             raise TypeError(f"{rpc}: pass a request message or fields, not both")
         elif not isinstance(request, method.request):
             raise TypeError(f"{rpc}: expected {method.request.__name__}, got {type(request).__name__}")
-        stub = self._stub(method)
+        held, stub = self._acquire(method)
         if method.server_streaming:
-            return ResponseStream(stub(request, timeout=timeout, metadata=self._metadata),
-                                  self.endpoint.target)
+            try:
+                call = stub(request, timeout=timeout, metadata=self._metadata)
+            except BaseException:
+                self._release(held)
+                raise
+            return ResponseStream(call, self.endpoint.target, lambda: self._release(held))
         try:
             return stub(request, timeout=self.timeout if timeout is None else timeout,
                         metadata=self._metadata)
         except grpc.RpcError as err:
             raise from_rpc_error(err, self.endpoint.target) from None
-
-    def _stub(self, method: Method) -> Callable[..., Any]:
-        callables = self._callables
-        stub = callables.get(method.path)
-        if stub is None:
-            with self._channel_lock:
-                channel, callables = self._channel, self._callables
-                stub = callables.get(method.path)
-                if stub is None:
-                    factory = channel.unary_stream if method.server_streaming else channel.unary_unary
-                    stub = factory(method.path, request_serializer=method.request.SerializeToString,
-                                   response_deserializer=method.response.FromString)
-                    callables[method.path] = stub
-        return stub
+        finally:
+            self._release(held)
 
     def _control(self, rpc: str, request: Optional[Message], timeout: Optional[float],
                  fields: Dict[str, Any]) -> Any:

@@ -233,3 +233,41 @@ def test_auto_reconnect_off_stays_lost(daemon_factory, restarts) -> None:
         with pytest.raises(kvstrata.KVStrataError) as exc:
             s.heartbeat()
         assert exc.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def open_fds(pid: str) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_reconnects_close_the_connections_they_replace(daemon_factory, thread_errors) -> None:
+    """Issue 46: every reconnect kept the old, still-connected channel open until
+    Client.close(): 10 reconnects took the client from 2 to 12 sockets and the daemon from 15
+    to 28 fds. Each reconnect here is a session the daemon dropped (closed behind the
+    client's back), with store / lookup / load round trips (fast path, shared region) between."""
+    d = daemon_factory({"sessions.heartbeat_timeout_ms": str(HEARTBEAT_MS)})
+    daemon_pid = str(d.proc.pid)
+    with d.client(timeout=5.0) as admin, kvstrata.Session(endpoint=d.endpoint, timeout=5.0,
+                                                          client_name="leak") as s:
+        ns = s.register_namespace(**mha_spec(salt=f"reconnect-leak-{os.getpid()}"))
+        round_trip(s, ns, "leak-0")
+        client_before, daemon_before = open_fds("self"), open_fds(daemon_pid)
+        for i in range(1, 11):
+            admin.close_session(session_id=s.session_id)
+            with pytest.raises(kvstrata.DaemonUnavailable):
+                s.lookup(ns, keys_for("x", 1))
+            assert wait_until(lambda: s.connected and s.generation == i, RECONNECT_WITHIN_S), \
+                str(s.last_error)
+            round_trip(s, ns, f"leak-{i}")
+
+        def settled() -> bool:  # a closed channel lets go of its socket in the background
+            return (open_fds("self") <= client_before + 1
+                    and open_fds(daemon_pid) <= daemon_before + 1)
+
+        wait_until(settled, 5.0)
+        client_after, daemon_after = open_fds("self"), open_fds(daemon_pid)
+        print(f"10 reconnects: client fds {client_before} -> {client_after}, "
+              f"daemon fds {daemon_before} -> {daemon_after}")
+        assert client_after <= client_before + 1 and daemon_after <= daemon_before + 1, (
+            f"after 10 reconnects: client fds {client_before} -> {client_after}, "
+            f"daemon fds {daemon_before} -> {daemon_after}")
+    assert not thread_errors
