@@ -45,6 +45,46 @@ TEST(MemoryLimitTest, TheLeastOfMemTotalAndEveryAncestorsMemoryMax) {
   fs::remove_all(root);
 }
 
+TEST(MemoryLimitTest, ParsesCgroupV1MemoryLines) {
+  EXPECT_EQ(ParseCgroupV1MemoryPath("12:pids:/docker/abc\n7:memory:/docker/abc\n0::/\n"),
+            "/docker/abc");
+  EXPECT_EQ(ParseCgroupV1MemoryPath("4:cpuacct,memory:/kubepods/pod1\n"), "/kubepods/pod1");
+  EXPECT_EQ(ParseCgroupV1MemoryPath("0::/system.slice/kvstratad.service\n"), std::nullopt);
+  EXPECT_EQ(ParseCgroupV1MemoryPath("3:memory_recursiveprot:/x\n"), std::nullopt);
+  EXPECT_EQ(ParseLimitInBytes("3221225472\n"), 3221225472ULL);
+  EXPECT_EQ(ParseLimitInBytes("9223372036854771712\n"), std::nullopt);  // no limit
+  EXPECT_EQ(ParseLimitInBytes("-1\n"), std::nullopt);
+}
+
+// Issue 46: an L1 larger than a cgroup v1 limit got the daemon OOM-killed while populating.
+TEST(MemoryLimitTest, CgroupV1LimitOfTheMemoryControllersCgroupAndItsAncestors) {
+  fs::path root = fs::path(::testing::TempDir()) / ("kvs-memlimit-v1-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  Write(root / "proc/meminfo", "MemTotal: 16777216 kB\n");  // 16 GiB
+  Write(root / "proc/self/cgroup",
+        "11:pids:/kubepods/pod1/c1\n"
+        "9:memory:/kubepods/pod1/c1\n1:name=systemd:/kubepods/pod1/c1\n");
+  Write(root / "cg/memory/kubepods/pod1/c1/memory.limit_in_bytes", "9223372036854771712\n");
+  Write(root / "cg/memory/kubepods/pod1/memory.limit_in_bytes", "2147483648\n");  // 2 GiB
+  Write(root / "cg/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  MemoryLimit limit = ReadMemoryLimit((root / "proc").string(), (root / "cg").string());
+  EXPECT_EQ(limit.bytes, 2147483648ULL);
+  EXPECT_NE(limit.source.find("pod1/memory.limit_in_bytes"), std::string::npos) << limit.source;
+
+  // In a container the hierarchy is mounted at the container's own cgroup: its path from
+  // /proc/self/cgroup is not there, and the limit is the mount point's.
+  fs::remove_all(root / "cg");
+  Write(root / "cg/memory/memory.limit_in_bytes", "1073741824\n");  // 1 GiB
+  limit = ReadMemoryLimit((root / "proc").string(), (root / "cg").string());
+  EXPECT_EQ(limit.bytes, 1ULL << 30);
+
+  // No limit at all: MemTotal.
+  Write(root / "cg/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  limit = ReadMemoryLimit((root / "proc").string(), (root / "cg").string());
+  EXPECT_EQ(limit.bytes, 16ULL << 30);
+  fs::remove_all(root);
+}
+
 TEST(MemoryLimitTest, ThisProcessHasALimit) { EXPECT_GT(ReadMemoryLimit().bytes, 0u); }
 
 }  // namespace
