@@ -116,7 +116,8 @@ void ReadServer(SectionReader& r, ServerConfig& s) {
   s.tls_key_file = r.String("tls_key_file");
   s.auth_token_file = r.String("auth_token_file");
   if (s.tls_cert_file.empty() != s.tls_key_file.empty()) {
-    r.Fail("tls_key_file",
+    // Named: the one missing.
+    r.Fail(s.tls_key_file.empty() ? "tls_key_file" : "tls_cert_file",
            "tls_cert_file and tls_key_file go together: expected both set, or neither");
   }
   s.metrics_address = r.Address("metrics_address", [](absl::string_view a) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -25,6 +26,22 @@ SessionLimits LimitsFrom(const SessionsConfig& config) {
   return {absl::Milliseconds(config.heartbeat_timeout_ms),
           absl::Milliseconds(config.max_heartbeat_timeout_ms),
           static_cast<size_t>(config.max_sessions)};
+}
+
+// `status`, its message naming the config key(s) `keys` that set what failed, unless it does.
+absl::Status NamingKey(const absl::Status& status, absl::string_view keys) {
+  if (status.ok() || absl::StrContains(status.message(), keys)) return status;
+  return absl::Status(status.code(), absl::StrCat("config key ", keys, ": ", status.message()));
+}
+
+// The events.* key whose endpoint a failed start of the publisher names.
+std::string EventsKeyOf(const EventsConfig& c, absl::string_view message) {
+  auto names = [&](const std::string& endpoint) {
+    return !endpoint.empty() && absl::StrContains(message, absl::StrCat("'", endpoint, "'"));
+  };
+  bool pub = names(c.endpoint), replay = names(c.replay_endpoint);
+  if (pub != replay) return pub ? "'events.endpoint'" : "'events.replay_endpoint'";
+  return "'events.endpoint' or 'events.replay_endpoint'";
 }
 
 std::string NewInstanceId() {
@@ -55,12 +72,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
 }
 
 absl::Status Daemon::StartServing() {
+  // Every failure below names the config key of what failed (issue 46).
   absl::StatusOr<SocketLock> lock = SocketLock::Acquire(config_.server.socket);
-  if (!lock.ok()) return lock.status();
+  if (!lock.ok()) return NamingKey(lock.status(), "'server.socket'");
   socket_lock_.emplace(std::move(*lock));
   absl::StatusOr<std::unique_ptr<PrometheusMetrics>> metrics =
       PrometheusMetrics::Create(config_.server.metrics_address);
-  if (!metrics.ok()) return metrics.status();
+  if (!metrics.ok()) return NamingKey(metrics.status(), "'server.metrics_address'");
   metrics_ = std::move(*metrics);
   identity_.metrics_address = metrics_->bound_address();
   if (absl::Status s = StartEvents(); !s.ok()) return s;
@@ -87,7 +105,7 @@ absl::Status Daemon::StartServing() {
   std::string fd_socket = config_.server.socket + ".shm";
   absl::StatusOr<std::unique_ptr<FdServer>> fd_server = FdServer::Start(
       fd_socket, config_.server.socket_mode, l1_.region.get(), &sessions_, &tenants_, &fence_);
-  if (!fd_server.ok()) return fd_server.status();
+  if (!fd_server.ok()) return NamingKey(fd_server.status(), "'server.socket'");
   fd_server_ = std::move(*fd_server);
   StartTransferEngine();
 
@@ -95,8 +113,9 @@ absl::Status Daemon::StartServing() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const bool multi_tenant = tenants_.multi_tenant();
+  int unix_bound = 0;  // set by BuildAndStart
   absl::StatusOr<std::vector<ListenerInfo>> listeners =
-      AddListeners(config_, /*with_unix=*/!multi_tenant, builder);
+      AddListeners(config_, /*with_unix=*/!multi_tenant, builder, &unix_bound);
   if (!listeners.ok()) return listeners.status();
   identity_.listeners = *listeners;
   guard_ = std::make_unique<CallGuard>(metrics_.get(), &tenants_);
@@ -116,7 +135,7 @@ absl::Status Daemon::StartServing() {
                          metrics_.get()};
   absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(
       context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
-  if (!lookup_server.ok()) return lookup_server.status();
+  if (!lookup_server.ok()) return NamingKey(lookup_server.status(), "'server.socket'");
   lookup_server_ = std::move(*lookup_server);
   control_ = std::make_unique<ControlService>(context);
   admin_ = std::make_unique<AdminService>(context);
@@ -135,9 +154,15 @@ absl::Status Daemon::StartServing() {
     server_ = builder.BuildAndStart();
     umask(old_mask);
     if (server_ == nullptr) {
+      // The Unix socket is bound first: bound, it is the TCP address that failed.
+      const ServerConfig& c = config_.server;
+      if (!multi_tenant && unix_bound == 0) {
+        return absl::UnavailableError(
+            absl::StrCat("config key 'server.socket': cannot listen on '", c.socket, "'"));
+      }
       return absl::UnavailableError(
-          "cannot listen on the configured socket or TCP address "
-          "(is the address in use?)");
+          absl::StrCat("config key 'server.tcp_address': cannot listen on '", c.tcp_address,
+                       "' (is the address in use?)"));
     }
     if (!multi_tenant) chmod(config_.server.socket.c_str(), config_.server.socket_mode);
     server_->GetHealthCheckService()->SetServingStatus(true);
@@ -234,7 +259,9 @@ absl::Status Daemon::StartEvents() {
         if (!info.has_value()) return std::nullopt;
         return NamespaceFacts{info->spec.model, info->spec.tokens_per_block};
       });
-  if (!publisher.ok()) return publisher.status();
+  if (!publisher.ok()) {
+    return NamingKey(publisher.status(), EventsKeyOf(c, publisher.status().message()));
+  }
   events_ = std::move(*publisher);
   event_listener_ = std::make_unique<KvEventListener>(events_.get());
   spdlog::info("events endpoint=\"{}\" replay=\"{}\" topic=\"{}\" encoding={}", c.endpoint,

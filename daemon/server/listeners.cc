@@ -25,12 +25,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
 }  // namespace
 
 absl::StatusOr<std::vector<ListenerInfo>> AddListeners(const Config& config, bool with_unix,
-                                                       grpc::ServerBuilder& builder) {
+                                                       grpc::ServerBuilder& builder,
+                                                       int* unix_bound) {
   const ServerConfig& server = config.server;
   std::vector<ListenerInfo> listeners;
   if (with_unix) {
     builder.AddListeningPort(absl::StrCat("unix:", server.socket),
-                             grpc::InsecureServerCredentials());
+                             grpc::InsecureServerCredentials(), unix_bound);
   }
   listeners.push_back({"unix", server.socket, false, false});
   if (server.tcp_address.empty()) return listeners;

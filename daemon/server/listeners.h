@@ -16,9 +16,12 @@
 namespace kvstrata {
 
 // The listeners added, for the daemon's identity. INVALID_ARGUMENT when a TLS file cannot
-// be read or is empty.
+// be read or is empty. `*unix_bound` (if given, and with_unix) becomes non-zero once
+// BuildAndStart has bound the Unix socket: when BuildAndStart fails, it tells whether the
+// socket or the TCP address (bound after it) failed. It must outlive BuildAndStart.
 absl::StatusOr<std::vector<ListenerInfo>> AddListeners(const Config& config, bool with_unix,
-                                                       grpc::ServerBuilder& builder);
+                                                       grpc::ServerBuilder& builder,
+                                                       int* unix_bound = nullptr);
 
 }  // namespace kvstrata
 

@@ -38,7 +38,8 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   };
   absl::StatusOr<std::unique_ptr<FileTier>> opened = FileTier::Open(std::move(files));
   if (!opened.ok()) {
-    spdlog::error("tier_unavailable tier={} reason=\"{}\"", c.name, opened.status().ToString());
+    spdlog::error("tier_unavailable tier={} key={}.path path=\"{}\" reason=\"{}\"", c.name, c.name,
+                  c.path, opened.status().ToString());
     return;
   }
   LowerTierOptions options;

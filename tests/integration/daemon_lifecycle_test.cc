@@ -147,6 +147,72 @@ TEST(DaemonLifecycleTest, BadConfigurationStopsAtStartNamingTheKey) {
   EXPECT_THAT(bad_flag.output, HasSubstr("no_such_flag"));
 }
 
+// A port bound and listening on 127.0.0.1 while it lives (an address in use).
+class HeldPort {
+ public:
+  HeldPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd_, 1);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    address_ = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  ~HeldPort() { close(fd_); }
+  const std::string& address() const { return address_; }
+
+ private:
+  int fd_;
+  std::string address_;
+};
+
+// Issue 46: what the configuration names but only the start finds unusable (a socket
+// directory that cannot be made, an address in use, an endpoint that cannot be bound)
+// stopped the daemon with a message that did not say which key to fix.
+TEST(DaemonLifecycleTest, StartFailuresNameTheConfigKey) {
+  std::string dir = ::testing::TempDir() + "/kvs-startkeys-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::string not_a_dir = dir + "/file";
+  std::ofstream(not_a_dir) << "x";
+  std::string token = dir + "/token";
+  std::ofstream(token) << "s3cret\n";
+  HeldPort metrics_port, tcp_port;
+  struct Case {
+    std::vector<std::string> flags;
+    std::string set;  // after the small L1 (one --set: a second would replace the first)
+    std::string key;
+  };
+  const std::vector<Case> cases = {
+      {{"--socket=" + not_a_dir + "/k.sock", "--metrics_address=off"}, "", "'server.socket'"},
+      {{"--socket=" + dir + "/m.sock", "--metrics_address=" + metrics_port.address()},
+       "",
+       "'server.metrics_address'"},
+      {{"--socket=" + dir + "/t.sock", "--metrics_address=off",
+        "--tcp_address=" + tcp_port.address()},
+       ",server.auth_token_file=" + token,
+       "'server.tcp_address'"},
+      {{"--socket=" + dir + "/a.sock", "--metrics_address=off", "--tcp_address=127.0.0.1:7999"},
+       ",server.auth_token_file=" + dir + "/no-token",
+       "'server.auth_token_file'"},
+      {{"--socket=" + dir + "/e.sock", "--metrics_address=off"},
+       ",events.enabled=true,events.endpoint=ipc://" + not_a_dir + "/e.ipc",
+       "'events.endpoint'"},
+      {{"--socket=" + dir + "/r.sock", "--metrics_address=off"},
+       ",events.enabled=true,events.endpoint=,events.replay_endpoint=ipc://" + not_a_dir + "/r.ipc",
+       "'events.replay_endpoint'"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> flags = c.flags;
+    flags.push_back("--set=l1.capacity=8MiB,l1.slab_size=1MiB,l2.enabled=false" + c.set);
+    ExitResult result = DaemonProcess::RunToExit(flags);
+    EXPECT_EQ(result.exit_code, 2) << c.key << "\n" << result.output;
+    EXPECT_THAT(result.output, HasSubstr("config key " + c.key)) << result.output;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 18: --help printed "No flags matched.".
 TEST(DaemonLifecycleTest, HelpSaysWhatItIsAndListsItsFlags) {
   ExitResult help = DaemonProcess::RunToExit({"--help"});
