@@ -68,6 +68,12 @@ absl::Status ValidateAndNormalize(NamespaceSpec& spec) {
   if (spec.attention_kind == AttentionKind::kUnspecified) spec.attention_kind = AttentionKind::kMha;
   if (spec.salt.size() > 256) return Invalid("salt", "must be at most 256 bytes");
   if (spec.scope.size() > 63) return Invalid("scope", "must be at most 63 bytes");
+  if (spec.kv_group.size() > kMaxKvGroupBytes) {
+    return Invalid("kv_group", absl::StrCat("must be at most ", kMaxKvGroupBytes, " bytes"));
+  }
+  for (char c : spec.kv_group) {
+    if (c < 0x20 || c > 0x7e) return Invalid("kv_group", "must be printable ASCII");
+  }
   if (spec.tp_size == 0) spec.tp_size = 1;
   if (spec.pp_size == 0) spec.pp_size = 1;
   if (absl::Status s = CheckRange("tp_size", spec.tp_size, 1, 4096); !s.ok()) return s;
@@ -103,6 +109,7 @@ std::string CanonicalEncoding(const NamespaceSpec& spec) {
   add("salt", spec.salt);
   add("opaque_bytes", absl::StrCat(spec.opaque_block_bytes));
   if (!spec.scope.empty()) add("scope", spec.scope);
+  if (!spec.kv_group.empty()) add("kv_group", spec.kv_group);
   return out;
 }
 

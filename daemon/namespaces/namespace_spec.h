@@ -52,11 +52,17 @@ struct NamespaceSpec {
   AttentionKind attention_kind = AttentionKind::kUnspecified;
   std::string salt;
   uint64_t opaque_block_bytes = 0;
+  // The KV cache group of a hybrid engine ("" for one group): printable ASCII, at most
+  // kMaxKvGroupBytes. Part of the fingerprint only when set (older fingerprints stay valid).
+  std::string kv_group;
   // The tenant that registered it ("" on a single-tenant daemon): set by the daemon from
   // the caller, never taken from the wire, so two tenants' identical specs never share
   // blocks. Part of the fingerprint only when set (older fingerprints stay valid).
   std::string scope;
 };
+
+// Longest kv_group.
+inline constexpr size_t kMaxKvGroupBytes = 128;
 
 // Largest block the daemon accepts (1 GiB).
 inline constexpr uint64_t kMaxBlockBytes = 1ULL << 30;

@@ -19,6 +19,7 @@ NamespaceSpec FromProto(const v1::NamespaceSpec& p) {
   s.attention_kind = static_cast<AttentionKind>(p.attention_kind());
   s.salt = p.salt();
   s.opaque_block_bytes = p.opaque_block_bytes();
+  s.kv_group = p.kv_group();
   return s;
 }
 
@@ -39,6 +40,7 @@ v1::NamespaceSpec ToProto(const NamespaceSpec& s) {
   p.set_attention_kind(static_cast<v1::AttentionKind>(s.attention_kind));
   p.set_salt(s.salt);
   p.set_opaque_block_bytes(s.opaque_block_bytes);
+  p.set_kv_group(s.kv_group);
   return p;
 }
 

@@ -61,6 +61,7 @@ absl::StatusOr<NamespaceSpec> SpecFromFile(const NamespaceFile& f) {
   spec.salt = f.salt();
   spec.opaque_block_bytes = f.opaque_block_bytes();
   spec.scope = f.scope();
+  spec.kv_group = f.kv_group();
   return spec;
 }
 
@@ -104,6 +105,7 @@ std::string NamespaceToJson(const NamespaceSpec& spec) {
   // ValidateAndNormalize caps it at 1 GiB.
   f.set_opaque_block_bytes(static_cast<uint32_t>(spec.opaque_block_bytes));
   if (!spec.scope.empty()) f.set_scope(spec.scope);  // the tenant (multi-tenant daemons)
+  if (!spec.kv_group.empty()) f.set_kv_group(spec.kv_group);
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.add_whitespace = true;

@@ -52,12 +52,33 @@ TEST(NamespaceSpecTest, FingerprintIsStableAndSensitiveToEveryField) {
       [](NamespaceSpec& s) { s.kv_layout = KvLayout::kVllmHnd; },
       [](NamespaceSpec& s) { s.attention_kind = AttentionKind::kMla; },
       [](NamespaceSpec& s) { s.salt = "tenant-a"; },
+      [](NamespaceSpec& s) { s.kv_group = "1/2:sliding_window=128"; },
   };
   for (size_t i = 0; i < changes.size(); ++i) {
     NamespaceSpec changed = base;
     changes[i](changed);
     EXPECT_NE(Fingerprint(changed), fingerprint) << "change " << i;
   }
+}
+
+// A fingerprint written before kv_group existed names the same directory today.
+TEST(NamespaceSpecTest, AnEmptyKvGroupKeepsTheEarlierEncoding) {
+  NamespaceSpec spec = Llama8bSpec();
+  ASSERT_TRUE(ValidateAndNormalize(spec).ok());
+  EXPECT_THAT(CanonicalEncoding(spec), ::testing::Not(HasSubstr("kv_group")));
+  spec.kv_group = "0/2:full";
+  EXPECT_THAT(CanonicalEncoding(spec), HasSubstr("|kv_group:8:0/2:full"));
+}
+
+// Two groups of one engine with the same geometry (e.g. Gemma 3's five sliding-window
+// groups) differ only in kv_group: their blocks never match.
+TEST(NamespaceSpecTest, GroupsOfOneEngineHaveTheirOwnFingerprints) {
+  NamespaceSpec a = Llama8bSpec(), b = Llama8bSpec();
+  a.kv_group = "1/6:sliding_window=1024";
+  b.kv_group = "2/6:sliding_window=1024";
+  ASSERT_TRUE(ValidateAndNormalize(a).ok());
+  ASSERT_TRUE(ValidateAndNormalize(b).ok());
+  EXPECT_NE(Fingerprint(a), Fingerprint(b));
 }
 
 TEST(NamespaceSpecTest, FieldBoundariesCannotCollide) {
@@ -101,6 +122,8 @@ INSTANTIATE_TEST_SUITE_P(
         std::pair{"attention_kind",
                   [](NamespaceSpec& s) { s.attention_kind = static_cast<AttentionKind>(7); }},
         std::pair{"salt", [](NamespaceSpec& s) { s.salt.assign(257, 's'); }},
+        std::pair{"kv_group", [](NamespaceSpec& s) { s.kv_group.assign(129, 'g'); }},
+        std::pair{"kv_group", [](NamespaceSpec& s) { s.kv_group = "0/2\nfull"; }},
         std::pair{"opaque_block_bytes", [](NamespaceSpec& s) { s.opaque_block_bytes = 5; }},
         std::pair{"opaque_block_bytes", [](NamespaceSpec& s) { s.kv_layout = KvLayout::kOpaque; }},
         std::pair{"1GiB", [](NamespaceSpec& s) { s.num_layers = 4096, s.num_kv_heads = 4096; }}),

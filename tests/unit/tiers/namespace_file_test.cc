@@ -42,6 +42,18 @@ TEST(NamespaceFileTest, WritesAndReadsBackTheSpec) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(NamespaceFileTest, KeepsAHybridEnginesKvGroup) {
+  const std::string root = Root("kv_group");
+  NamespaceSpec spec = Spec();
+  spec.kv_group = "1/2:sliding_window=128";
+  absl::StatusOr<std::string> fingerprint = WriteNamespaceFile(root, spec);
+  ASSERT_TRUE(fingerprint.ok()) << fingerprint.status();
+  absl::StatusOr<NamespaceSpec> read = ReadNamespaceFile(root, *fingerprint);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->kv_group, spec.kv_group);
+  EXPECT_EQ(Fingerprint(*read), *fingerprint);
+}
+
 TEST(NamespaceFileTest, RejectsAnInvalidSpec) {
   NamespaceSpec spec = Spec();
   spec.num_layers = 0;
