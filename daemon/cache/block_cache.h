@@ -106,7 +106,8 @@ class BlockCache {
 
   // Releases every lease, reservation (uncommitted slots reclaimed) and load of `session`.
   // While options.may_write(session) holds, the slots of its reservations (never visible)
-  // and loads (still pinned) are fenced instead of freed: see ReleaseFenced.
+  // and loads (still pinned) are fenced instead of freed, both counted in
+  // Stats().fenced_bytes: see ReleaseFenced.
   SessionEndResult EndSession(SessionId session);
   // Ends expired leases and reservations older than reservation_ttl (fenced as above).
   ReapResult ReapExpired();
@@ -148,6 +149,7 @@ class BlockCache {
   struct Fenced {
     std::vector<SlotRef> slots;       // reserved, never visible, out of the pool
     std::vector<BlockKey> load_keys;  // visible, still pinned (refs) for the reader
+    uint64_t load_bytes = 0;          // their slots' bytes, counted in fenced_bytes_
   };
 
   BlockCache(SlabAllocator* allocator, BlockCacheOptions options,

@@ -1,5 +1,6 @@
 // BlockCache load path and lifetimes: AcquireLoad, ReleaseLoad, ReleaseLease, EndSession,
 // ReapExpired, ReleaseFenced.
+#include <optional>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -79,9 +80,17 @@ SessionEndResult BlockCache::EndSession(SessionId session) {
       continue;
     }
     if (fence) {  // The reader may still be copying: the blocks stay pinned.
-      std::vector<BlockKey>& held = fenced_[session].load_keys;
+      Fenced& held = fenced_[session];
       result.fenced_slots += it->second.keys.size();
-      held.insert(held.end(), it->second.keys.begin(), it->second.keys.end());
+      held.load_keys.insert(held.load_keys.end(), it->second.keys.begin(), it->second.keys.end());
+      // Counted with the fenced slots, so that an operator sees them (issue 46).
+      for (const BlockKey& key : it->second.keys) {
+        if (std::optional<BlockEntry> e = index_.Find(key)) {
+          uint64_t bytes = allocator_->SlotBytes(e->size_class);
+          held.load_bytes += bytes;
+          fenced_bytes_ += bytes;
+        }
+      }
     } else {
       AddRefsLocked(it->second.keys, -1);
     }
@@ -135,6 +144,7 @@ size_t BlockCache::ReleaseFenced(SessionId session) {
     fenced_bytes_ -= slot.length;
   }
   AddRefsLocked(it->second.load_keys, -1);
+  fenced_bytes_ -= it->second.load_bytes;
   size_t released = it->second.slots.size() + it->second.load_keys.size();
   fenced_.erase(it);
   return released;

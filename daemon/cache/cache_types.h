@@ -124,7 +124,9 @@ struct CacheStats {
   uint64_t not_admitted = 0;
   uint64_t slab_moves = 0;
   uint64_t active_leases = 0, active_reservations = 0, active_loads = 0;
-  uint64_t fenced_bytes = 0;  // slots held for ended sessions whose process may still write
+  // Slots held for ended sessions whose process may still touch them: reserved slots it
+  // may still write, and the blocks of its loads, pinned while it may still read them.
+  uint64_t fenced_bytes = 0;
   absl::flat_hash_map<NamespaceId, uint64_t> blocks_per_namespace;
 
   // Adds another cache's figures (the partitions of one L1).

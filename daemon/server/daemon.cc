@@ -310,8 +310,9 @@ void Daemon::RegisterGauges() {
   m.AddGauge("kvstrata_loads_active", "Host-mode loads holding blocks.", {},
              stat(&CacheStats::active_loads));
   m.AddGauge("kvstrata_fenced_bytes",
-             "L1 bytes held back from the pool for ended sessions whose process may still "
-             "write them (freed when the process exits).",
+             "L1 bytes held back for ended sessions whose process may still touch them: "
+             "reserved slots it may still write, and blocks of its loads pinned while it may "
+             "still read them (freed when the process exits).",
              {}, stat(&CacheStats::fenced_bytes));
   m.AddGauge("kvstrata_sessions_active", "Open client sessions.",
              [this] { return static_cast<double>(sessions_.size()); });

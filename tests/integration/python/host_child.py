@@ -10,6 +10,8 @@ Modes (args: endpoint, spec, chain, count, seed, ...):
   pause-mid-store  reserve `count` keys, print the slot offsets, SIGSTOP itself (a paused
                    writer); once continued, fill every reserved slot with 0xEE, try to commit,
                    print {"commit_error"} and wait for a line on stdin before exiting.
+  pause-holding-load  lookup with a lease and AcquireLoad the keys, print the ids, SIGSTOP
+                   itself (a paused reader); once continued, wait for a line on stdin, exit.
 """
 from __future__ import annotations
 
@@ -110,6 +112,15 @@ def main() -> None:
         emit({"commit_error": error})
         sys.stdin.readline()  # The parent checks the fence while this process still runs.
         session.close()
+    elif mode == "pause-holding-load":
+        session.shared_region()
+        hit = session.lookup(ns, keys, lease=True)
+        r = session.client.acquire_load(session_id=session.session_id,
+                                        namespace_id=ns.namespace_id, keys=keys)
+        emit({"session_id": session.session_id, "hit_blocks": hit.hit_blocks,
+              "ready": sum(1 for s in r.slots if s.state == pb.SlotRef.STATE_READY)})
+        os.kill(os.getpid(), signal.SIGSTOP)
+        sys.stdin.readline()  # The parent checks the fence while this process still runs.
     else:
         raise SystemExit(f"unknown mode {mode}")
 

@@ -81,3 +81,38 @@ def test_paused_writer_cannot_corrupt_blocks_committed_after_its_session_ended(
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_paused_reader_pinned_blocks_show_in_fenced_bytes(small_daemon: Daemon) -> None:
+    """Issue 46: a session that ended while its process was paused inside a load kept its
+    blocks pinned, but kvstrata_fenced_bytes did not count them: invisible to an operator."""
+    spec = mha_spec(salt="paused-reader")
+    keys = chain_keys("reader", PAUSED_BLOCKS)
+    with small_daemon.client(timeout=10.0) as client:
+        with kvstrata.Session(client, client_name="reader-source") as source:
+            ns = source.register_namespace(**spec)
+            blocks = [block_bytes(2, i, ns.bytes_per_block) for i in range(PAUSED_BLOCKS)]
+            assert source.store(ns, keys, blocks).stored == PAUSED_BLOCKS
+        before = fenced_bytes(client)
+        args = {"endpoint": small_daemon.endpoint, "spec": spec, "chain": "reader",
+                "count": PAUSED_BLOCKS, "heartbeat_timeout_ms": HEARTBEAT_MS}
+        child = subprocess.Popen([sys.executable, str(CHILD), "pause-holding-load",
+                                  json.dumps(args)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, cwd=str(CHILD.parent))
+        try:
+            first = json.loads(child.stdout.readline())
+            assert first["ready"] == PAUSED_BLOCKS
+            assert wait_until(lambda: stopped(child.pid), timeout_s=10)
+            live = lambda: {s.session_id for s in client.list_sessions().sessions}  # noqa: E731
+            assert wait_until(lambda: first["session_id"] not in live(), timeout_s=10)
+            assert fenced_bytes(client) - before == PAUSED_BLOCKS * 32 * 1024
+
+            child.send_signal(signal.SIGCONT)
+            child.stdin.write("\n")  # The reader exits: its pins end.
+            child.stdin.flush()
+            assert child.wait(timeout=30) == 0
+            assert wait_until(lambda: fenced_bytes(client) == before, timeout_s=10)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()

@@ -97,9 +97,12 @@ TEST_F(CacheFenceTest, EndedReadersBlocksStayPinned) {
   EXPECT_EQ(end.loads, 1u);
   EXPECT_EQ(end.fenced_slots, 2u);
   EXPECT_EQ(cache_->Stats().active_loads, 0u);
+  // Issue 46: the pinned blocks are shown in fenced_bytes (kvstrata_fenced_bytes).
+  EXPECT_EQ(cache_->Stats().fenced_bytes, 2 * kBlock);
   EXPECT_EQ(*cache_->Evict(kNs, ab), 0u);  // The reader may still be copying.
   EXPECT_EQ(Hits({"a", "b"}), 2u);         // Still served to others.
   EXPECT_EQ(cache_->ReleaseFenced(kPaused), 2u);
+  EXPECT_EQ(cache_->Stats().fenced_bytes, 0u);
   EXPECT_EQ(*cache_->Evict(kNs, ab), 2u);
 }
 
