@@ -42,11 +42,11 @@ EventPage EventLog::Read(uint64_t from_seq, size_t max_batches, uint32_t namespa
   return page;
 }
 
-std::vector<std::pair<uint64_t, std::string>> EventLog::Payloads(uint64_t from_seq) const {
+std::vector<PublishedBatch> EventLog::Published(uint64_t from_seq) const {
   MutexLock lock(&mu_);
-  std::vector<std::pair<uint64_t, std::string>> out;
+  std::vector<PublishedBatch> out;
   for (const LoggedBatch& e : entries_) {
-    if (e.batch.seq >= from_seq) out.emplace_back(e.batch.seq, e.payload);
+    if (e.batch.seq >= from_seq) out.push_back({e.batch.seq, e.topic, e.payload});
   }
   return out;
 }

@@ -22,6 +22,13 @@ struct LoggedBatch {
   std::string payload;  // msgpack, as published
 };
 
+// One batch's wire frames, for the replay socket.
+struct PublishedBatch {
+  uint64_t seq = 0;
+  std::string topic;
+  std::string payload;
+};
+
 struct EventPage {
   std::vector<KvEventBatch> batches;  // seq >= from_seq, in order
   uint64_t next_seq = 0;              // ask for this next
@@ -37,8 +44,8 @@ class EventLog {
   // Up to `max_batches` batches from `from_seq` on; with `namespace_id` != 0 only that
   // namespace's events (batches left empty are skipped but still advance next_seq).
   EventPage Read(uint64_t from_seq, size_t max_batches, uint32_t namespace_id) const;
-  // (seq, payload) of every kept batch with seq >= from_seq.
-  std::vector<std::pair<uint64_t, std::string>> Payloads(uint64_t from_seq) const;
+  // Every kept batch with seq >= from_seq, in order, as it was published.
+  std::vector<PublishedBatch> Published(uint64_t from_seq) const;
   uint64_t next_seq() const;
 
  private:

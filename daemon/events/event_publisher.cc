@@ -249,15 +249,16 @@ void EventPublisher::ServiceReplay() {
     if (frames.size() != 3 || !frames[1].empty() || frames[2].size() != 8) {
       spdlog::warn("events_bad_replay_request frames={} (want identity, empty, 8-byte seq)",
                    frames.size());
-      if (!frames.empty()) SendFrames(sockets_->router, {frames[0], "", SeqBytes(-1), ""});
+      if (!frames.empty()) SendFrames(sockets_->router, {frames[0], "", "", SeqBytes(-1), ""});
       continue;
     }
     uint64_t start = 0;
     for (char c : frames[2]) start = (start << 8) | static_cast<uint8_t>(c);
-    for (const auto& [seq, payload] : log_.Payloads(start)) {
-      SendFrames(sockets_->router, {frames[0], "", SeqBytes(static_cast<int64_t>(seq)), payload});
+    for (const PublishedBatch& b : log_.Published(start)) {
+      SendFrames(sockets_->router,
+                 {frames[0], "", b.topic, SeqBytes(static_cast<int64_t>(b.seq)), b.payload});
     }
-    SendFrames(sockets_->router, {frames[0], "", SeqBytes(-1), ""});
+    SendFrames(sockets_->router, {frames[0], "", "", SeqBytes(-1), ""});
   }
 }
 

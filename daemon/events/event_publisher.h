@@ -3,8 +3,8 @@
 //   PUB socket, 3 frames per message: topic "kv@<pod_id>@<model>", the batch's sequence
 //   number (8 bytes, big-endian), the msgpack payload (event_encoder.h);
 //   ROUTER replay socket: a request [identity, "", start_seq (8 bytes BE)] is answered
-//   with [identity, "", seq, payload] for every kept batch with seq >= start_seq, then
-//   [identity, "", -1 (8 bytes BE), ""].
+//   with [identity, "", topic, seq, payload] for every kept batch with seq >= start_seq,
+//   then [identity, "", "", -1 (8 bytes BE), ""] (vLLM 0.26+'s replay frames).
 // One sequence counter for all topics. Push() never blocks: it appends to a bounded queue
 // (overflow drops the notice and counts it); one publisher thread drains the queue every
 // flush_interval, merges consecutive notices of one kind/namespace/tier into one event,
@@ -41,7 +41,7 @@ namespace kvstrata {
 struct EventPublisherOptions {
   std::string endpoint;         // ZMQ PUB endpoint; "" publishes nothing over ZMQ
   std::string replay_endpoint;  // ZMQ ROUTER endpoint; "" = no replay socket
-  std::string pod_id;           // the <id> of the topic
+  std::string pod_id;           // the <id> of the topic, e.g. "node:<node name>" (node-wide)
   EventEncoding encoding = EventEncoding::kMap;
   int64_t data_parallel_rank = 0;
   size_t buffer_batches = 10000;     // kept for replay and PollEvents

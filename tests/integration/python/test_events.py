@@ -71,21 +71,14 @@ class Subscriber:
         try:
             while True:
                 assert dealer.poll(5000), "no replay answer"
-                empty, seq, payload = dealer.recv_multipart()
+                empty, topic, seq, payload = dealer.recv_multipart()  # as vLLM 0.26+ replays
                 assert empty == b""
                 if seq == END_SEQ:
-                    assert payload == b""
+                    assert topic == b"" and payload == b""
                     return out
-                topic = self._topic_of(int.from_bytes(seq, "big"))
                 out.append(decode_message([topic, seq, payload]))
         finally:
             dealer.close(linger=0)
-
-    def _topic_of(self, seq: int) -> bytes:
-        for m in self.received:
-            if m.seq == seq:
-                return m.topic.encode()
-        return f"kv@?@{MODEL}".encode()
 
     def close(self) -> None:
         self.sub.close(linger=0)
@@ -136,6 +129,7 @@ def all_batches(sub: Subscriber, expect_min: int) -> List[Message]:
             assert by_seq[m.seq].payload == m.payload
         assert m.pod == "pytest-node" and m.model == MODEL
         assert m.dp_rank == 3
+    assert all(m.topic == f"kv@pytest-node@{MODEL}" for m in replayed), "replay carries the topic"
     return replayed
 
 

@@ -44,7 +44,11 @@ TEST(EventLogTest, OverrunIsReportedAsTruncated) {
   EXPECT_TRUE(page.truncated);
   ASSERT_EQ(page.batches.size(), 3u);
   EXPECT_EQ(page.batches.front().seq, 2u);
-  EXPECT_EQ(log.Payloads(3).size(), 2u);
+  std::vector<PublishedBatch> published = log.Published(3);
+  ASSERT_EQ(published.size(), 2u);
+  EXPECT_EQ(published[0].seq, 3u);
+  EXPECT_EQ(published[0].topic, "kv@p@m");  // the replay socket sends the topic too
+  EXPECT_EQ(published[0].payload, "payload");
   EXPECT_TRUE(log.Read(9, 100, 0).truncated);  // ahead of what was published
 }
 

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -24,13 +25,25 @@ uint64_t BigEndian64(const std::string& bytes) {
 // A libzmq socket receiving whole multipart messages, for the tests.
 class TestSocket {
  public:
-  TestSocket(int type, const std::string& endpoint) {
+  // Connects to `endpoint`, or with `bind` binds it (as llm-d's global-socket SUB does).
+  TestSocket(int type, const std::string& endpoint, bool bind = false) {
     ctx_ = zmq_ctx_new();
     socket_ = zmq_socket(ctx_, type);
     int timeout_ms = 1000;
     zmq_setsockopt(socket_, ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
     if (type == ZMQ_SUB) zmq_setsockopt(socket_, ZMQ_SUBSCRIBE, "kv@", 3);
-    EXPECT_EQ(zmq_connect(socket_, endpoint.c_str()), 0);
+    if (bind) {
+      EXPECT_EQ(zmq_bind(socket_, endpoint.c_str()), 0);
+    } else {
+      EXPECT_EQ(zmq_connect(socket_, endpoint.c_str()), 0);
+    }
+  }
+  // The endpoint actually bound (the port a "tcp://127.0.0.1:*" bind picked).
+  std::string LastEndpoint() {
+    char buf[256] = {};
+    size_t size = sizeof(buf);
+    zmq_getsockopt(socket_, ZMQ_LAST_ENDPOINT, buf, &size);
+    return buf;
   }
   ~TestSocket() {
     zmq_close(socket_);
@@ -111,20 +124,106 @@ TEST_F(EventPublisherTest, PublishesThreeFramesWithSequenceAndReplays) {
   TestSocket replay(ZMQ_DEALER, options_.replay_endpoint);
   replay.Send({"", std::string(7, '\0') + std::string(1, static_cast<char>(seq))});
   std::vector<std::string> got = replay.Receive();
-  ASSERT_EQ(got.size(), 3u);  // "", seq, payload (the identity is stripped)
+  ASSERT_EQ(got.size(), 4u);  // "", topic, seq, payload (the identity is stripped), as vLLM's
   EXPECT_EQ(got[0], "");
-  EXPECT_EQ(BigEndian64(got[1]), seq);
+  EXPECT_EQ(got[1], "kv@node-a@llama");
+  EXPECT_EQ(BigEndian64(got[2]), seq);
+  EXPECT_EQ(got[3], first[2]);  // the payload as published
   got = replay.Receive();
-  EXPECT_EQ(BigEndian64(got[1]), seq + 1);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(BigEndian64(got[2]), seq + 1);
   got = replay.Receive();
-  EXPECT_EQ(got[1], std::string(8, '\xff'));  // end marker: -1
-  EXPECT_EQ(got[2], "");
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[1], "");                      // end marker: no topic,
+  EXPECT_EQ(got[2], std::string(8, '\xff'));  // -1,
+  EXPECT_EQ(got[3], "");                      // no payload
 
   replay.Send({"", "bad"});  // a malformed request gets only the end marker
   got = replay.Receive();
-  ASSERT_EQ(got.size(), 3u);
-  EXPECT_EQ(got[1], std::string(8, '\xff'));
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[2], std::string(8, '\xff'));
   EXPECT_GE((*publisher)->Stats().replay_requests, 2u);
+}
+
+// llm-d's router parses the topic as strings.Split(topic, "@") == [kv, pod, model].
+std::vector<std::string> SplitTopic(const std::string& topic) {
+  std::vector<std::string> parts(1);
+  for (char c : topic) {
+    if (c == '@') {
+      parts.emplace_back();
+    } else {
+      parts.back() += c;
+    }
+  }
+  return parts;
+}
+
+// The node-wide topic in llm-d's global-socket mode: the router's SUB binds
+// (kvEventsConfig.zmqEndpoint), the daemon's PUB connects to it; stores, removals and the
+// clear of every tier go out under "kv@node:<node>@<model>", and the replay socket answers
+// with the same topic.
+TEST_F(EventPublisherTest, NodeWideTopicToABoundSubscriberAndReplay) {
+  TestSocket router(ZMQ_SUB, "tcp://127.0.0.1:*", /*bind=*/true);
+  options_.endpoint = router.LastEndpoint();  // no "*": the publisher connects
+  options_.pod_id = "node:gpu-node-7";
+  auto publisher = EventPublisher::Start(options_, Resolve);
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+  std::vector<std::string> first;  // the connection and subscription travel asynchronously
+  for (int i = 0; i < 200 && first.empty(); ++i) {
+    (*publisher)->Push({KvEventKind::kBlockStored, 1, Tier::kL1, 7});
+    absl::SleepFor(absl::Milliseconds(20));
+    first = router.Receive();
+  }
+  ASSERT_EQ(first.size(), 3u);
+  std::vector<std::string> parts = SplitTopic(first[0]);
+  ASSERT_EQ(parts.size(), 3u) << first[0];
+  EXPECT_EQ(parts[0], "kv");
+  EXPECT_EQ(parts[1], "node:gpu-node-7");
+  EXPECT_EQ(parts[2], "llama");
+  const uint64_t from = BigEndian64(first[1]);
+
+  for (Tier tier : {Tier::kL1, Tier::kL2, Tier::kL3}) {
+    (*publisher)->Push({KvEventKind::kBlockStored, 1, tier, 8});
+    (*publisher)->Push({KvEventKind::kBlockRemoved, 1, tier, 8});
+  }
+  (*publisher)->Push({KvEventKind::kAllBlocksCleared, 0, Tier::kL1, 0});
+  uint64_t last = from;
+  bool cleared = false;
+  while (!cleared) {  // the live stream, up to the batch that holds AllBlocksCleared
+    std::vector<std::string> message = router.Receive();
+    ASSERT_EQ(message.size(), 3u) << "the stream stopped before AllBlocksCleared";
+    EXPECT_EQ(message[0], "kv@node:gpu-node-7@llama");
+    last = BigEndian64(message[1]);
+    for (const KvEventBatch& b : (*publisher)->Read(last, 1, 0).batches) {
+      for (const KvEvent& e : b.events) cleared |= e.kind == KvEventKind::kAllBlocksCleared;
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> tiers;  // medium, locality of block 8
+  for (const KvEventBatch& b : (*publisher)->Read(from + 1, 100, 0).batches) {
+    for (const KvEvent& e : b.events) {
+      if (e.block_hashes == std::vector<uint64_t>{8})
+        tiers.emplace_back(e.medium, e.locality.value_or(""));
+    }
+  }
+  using Tiers = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(tiers, (Tiers{{"CPU", "LOCAL"},
+                          {"CPU", "LOCAL"},
+                          {"STORAGE", "LOCAL"},
+                          {"STORAGE", "LOCAL"},
+                          {"STORAGE", "REMOTE"},
+                          {"STORAGE", "REMOTE"}}));
+
+  TestSocket replay(ZMQ_DEALER, options_.replay_endpoint);
+  std::string start(8, '\0');
+  for (int i = 0; i < 8; ++i) start[i] = static_cast<char>(from >> (56 - 8 * i));
+  replay.Send({"", start});
+  for (uint64_t seq = from; seq <= last; ++seq) {
+    std::vector<std::string> got = replay.Receive();
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[1], "kv@node:gpu-node-7@llama");
+    EXPECT_EQ(BigEndian64(got[2]), seq);
+  }
+  EXPECT_EQ(replay.Receive()[2], std::string(8, '\xff'));
 }
 
 TEST_F(EventPublisherTest, ConsecutiveNoticesMergeAndUnknownNamespacesStillPublish) {
