@@ -129,6 +129,27 @@ def test_config_is_valid_and_agrees_with_the_manifests(rendered, tmp_path: Path)
         assert config["l3"]["path"] in mounts
 
 
+def test_events_use_the_node_wide_topic(rendered, tmp_path: Path) -> None:
+    """KV events go out under kv@node:<node>@<model>: NODE_NAME comes from the downward API,
+    and neither the args nor the config name a pod_id that would take its place."""
+    docs = rendered["docs"]
+    ds = one(docs, "DaemonSet")
+    (daemon,) = [c for c in ds["spec"]["template"]["spec"]["containers"]
+                 if c["name"] == "kvstratad"]
+    env = {e["name"]: e for e in daemon["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert not [a for a in daemon["args"] if "events.pod_id" in a or "events.node_name" in a]
+    text = config_of(docs, ds)["data"]["kvstrata.toml"]
+    events = tomllib.loads(text)["events"]
+    assert events.get("pod_id", "") == "" and events.get("node_name", "") == ""
+    # The value the downward API gives is a valid node name for the daemon.
+    (tmp_path / "kvstrata.toml").write_text(text)
+    proc = subprocess.run([str(daemon_binary()), f"--config={tmp_path / 'kvstrata.toml'}",
+                           "--check_config"], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "NODE_NAME": "gpu-node-7"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_metrics_service_and_servicemonitor_select_the_pods(rendered) -> None:
     docs = rendered["docs"]
     ds = one(docs, "DaemonSet")
