@@ -142,7 +142,6 @@ const std::vector<BadCase> kMoreBadCases = {
     {"", {"events.enabled=maybe"}, "events.enabled"},
     {"", {"events.pod_id=a@b"}, "events.pod_id"},
     {"", {"events.node_name=a@b"}, "events.node_name"},
-    {"", {"events.node_name=a@b"}, "events.node_name"},
     {"", {"events.encoding=json"}, "events.encoding"},
     {"", {"events.data_parallel_rank=-1"}, "events.data_parallel_rank"},
     {"", {"events.buffer_batches=0"}, "events.buffer_batches"},
