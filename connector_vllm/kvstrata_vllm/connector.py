@@ -14,7 +14,12 @@ import pickle
 from typing import Any, Dict, Iterable, Optional, Set, Tuple
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
-                                                               KVConnectorRole)
+                                                               KVConnectorRole, SupportsHMA)
+
+try:  # vLLM >= 0.27: transfer results with failed receives per request (hybrid models).
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorTransferResults
+except ImportError:
+    KVConnectorTransferResults = None  # type: ignore[assignment,misc]
 
 try:  # vLLM >= 0.27 reports external hits by tier; 0.26 has no such module and never asks.
     from vllm.v1.metrics.cache_hit_source import CacheHitSource
@@ -47,11 +52,12 @@ def per_layer_hooks(forward_context: Any) -> bool:
     return getattr(mode, "name", "") != "FULL"
 
 
-class KVStrataConnector(KVConnectorBase_V1):
+class KVStrataConnector(KVConnectorBase_V1, SupportsHMA):
     """Works on vLLM 0.26.x and 0.33.x: it uses only the hooks both call, and methods that
     only the newer vLLM calls (hit sources, requires_kv_delivery) are simply unused on 0.26.
     Nothing depends on a hook that a step may skip (wait_for_save has no forward pass to
-    follow on some steps)."""
+    follow on some steps). SupportsHMA: hybrid models keep vLLM's hybrid KV cache manager
+    (one namespace per KV cache group, namespace.KvGroup)."""
 
     if CacheHitSource is not None:
         _cache_hit_source = CacheHitSource.HOST
@@ -126,8 +132,26 @@ class KVStrataConnector(KVConnectorBase_V1):
         assert self.worker is not None
         return self.worker.get_finished(finished_req_ids)
 
+    if KVConnectorTransferResults is not None:
+        def get_transfer_results(self, finished_req_ids: Set[str]) -> Any:
+            """vLLM >= 0.27: get_finished, plus a hybrid model's failed loads by request
+            (vLLM refuses block ids from a model with several KV cache groups)."""
+            assert self.worker is not None
+            sending, recving = self.get_finished(finished_req_ids)
+            return KVConnectorTransferResults(finished_sending=set(sending or ()),
+                                              finished_recving=set(recving or ()),
+                                              failed_recving=self.worker.take_failed_recving())
+
     def get_block_ids_with_load_errors(self) -> Set[int]:
-        return self.worker.take_invalid() if self.worker is not None else set()
+        """Failed blocks; none for a hybrid model on a vLLM that takes failed receives per
+        request (get_transfer_results). vLLM 0.26 has no such report: it gets the block
+        ids, which its scheduler cannot map back to a hybrid model's requests."""
+        if self.worker is None:
+            return set()
+        invalid = self.worker.take_invalid()
+        if self.worker.per_request_failures and KVConnectorTransferResults is not None:
+            return set()
+        return invalid
 
     def build_connector_worker_meta(self) -> Any:
         return self.worker.worker_meta() if self.worker is not None else None
@@ -191,6 +215,13 @@ class KVStrataConnector(KVConnectorBase_V1):
 
     @trace.timed("request_finished")
     def request_finished(self, request: Any, block_ids: Any) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        assert self.scheduler is not None
+        return self.scheduler.request_finished(request, block_ids)
+
+    @trace.timed("request_finished")
+    def request_finished_all_groups(self, request: Any,
+                                    block_ids: Tuple[Any, ...]) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        """SupportsHMA: request_finished with every KV cache group's blocks."""
         assert self.scheduler is not None
         return self.scheduler.request_finished(request, block_ids)
 

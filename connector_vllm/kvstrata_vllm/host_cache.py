@@ -66,7 +66,8 @@ class StoreThread:
 
     def __init__(self, worker: "WorkerSide") -> None:
         self.worker = worker
-        self.queue: "queue.Queue[Optional[Tuple[List[bytes], Any]]]" = queue.Queue()
+        # (keys, rows, KV cache group) per submitted batch.
+        self.queue: "queue.Queue[Optional[Tuple[List[bytes], Any, int]]]" = queue.Queue()
         self.pending_units = 0
         self.pending_bytes = 0
         self._lock = threading.Lock()
@@ -79,14 +80,14 @@ class StoreThread:
         with self._lock:
             return self.pending_bytes + nbytes <= self.worker.cfg.max_pending_store_bytes
 
-    def submit(self, keys: List[bytes], rows: Any) -> bool:
+    def submit(self, keys: List[bytes], rows: Any, group: int = 0) -> bool:
         nbytes = int(rows.numel())
         with self._lock:
             if self.pending_bytes + nbytes > self.worker.cfg.max_pending_store_bytes:
                 return False
             self.pending_units += len(keys)
             self.pending_bytes += nbytes
-        self.queue.put((keys, rows))
+        self.queue.put((keys, rows, group))
         return True
 
     def _run(self) -> None:
@@ -95,9 +96,9 @@ class StoreThread:
             item = self.queue.get()
             if item is None:
                 return
-            keys, rows = item
+            keys, rows, group = item
             try:
-                s, ns = w.session_and_ns()
+                s, ns = w.session_and_ns(group)
                 result = None
                 if s is not None and ns is not None:
                     result = w.link.guard("store", lambda: s.store(ns, keys, list(rows)), None)
@@ -107,7 +108,7 @@ class StoreThread:
                     w.stats.add("stored_units", result.stored)
                     w.stats.add("stored_bytes", result.stored * rows.shape[1])
                     w.stats.add("store_dropped_units", result.dropped)
-                    w.note_stored(keys[:result.stored + result.already_present])
+                    w.note_stored(keys[:result.stored + result.already_present], group)
             except Exception:  # noqa: BLE001 - never let the thread die
                 log.exception("kvstrata_vllm: store failed")
                 w.stats.add("store_failed_units", len(keys))

@@ -1,8 +1,9 @@
 """What the scheduler-side connector sends its workers each step, and what they send back.
 
-Block ids are vLLM's (one KV cache group). A unit is `blocks_per_unit` consecutive blocks of
-a request; its `block_ids` list has one entry per block, -1 for a block the worker must not
-write (it already holds valid KV from vLLM's local prefix cache).
+Block ids are vLLM's, of one KV cache group (RequestTransfer.group). A unit is
+`blocks_per_unit` consecutive blocks of a request; its `block_ids` list has one entry per
+block, -1 for a block the worker must not write (it already holds valid KV from vLLM's local
+prefix cache, or is a sliding-window group's null block outside the window).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class RequestTransfer:
     # Loads: scheduled in this very step (load_async=False), so the blocks must be there
     # before the forward pass reads them: on GPUs layer by layer (wait_for_layer_load).
     sync: bool = False
+    group: int = 0  # the KV cache group (namespace.KvGroup.index) of the block ids
 
 
 @dataclass
@@ -40,6 +42,13 @@ class KVStrataMetadata(KVConnectorMetadata):  # type: ignore[misc]
     # request_finished answered True for these (their blocks wait for get_finished).
     delayed_frees: Set[str] = field(default_factory=set)
     preempted: Set[str] = field(default_factory=set)
+    # Engines with sliding-window groups: the blocks this step hands out. A store still
+    # reading one (vLLM frees a sliding-window block once it leaves the window) must end
+    # before this step's forward pass writes it.
+    new_blocks: Set[int] = field(default_factory=set)
+    # Requests that finished (or were aborted) before this step: a retried load of theirs
+    # is dropped (their blocks may be handed out again).
+    finished: Set[str] = field(default_factory=set)
 
 
 @dataclass

@@ -1,17 +1,19 @@
-"""The KVStrata namespace of a vLLM KV cache: one per tensor-parallel rank.
+"""The KVStrata namespaces of a vLLM KV cache: one per KV cache group and tensor-parallel rank.
 
-The scheduler and every worker derive the same spec from vLLM's config and KV cache config,
-so the scheduler can look up each rank's namespace and a worker stores into its own. A
+The scheduler and every worker derive the same specs from vLLM's config and KV cache config,
+so the scheduler can look up each rank's namespaces and a worker stores into its own. A
 stored unit holds `tokens_per_unit` tokens (a multiple of vLLM's block size) of every layer
-of the rank; its key is the vLLM block hash of its last block (hashes chain, so that key
-names the whole prefix, cache_salt and LoRA included).
+of one group of the rank; its key is the vLLM block hash of its last block (hashes chain, so
+that key names the whole prefix, cache_salt and LoRA included). A hybrid model (vLLM's
+hybrid KV cache manager: full-attention and sliding-window layers in separate groups) has
+one namespace per group, told apart by the spec's kv_group.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .config import ConnectorConfig
 
@@ -20,7 +22,7 @@ MAX_KEY_BYTES = 32
 
 @dataclass(frozen=True)
 class CacheGeometry:
-    """What the connector needs from vLLM's KV cache config (one attention group)."""
+    """What the connector needs from one KV cache group's spec."""
 
     block_size: int
     num_layers: int
@@ -32,29 +34,95 @@ class CacheGeometry:
 
     @property
     def block_bytes(self) -> int:
-        """Bytes of one vLLM block across the rank's layers."""
+        """Bytes of one vLLM block across the group's layers of the rank."""
         return self.page_bytes * self.num_layers
 
 
-def cache_geometry(kv_cache_config: Any) -> CacheGeometry:
-    """The geometry of vLLM's KVCacheConfig; ValueError for layouts the connector lacks."""
-    groups = list(getattr(kv_cache_config, "kv_cache_groups", []) or [])
-    if len(groups) != 1:
-        raise ValueError(f"KVStrataConnector supports one KV cache group (full attention "
-                         f"models), got {len(groups)} groups")
-    spec = groups[0].kv_cache_spec
-    for name in ("block_size", "num_kv_heads", "head_size", "dtype", "page_size_bytes"):
-        if not hasattr(spec, name):
-            raise ValueError(f"KVStrataConnector needs an attention KV cache spec, got "
-                             f"{type(spec).__name__}")
-    if getattr(spec, "sliding_window", None):
-        raise ValueError("KVStrataConnector does not support sliding-window KV caches")
-    mla = type(spec).__name__.startswith("MLA")
-    return CacheGeometry(block_size=int(spec.block_size),
-                         num_layers=len(groups[0].layer_names),
+# vLLM KV cache spec classes by what the connector does with their groups. A full-attention
+# spec with `sliding_window` set is what --disable-hybrid-kv-cache-manager makes of a
+# sliding-window layer: vLLM keeps every block, so it is served as full attention.
+_FULL_SPECS = ("FullAttentionSpec", "MLAAttentionSpec")
+_WINDOW_SPECS = ("SlidingWindowSpec", "SlidingWindowMLASpec")
+# Group kinds refused at start-up, with what they are.
+_REFUSED_SPECS = {
+    "MambaSpec": "linear-attention / Mamba state (e.g. Qwen3-Next)",
+    "ChunkedLocalAttentionSpec": "chunked local attention (e.g. Llama 4)",
+    "SinkFullAttentionSpec": "full attention with static sink tokens",
+    "RSWASpec": "R-SWA (a window that evicts the middle of the prompt)",
+    "CrossAttentionSpec": "cross-attention (encoder-decoder)",
+    "EncoderOnlyAttentionSpec": "encoder-only attention",
+    "UniformTypeKVCacheSpecs": "layers of different geometries in one group",
+}
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """One of vLLM's KV cache groups: full-attention layers need a hit's whole prefix, a
+    sliding-window group only the blocks inside the window before the first token to
+    compute (vLLM frees, and points at its null block, every block before that)."""
+
+    index: int
+    count: int                    # groups of the engine
+    layer_names: Tuple[str, ...]
+    geometry: CacheGeometry
+    sliding_window: int = 0       # tokens; 0 = full attention
+
+    @property
+    def label(self) -> str:
+        """The namespace's kv_group: "" for an engine with one group (fingerprints of
+        single-group engines are as before), else e.g. "1/2:sliding_window=128"."""
+        if self.count == 1:
+            return ""
+        kind = f"sliding_window={self.sliding_window}" if self.sliding_window else "full"
+        return f"{self.index}/{self.count}:{kind}"
+
+    def first_needed_token(self, computed_tokens: int) -> int:
+        """The first token whose KV the next token's attention reads after
+        `computed_tokens` tokens (vLLM's get_num_skipped_tokens)."""
+        if not self.sliding_window:
+            return 0
+        return max(0, computed_tokens - self.sliding_window + 1)
+
+
+def _geometry(spec: Any, layers: int) -> CacheGeometry:
+    return CacheGeometry(block_size=int(spec.block_size), num_layers=layers,
                          num_kv_heads=int(spec.num_kv_heads), head_size=int(spec.head_size),
-                         dtype=str(spec.dtype).replace("torch.", ""), mla=mla,
-                         page_bytes=int(spec.page_size_bytes))
+                         dtype=str(spec.dtype).replace("torch.", ""),
+                         mla="MLA" in type(spec).__name__, page_bytes=int(spec.page_size_bytes))
+
+
+def kv_groups(kv_cache_config: Any) -> List[KvGroup]:
+    """The KV cache groups of vLLM's KVCacheConfig; ValueError, one line naming the group,
+    its kind and what to do, for a group the connector cannot serve."""
+    groups = list(getattr(kv_cache_config, "kv_cache_groups", []) or [])
+    if not groups:
+        raise ValueError("KVStrataConnector: the KV cache config has no KV cache groups")
+    out: List[KvGroup] = []
+    for i, g in enumerate(groups):
+        spec = g.kv_cache_spec
+        kind = type(spec).__name__
+        layers = tuple(str(n) for n in g.layer_names)
+        where = f"KV cache group {i} of {len(groups)} ({len(layers)} layers, e.g. " \
+                f"{layers[0] if layers else '?'!r})"
+        if kind in _REFUSED_SPECS or kind not in _FULL_SPECS + _WINDOW_SPECS:
+            what = _REFUSED_SPECS.get(kind, "a KV cache kind KVStrata does not know")
+            raise ValueError(
+                f"KVStrataConnector cannot serve {where}: {kind}, {what}. Serve this model "
+                f"without KVStrata (drop --kv-transfer-config) or with vLLM's own "
+                f"OffloadingConnector")
+        window = int(getattr(spec, "sliding_window", 0) or 0) if kind in _WINDOW_SPECS else 0
+        out.append(KvGroup(index=i, count=len(groups), layer_names=layers,
+                           geometry=_geometry(spec, len(layers)), sliding_window=window))
+    sizes = {g.geometry.block_size for g in out}
+    if len(sizes) != 1:
+        raise ValueError(f"KVStrataConnector needs one block size in every KV cache group, got "
+                         f"{sorted(sizes)}; set --block-size to one value for all layers")
+    return out
+
+
+def cache_geometry(kv_cache_config: Any) -> CacheGeometry:
+    """The geometry of a single-group KVCacheConfig (group 0 of kv_groups)."""
+    return kv_groups(kv_cache_config)[0].geometry
 
 
 def _dtype_bytes(dtype: str) -> int:
@@ -62,19 +130,23 @@ def _dtype_bytes(dtype: str) -> int:
             "float8_e5m2": 1, "uint8": 1}.get(dtype, 0)
 
 
-def namespace_fields(geometry: CacheGeometry, cfg: ConnectorConfig, model: str,
+def namespace_fields(group: KvGroup, cfg: ConnectorConfig, model: str,
                      unit_tokens: int, tp_size: int, tp_rank: int,
                      layout: str) -> Dict[str, Any]:
-    """NamespaceSpec fields (kvstrata.namespace_spec keywords) of one rank.
+    """NamespaceSpec fields (kvstrata.namespace_spec keywords) of one KV cache group of one
+    rank: the group's layers, and its kv_group label when the engine has several groups.
 
     When vLLM's pages are padded or otherwise not the plain K/V geometry, the namespace is
     KV_LAYOUT_OPAQUE with the exact bytes (still keyed by model, dtype, layers, ranks)."""
+    geometry = group.geometry
     blocks_per_unit = unit_tokens // geometry.block_size
     fields: Dict[str, Any] = dict(
         engine="vllm", model=model, num_layers=geometry.num_layers,
         num_kv_heads=geometry.num_kv_heads, head_size=geometry.head_size,
         tokens_per_block=unit_tokens, tp_size=tp_size, tp_rank=tp_rank, pp_size=1, pp_rank=0,
         attention="mla" if geometry.mla else "mha")
+    if group.label:
+        fields["kv_group"] = group.label
     plain = (geometry.num_kv_heads * geometry.head_size * geometry.block_size
              * _dtype_bytes(geometry.dtype) * (1 if geometry.mla else 2))
     dtype = geometry.dtype if _dtype_bytes(geometry.dtype) else "uint8"

@@ -1,8 +1,11 @@
 """Scheduler side: lookups with leases, load plans, store plans, events and lookup stats.
 
-One Link (session) for the scheduler process; it registers the namespace of every
-tensor-parallel rank, looks each up, and counts a unit as a hit only when every rank has
-it. The leases it takes pin the hits until the workers report the load finished
+One Link (session) for the scheduler process; it registers the namespace of every KV cache
+group of every tensor-parallel rank, looks each up, and counts a unit as a hit only when
+every rank has it -- in every full-attention group, and in every sliding-window group when
+the unit lies inside the window before the first token to compute (hybrid models: vLLM's
+hybrid KV cache manager, SupportsHMA). The leases it takes pin the hits until the workers
+report the load finished
 (finished_recving), a same-step load was submitted, the request ends, or the lease expires
 (lease_ttl_ms); a thread sends the releases (releaser.py), so no step waits for one. A
 request with nothing to load (vLLM's own prefix cache covers every loadable unit) is looked
@@ -24,7 +27,7 @@ from kvstrata import pb
 from .config import ConnectorConfig, max_offload_tokens, open_link
 from .kv_layouts import kv_layout_name
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
-from .namespace import (cache_geometry, hash_seed_problem, hash_tokens, namespace_fields,
+from .namespace import (KvGroup, hash_seed_problem, hash_tokens, kv_groups, namespace_fields,
                         unit_keys)
 from .releaser import LeaseReleaser
 from .stats import StatsCounter
@@ -33,6 +36,8 @@ from . import trace
 log = logging.getLogger("kvstrata_vllm")
 _MAX_ANNOUNCED = 1 << 20  # units remembered for their BlockRemoved
 _MEDIA = ("CPU", "STORAGE")  # vLLM's MEDIUM_CPU, MEDIUM_STORAGE: the daemon's L1; L2 and L3
+# Lookups of the sliding-window groups before a hybrid hit that keeps shrinking is given up.
+_WINDOW_ROUNDS = 4
 MAX_EVENT_INFO = 65536  # Stored units whose KV event waits for the workers' report.
 # A stored unit's BlockStored facts: its tokens, its parent's key, (lora_id, lora_name).
 _EventInfo = Tuple[List[int], Optional[bytes], Optional[Tuple[int, str]]]
@@ -50,7 +55,8 @@ class _Req:
     present_units: int = 0                        # leading units KVStrata held at the lookup
     tiers: List[int] = field(default_factory=list)  # kvstrata.pb.Tier of each present unit
     local_tokens: int = 0                         # vLLM's local hit at the lookup
-    block_ids: List[int] = field(default_factory=list)  # its blocks, from SchedulerOutput
+    # Its blocks per KV cache group, from SchedulerOutput (0: vLLM's null block).
+    block_ids: List[List[int]] = field(default_factory=list)
     load_blocks: Set[int] = field(default_factory=set)  # blocks of the load in flight
     load_failed: bool = False                     # a load of it failed: no second attempt
     sync: bool = False                            # its load runs in the step that uses it
@@ -59,8 +65,8 @@ class _Req:
 class SchedulerSide:
     def __init__(self, vllm_config: Any, kv_cache_config: Any, cfg: ConnectorConfig) -> None:
         self.cfg = cfg
-        geometry = cache_geometry(kv_cache_config)
-        self.block_size = geometry.block_size
+        self.groups: List[KvGroup] = kv_groups(kv_cache_config)
+        self.block_size = self.groups[0].geometry.block_size
         self.unit_tokens = cfg.unit_tokens(self.block_size)
         self.blocks_per_unit = self.unit_tokens // self.block_size
         self.hash_tokens = hash_tokens(vllm_config, self.block_size)
@@ -77,8 +83,11 @@ class SchedulerSide:
         self.tp_size = int(getattr(parallel, "tensor_parallel_size", 1))
         layout = kv_layout_name(vllm_config)
         model = str(vllm_config.model_config.model)
-        self.fields = [namespace_fields(geometry, cfg, model, self.unit_tokens, self.tp_size,
-                                        r, layout) for r in range(self.tp_size)]
+        # One namespace per (KV cache group, rank), registered under that key.
+        self.fields = {(g.index, r): namespace_fields(g, cfg, model, self.unit_tokens,
+                                                      self.tp_size, r, layout)
+                       for g in self.groups for r in range(self.tp_size)}
+        self.hybrid = len(self.groups) > 1
         self.host_mode = str(getattr(vllm_config.device_config, "device_type", "")) == "cpu"
         events = getattr(vllm_config, "kv_events_config", None)
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
@@ -109,14 +118,15 @@ class SchedulerSide:
     # ------------------------------------------------------------------ session
 
     def _register(self, s: kvstrata.Session) -> None:
-        for rank, f in enumerate(self.fields):
-            self.link.register_namespace(s, rank, f)
+        for key, f in self.fields.items():
+            self.link.register_namespace(s, key, f)
 
-    def _namespaces(self) -> Optional[List[kvstrata.RegisteredNamespace]]:
+    def _namespaces(self, group: int) -> Optional[List[kvstrata.RegisteredNamespace]]:
+        """Every rank's namespace of one KV cache group (None without a session)."""
         s = self.link.session()
         if s is None:
             return None
-        return [self.link.namespaces[r] for r in range(self.tp_size)]
+        return [self.link.namespaces[(group, r)] for r in range(self.tp_size)]
 
     def _release(self, st: _Req) -> None:
         leases, st.leases = st.leases, []
@@ -151,11 +161,10 @@ class SchedulerSide:
         start_u = num_computed_tokens // self.unit_tokens
         if end_u <= 0:
             return 0, False
-        namespaces = self._namespaces()
-        if namespaces is None:
+        s = self.link.session()
+        if s is None:
             self.stats.add("lookup_unavailable", 1)
             return 0, False
-        s = self.link.session()
         t0 = time.monotonic()
         # From unit 0, not start_u: the answer also tells which units KVStrata holds
         # already, so they are not stored again (vLLM's local hits included).
@@ -163,23 +172,8 @@ class SchedulerSide:
         # A lease only when a load may follow: a request vLLM's own cache covers up to its
         # last loadable unit costs the lookup alone, no release.
         lease = end_u > start_u
-        hit = len(keys)
-        tiers = [0] * hit       # per unit, the slowest tier any rank holds it in
-        for ns in namespaces:   # Every rank must have a unit for it to count.
-            r = self.link.guard("lookup", lambda ns=ns: s.lookup(
-                ns, keys[:hit], lease=lease, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
-            if r is None:
-                hit = 0
-                break
-            if r.fast:
-                self.stats.add("lookup_fast", 1)
-            if r.lease_id:
-                st.leases.append((ns, r.lease_id))
-            hit = min(hit, r.hit_blocks)
-            for i, tier in enumerate(r.tiers[:hit]):
-                tiers[i] = max(tiers[i], int(tier))
-            if hit == 0:
-                break
+        found = self._lookup_groups(s, st, keys, start_u, request.num_tokens, lease)
+        hit, tiers = found if found is not None else (0, [])
         st.tiers = tiers[:hit]
         st.present_units = hit
         trace.event("lookup", request.request_id, ms=round((time.monotonic() - t0) * 1e3, 3),
@@ -187,6 +181,7 @@ class SchedulerSide:
         self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
         st.sync = self._sync_load(st.tiers[start_u:hit])
         if hit * self.unit_tokens >= request.num_tokens and st.sync and not self.host_mode and \
+                not self.hybrid and \
                 (hit - start_u) * self.unit_tokens > self.cfg.full_hit_max_load_tokens:
             hit -= 1  # A long layer-wise load: the last unit's forward pass overlaps it.
         matched = min(hit * self.unit_tokens, request.num_tokens - 1) - num_computed_tokens
@@ -199,11 +194,80 @@ class SchedulerSide:
         st.local_tokens = num_computed_tokens
         return matched, not st.sync
 
+    def _lookup_chain(self, s: kvstrata.Session, st: _Req,
+                      namespaces: Optional[List[kvstrata.RegisteredNamespace]],
+                      keys: List[bytes],
+                      lease: bool) -> Optional[Tuple[int, List[int]]]:
+        """How many leading keys every one of `namespaces` holds, and per unit the slowest
+        tier any of them holds it in; None when a lookup failed. Leases go to st.leases."""
+        if namespaces is None:
+            return None
+        hit = len(keys)
+        tiers = [0] * hit
+        for ns in namespaces:
+            if hit == 0:
+                break
+            r = self.link.guard("lookup", lambda ns=ns: s.lookup(
+                ns, keys[:hit], lease=lease, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
+            if r is None:
+                return None
+            if r.fast:
+                self.stats.add("lookup_fast", 1)
+            if r.lease_id:
+                st.leases.append((ns, r.lease_id))
+            hit = min(hit, r.hit_blocks)
+            for i, tier in enumerate(r.tiers[:hit]):
+                tiers[i] = max(tiers[i], int(tier))
+        return hit, tiers[:hit]
+
+    def _lookup_groups(self, s: kvstrata.Session, st: _Req, keys: List[bytes], start_u: int,
+                       num_tokens: int, lease: bool) -> Optional[Tuple[int, List[int]]]:
+        """The hit (leading units) every KV cache group can serve, and each unit's tier.
+
+        Full-attention groups need every unit of the hit. A sliding-window group needs only
+        the units holding the tokens its window reads after the hit (vLLM points its blocks
+        before those at the null block): when one of them is missing, the hit ends before
+        it and the windows are asked again (at most _WINDOW_ROUNDS times)."""
+        full = [g for g in self.groups if not g.sliding_window]
+        windowed = [g for g in self.groups if g.sliding_window]
+        hit, tiers = len(keys), [0] * len(keys)
+        for g in full:
+            found = self._lookup_chain(s, st, self._namespaces(g.index), keys[:hit], lease)
+            if found is None:
+                return None
+            hit, t = found
+            tiers = [max(a, b) for a, b in zip(tiers[:hit], t)]
+        for _ in range(_WINDOW_ROUNDS if windowed else 0):
+            shrunk = False
+            for g in windowed:
+                computed = min(hit * self.unit_tokens, num_tokens - 1)
+                first = max(start_u, g.first_needed_token(computed) // self.unit_tokens)
+                if hit <= first:
+                    return hit, tiers[:hit]
+                found = self._lookup_chain(s, st, self._namespaces(g.index), keys[first:hit],
+                                           lease)
+                if found is None:
+                    return None
+                n, t = found
+                for i, tier in enumerate(t):
+                    tiers[first + i] = max(tiers[first + i], tier)
+                if first + n < hit:
+                    hit, shrunk = first + n, True
+            if not shrunk:
+                return hit, tiers[:hit]
+        if windowed:
+            return min(hit, start_u), tiers[:min(hit, start_u)]  # never settled: no hit
+        return hit, tiers[:hit]
+
     def _sync_load(self, tiers: List[int]) -> bool:
         """Whether units in these tiers load in the step that uses them (config.LOAD_MODES):
-        only from L1 (a disk read in the engine's step would stall it)."""
+        only from L1 (a disk read in the engine's step would stall it). A hybrid model's
+        loads are asynchronous: the layer-wise load serves one KV cache group, and vLLM
+        takes a hybrid model's failed loads only per request, for a request that waits."""
         mode = self.cfg.load_mode
         if mode == "async" or (mode == "auto" and self.host_mode):
+            return False
+        if self.hybrid:  # a failed load is reported per request (worker.take_failed_recving)
             return False
         return all(t == kvstrata.Tier.L1 for t in tiers)
 
@@ -239,26 +303,34 @@ class SchedulerSide:
             return
         local, u0, u1 = st.plan
         st.plan = None
-        block_ids = blocks.get_block_ids()[0]
         first_block = local // self.block_size
         # Whole blocks of the hit; the block of the last token too when the hit reaches it
         # (num_external_tokens then stops one token short of it).
         end_tokens = local + num_external_tokens
         if end_tokens == request.num_tokens - 1 and u1 * self.unit_tokens == request.num_tokens:
             end_tokens += 1
-        end_block = min(end_tokens // self.block_size, len(block_ids))
         keys = self._keys(request.block_hashes, u0, u1)
-        units = []
-        for i, u in enumerate(range(u0, u1)):
-            ids = [block_ids[b] if first_block <= b < end_block else -1
-                   for b in range(u * self.blocks_per_unit, (u + 1) * self.blocks_per_unit)]
-            if any(b >= 0 for b in ids):
-                units.append(UnitTransfer(keys[i], ids))
-        if units:
-            self._loads.append(RequestTransfer(request.request_id, units, sync=st.sync))
+        transfers: List[RequestTransfer] = []
+        for g, block_ids in zip(self.groups, blocks.get_block_ids()):
+            end_block = min(end_tokens // self.block_size, len(block_ids))
+            units = []
+            for i, u in enumerate(range(u0, u1)):
+                # -1: a block the load must not write: vLLM's local hit, or the null block
+                # (0) of a sliding-window group outside its window.
+                ids = [block_ids[b] if first_block <= b < end_block and block_ids[b] > 0
+                       else -1
+                       for b in range(u * self.blocks_per_unit, (u + 1) * self.blocks_per_unit)]
+                if any(b >= 0 for b in ids):
+                    units.append(UnitTransfer(keys[i], ids))
+            if units:
+                transfers.append(RequestTransfer(request.request_id, units, sync=st.sync,
+                                                 group=g.index))
+        if transfers:
+            self._loads.extend(transfers)
             st.loading = True
-            st.load_blocks = {b for u in units for b in u.block_ids if b >= 0}
-            trace.event("alloc", request.request_id, units=len(units))
+            st.load_blocks = {b for r in transfers for u in r.units for b in u.block_ids
+                              if b >= 0}
+            trace.event("alloc", request.request_id, units=sum(len(r.units) for r in transfers))
         else:
             self._release(st)
 
@@ -293,15 +365,21 @@ class SchedulerSide:
         n_units = limit // self.unit_tokens
         if n_units <= st.stored_units:
             return
-        block_ids = st.block_ids
-        if len(block_ids) < n_units * self.blocks_per_unit:
+        bpu = self.blocks_per_unit
+        if not st.block_ids or any(len(ids) < n_units * bpu for ids in st.block_ids):
             return
         first = st.stored_units
         keys = self._keys(req.block_hashes, first, n_units)
-        bpu = self.blocks_per_unit
-        units = [UnitTransfer(keys[i], list(block_ids[u * bpu:(u + 1) * bpu]))
-                 for i, u in enumerate(range(first, n_units))]
-        meta.stores.append(RequestTransfer(req_id, units))
+        for g, block_ids in zip(self.groups, st.block_ids):
+            # A sliding-window group stores only units this step computed: vLLM may have
+            # freed (and handed out again) the blocks of older ones, and a null block (0)
+            # is a unit outside the window.
+            oldest = computed_before // self.unit_tokens if g.sliding_window else 0
+            units = [UnitTransfer(keys[i], list(block_ids[u * bpu:(u + 1) * bpu]))
+                     for i, u in enumerate(range(first, n_units))
+                     if u >= oldest and all(b > 0 for b in block_ids[u * bpu:(u + 1) * bpu])]
+            if units:
+                meta.stores.append(RequestTransfer(req_id, units, group=g.index))
         st.stored_units = n_units
         st.had_stores = True
         if self.events_enabled:
@@ -318,7 +396,8 @@ class SchedulerSide:
 
     def build_connector_meta(self, so: Any) -> KVStrataMetadata:
         meta = KVStrataMetadata(loads=self._loads, delayed_frees=self._delayed,
-                                preempted=set(getattr(so, "preempted_req_ids", None) or ()))
+                                preempted=set(getattr(so, "preempted_req_ids", None) or ()),
+                                finished=set(getattr(so, "finished_req_ids", None) or ()))
         self._loads, self._delayed = [], set()
         for st in self._sync_last:
             self._release(st)
@@ -329,6 +408,8 @@ class SchedulerSide:
                 st.loading = False  # Running in this step; load_blocks kept for the errors.
                 self._sync_last.append(st)
         self._track_blocks(so)
+        if any(g.sliding_window for g in self.groups):
+            meta.new_blocks = _allocated_blocks(so)
         for new in so.scheduled_new_reqs:
             n = so.num_scheduled_tokens.get(new.req_id, 0)
             self._plan_store(new.req_id, new.num_computed_tokens, new.num_computed_tokens + n,
@@ -349,7 +430,7 @@ class SchedulerSide:
         for new in so.scheduled_new_reqs:
             st = self._reqs.get(new.req_id)
             if st is not None:
-                st.block_ids = list(new.block_ids[0]) if new.block_ids else []
+                st.block_ids = [list(ids) for ids in new.block_ids or ()]
         cached = so.scheduled_cached_reqs
         resumed = getattr(cached, "resumed_req_ids", None)
         if resumed is None:  # older vLLM: one flag per request
@@ -360,10 +441,11 @@ class SchedulerSide:
             new_ids = cached.new_block_ids[i]
             if st is None:
                 continue
-            if req_id in resumed:
-                st.block_ids = list(new_ids[0]) if new_ids else []
+            if req_id in resumed or not st.block_ids:
+                st.block_ids = [list(ids) for ids in new_ids or ()]
             elif new_ids:
-                st.block_ids.extend(new_ids[0])
+                for ids, more in zip(st.block_ids, new_ids):
+                    ids.extend(more)
 
     # ------------------------------------------------------------------ results
 
@@ -373,6 +455,10 @@ class SchedulerSide:
             for st in self._reqs.values():
                 if (st.loading or st.sync) and st.load_blocks & invalid:
                     st.load_failed = True
+        for req_id in getattr(output, "failed_recving", None) or ():  # hybrid models
+            st = self._reqs.get(req_id)
+            if st is not None:
+                st.load_failed = True
         for req_id in output.finished_recving or ():
             trace.event("load_reported", req_id)
             st = self._reqs.get(req_id)
@@ -390,7 +476,9 @@ class SchedulerSide:
                                                       self._spec_kind))
                     self._announce(key)
 
-    def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, None]:
+    def request_finished(self, request: Any, block_ids: Any) -> Tuple[bool, None]:
+        """vLLM's request_finished (one group: block_ids a list) and
+        request_finished_all_groups (a tuple of lists): the answer is the same."""
         st = self._reqs.pop(request.request_id, None)
         if st is None:
             return False, None
@@ -424,10 +512,10 @@ class SchedulerSide:
         leaves L1, and BlockStored / BlockRemoved (medium STORAGE, token-less: a tier update
         for a key the router indexed) as it is first written to L2/L3 and as it leaves the
         last of them -- one removal per store and medium. Every rank's unit has the same key,
-        so rank 0 speaks for all."""
+        so rank 0 speaks for all (and KV cache group 0 for a hybrid model's groups)."""
         if not self._announced or self._removals_off:
             return []
-        namespaces = self._namespaces()
+        namespaces = self._namespaces(_GROUP_IDX)
         s = self.link.session()
         if namespaces is None or s is None:
             return []
@@ -474,9 +562,23 @@ class SchedulerSide:
         self.link.close()
 
 
-# The connector serves one KV cache group (namespace.cache_geometry): group_idx 0, as
-# vLLM's own BlockStored / BlockRemoved for that group carry.
+# The KV events speak for KV cache group 0 (a hybrid model's other groups store the same
+# units): group_idx 0, as vLLM's own BlockStored / BlockRemoved for that group carry.
 _GROUP_IDX = 0
+
+
+def _allocated_blocks(so: Any) -> Set[int]:
+    """The blocks this step's SchedulerOutput hands to requests, every group's: a store
+    still reading one of them (a sliding-window block vLLM freed) must end first."""
+    out: Set[int] = set()
+    for new in so.scheduled_new_reqs:
+        for ids in new.block_ids or ():
+            out.update(ids)
+    for new_ids in so.scheduled_cached_reqs.new_block_ids:
+        for ids in new_ids or ():
+            out.update(ids)
+    out.discard(0)
+    return out
 
 
 def _spec_kind(kv_cache_config: Any) -> Optional[str]:

@@ -26,6 +26,13 @@ waits forever.
 Any block that could not be loaded is reported by get_block_ids_with_load_errors (vLLM then
 recomputes it); an asynchronous load's request is still reported finished receiving in the
 same step.
+
+Hybrid models (several KV cache groups, namespace.KvGroup): each group is a namespace of its
+own, with its own HostCache or CUDA registration over the group's layers (vLLM's hybrid
+allocator lets layers of different groups share one tensor: the daemon opens such memory
+once). Their loads are asynchronous (the layer-wise load serves one group), and a store that
+still reads a sliding-window block vLLM hands out again (KVStrataMetadata.new_blocks) is
+waited for before the step's forward pass.
 """
 from __future__ import annotations
 
@@ -40,11 +47,23 @@ from .config import ConnectorConfig, open_link
 from .host_cache import HostCache, StoreThread
 from .kv_layouts import CROSS_LAYER, kv_cache_pieces, kv_layout_name, layer_names
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer
-from .namespace import cache_geometry, namespace_fields
+from .namespace import KvGroup, kv_groups, namespace_fields
 from .stats import StatsCounter
 from . import trace
 
 log = logging.getLogger("kvstrata_vllm")
+
+try:  # vLLM >= 0.27 takes failed receives per request (KVConnectorTransferResults).
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # noqa: F401
+        KVConnectorTransferResults as _TransferResults)
+    VLLM_FAILED_RECVING = True
+except ImportError:  # vLLM 0.26
+    VLLM_FAILED_RECVING = False
+# A hybrid model's failed asynchronous load on a vLLM without failed receives: retried
+# this many times, this far apart, before its blocks are reported (which such a vLLM
+# cannot map back to the request: its scheduler raises).
+MAX_LOAD_RETRIES = 20
+LOAD_RETRY_DELAY_S = 0.5
 
 
 def tp_rank() -> int:
@@ -69,15 +88,16 @@ def failed_indices(completion: Any, count: int) -> Set[int]:
 class WorkerSide:
     def __init__(self, vllm_config: Any, kv_cache_config: Any, cfg: ConnectorConfig) -> None:
         self.cfg = cfg
-        geometry = cache_geometry(kv_cache_config)
-        self.block_size = geometry.block_size
+        self.groups: List[KvGroup] = kv_groups(kv_cache_config)
+        self.block_size = self.groups[0].geometry.block_size
         self.unit_tokens = cfg.unit_tokens(self.block_size)
         self.blocks_per_unit = self.unit_tokens // self.block_size
         self.tp_size = int(getattr(vllm_config.parallel_config, "tensor_parallel_size", 1))
         self.tp_rank = tp_rank()
         self.layout = kv_layout_name(vllm_config)
-        self.fields = namespace_fields(geometry, cfg, str(vllm_config.model_config.model),
-                                       self.unit_tokens, self.tp_size, self.tp_rank, self.layout)
+        model = str(vllm_config.model_config.model)
+        self.fields = {g.index: namespace_fields(g, cfg, model, self.unit_tokens, self.tp_size,
+                                                 self.tp_rank, self.layout) for g in self.groups}
         events = getattr(vllm_config, "kv_events_config", None)
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
                                                                    False))
@@ -85,9 +105,9 @@ class WorkerSide:
                               on_session=self._on_session)
         self.stats = StatsCounter()
         self.mode: Optional[str] = None        # "host" or "cuda" once registered
-        self.host: Optional[HostCache] = None
+        self.hosts: Dict[int, HostCache] = {}  # per KV cache group (host mode)
         self.kv_caches: Any = None
-        self.reg: Optional[kvstrata.CudaRegistration] = None
+        self.regs: Dict[int, kvstrata.CudaRegistration] = {}  # per KV cache group (CUDA)
         self.store_thread: Optional[StoreThread] = None
         self._lock = threading.Lock()
         self._stored: Dict[bytes, int] = {}
@@ -98,6 +118,21 @@ class WorkerSide:
         # CUDA mode: job id -> (kind, request id, block ids, keys)
         self._jobs: Dict[int, Tuple[str, str, List[int], List[bytes]]] = {}
         self._req_jobs: Dict[Tuple[str, str], Set[int]] = {}
+        # Stores of sliding-window groups in flight: job id -> the blocks they read.
+        self._window_stores: Dict[int, Set[int]] = {}
+        # Requests whose asynchronous load failed in part: finished receiving once none of
+        # their other loads (a hybrid model's other groups) is in flight.
+        self._failed_recv: Set[str] = set()
+        # A hybrid model's failed loads, reported per request (take_failed_recving): vLLM
+        # cannot map block ids back to requests when they repeat across groups.
+        self.per_request_failures = len(self.groups) > 1
+        self._failed_reported: Set[str] = set()
+        # vLLM 0.26 and a hybrid model: failed loads are retried (the data is pinned by the
+        # lookup's lease; a daemon restart keeps it in L2), the request waiting meanwhile.
+        self.retry_failed_loads = self.per_request_failures and not VLLM_FAILED_RECVING
+        self._retries: Dict[str, int] = {}                  # attempts per request
+        self._retry_queue: List[Tuple[float, RequestTransfer]] = []
+        self._load_reqs: Dict[int, RequestTransfer] = {}    # async CUDA load job -> its transfer
         self._disabled_reason: Optional[str] = None
         self._layer_of: Dict[str, int] = {}  # vLLM layer name -> registered layer number
         # This step's layer-wise load: (job id, block ids, request ids, flag value), its
@@ -112,7 +147,34 @@ class WorkerSide:
         self._hooks: List[float] = []     # with the trace on: this step's hook call times
         self._clock: Any = None           # and trace.thread_clock() at the first of them
 
+    # The first KV cache group's host cache / CUDA registration (the only one of a model
+    # with one group; the layer-wise load serves it).
+    @property
+    def host(self) -> Optional[HostCache]:
+        return self.hosts.get(0)
+
+    @property
+    def reg(self) -> Optional[kvstrata.CudaRegistration]:
+        return self.regs.get(0)
+
+    @reg.setter
+    def reg(self, value: Optional[kvstrata.CudaRegistration]) -> None:
+        if value is None:
+            self.regs.pop(0, None)
+        else:
+            self.regs[0] = value
+
     # ------------------------------------------------------------------ registration
+
+    def _group_caches(self, g: KvGroup) -> Any:
+        """The KV caches of one group's layers (all of them for a model with one group)."""
+        if len(self.groups) == 1:
+            return self.kv_caches
+        missing = [n for n in g.layer_names if n not in self.kv_caches]
+        if missing:
+            raise ValueError(f"KV cache group {g.index} has layers without a KV cache tensor: "
+                             f"{missing[:3]}")
+        return {n: self.kv_caches[n] for n in g.layer_names}
 
     def register(self, kv_caches: Any, layout: Optional[str] = None) -> None:
         tensors = list(kv_caches.values()) if isinstance(kv_caches, dict) else (
@@ -120,14 +182,20 @@ class WorkerSide:
         devices = {t.device.type for t in tensors}
         self.layout = layout or self.layout
         if layout:
-            self.fields["kv_layout"] = layout
+            for f in self.fields.values():
+                f["kv_layout"] = layout
         self.kv_caches = kv_caches
         if isinstance(kv_caches, dict) and layout != CROSS_LAYER:
             self._layer_of = {str(n): i for i, n in enumerate(layer_names(kv_caches))}
         try:
+            if len(self.groups) > 1 and (layout == CROSS_LAYER or not isinstance(kv_caches, dict)):
+                raise ValueError("a model with several KV cache groups needs per-layer KV "
+                                 "caches, not one cross-layer tensor")
             if devices == {"cpu"}:
                 self.mode = "host"
-                self.host = HostCache(kv_cache_pieces(kv_caches, self.layout))
+                self.hosts = {g.index: HostCache(kv_cache_pieces(self._group_caches(g),
+                                                                 self.layout))
+                              for g in self.groups}
                 self.store_thread = StoreThread(self)
             elif devices == {"cuda"}:
                 if self.blocks_per_unit != 1:
@@ -145,33 +213,38 @@ class WorkerSide:
         self.link.session()  # Register now when the daemon is there (else on first use).
 
     def _on_session(self, s: kvstrata.Session) -> None:
-        ns = self.link.register_namespace(s, "ns", self.fields)
-        if self.mode == "host" and self.host is not None and ns.bytes_per_block != \
-                self.host.block_bytes * self.blocks_per_unit:
-            self._disable(f"the namespace has {ns.bytes_per_block} bytes per unit but the KV "
-                          f"cache holds {self.host.block_bytes * self.blocks_per_unit}")
-        if self.mode == "cuda" and self.reg is None:
-            try:
-                self.reg = s.register_cuda_kv_caches(
-                    ns, kv_cache_pieces(self.kv_caches, self.layout), layer_flags=True)
-            except (ValueError, TypeError) as err:  # The tensors do not fit: not transient.
-                self._disable(f"registering the CUDA KV caches: {err}")
+        for g in self.groups:
+            ns = self.link.register_namespace(s, _ns_key(g.index), self.fields[g.index])
+            host = self.hosts.get(g.index)
+            if self.mode == "host" and host is not None and ns.bytes_per_block != \
+                    host.block_bytes * self.blocks_per_unit:
+                self._disable(f"the namespace has {ns.bytes_per_block} bytes per unit but the "
+                              f"KV cache holds {host.block_bytes * self.blocks_per_unit}")
+            if self.mode == "cuda" and g.index not in self.regs:
+                try:
+                    self.regs[g.index] = s.register_cuda_kv_caches(
+                        ns, kv_cache_pieces(self._group_caches(g), self.layout),
+                        layer_flags=len(self.groups) == 1)
+                except (ValueError, TypeError) as err:  # The tensors do not fit: not transient.
+                    self._disable(f"registering the CUDA KV caches: {err}")
 
     def _disable(self, reason: str) -> None:
         self._disabled_reason = reason
         self.mode = None
         log.error("kvstrata_vllm: KVStrata disabled on this worker: %s", reason)
 
-    def session_and_ns(self) -> Tuple[Optional[kvstrata.Session], Optional[kvstrata.RegisteredNamespace]]:
+    def session_and_ns(self, group: int = 0) -> Tuple[Optional[kvstrata.Session],
+                                                      Optional[kvstrata.RegisteredNamespace]]:
         if self.mode is None:
             return None, None
         s = self.link.session()
         if s is None or self.mode is None:
             return None, None
-        return s, self.link.namespaces.get("ns")
+        return s, self.link.namespaces.get(_ns_key(group))
 
-    def note_stored(self, keys: List[bytes]) -> None:
-        if self.events_enabled and keys:
+    def note_stored(self, keys: List[bytes], group: int = 0) -> None:
+        """Keys stored, for the KV events: those of group 0 speak for every group."""
+        if self.events_enabled and keys and group == 0:
             with self._lock:
                 for k in keys:
                     self._stored[k] = 1
@@ -185,6 +258,9 @@ class WorkerSide:
         forward pass will not call wait_for_layer_load (one full CUDA graph)."""
         with self._lock:
             self._delayed |= meta.delayed_frees
+        if meta.new_blocks and self._window_stores:
+            self._flush_window_stores(meta.new_blocks)
+        retries = self._due_retries(meta.finished)
         # On a GPU a step's same-step loads are one layer-wise job; the rest load one by one.
         layered: List[RequestTransfer] = []
         single: List[RequestTransfer] = []
@@ -192,7 +268,7 @@ class WorkerSide:
             (layered if r.sync and self.mode == "cuda" else single).append(r)
         if layered:
             self._load_layered(layered, wait_all=not per_layer_hooks)
-        for req in single:
+        for req in retries + single:
             try:
                 if self.mode == "host":
                     self._load_host(req)
@@ -206,11 +282,46 @@ class WorkerSide:
 
     def _fail_load(self, req: RequestTransfer, unit_indices: List[int]) -> None:
         with self._lock:
-            for i in unit_indices:
-                self._invalid.update(b for b in req.units[i].block_ids if b >= 0)
-            if not req.sync:
-                self._recved.add(req.req_id)
+            self._fail_load_locked(req, unit_indices)
+
+    def _fail_load_locked(self, req: RequestTransfer, unit_indices: List[int]) -> None:
+        """REQUIRES: self._lock. The units failed: retried later (retry_failed_loads), else
+        their blocks are invalid and the request failed."""
+        if self.retry_failed_loads and not req.sync:
+            attempts = self._retries.get(req.req_id, 0) + 1
+            if attempts <= MAX_LOAD_RETRIES:
+                self._retries[req.req_id] = attempts
+                retry = RequestTransfer(req.req_id, [req.units[i] for i in unit_indices],
+                                        group=req.group)
+                self._retry_queue.append((time.monotonic() + LOAD_RETRY_DELAY_S, retry))
+                self.stats.add("load_retried_units", len(unit_indices))
+                return
+            log.error("kvstrata_vllm: the load for %s failed %d times; this vLLM takes a hybrid "
+                      "model's failed load only as block ids, which its scheduler cannot map "
+                      "to requests (vLLM >= 0.27 takes it per request)", req.req_id, attempts)
+        for i in unit_indices:
+            self._invalid.update(b for b in req.units[i].block_ids if b >= 0)
+        if not req.sync:
+            self._failed_recv.add(req.req_id)  # reported by get_finished
         self.stats.add("load_failed_units", len(unit_indices))
+
+    def _retrying(self, req_id: str) -> bool:
+        """REQUIRES: self._lock. Whether a retry of the request's load is queued."""
+        return any(r.req_id == req_id for _, r in self._retry_queue)
+
+    def _due_retries(self, finished: Set[str]) -> List[RequestTransfer]:
+        """The queued retries that are due; those of finished requests are dropped (their
+        blocks may be handed out again) and the requests reported received."""
+        if not self._retry_queue:
+            return []
+        now = time.monotonic()
+        with self._lock:
+            due = [r for t, r in self._retry_queue if t <= now and r.req_id not in finished]
+            dropped = {r.req_id for _, r in self._retry_queue if r.req_id in finished}
+            self._retry_queue = [(t, r) for t, r in self._retry_queue
+                                 if t > now and r.req_id not in finished]
+            self._recved |= dropped
+        return due
 
     def _load_layered(self, reqs: List[RequestTransfer], wait_all: bool) -> None:
         """One layer-wise job for all of this step's same-step loads (see the module doc)."""
@@ -332,9 +443,9 @@ class WorkerSide:
         self._marks.end(req_ids[0])
 
     def _load_host(self, req: RequestTransfer) -> None:
-        assert self.host is not None
-        torch = self.host.torch
-        s, ns = self.session_and_ns()
+        host = self.hosts[req.group]
+        torch = host.torch
+        s, ns = self.session_and_ns(req.group)
         n = len(req.units)
         if s is None or ns is None:
             self._fail_load(req, list(range(n)))
@@ -346,7 +457,7 @@ class WorkerSide:
             self._fail_load(req, list(range(n)))
             return
         ok = [i for i in range(n) if found[i]]
-        block_rows = rows.view(n * self.blocks_per_unit, self.host.block_bytes)
+        block_rows = rows.view(n * self.blocks_per_unit, host.block_bytes)
         ids, picks = [], []
         for i in ok:
             for j, b in enumerate(req.units[i].block_ids):
@@ -354,7 +465,7 @@ class WorkerSide:
                     ids.append(b)
                     picks.append(i * self.blocks_per_unit + j)
         if ids:
-            self.host.scatter(ids, block_rows[torch.tensor(picks, dtype=torch.long)])
+            host.scatter(ids, block_rows[torch.tensor(picks, dtype=torch.long)])
         self.stats.add("loaded_units", len(ok))
         self.stats.add("loaded_bytes", len(ok) * ns.bytes_per_block)
         missing = [i for i in range(n) if not found[i]]
@@ -362,17 +473,18 @@ class WorkerSide:
             self._fail_load(req, missing)
         if not req.sync:
             with self._lock:
-                self._recved.add(req.req_id)
+                self._recved.add(req.req_id)  # reported once no retry of it is queued
 
     def _load_cuda(self, req: RequestTransfer) -> None:
-        s, ns = self.session_and_ns()
-        if s is None or ns is None or self.reg is None:
+        s, ns = self.session_and_ns(req.group)
+        reg = self.regs.get(req.group)
+        if s is None or ns is None or reg is None:
             self._fail_load(req, list(range(len(req.units))))
             return
         keys = [u.key for u in req.units]
         ids = [u.block_ids[0] for u in req.units]
         t0 = time.monotonic()
-        job = self.link.guard("submit_load", lambda: s.submit_load(ns, self.reg, keys, ids), None)
+        job = self.link.guard("submit_load", lambda: s.submit_load(ns, reg, keys, ids), None)
         trace.event("load_submit", req.req_id, ms=round((time.monotonic() - t0) * 1e3, 3),
                     units=len(ids))
         if job is None:
@@ -381,6 +493,8 @@ class WorkerSide:
         with self._lock:
             self._jobs[job] = ("load", req.req_id, ids, keys)
             self._req_jobs.setdefault(("load", req.req_id), set()).add(job)
+            if self.retry_failed_loads:
+                self._load_reqs[job] = req
 
     # ------------------------------------------------------------------ stores
 
@@ -402,30 +516,37 @@ class WorkerSide:
             self.stats.add("store_dropped_units", sum(len(r.units) for r in meta.stores))
 
     def _save_host(self, stores: List[RequestTransfer]) -> None:
-        assert self.host is not None and self.store_thread is not None
-        keys: List[bytes] = []
-        ids: List[int] = []
-        for req in stores:
-            for u in req.units:
-                keys.append(u.key)
-                ids.extend(u.block_ids)
-        # Unreachable daemon or a full queue: no copy, a miss later (counted).
-        if self.link.session() is None or \
-                not self.store_thread.fits(len(ids) * self.host.block_bytes):
-            self.stats.add("store_dropped_units", len(keys))
-            return
-        rows = self.host.gather(ids).view(len(keys), -1)
-        if not self.store_thread.submit(keys, rows):
-            self.stats.add("store_dropped_units", len(keys))
+        assert self.store_thread is not None
+        for group, host in self.hosts.items():
+            keys: List[bytes] = []
+            ids: List[int] = []
+            for req in stores:
+                if req.group == group:
+                    for u in req.units:
+                        keys.append(u.key)
+                        ids.extend(u.block_ids)
+            if not keys:
+                continue
+            # Unreachable daemon or a full queue: no copy, a miss later (counted).
+            if self.link.session() is None or \
+                    not self.store_thread.fits(len(ids) * host.block_bytes):
+                self.stats.add("store_dropped_units", len(keys))
+                continue
+            rows = host.gather(ids).view(len(keys), -1)
+            if not self.store_thread.submit(keys, rows, group):
+                self.stats.add("store_dropped_units", len(keys))
 
     def _save_cuda(self, stores: List[RequestTransfer]) -> None:
-        s, ns = self.session_and_ns()
-        reg = self.reg
-        if s is None or ns is None or reg is None:
-            self.stats.add("store_dropped_units", sum(len(r.units) for r in stores))
-            return
-        event = self.link.guard("record_event", reg.record_event, None)
+        events: Dict[int, Any] = {}  # one IPC event per group's registration
         for req in stores:
+            s, ns = self.session_and_ns(req.group)
+            reg = self.regs.get(req.group)
+            if s is None or ns is None or reg is None:
+                self.stats.add("store_dropped_units", len(req.units))
+                continue
+            if req.group not in events:
+                events[req.group] = self.link.guard("record_event", reg.record_event, None)
+            event = events[req.group]
             keys = [u.key for u in req.units]
             ids = [u.block_ids[0] for u in req.units]
             t0 = time.monotonic()
@@ -437,8 +558,30 @@ class WorkerSide:
                 self.stats.add("store_dropped_units", len(keys))
                 continue
             with self._lock:
-                self._jobs[job] = ("store", req.req_id, ids, keys)
+                # Group 0's keys speak for every group in the KV events.
+                self._jobs[job] = ("store", req.req_id, ids, keys if req.group == 0 else [])
                 self._req_jobs.setdefault(("store", req.req_id), set()).add(job)
+                if self.groups[req.group].sliding_window:
+                    self._window_stores[job] = set(ids)
+
+    def _flush_window_stores(self, new_blocks: Set[int]) -> None:
+        """Wait for the stores still reading a sliding-window block that this step hands out
+        again (before the forward pass writes it); cancelled after store_timeout_s."""
+        with self._lock:
+            jobs = [j for j, ids in self._window_stores.items() if not ids.isdisjoint(new_blocks)]
+        s = self.link.session()
+        if not jobs or s is None:
+            return
+        self.stats.add("window_store_waits", len(jobs))
+        try:
+            done = s.wait_jobs(jobs, timeout=self.cfg.store_timeout_s)
+        except (TimeoutError, kvstrata.KVStrataError) as err:
+            log.warning("kvstrata_vllm: stores of reused sliding-window blocks: %s; cancelling",
+                        err)
+            for j in jobs:
+                self.link.guard("cancel_job", lambda j=j: s.cancel_job(j), None)
+            done = {}
+        self._complete(done)
 
     def handle_preemptions(self, meta: KVStrataMetadata) -> None:
         """Preempted requests' blocks are about to be reused: their stores must be done."""
@@ -463,14 +606,20 @@ class WorkerSide:
         with self._lock:
             for job_id, c in completions.items():
                 info = self._jobs.pop(job_id, None)
+                self._window_stores.pop(job_id, None)
                 if info is None:
                     continue
                 kind, req_id, ids, keys = info
                 failed = failed_indices(c, len(ids))
                 if kind == "load":
-                    self._invalid.update(ids[i] for i in failed)
+                    req = self._load_reqs.pop(job_id, None)
+                    if failed and req is not None:
+                        self._fail_load_locked(req, sorted(failed))
+                    elif failed:
+                        self._invalid.update(ids[i] for i in failed)
+                        self._failed_recv.add(req_id)
+                        self.stats.add("load_failed_units", len(failed))
                     self.stats.add("loaded_units", len(ids) - len(failed))
-                    self.stats.add("load_failed_units", len(failed))
                 else:
                     self.stats.add("stored_units", len(ids) - len(failed))
                     self.stats.add("store_failed_units", len(failed))
@@ -484,7 +633,7 @@ class WorkerSide:
                     if not jobs:
                         del self._req_jobs[(kind, req_id)]
                         if kind == "load":
-                            self._recved.add(req_id)
+                            self._recved.add(req_id)  # once no retry of it is queued
                             trace.event("load_done", req_id, failed=len(failed))
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
@@ -495,7 +644,18 @@ class WorkerSide:
             if s is not None:
                 self._complete(self.link.guard("take_completions", s.take_completions, {}))
         with self._lock:
-            recved, self._recved = self._recved, set()
+            failed = {r for r in self._failed_recv if ("load", r) not in self._req_jobs}
+            self._failed_recv -= failed
+            if self.per_request_failures:
+                self._failed_reported |= failed
+            recved = self._recved | failed
+            if self._retry_queue:  # a request with a queued retry is still receiving
+                waiting = {r.req_id for _, r in self._retry_queue}
+                self._recved, recved = recved & waiting, recved - waiting
+            else:
+                self._recved = set()
+            for r in recved:
+                self._retries.pop(r, None)
             sent = {r for r in self._delayed if ("store", r) not in self._req_jobs}
             self._delayed -= sent
         return (sent or None), (recved or None)
@@ -504,6 +664,13 @@ class WorkerSide:
         with self._lock:
             invalid, self._invalid = self._invalid, set()
         return invalid
+
+    def take_failed_recving(self) -> Set[str]:
+        """Requests whose asynchronous load failed, reported finished receiving in the same
+        get_finished (a hybrid model's: vLLM recomputes them whole)."""
+        with self._lock:
+            failed, self._failed_reported = self._failed_reported, set()
+        return failed
 
     def worker_meta(self) -> Optional[KVStrataWorkerMetadata]:
         with self._lock:
@@ -520,3 +687,8 @@ class WorkerSide:
             except (TimeoutError, kvstrata.KVStrataError) as err:
                 log.warning("kvstrata_vllm: shutdown with unfinished jobs: %s", err)
         self.link.close()
+
+
+def _ns_key(group: int) -> Any:
+    """The Link's key of a KV cache group's namespace ("ns" for group 0)."""
+    return "ns" if group == 0 else ("ns", group)

@@ -22,7 +22,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec,
+                                        SlidingWindowSpec)
 from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
@@ -56,12 +57,22 @@ def vllm_config(model_dir: str, extra: Dict[str, Any], tp: int = 1, batch_tokens
                       kv_events_config=events)
 
 
-def kv_cache_config(num_blocks: int) -> KVCacheConfig:
+def kv_cache_config(num_blocks: int, window: int = 0) -> KVCacheConfig:
+    """One full-attention group of LAYERS layers; with `window`, a hybrid model as vLLM's
+    hybrid KV cache manager lays it out (gpt-oss style): group 0 full attention on the even
+    layers, group 1 a sliding window of `window` tokens on the odd ones, layer 2i and 2i+1
+    sharing one tensor (Worker)."""
     spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=KV_HEADS, head_size=HEAD,
                              dtype=torch.float32)
-    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
-                         kv_cache_groups=[KVCacheGroupSpec([f"layers.{i}.attn" for i in
-                                                            range(LAYERS)], spec)])
+    if not window:
+        return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
+                             kv_cache_groups=[KVCacheGroupSpec([f"layers.{i}.attn" for i in
+                                                                range(LAYERS)], spec)])
+    swa = SlidingWindowSpec(block_size=BLOCK, num_kv_heads=KV_HEADS, head_size=HEAD,
+                            dtype=torch.float32, sliding_window=window)
+    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[
+        KVCacheGroupSpec([f"layers.{i}.attn" for i in range(0, 2 * LAYERS, 2)], spec),
+        KVCacheGroupSpec([f"layers.{i}.attn" for i in range(1, 2 * LAYERS, 2)], swa)])
 
 
 def kv_value(token: int, pos: int, layer: int, kv: int, rank: int) -> float:
@@ -78,45 +89,65 @@ class Worker:
             self.connector = KVStrataConnector(config, KVConnectorRole.WORKER, kvc)
         finally:
             kv_worker.tp_rank = saved
-        self.kv = {name: torch.zeros(2, kvc.num_blocks, BLOCK, KV_HEADS, HEAD)
-                   for name in kvc.kv_cache_groups[0].layer_names}
+        groups = kvc.kv_cache_groups
+        # Layer i of every group shares one tensor, as vLLM's hybrid allocator does.
+        shared = [torch.zeros(2, kvc.num_blocks, BLOCK, KV_HEADS, HEAD)
+                  for _ in groups[0].layer_names]
+        self.kv = {name: shared[i] for g in groups for i, name in enumerate(g.layer_names)}
+        # Per group: (its layers' numbers in kv_value, their tensors, its sliding window).
+        self.groups = [([int(n.split(".")[1]) for n in g.layer_names],
+                        [self.kv[n] for n in g.layer_names],
+                        int(getattr(g.kv_cache_spec, "sliding_window", 0) or 0)
+                        if isinstance(g.kv_cache_spec, SlidingWindowSpec) else 0)
+                       for g in groups]
         self.connector.register_kv_caches(self.kv)
 
-    def write(self, block_ids: List[int], tokens: List[int], start: int, end: int) -> None:
-        for pos in range(start, end):
-            b, off = block_ids[pos // BLOCK], pos % BLOCK
-            for li, t in enumerate(self.kv.values()):
-                for kv in (0, 1):
-                    t[kv, b, off] = kv_value(tokens[pos], pos, li, kv, self.rank)
+    def write(self, block_ids: Any, tokens: List[int], start: int, end: int) -> None:
+        """Write the KV of positions [start, end): block_ids per group (or group 0's list)."""
+        per_group = block_ids if isinstance(block_ids, tuple) else (block_ids,)
+        for (layers, tensors, _), ids in zip(self.groups, per_group):
+            for pos in range(start, end):
+                b, off = ids[pos // BLOCK], pos % BLOCK
+                for li, t in zip(layers, tensors):
+                    for kv in (0, 1):
+                        t[kv, b, off] = kv_value(tokens[pos], pos, li, kv, self.rank)
 
-    def check(self, block_ids: List[int], tokens: List[int], end: int) -> List[int]:
-        """Positions < end whose KV differs from what the forward pass computes."""
-        bad = []
-        for pos in range(end):
-            b, off = block_ids[pos // BLOCK], pos % BLOCK
-            for li, t in enumerate(self.kv.values()):
-                if not bool((t[0, b, off] == kv_value(tokens[pos], pos, li, 0, self.rank)).all()):
-                    bad.append(pos)
-                    break
-        return bad
+    def check(self, block_ids: Any, tokens: List[int], end: int) -> List[int]:
+        """Positions < end whose KV differs from what the forward pass computes: every one
+        in a full-attention group, those the next token's window reads in a sliding-window
+        group (vLLM frees the blocks before them)."""
+        per_group = block_ids if isinstance(block_ids, tuple) else (block_ids,)
+        bad = set()
+        for (layers, tensors, window), ids in zip(self.groups, per_group):
+            first = max(0, end - window + 1) if window else 0
+            for pos in range(first, end):
+                b, off = ids[pos // BLOCK], pos % BLOCK
+                for li, t in zip(layers, tensors):
+                    if b == 0 or not bool(
+                            (t[0, b, off] == kv_value(tokens[pos], pos, li, 0, self.rank)).all()):
+                        bad.add(pos)
+                        break
+        return sorted(bad)
 
 
 def finished(connector: KVStrataConnector, finished_req_ids: set) -> tuple:
-    """(finished sending, finished receiving) as the model runner asks for them:
-    get_transfer_results on vLLM >= 0.27, get_finished on 0.26."""
+    """(finished sending, finished receiving, failed receiving) as the model runner asks for
+    them: get_transfer_results on vLLM >= 0.27, get_finished on 0.26 (no failed set)."""
     if hasattr(connector, "get_transfer_results"):
         r = connector.get_transfer_results(finished_req_ids)
-        return r.finished_sending, r.finished_recving
-    return connector.get_finished(finished_req_ids)
+        return r.finished_sending, r.finished_recving, getattr(r, "failed_recving", set())
+    return (*connector.get_finished(finished_req_ids), set())
 
 
 class Engine:
     def __init__(self, model_dir: str, extra: Dict[str, Any], tp: int = 1,
-                 num_blocks: int = 512, batch_tokens: int = 64, kv_events: bool = False) -> None:
+                 num_blocks: int = 512, batch_tokens: int = 64, kv_events: bool = False,
+                 window: int = 0) -> None:
         self.config = vllm_config(model_dir, extra, tp=tp, batch_tokens=batch_tokens,
                                   kv_events=kv_events)
         self.config.cache_config.num_gpu_blocks = num_blocks
-        kvc = kv_cache_config(num_blocks)
+        kvc = kv_cache_config(num_blocks, window)
+        self.hybrid = window > 0
         self.scheduler = Scheduler(vllm_config=self.config, kv_cache_config=kvc, log_stats=True,
                                    structured_output_manager=StructuredOutputManager(self.config),
                                    block_size=BLOCK)
@@ -128,6 +159,7 @@ class Engine:
         self.finished: List[str] = []
         self.stats: Dict[str, int] = {}
         self.invalid_reported: set = set()
+        self.failed_reported: set = set()   # requests reported failed receiving (hybrid)
         self._ids = 0
         self.published: List[Any] = []   # KV events batches vLLM published
         publisher = self.scheduler.kv_event_publisher
@@ -147,8 +179,10 @@ class Engine:
         self.outputs[req.request_id] = []
         return req
 
-    def block_ids(self, req_id: str) -> List[int]:
-        return self.scheduler.kv_cache_manager.get_block_ids(req_id)[0]
+    def block_ids(self, req_id: str) -> Any:
+        """Group 0's block ids; every group's (a tuple) for a hybrid model."""
+        ids = self.scheduler.kv_cache_manager.get_block_ids(req_id)
+        return tuple(ids) if self.hybrid else ids[0]
 
     def step(self, before_update=None) -> Any:
         so = self.scheduler.schedule()
@@ -176,9 +210,12 @@ class Engine:
             # A step without a forward pass skips wait_for_save (vLLM 0.26's no_forward).
             if so.total_num_scheduled_tokens > 0:
                 c.wait_for_save()
-            sending, recving = finished(c, so.finished_req_ids)
+            sending, recving, failed = finished(c, so.finished_req_ids)
+            if failed:
+                self.failed_reported |= failed
             kvo = KVConnectorOutput(finished_sending=sending or None,
                                     finished_recving=recving or None,
+                                    **({"failed_recving": failed} if failed else {}),
                                     invalid_block_ids=c.get_block_ids_with_load_errors(),
                                     kv_connector_stats=c.get_kv_connector_stats(),
                                     kv_connector_worker_meta=c.build_connector_worker_meta())

@@ -16,7 +16,7 @@ from typing import List, Optional
 import pytest
 
 from kvs_testing import REPO, Daemon, wait_until
-from tiny_model import prompt_text
+from tiny_model import make_tiny_gemma3, prompt_text
 
 RUNNER = Path(__file__).resolve().parent / "engine_run.py"
 CPU_PYTHON = Path(os.environ.get("KVSTRATA_VLLM_CPU_PYTHON",
@@ -116,3 +116,25 @@ def test_daemon_killed_mid_run(model_dir, prompts_file, baseline, workdir):
         assert [x["tokens"] for x in results] == baseline   # ... with the same outputs
     finally:
         d.kill()
+
+
+@pytest.fixture(scope="module")
+def gemma3_dir(tmp_path_factory) -> str:
+    """A tiny hybrid model (tiny_model.make_tiny_gemma3): full-attention and
+    sliding-window KV cache groups in vLLM's hybrid KV cache manager."""
+    return str(make_tiny_gemma3(tmp_path_factory.mktemp("tiny-gemma3")))
+
+
+def test_hybrid_model_outputs_identical_and_second_engine_hits(gemma3_dir, prompts_file,
+                                                               daemon):
+    baseline = [r["tokens"] for r in run(gemma3_dir, prompts_file)]
+    first = run(gemma3_dir, prompts_file, daemon.endpoint, daemon.workdir / "engine1.log")
+    assert [r["tokens"] for r in first] == baseline
+    with daemon.client() as c:
+        groups = {ns.spec.kv_group for ns in c.list_namespaces().namespaces}
+    # vLLM groups 3 sliding-window layers and 1 full-attention layer into 4 groups of one.
+    kinds = sorted(g.split(":", 1)[1] for g in groups)
+    assert len(groups) == 4 and kinds == ["full"] + ["sliding_window=64"] * 3, groups
+    second = run(gemma3_dir, prompts_file, daemon.endpoint, daemon.workdir / "engine2.log")
+    assert [r["tokens"] for r in second] == baseline
+    assert second[0]["cached"] >= 256, second

@@ -459,7 +459,7 @@ def test_delayed_frees_reach_get_finished_without_a_forward_pass(model_dir, daem
     c = e.workers[0].connector
     c.bind_connector_metadata(KVStrataMetadata(delayed_frees={"gone"}))
     c.start_load_kv(None)                  # no forward pass: no wait_for_save
-    sending, _ = finished(c, {"gone"})
+    sending, _, _ = finished(c, {"gone"})
     c.clear_connector_metadata()
     assert sending == {"gone"}
 

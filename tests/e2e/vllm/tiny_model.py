@@ -26,16 +26,10 @@ def make_tiny_model(out: Path, num_layers: int = 2, hidden: int = 128, heads: in
         return out
     out.mkdir(parents=True, exist_ok=True)
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    vocab = {tok: i for i, tok in enumerate(SPECIALS + WORDS)}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
-                                   eos_token="</s>", pad_token="<pad>")
-    fast.save_pretrained(str(out))
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=hidden, intermediate_size=hidden * 2,
+    _save_tokenizer(out)
+    config = LlamaConfig(vocab_size=len(SPECIALS) + VOCAB_WORDS, hidden_size=hidden, intermediate_size=hidden * 2,
                          num_hidden_layers=num_layers, num_attention_heads=heads,
                          num_key_value_heads=kv_heads, max_position_embeddings=max_len,
                          bos_token_id=1, eos_token_id=2, pad_token_id=3,
@@ -48,10 +42,49 @@ def make_tiny_model(out: Path, num_layers: int = 2, hidden: int = 128, heads: in
     return out
 
 
+def make_tiny_gemma3(out: Path, window: int = 64, hidden: int = 128, seed: int = 0) -> Path:
+    """A tiny hybrid model: Gemma 3's architecture with 4 layers, 3 sliding-window layers
+    (`window` tokens) and 1 full-attention layer, random weights. vLLM's hybrid KV cache
+    manager gives it four KV cache groups of one layer each."""
+    out = Path(out)
+    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    _save_tokenizer(out)
+    layer_types = ["sliding_attention"] * 3 + ["full_attention"]
+    config = Gemma3TextConfig(vocab_size=len(SPECIALS) + VOCAB_WORDS, hidden_size=hidden,
+                              intermediate_size=hidden * 2, num_hidden_layers=4,
+                              num_attention_heads=2, num_key_value_heads=1, head_dim=64,
+                              max_position_embeddings=2048, sliding_window=window,
+                              layer_types=layer_types, query_pre_attn_scalar=64,
+                              bos_token_id=1, eos_token_id=2, pad_token_id=3,
+                              torch_dtype="float32")
+    torch.manual_seed(seed)
+    Gemma3ForCausalLM(config).save_pretrained(str(out), safe_serialization=True)
+    (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 1}))
+    return out
+
+
+def _save_tokenizer(out: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + WORDS)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
+                                   eos_token="</s>", pad_token="<pad>")
+    fast.save_pretrained(str(out))
+
+
 def prompt_text(n_words: int, offset: int = 0) -> str:
     """A prompt of n_words tokens (one token per word)."""
     return " ".join(WORDS[(offset + 7 * i) % VOCAB_WORDS] for i in range(n_words))
 
 
 if __name__ == "__main__":
-    print(make_tiny_model(Path(sys.argv[1])))
+    make = make_tiny_gemma3 if sys.argv[2:] == ["--gemma3"] else make_tiny_model
+    print(make(Path(sys.argv[1])))
