@@ -46,24 +46,13 @@ import kvstrata
 from .config import ConnectorConfig, open_link
 from .host_cache import HostCache, StoreThread
 from .kv_layouts import CROSS_LAYER, kv_cache_pieces, kv_layout_name, layer_names
+from .load_retries import VLLM_FAILED_RECVING, LoadRetries
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer
 from .namespace import KvGroup, kv_groups, namespace_fields
 from .stats import StatsCounter
 from . import trace
 
 log = logging.getLogger("kvstrata_vllm")
-
-try:  # vLLM >= 0.27 takes failed receives per request (KVConnectorTransferResults).
-    from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # noqa: F401
-        KVConnectorTransferResults as _TransferResults)
-    VLLM_FAILED_RECVING = True
-except ImportError:  # vLLM 0.26
-    VLLM_FAILED_RECVING = False
-# A hybrid model's failed asynchronous load on a vLLM without failed receives: retried
-# this many times, this far apart, before its blocks are reported (which such a vLLM
-# cannot map back to the request: its scheduler raises).
-MAX_LOAD_RETRIES = 20
-LOAD_RETRY_DELAY_S = 0.5
 
 
 def tp_rank() -> int:
@@ -130,8 +119,7 @@ class WorkerSide:
         # vLLM 0.26 and a hybrid model: failed loads are retried (the data is pinned by the
         # lookup's lease; a daemon restart keeps it in L2), the request waiting meanwhile.
         self.retry_failed_loads = self.per_request_failures and not VLLM_FAILED_RECVING
-        self._retries: Dict[str, int] = {}                  # attempts per request
-        self._retry_queue: List[Tuple[float, RequestTransfer]] = []
+        self._retries = LoadRetries()
         self._load_reqs: Dict[int, RequestTransfer] = {}    # async CUDA load job -> its transfer
         self._disabled_reason: Optional[str] = None
         self._layer_of: Dict[str, int] = {}  # vLLM layer name -> registered layer number
@@ -288,38 +276,24 @@ class WorkerSide:
         """REQUIRES: self._lock. The units failed: retried later (retry_failed_loads), else
         their blocks are invalid and the request failed."""
         if self.retry_failed_loads and not req.sync:
-            attempts = self._retries.get(req.req_id, 0) + 1
-            if attempts <= MAX_LOAD_RETRIES:
-                self._retries[req.req_id] = attempts
-                retry = RequestTransfer(req.req_id, [req.units[i] for i in unit_indices],
-                                        group=req.group)
-                self._retry_queue.append((time.monotonic() + LOAD_RETRY_DELAY_S, retry))
+            if self._retries.add(req, unit_indices):
                 self.stats.add("load_retried_units", len(unit_indices))
                 return
-            log.error("kvstrata_vllm: the load for %s failed %d times; this vLLM takes a hybrid "
-                      "model's failed load only as block ids, which its scheduler cannot map "
-                      "to requests (vLLM >= 0.27 takes it per request)", req.req_id, attempts)
+            log.error("kvstrata_vllm: the load for %s still fails after its retries; this vLLM "
+                      "takes a hybrid model's failed load only as block ids, which its "
+                      "scheduler cannot map to requests (vLLM >= 0.27 takes it per request)",
+                      req.req_id)
         for i in unit_indices:
             self._invalid.update(b for b in req.units[i].block_ids if b >= 0)
         if not req.sync:
             self._failed_recv.add(req.req_id)  # reported by get_finished
         self.stats.add("load_failed_units", len(unit_indices))
 
-    def _retrying(self, req_id: str) -> bool:
-        """REQUIRES: self._lock. Whether a retry of the request's load is queued."""
-        return any(r.req_id == req_id for _, r in self._retry_queue)
-
     def _due_retries(self, finished: Set[str]) -> List[RequestTransfer]:
-        """The queued retries that are due; those of finished requests are dropped (their
-        blocks may be handed out again) and the requests reported received."""
-        if not self._retry_queue:
-            return []
-        now = time.monotonic()
+        """The queued load retries that are due; those of finished requests are dropped
+        (their blocks may be handed out again) and the requests reported received."""
         with self._lock:
-            due = [r for t, r in self._retry_queue if t <= now and r.req_id not in finished]
-            dropped = {r.req_id for _, r in self._retry_queue if r.req_id in finished}
-            self._retry_queue = [(t, r) for t, r in self._retry_queue
-                                 if t > now and r.req_id not in finished]
+            due, dropped = self._retries.due(finished)
             self._recved |= dropped
         return due
 
@@ -649,13 +623,12 @@ class WorkerSide:
             if self.per_request_failures:
                 self._failed_reported |= failed
             recved = self._recved | failed
-            if self._retry_queue:  # a request with a queued retry is still receiving
-                waiting = {r.req_id for _, r in self._retry_queue}
+            if self._retries:  # a request with a queued retry is still receiving
+                waiting = self._retries.waiting()
                 self._recved, recved = recved & waiting, recved - waiting
             else:
                 self._recved = set()
-            for r in recved:
-                self._retries.pop(r, None)
+            self._retries.forget(recved)
             sent = {r for r in self._delayed if ("store", r) not in self._req_jobs}
             self._delayed -= sent
         return (sent or None), (recved or None)

@@ -185,9 +185,9 @@ def test_a_failed_load_on_a_vllm_without_failed_receives_is_retried(model_dir, d
     """vLLM 0.26 cannot take a hybrid model's failed load (its scheduler maps invalid block
     ids through one KV cache group): the worker retries the failed units while the request
     waits, e.g. until its session is back after a daemon restart."""
-    import kvstrata_vllm.worker as kv_worker
+    import kvstrata_vllm.load_retries as load_retries
 
-    monkeypatch.setattr(kv_worker, "LOAD_RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr(load_retries, "LOAD_RETRY_DELAY_S", 0.0)
     a = hybrid(engines, model_dir, daemon)
     first = a.add(PROMPT, max_tokens=4)
     run_and_verify(a, first.request_id)
@@ -209,4 +209,4 @@ def test_a_failed_load_on_a_vllm_without_failed_receives_is_retried(model_dir, d
     assert len(failures) == 2
     assert not b.invalid_reported and not b.failed_reported
     assert b.outputs[req.request_id] == a.outputs[first.request_id]
-    assert not side._retry_queue and not side._retries
+    assert not side._retries.waiting() and not side._retries._attempts
