@@ -272,7 +272,10 @@ def test_write_back_writes_on_eviction_and_drain_flushes(workdir: Path, cli) -> 
         more = chain_keys("wb-more", 150)
         for i in range(0, 150, 15):
             a.session.store(a.ns, more[i:i + 15], blocks(8, 15))
-        assert wait_until(lambda: tier(a.client, pb.TIER_L2_LOCAL).written_blocks > 0, 10.0)
+        # The evicted blocks load once their writes landed (a block evicted with its write
+        # still queued is a miss until then: under CPU load the queue can lag).
+        assert wait_until(lambda: tier(a.client, pb.TIER_L2_LOCAL).written_blocks > 0 and
+                          tier(a.client, pb.TIER_L2_LOCAL).queue_depth == 0, 10.0)
         assert_loads(a, keys, data)
         # Drain writes what L1 still holds and L2 lacks, with progress.
         out = cli(a.daemon, "--json", "drain")
