@@ -29,8 +29,8 @@ def hybrid(make, model_dir, daemon, **kw) -> Engine:
 
 
 def stored(make, model_dir, daemon, prompt, full_only: bool = False, **kw) -> Engine:
-    """An engine that ran `prompt` (checking its KV) and whose stores are done; with
-    full_only its sliding-window group stored nothing."""
+    """An engine that ran `prompt` as its request "r1" (checking its KV) and whose stores
+    are done; with full_only its sliding-window group stored nothing."""
     e = hybrid(make, model_dir, daemon, **kw)
     if full_only:
         store_full_attention_only(e)
@@ -164,10 +164,7 @@ def test_a_failed_load_is_reported_per_request_and_recomputed(model_dir, daemon,
     if KVConnectorTransferResults is None:
         pytest.skip("this vLLM has no failed_recving (0.26): its scheduler cannot take a "
                     "hybrid model's failed load")
-    a = hybrid(engines, model_dir, daemon)
-    first = a.add(PROMPT, max_tokens=4)
-    run_and_verify(a, first.request_id)
-    drain_stores(a)
+    a = stored(engines, model_dir, daemon, PROMPT)
     b = hybrid(engines, model_dir, daemon)
     side = b.workers[0].connector.worker
     load = side._load_host
@@ -177,7 +174,7 @@ def test_a_failed_load_is_reported_per_request_and_recomputed(model_dir, daemon,
     run_and_verify(b, req.request_id)
     assert b.failed_reported == {req.request_id}
     assert not b.invalid_reported
-    assert b.outputs[req.request_id] == a.outputs[first.request_id]
+    assert b.outputs[req.request_id] == a.outputs["r1"]
 
 
 def test_a_failed_load_on_a_vllm_without_failed_receives_is_retried(model_dir, daemon,
@@ -188,10 +185,7 @@ def test_a_failed_load_on_a_vllm_without_failed_receives_is_retried(model_dir, d
     import kvstrata_vllm.load_retries as load_retries
 
     monkeypatch.setattr(load_retries, "LOAD_RETRY_DELAY_S", 0.0)
-    a = hybrid(engines, model_dir, daemon)
-    first = a.add(PROMPT, max_tokens=4)
-    run_and_verify(a, first.request_id)
-    drain_stores(a)
+    a = stored(engines, model_dir, daemon, PROMPT)
     b = hybrid(engines, model_dir, daemon)
     side = b.workers[0].connector.worker
     side.retry_failed_loads = True   # what a vLLM without failed receives selects
@@ -208,5 +202,5 @@ def test_a_failed_load_on_a_vllm_without_failed_receives_is_retried(model_dir, d
     run_and_verify(b, req.request_id)
     assert len(failures) == 2
     assert not b.invalid_reported and not b.failed_reported
-    assert b.outputs[req.request_id] == a.outputs[first.request_id]
+    assert b.outputs[req.request_id] == a.outputs["r1"]
     assert not side._retries.waiting() and not side._retries._attempts
