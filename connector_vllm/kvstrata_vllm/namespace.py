@@ -76,6 +76,17 @@ class KvGroup:
         kind = f"sliding_window={self.sliding_window}" if self.sliding_window else "full"
         return f"{self.index}/{self.count}:{kind}"
 
+    @property
+    def replicated(self) -> bool:
+        """MLA: every tensor-parallel rank holds the same latent KV, so the ranks share one
+        namespace (tp_rank 0 of the engine's tp_size), rank 0 stores it once and every
+        rank loads it."""
+        return self.geometry.mla
+
+    def ranks(self, tp_size: int) -> range:
+        """The ranks whose namespaces hold this group's units (and are looked up)."""
+        return range(1) if self.replicated else range(tp_size)
+
     def first_needed_token(self, computed_tokens: int) -> int:
         """The first token whose KV the next token's attention reads after
         `computed_tokens` tokens (vLLM's get_num_skipped_tokens)."""
@@ -143,7 +154,8 @@ def namespace_fields(group: KvGroup, cfg: ConnectorConfig, model: str,
     fields: Dict[str, Any] = dict(
         engine="vllm", model=model, num_layers=geometry.num_layers,
         num_kv_heads=geometry.num_kv_heads, head_size=geometry.head_size,
-        tokens_per_block=unit_tokens, tp_size=tp_size, tp_rank=tp_rank, pp_size=1, pp_rank=0,
+        tokens_per_block=unit_tokens, tp_size=tp_size,
+        tp_rank=0 if group.replicated else tp_rank, pp_size=1, pp_rank=0,
         attention="mla" if geometry.mla else "mha")
     if group.label:
         fields["kv_group"] = group.label

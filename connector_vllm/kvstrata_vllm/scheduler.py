@@ -80,13 +80,21 @@ class SchedulerSide:
         if getattr(parallel, "pipeline_parallel_size", 1) > 1:
             raise ValueError("KVStrataConnector does not support pipeline parallelism yet "
                              "(pipeline_parallel_size > 1)")
+        if (getattr(parallel, "decode_context_parallel_size", 1) or 1) > 1 and \
+                any(g.replicated for g in self.groups):
+            raise ValueError("KVStrataConnector does not support decode context parallelism "
+                             "(decode_context_parallel_size > 1): it splits the MLA cache by "
+                             "tokens across ranks")
         self.tp_size = int(getattr(parallel, "tensor_parallel_size", 1))
         layout = kv_layout_name(vllm_config)
         model = str(vllm_config.model_config.model)
-        # One namespace per (KV cache group, rank), registered under that key.
+        # One namespace per (KV cache group, rank), registered under that key; one for all
+        # ranks of an MLA group (KvGroup.replicated).
         self.fields = {(g.index, r): namespace_fields(g, cfg, model, self.unit_tokens,
                                                       self.tp_size, r, layout)
-                       for g in self.groups for r in range(self.tp_size)}
+                       for g in self.groups for r in g.ranks(self.tp_size)}
+        # Workers whose stores of a unit make its KV event (group 0's storing ranks).
+        self.storing_ranks = len(self.groups[0].ranks(self.tp_size))
         self.hybrid = len(self.groups) > 1
         self.host_mode = str(getattr(vllm_config.device_config, "device_type", "")) == "cpu"
         events = getattr(vllm_config, "kv_events_config", None)
@@ -126,7 +134,8 @@ class SchedulerSide:
         s = self.link.session()
         if s is None:
             return None
-        return [self.link.namespaces[(group, r)] for r in range(self.tp_size)]
+        return [self.link.namespaces[(group, r)]
+                for r in self.groups[group].ranks(self.tp_size)]
 
     def _release(self, st: _Req) -> None:
         leases, st.leases = st.leases, []
@@ -470,7 +479,7 @@ class SchedulerSide:
         if isinstance(wm, KVStrataWorkerMetadata) and self.events_enabled:
             for key, n in wm.stored.items():
                 info = self._event_info.get(key)
-                if info is not None and n >= self.tp_size:
+                if info is not None and n >= self.storing_ranks:
                     del self._event_info[key]
                     self._events.append(_block_stored(key, info, self.unit_tokens,
                                                       self._spec_kind))

@@ -480,14 +480,17 @@ class WorkerSide:
         if self._sync_job is not None and trace.enabled():
             trace.event("save", self._sync_job[2][0])
             self._marks.mark("fwd_end")
-        if not meta.stores:
+        # An MLA group's units are stored by rank 0 only (KvGroup.replicated).
+        stores = [r for r in meta.stores
+                  if self.tp_rank == 0 or not self.groups[r.group].replicated]
+        if not stores:
             return
         if self.mode == "host":
-            self._save_host(meta.stores)
+            self._save_host(stores)
         elif self.mode == "cuda":
-            self._save_cuda(meta.stores)
+            self._save_cuda(stores)
         else:
-            self.stats.add("store_dropped_units", sum(len(r.units) for r in meta.stores))
+            self.stats.add("store_dropped_units", sum(len(r.units) for r in stores))
 
     def _save_host(self, stores: List[RequestTransfer]) -> None:
         assert self.store_thread is not None

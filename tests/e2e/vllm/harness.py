@@ -23,7 +23,7 @@ from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec,
-                                        SlidingWindowSpec)
+                                        MLAAttentionSpec, SlidingWindowSpec)
 from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
@@ -57,13 +57,17 @@ def vllm_config(model_dir: str, extra: Dict[str, Any], tp: int = 1, batch_tokens
                       kv_events_config=events)
 
 
-def kv_cache_config(num_blocks: int, window: int = 0) -> KVCacheConfig:
+def kv_cache_config(num_blocks: int, window: int = 0, mla: bool = False) -> KVCacheConfig:
     """One full-attention group of LAYERS layers; with `window`, a hybrid model as vLLM's
     hybrid KV cache manager lays it out (gpt-oss style): group 0 full attention on the even
     layers, group 1 a sliding window of `window` tokens on the odd ones, layer 2i and 2i+1
-    sharing one tensor (Worker)."""
+    sharing one tensor (Worker). mla: one MLA group (a latent of HEAD values per token,
+    the same on every tensor-parallel rank)."""
     spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=KV_HEADS, head_size=HEAD,
                              dtype=torch.float32)
+    if mla:
+        spec = MLAAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=HEAD,
+                                dtype=torch.float32)
     if not window:
         return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
                              kv_cache_groups=[KVCacheGroupSpec([f"layers.{i}.attn" for i in
@@ -90,9 +94,12 @@ class Worker:
         finally:
             kv_worker.tp_rank = saved
         groups = kvc.kv_cache_groups
+        # MLA: [blocks, block, latent], the same bytes on every rank.
+        self.mla = isinstance(groups[0].kv_cache_spec, MLAAttentionSpec)
+        shape = (kvc.num_blocks, BLOCK, HEAD) if self.mla else \
+            (2, kvc.num_blocks, BLOCK, KV_HEADS, HEAD)
         # Layer i of every group shares one tensor, as vLLM's hybrid allocator does.
-        shared = [torch.zeros(2, kvc.num_blocks, BLOCK, KV_HEADS, HEAD)
-                  for _ in groups[0].layer_names]
+        shared = [torch.zeros(*shape) for _ in groups[0].layer_names]
         self.kv = {name: shared[i] for g in groups for i, name in enumerate(g.layer_names)}
         # Per group: (its layers' numbers in kv_value, their tensors, its sliding window).
         self.groups = [([int(n.split(".")[1]) for n in g.layer_names],
@@ -109,6 +116,9 @@ class Worker:
             for pos in range(start, end):
                 b, off = ids[pos // BLOCK], pos % BLOCK
                 for li, t in zip(layers, tensors):
+                    if self.mla:
+                        t[b, off] = kv_value(tokens[pos], pos, li, 0, 0)
+                        continue
                     for kv in (0, 1):
                         t[kv, b, off] = kv_value(tokens[pos], pos, li, kv, self.rank)
 
@@ -123,8 +133,9 @@ class Worker:
             for pos in range(first, end):
                 b, off = ids[pos // BLOCK], pos % BLOCK
                 for li, t in zip(layers, tensors):
-                    if b == 0 or not bool(
-                            (t[0, b, off] == kv_value(tokens[pos], pos, li, 0, self.rank)).all()):
+                    got = t[b, off] if self.mla else t[0, b, off]
+                    want = kv_value(tokens[pos], pos, li, 0, 0 if self.mla else self.rank)
+                    if b == 0 or not bool((got == want).all()):
                         bad.add(pos)
                         break
         return sorted(bad)
@@ -142,11 +153,11 @@ def finished(connector: KVStrataConnector, finished_req_ids: set) -> tuple:
 class Engine:
     def __init__(self, model_dir: str, extra: Dict[str, Any], tp: int = 1,
                  num_blocks: int = 512, batch_tokens: int = 64, kv_events: bool = False,
-                 window: int = 0) -> None:
+                 window: int = 0, mla: bool = False) -> None:
         self.config = vllm_config(model_dir, extra, tp=tp, batch_tokens=batch_tokens,
                                   kv_events=kv_events)
         self.config.cache_config.num_gpu_blocks = num_blocks
-        kvc = kv_cache_config(num_blocks, window)
+        kvc = kv_cache_config(num_blocks, window, mla)
         self.hybrid = window > 0
         self.scheduler = Scheduler(vllm_config=self.config, kv_cache_config=kvc, log_stats=True,
                                    structured_output_manager=StructuredOutputManager(self.config),
