@@ -220,15 +220,20 @@ def l2_read(row: Dict[str, Any], big: Dict[str, Any], disk: Optional[Dict[str, A
 
 def kv_bytes_per_token(spec: Dict[str, Any]) -> Optional[int]:
     """KV cache bytes of one token on one TP rank: K and V of every layer, the rank's share
-    of the KV heads, from the model's config.json (Llama-3.1-8B bf16, TP 2: 64 KiB)."""
+    of the KV heads, from the model's config.json (Llama-3.1-8B bf16, TP 2: 64 KiB); for
+    MLA (kv_lora_rank in the config) the latent and rope parts of every layer, the same on
+    every rank (DeepSeek-V2-Lite bf16: 1,152 bytes a layer)."""
+    dtype_bytes = {"float32": 4, "float": 4}.get(str(spec["dtype"]), 2)  # bf16 / fp16
     try:
         cfg = json.loads((Path(spec["model"]) / "config.json").read_text())
         layers = int(cfg["num_hidden_layers"])
+        if cfg.get("kv_lora_rank"):
+            return layers * (int(cfg["kv_lora_rank"]) + int(cfg["qk_rope_head_dim"])) * \
+                dtype_bytes
         heads = int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
         head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    dtype_bytes = {"float32": 4, "float": 4}.get(str(spec["dtype"]), 2)  # bf16 / fp16
     return 2 * layers * max(1, heads // spec.get("tp", 1)) * head_dim * dtype_bytes
 
 
