@@ -138,14 +138,41 @@ def cache_geometry(kv_cache_config: Any) -> CacheGeometry:
 
 def _dtype_bytes(dtype: str) -> int:
     return {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1,
-            "float8_e5m2": 1, "uint8": 1}.get(dtype, 0)
+            "float8_e5m2": 1, "uint8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}.get(dtype, 0)
+
+
+# vLLM's --kv-cache-dtype values whose bytes KVStrata names exactly. vLLM keeps every fp8
+# cache in torch.uint8 tensors (its spec's dtype says uint8 for e4m3 and e5m2 alike), so the
+# namespace's dtype comes from the cache dtype, not from the spec.
+_FP8_CACHE_DTYPES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+
+
+def cache_dtype(vllm_config: Any) -> Optional[str]:
+    """The namespace dtype of vLLM's --kv-cache-dtype when the KV cache spec cannot tell it
+    (fp8 kinds), else None; ValueError, one line, for a cache whose bytes are not the same
+    in two engine processes or that KVStrata cannot name."""
+    cache = getattr(vllm_config, "cache_config", None)
+    name = str(getattr(cache, "cache_dtype", "auto") or "auto")
+    if name in ("auto", "float16", "bfloat16", "float32"):
+        return None
+    if name not in _FP8_CACHE_DTYPES:
+        raise ValueError(f"KVStrataConnector cannot serve --kv-cache-dtype {name}: KVStrata "
+                         f"cannot tell its bytes apart from other caches'; use auto, fp8, "
+                         f"fp8_e4m3 or fp8_e5m2")
+    if getattr(cache, "calculate_kv_scales", False):
+        raise ValueError("KVStrataConnector cannot serve an fp8 KV cache with "
+                         "calculate_kv_scales: each engine process computes its own scales, "
+                         "so its bytes mean nothing to another; load the scales from the "
+                         "checkpoint (the default) instead")
+    return _FP8_CACHE_DTYPES[name]
 
 
 def namespace_fields(group: KvGroup, cfg: ConnectorConfig, model: str,
                      unit_tokens: int, tp_size: int, tp_rank: int,
-                     layout: str) -> Dict[str, Any]:
+                     layout: str, kv_dtype: Optional[str] = None) -> Dict[str, Any]:
     """NamespaceSpec fields (kvstrata.namespace_spec keywords) of one KV cache group of one
     rank: the group's layers, and its kv_group label when the engine has several groups.
+    kv_dtype: cache_dtype(vllm_config), the dtype of an fp8 cache (its spec says uint8).
 
     When vLLM's pages are padded or otherwise not the plain K/V geometry, the namespace is
     KV_LAYOUT_OPAQUE with the exact bytes (still keyed by model, dtype, layers, ranks)."""
@@ -159,11 +186,11 @@ def namespace_fields(group: KvGroup, cfg: ConnectorConfig, model: str,
         attention="mla" if geometry.mla else "mha")
     if group.label:
         fields["kv_group"] = group.label
+    dtype = kv_dtype or (geometry.dtype if _dtype_bytes(geometry.dtype) else "uint8")
     plain = (geometry.num_kv_heads * geometry.head_size * geometry.block_size
-             * _dtype_bytes(geometry.dtype) * (1 if geometry.mla else 2))
-    dtype = geometry.dtype if _dtype_bytes(geometry.dtype) else "uint8"
+             * _dtype_bytes(dtype) * (1 if geometry.mla else 2))
     fields["dtype"] = dtype
-    if plain == geometry.page_bytes and dtype == geometry.dtype:
+    if plain == geometry.page_bytes and (dtype == geometry.dtype or kv_dtype):
         fields["kv_layout"] = layout
     else:
         fields["kv_layout"] = "opaque"

@@ -27,8 +27,8 @@ from kvstrata import pb
 from .config import ConnectorConfig, max_offload_tokens, open_link
 from .kv_layouts import kv_layout_name
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
-from .namespace import (KvGroup, hash_seed_problem, hash_tokens, kv_groups, namespace_fields,
-                        unit_keys)
+from .namespace import (KvGroup, cache_dtype, hash_seed_problem, hash_tokens, kv_groups,
+                        namespace_fields, unit_keys)
 from .releaser import LeaseReleaser
 from .stats import StatsCounter
 from . import trace
@@ -90,8 +90,9 @@ class SchedulerSide:
         model = str(vllm_config.model_config.model)
         # One namespace per (KV cache group, rank), registered under that key; one for all
         # ranks of an MLA group (KvGroup.replicated).
+        kv_dtype = cache_dtype(vllm_config)
         self.fields = {(g.index, r): namespace_fields(g, cfg, model, self.unit_tokens,
-                                                      self.tp_size, r, layout)
+                                                      self.tp_size, r, layout, kv_dtype)
                        for g in self.groups for r in g.ranks(self.tp_size)}
         # Workers whose stores of a unit make its KV event (group 0's storing ranks).
         self.storing_ranks = len(self.groups[0].ranks(self.tp_size))

@@ -48,7 +48,7 @@ from .host_cache import HostCache, StoreThread
 from .kv_layouts import CROSS_LAYER, kv_cache_pieces, kv_layout_name, layer_names
 from .load_retries import VLLM_FAILED_RECVING, LoadRetries
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer
-from .namespace import KvGroup, kv_groups, namespace_fields
+from .namespace import KvGroup, cache_dtype, kv_groups, namespace_fields
 from .stats import StatsCounter
 from . import trace
 
@@ -85,8 +85,10 @@ class WorkerSide:
         self.tp_rank = tp_rank()
         self.layout = kv_layout_name(vllm_config)
         model = str(vllm_config.model_config.model)
+        kv_dtype = cache_dtype(vllm_config)
         self.fields = {g.index: namespace_fields(g, cfg, model, self.unit_tokens, self.tp_size,
-                                                 self.tp_rank, self.layout) for g in self.groups}
+                                                 self.tp_rank, self.layout, kv_dtype)
+                       for g in self.groups}
         events = getattr(vllm_config, "kv_events_config", None)
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
                                                                    False))
