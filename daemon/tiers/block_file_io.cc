@@ -218,12 +218,23 @@ absl::Status MakeDirectories(const std::string& dir) {
       if (error != ENOENT && error != ESTALE) break;
       ::usleep(1000u << (2 * attempt));  // 1, 4, 16, 64 ms
     }
+    if (error == ENOENT || error == ESTALE) {  // Still racing: not a failing disk.
+      return absl::AbortedError(
+          absl::StrCat("directory race: mkdir ", prefix, ": ", std::strerror(error)));
+    }
     if (error != 0 && error != EEXIST) {
       return ErrnoToStatus(error, absl::StrCat("mkdir ", prefix));
     }
   }
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat("stat ", dir));
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int error = errno;
+    if (error == ENOENT || error == ESTALE) {
+      return absl::AbortedError(
+          absl::StrCat("directory race: stat ", dir, ": ", std::strerror(error)));
+    }
+    return ErrnoToStatus(error, absl::StrCat("stat ", dir));
+  }
   if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(dir + " is not a directory");
   return absl::OkStatus();
 }

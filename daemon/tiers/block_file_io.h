@@ -95,6 +95,9 @@ absl::StatusOr<std::string> Quarantine(const std::string& path, const std::strin
 absl::Status ErrnoToStatus(int error, absl::string_view what);
 
 // mkdir -p. Existing directories are fine.
+// ABORTED ("directory race") when a directory still answers ENOENT or ESTALE after a few
+// retries: another client of a network filesystem is creating or replacing it; the write
+// that needed it is dropped, and the tier does not count it as failing.
 absl::Status MakeDirectories(const std::string& dir);
 
 namespace internal {

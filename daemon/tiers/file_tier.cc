@@ -497,6 +497,11 @@ void FileTier::OnWriteError(const absl::Status& error) {
     next_space_check_ = clock_->Now() + options_.space_recheck_interval;
     spdlog::warn("{}: disk full ({}); capacity shrunk to {}", options_.name,
                  std::string(error.message()), HumanByteSize(shrunk_capacity_));
+  } else if (absl::IsAborted(error)) {
+    // A directory another daemon was creating through its own mount (ENOENT / ESTALE past
+    // MakeDirectories' retries): this write is lost, the tier is fine.
+    spdlog::info("{}: write dropped ({}); the tier stays writable", options_.name,
+                 std::string(error.message()));
   } else {
     read_only_until_ = clock_->Now() + options_.read_only_cooldown;
     spdlog::warn("{}: write failed ({}); read-only for {}", options_.name,
