@@ -131,11 +131,6 @@ def kv_groups(kv_cache_config: Any) -> List[KvGroup]:
     return out
 
 
-def cache_geometry(kv_cache_config: Any) -> CacheGeometry:
-    """The geometry of a single-group KVCacheConfig (group 0 of kv_groups)."""
-    return kv_groups(kv_cache_config)[0].geometry
-
-
 def _dtype_bytes(dtype: str) -> int:
     return {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1,
             "float8_e5m2": 1, "uint8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}.get(dtype, 0)

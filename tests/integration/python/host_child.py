@@ -86,7 +86,8 @@ def main() -> None:
         emit({"session_id": session.session_id, "reservation_id": r.reservation_id,
               "reserved": len(reserved), "written": written, "l1_used_bytes": l1.used_bytes})
         os.kill(os.getpid(), signal.SIGKILL)
-    elif mode == "die-holding-load":
+    elif mode in ("die-holding-load", "pause-holding-load"):
+        # A load acquired (its blocks pinned for this reader), then SIGKILL or SIGSTOP.
         session.shared_region()
         hit = session.lookup(ns, keys, lease=True)
         r = session.client.acquire_load(session_id=session.session_id,
@@ -94,7 +95,8 @@ def main() -> None:
         emit({"session_id": session.session_id, "hit_blocks": hit.hit_blocks,
               "lease_id": hit.lease_id, "load_id": r.load_id,
               "ready": sum(1 for s in r.slots if s.state == pb.SlotRef.STATE_READY)})
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL if mode == "die-holding-load" else signal.SIGSTOP)
+        sys.stdin.readline()  # The parent checks the fence while this process still runs.
     elif mode == "pause-mid-store":
         region = session.shared_region()
         sid = session.session_id
@@ -112,15 +114,6 @@ def main() -> None:
         emit({"commit_error": error})
         sys.stdin.readline()  # The parent checks the fence while this process still runs.
         session.close()
-    elif mode == "pause-holding-load":
-        session.shared_region()
-        hit = session.lookup(ns, keys, lease=True)
-        r = session.client.acquire_load(session_id=session.session_id,
-                                        namespace_id=ns.namespace_id, keys=keys)
-        emit({"session_id": session.session_id, "hit_blocks": hit.hit_blocks,
-              "ready": sum(1 for s in r.slots if s.state == pb.SlotRef.STATE_READY)})
-        os.kill(os.getpid(), signal.SIGSTOP)
-        sys.stdin.readline()  # The parent checks the fence while this process still runs.
     else:
         raise SystemExit(f"unknown mode {mode}")
 

@@ -105,3 +105,26 @@ def decode_message(frames: List[bytes]) -> Message:
     pod, model = parse_topic(topic)
     ts, events, dp_rank = decode_payload(frames[2])
     return Message(topic, pod, model, seq, ts, dp_rank, events, frames[2])
+
+
+def replay(ctx: Any, endpoint: str, start_seq: int) -> List[Message]:
+    """A DEALER request as llm-d-router's requestReplay sends it: ["", start_seq]; answers
+    ["", topic, seq, payload] up to the end marker ["", "", -1, ""]."""
+    import zmq  # noqa: PLC0415 - only the replay tests need pyzmq
+
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.connect(endpoint)
+    dealer.send_multipart([b"", start_seq.to_bytes(8, "big")])
+    out: List[Message] = []
+    try:
+        while True:
+            assert dealer.poll(5000), "no replay answer"
+            frames = dealer.recv_multipart()
+            assert len(frames) == 4 and frames[0] == b"", frames
+            _, topic, seq, payload = frames
+            if seq == END_SEQ:
+                assert topic == b"" and payload == b""
+                return out
+            out.append(decode_message([topic, seq, payload]))
+    finally:
+        dealer.close(linger=0)

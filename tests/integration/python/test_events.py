@@ -19,7 +19,7 @@ import pytest
 import zmq
 
 import kvstrata
-from kv_events_decoder import END_SEQ, Message, decode_message
+from kv_events_decoder import Message, decode_message, replay
 from kvs_testing import Daemon, assert_code, daemon_binary, mha_spec, short_tmpdir, wait_until
 
 BLOCK = 64 << 10
@@ -64,21 +64,7 @@ class Subscriber:
         return self.received
 
     def replay(self, start_seq: int) -> List[Message]:
-        dealer = self.ctx.socket(zmq.DEALER)
-        dealer.connect(self.replay_endpoint)
-        dealer.send_multipart([b"", start_seq.to_bytes(8, "big")])
-        out: List[Message] = []
-        try:
-            while True:
-                assert dealer.poll(5000), "no replay answer"
-                empty, topic, seq, payload = dealer.recv_multipart()  # as vLLM 0.26+ replays
-                assert empty == b""
-                if seq == END_SEQ:
-                    assert topic == b"" and payload == b""
-                    return out
-                out.append(decode_message([topic, seq, payload]))
-        finally:
-            dealer.close(linger=0)
+        return replay(self.ctx, self.replay_endpoint, start_seq)
 
     def close(self) -> None:
         self.sub.close(linger=0)

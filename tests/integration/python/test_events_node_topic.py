@@ -23,7 +23,7 @@ import pytest
 import zmq
 
 import kvstrata
-from kv_events_decoder import END_SEQ, Message, decode_message
+from kv_events_decoder import Message, decode_message, replay
 from kvs_testing import Daemon, mha_spec, short_tmpdir, wait_until
 
 BLOCK = 64 << 10
@@ -80,27 +80,6 @@ class RouterSocket:
 
     def close(self) -> None:
         self.sub.close(linger=0)
-
-
-def replay(ctx: zmq.Context, endpoint: str, start_seq: int) -> List[Message]:
-    """A DEALER request as llm-d-router's requestReplay sends it: ["", start_seq]; answers
-    ["", topic, seq, payload] up to the end marker ["", "", -1, ""]."""
-    dealer = ctx.socket(zmq.DEALER)
-    dealer.connect(endpoint)
-    dealer.send_multipart([b"", start_seq.to_bytes(8, "big")])
-    out: List[Message] = []
-    try:
-        while True:
-            assert dealer.poll(5000), "no replay answer"
-            frames = dealer.recv_multipart()
-            assert len(frames) == 4 and frames[0] == b"", frames
-            _, topic, seq, payload = frames
-            if seq == END_SEQ:
-                assert topic == b"" and payload == b""
-                return out
-            out.append(decode_message([topic, seq, payload]))
-    finally:
-        dealer.close(linger=0)
 
 
 @pytest.fixture(params=["map", "array"])
