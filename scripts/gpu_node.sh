@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The node benchmark on the lent 2-GPU machine (nvidia-h100-x2 or nvidia-h200-x2):
+# bench/node/run.py, real `vllm serve` replicas (one per GPU) behind a router, one kvstratad
+# for the node. Prepared here (network, no GPU), then device calls sent one right after the
+# other (a machine keeps /tmp only while warm):
+#
+#   bash scripts/vllm_carry/prepare.sh .vllmcarry            # here: vLLM 0.26 in three parts
+#   bash scripts/vllm_carry/prepare_serve.sh                 # here: .vllmcarry/serve (~4 MB)
+#   bash scripts/bundle.sh && bash scripts/bundle_python.sh  # here: the daemon + client wheel
+#   calls 1-3, kind nvidia-h100-x2, carry [".vllmcarry/pN"]:  bash scripts/gpu_vllm.sh --part N
+#   call 4, carry [".bundle", ".vllmcarry/serve"]:           bash scripts/gpu_node.sh
+#   call 5 (if call 4 stopped before the end of the plan), the same carry:
+#                                                            bash scripts/gpu_node.sh --continue
+#
+# Options go to bench/node/run.py (see bench/node/README.md), e.g.
+#   bash scripts/gpu_node.sh --plan none:rr,kvstrata:rr+sticky --conversations 48
+# The default plan (none:rr, native:rr+sticky, kvstrata:rr+least+sticky) is sized for one
+# call (~7-8 min of its 600 s); run.py stops before a role or mode that would pass its
+# --budget-s (560 s) and call 5 runs the rest. A call that names an `lmcache` role needs
+# bench/node/lmcache_role.py (its own carry, its extra_pythonpath()).
+#
+# This call installs the kvstrata client wheel (.bundle/wheels) into /tmp/kvsite, puts vLLM
+# (/tmp/site, unpacked by call 3), the serve site (.vllmcarry/serve), the client and the
+# connector (connector_vllm/) on PYTHONPATH and runs the benchmark; results in $OUT:
+# node.json, summary.txt, replica_logs.txt, kvstratad.log, nvidia_smi.txt, run.log.
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo" || exit 1
+out="${OUT:-$repo/gpu-out}"
+mkdir -p "$out"
+# shellcheck source=vllm_carry/stage.sh
+source scripts/vllm_carry/stage.sh || { echo "vLLM parts missing: run calls 1-3 first"; exit 3; }
+[ -d .vllmcarry/serve/uvicorn ] || { echo ".vllmcarry/serve missing: carry it (prepare_serve.sh)"; exit 3; }
+site=/tmp/kvsite
+rm -rf "$site" && mkdir -p "$site"
+python3 -m pip install -q --disable-pip-version-check --no-index --no-deps --target "$site" \
+  .bundle/wheels/kvstrata-*.whl || exit 4
+export PYTHONPATH="$repo/.vllmcarry/serve:$site:$repo/connector_vllm:$PYTHONPATH"
+export KVSTRATA_DAEMON="$repo/.bundle/bin/kvstratad"
+nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv >"$out/nvidia_smi.txt" 2>&1
+python3 -c "import vllm, kvstrata, kvstrata_vllm, uvicorn, aiohttp, tokenizers, torch; print('vllm', vllm.__version__, 'kvstrata', kvstrata.__version__, 'torch', torch.__version__, 'gpus', torch.cuda.device_count())" || exit 5
+python3 bench/node/run.py --out "$out" "$@" 2>&1 | tee "$out/run.log"
+exit "${PIPESTATUS[0]}"
