@@ -20,12 +20,15 @@ _OVERRIDABLE_FIELDS = {"model", "salt", "engine", "engine_kind"}
 _KNOWN = {"endpoint", "tokens_per_unit", "offload", "store_threshold_tokens",
           "namespace", "lease_ttl_ms", "reconnect_interval_s", "timeout_s",
           "max_pending_store_bytes", "store_timeout_s", "load_mode", "fast_lookup",
-          "full_hit_max_load_tokens"}
+          "full_hit_max_load_tokens", "load_planner"}
 # How a hit is loaded: "auto" loads L1 hits of a GPU engine in the step that uses them, layer
 # by layer (vLLM's wait_for_layer_load), and anything on disk (or on a CPU engine) before
 # the request is scheduled; "sync" loads L1 hits in the step on CPU engines too; "async"
 # always loads before the request is scheduled (vLLM's load_async).
 LOAD_MODES = ("auto", "sync", "async")
+# Whether the load planner (load_planner.py) decides how much of each hit to load: "auto"
+# on GPU engines, "on" on CPU engines too, "off" loads every hit whole.
+PLANNER_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class ConnectorConfig:
     # layer by layer, only up to this many tokens: a larger load stops one unit short, so
     # that unit's forward pass overlaps the load layer by layer.
     full_hit_max_load_tokens: int = 2048
+    load_planner: str = "auto"              # PLANNER_MODES
 
     def unit_tokens(self, block_size: int) -> int:
         """Tokens per stored unit; ValueError unless a positive multiple of block_size."""
@@ -95,6 +99,10 @@ def parse_config(extra: Optional[Mapping[str, Any]]) -> ConnectorConfig:
     if load_mode not in LOAD_MODES:
         raise ValueError(f"kv_connector_extra_config.load_mode must be one of "
                          f"{', '.join(LOAD_MODES)}, got {load_mode!r}")
+    load_planner = extra.get("load_planner", "auto")
+    if load_planner not in PLANNER_MODES:
+        raise ValueError(f"kv_connector_extra_config.load_planner must be one of "
+                         f"{', '.join(PLANNER_MODES)}, got {load_planner!r}")
     fast_lookup = extra.get("fast_lookup", True)
     if not isinstance(fast_lookup, bool):
         raise ValueError(f"kv_connector_extra_config.fast_lookup must be true or false, got "
@@ -123,7 +131,8 @@ def parse_config(extra: Optional[Mapping[str, Any]]) -> ConnectorConfig:
         max_pending_store_bytes=_int(extra, "max_pending_store_bytes", 1 << 30, 0),
         store_timeout_s=_float(extra, "store_timeout_s", 30.0, 0.1), load_mode=load_mode,
         fast_lookup=fast_lookup,
-        full_hit_max_load_tokens=_int(extra, "full_hit_max_load_tokens", 2048, 0))
+        full_hit_max_load_tokens=_int(extra, "full_hit_max_load_tokens", 2048, 0),
+        load_planner=load_planner)
 
 
 def open_link(cfg: ConnectorConfig, client_name: str,

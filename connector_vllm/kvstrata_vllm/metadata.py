@@ -8,7 +8,7 @@ prefix cache, or is a sliding-window group's null block outside the window).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 try:
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorMetadata,
@@ -53,12 +53,16 @@ class KVStrataMetadata(KVConnectorMetadata):  # type: ignore[misc]
 
 @dataclass
 class KVStrataWorkerMetadata(KVConnectorWorkerMetadata):  # type: ignore[misc]
-    """Keys each worker stored this step, counted over the ranks (aggregate adds)."""
+    """Keys each worker stored this step, counted over the ranks (aggregate adds), and the
+    load jobs that completed: (the job's request ids, its time in ms as the daemon measured
+    it), one entry per job and rank (aggregate concatenates; the planner takes the slowest
+    rank's)."""
 
     stored: Dict[bytes, int] = field(default_factory=dict)
+    loads: List[Tuple[Tuple[str, ...], float]] = field(default_factory=list)
 
     def aggregate(self, other: "KVStrataWorkerMetadata") -> "KVStrataWorkerMetadata":
         merged = dict(self.stored)
         for key, n in other.stored.items():
             merged[key] = merged.get(key, 0) + n
-        return KVStrataWorkerMetadata(merged)
+        return KVStrataWorkerMetadata(merged, self.loads + other.loads)

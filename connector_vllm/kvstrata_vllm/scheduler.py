@@ -26,11 +26,15 @@ from kvstrata import pb
 
 from .config import ConnectorConfig, max_offload_tokens, open_link
 from .kv_layouts import kv_layout_name
+from .load_planner import LoadPlanner, Plan
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
 from .namespace import (KvGroup, cache_dtype, hash_seed_problem, hash_tokens, kv_groups,
                         namespace_fields, unit_keys)
+from .prefill_model import CPU_FLOPS, GPU_FLOPS, PrefillModel, prefill_flops
+from .promotion_watch import PromotionWatch
 from .releaser import LeaseReleaser
 from .stats import StatsCounter
+from .tier_speeds import TierSpeeds
 from . import trace
 
 log = logging.getLogger("kvstrata_vllm")
@@ -60,6 +64,9 @@ class _Req:
     load_blocks: Set[int] = field(default_factory=set)  # blocks of the load in flight
     load_failed: bool = False                     # a load of it failed: no second attempt
     sync: bool = False                            # its load runs in the step that uses it
+    # Its load in flight: (slowest tier, bytes over every namespace, started, predicted ms).
+    load_info: Optional[Tuple[int, int, float, float]] = None
+    plan_pred: float = 0.0                        # the planner's predicted load ms
 
 
 class SchedulerSide:
@@ -109,6 +116,7 @@ class SchedulerSide:
         # Requests whose loads ran in the last built step (sync): their leases are released
         # when the next step is built (the workers have pinned the blocks by then).
         self._sync_last: List[_Req] = []
+        self._inflight: Dict[str, _Req] = {}  # requests whose load is timed (load_info)
         self._delayed: Set[str] = set()
         self._event_info: "OrderedDict[bytes, _EventInfo]" = OrderedDict()
         self._events: List[Any] = []
@@ -119,6 +127,17 @@ class SchedulerSide:
         self._live: Dict[Tuple[int, str], int] = {}
         self._removals_off = False  # the daemon publishes no events: said once
         self.stats = StatsCounter()
+        # The load planner (load_planner.py): on for GPU engines unless turned off.
+        self.planner: Optional[LoadPlanner] = None
+        self.watch: Optional[PromotionWatch] = None
+        if cfg.load_planner == "on" or (cfg.load_planner == "auto" and not self.host_mode):
+            chunk = int(getattr(vllm_config.scheduler_config, "max_num_batched_tokens", 0) or
+                        8192)
+            prefill = PrefillModel(prefill_flops(vllm_config),
+                                   CPU_FLOPS if self.host_mode else GPU_FLOPS, chunk)
+            speeds = TierSpeeds(ranks=len(self.groups[0].ranks(self.tp_size)))
+            self.planner = LoadPlanner(prefill, speeds)
+            self.watch = PromotionWatch(self.link, speeds)
         self.link.session()  # Connect now when possible (logged once otherwise).
 
     def _keys(self, hashes: Any, first: int, end: int) -> List[bytes]:
@@ -189,7 +208,8 @@ class SchedulerSide:
         trace.event("lookup", request.request_id, ms=round((time.monotonic() - t0) * 1e3, 3),
                     units=hit, lease=lease)
         self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
-        st.sync = self._sync_load(st.tiers[start_u:hit])
+        if hit > start_u:
+            hit = self._plan(st, request, keys, start_u, hit, num_computed_tokens, t0)
         if hit * self.unit_tokens >= request.num_tokens and st.sync and not self.host_mode and \
                 not self.hybrid and \
                 (hit - start_u) * self.unit_tokens > self.cfg.full_hit_max_load_tokens:
@@ -269,17 +289,118 @@ class SchedulerSide:
             return min(hit, start_u), tiers[:min(hit, start_u)]  # never settled: no hit
         return hit, tiers[:hit]
 
-    def _sync_load(self, tiers: List[int]) -> bool:
-        """Whether units in these tiers load in the step that uses them (config.LOAD_MODES):
-        only from L1 (a disk read in the engine's step would stall it). A hybrid model's
-        loads are asynchronous: the layer-wise load serves one KV cache group, and vLLM
-        takes a hybrid model's failed loads only per request, for a request that waits."""
+    def _in_step_allowed(self) -> bool:
+        """Whether an L1 load may run in the step that uses it (config.LOAD_MODES); only
+        from L1 (a disk read in the engine's step would stall it). A hybrid model's loads
+        are asynchronous: the layer-wise load serves one KV cache group, and vLLM takes a
+        hybrid model's failed loads only per request, for a request that waits."""
         mode = self.cfg.load_mode
         if mode == "async" or (mode == "auto" and self.host_mode):
             return False
-        if self.hybrid:  # a failed load is reported per request (worker.take_failed_recving)
-            return False
-        return all(t == kvstrata.Tier.L1 for t in tiers)
+        return not self.hybrid  # a failed load is reported per request (take_failed_recving)
+
+    def _plan(self, st: _Req, request: Any, keys: List[bytes], start_u: int, hit: int,
+              computed: int, looked_up_at: float) -> int:
+        """Where the load of the hit [start_u, hit) ends (load_planner.py), and st.sync;
+        counted (plan_<kind>) and traced. Without a planner every hit loads, in-step when
+        it is all in L1."""
+        tiers = st.tiers[start_u:hit]
+        if self.planner is None:
+            st.sync = self._in_step_allowed() and all(t == kvstrata.Tier.L1 for t in tiers)
+            return hit
+        unit_bytes = self._unit_bytes()
+        plan: Plan = self.planner.plan(tiers, computed, self.unit_tokens, request.num_tokens,
+                                       unit_bytes, in_step_ok=self._in_step_allowed(),
+                                       partial_ok=not self.hybrid)
+        self.stats.add(f"plan_{plan.kind}", 1)
+        trace.event("plan", request.request_id, kind=plan.kind, units=plan.units,
+                    hit_units=len(tiers), load_ms=round(plan.load_ms, 3),
+                    ttft_ms=round(plan.ttft_ms, 3), recompute_ms=round(plan.recompute_ms, 3))
+        if plan.units < len(tiers):
+            self.stats.add("plan_unloaded_tokens", (len(tiers) - plan.units) * self.unit_tokens)
+            self._watch_promotion(st, keys, start_u + plan.units, hit, unit_bytes, looked_up_at)
+        st.sync = plan.in_step
+        st.plan_pred = plan.load_ms
+        return start_u + plan.units
+
+    def _unit_bytes(self) -> int:
+        """A unit's bytes over every namespace it loads into (all groups, all ranks)."""
+        return sum(getattr(self.link.namespaces.get(key), "bytes_per_block", 0) or 0
+                   for key in self.fields)
+
+    def _watch_promotion(self, st: _Req, keys: List[bytes], first: int, end: int,
+                         unit_bytes: int, started: float) -> None:
+        """The units [first, end) were not loaded: the lookup's lease started promoting
+        those below L1, which promotion_watch times (the first run of one tier)."""
+        namespaces = self._namespaces(0)
+        if self.watch is None or not namespaces:
+            return
+        u = first
+        while u < end and st.tiers[u] == kvstrata.Tier.L1:
+            u += 1
+        if u >= end:
+            return
+        tier, run_end = st.tiers[u], u
+        while run_end < end and st.tiers[run_end] == tier:
+            run_end += 1
+        self.watch.watch(int(tier), namespaces[0], keys[run_end - 1],
+                         (run_end - u) * unit_bytes, started)
+
+    # ------------------------------------------------------------------ load timing
+
+    def _load_started(self, st: _Req, u0: int, u1: int) -> None:
+        if self.planner is None or u1 <= u0:
+            return
+        tier = int(max(st.tiers[u0:u1]))
+        nbytes = (u1 - u0) * self._unit_bytes()
+        st.load_info = (tier, nbytes, time.monotonic(), st.plan_pred)
+        self.planner.queue(tier, nbytes)
+        self._inflight[st.request.request_id] = st
+
+    def _load_ended(self, st: _Req, ms: Optional[float] = None) -> None:
+        """The load of st is over; `ms`: its time as the daemon measured it."""
+        info, st.load_info = st.load_info, None
+        self._inflight.pop(st.request.request_id, None)
+        if info is None or self.planner is None:
+            return
+        tier, nbytes, _, predicted = info
+        self.planner.queue(tier, -nbytes)
+        if ms is not None:
+            self.planner.tiers.add(tier, nbytes, ms, key=st.request.request_id)
+            trace.event("load_time", st.request.request_id, tier=tier, bytes=nbytes,
+                        predicted_ms=round(predicted, 3), ms=round(ms, 3))
+
+    def _load_times(self, timed: List[Tuple[Tuple[str, ...], float]]) -> None:
+        """The workers' load job times (KVStrataWorkerMetadata.loads): one sample per job,
+        the slowest rank's time, its requests' bytes together."""
+        slowest: Dict[Tuple[str, ...], float] = {}
+        for req_ids, ms in timed:
+            slowest[req_ids] = max(ms, slowest.get(req_ids, 0.0))
+        for req_ids, ms in slowest.items():
+            sts = [self._inflight[r] for r in req_ids if r in self._inflight]
+            infos = [st.load_info for st in sts if st.load_info is not None]
+            if not infos or self.planner is None:
+                continue
+            if len(sts) == 1:
+                self._load_ended(sts[0], ms)
+                continue
+            tier = max(i[0] for i in infos)
+            self.planner.tiers.add(tier, sum(i[1] for i in infos), ms, key=req_ids[0])
+            for st in sts:
+                self._load_ended(st)
+
+    def _censor_loads(self) -> None:
+        """Loads running well past their prediction count as at least that slow now."""
+        if self.planner is None:
+            return
+        now = time.monotonic()
+        for req_id, st in self._inflight.items():
+            if st.load_info is None:
+                continue
+            tier, nbytes, started, predicted = st.load_info
+            ms = (now - started) * 1e3
+            if ms > 2 * predicted + 50:
+                self.planner.tiers.add(tier, nbytes, ms, key=req_id)
 
     def hit_sources(self, request: Any, num_external_tokens: int) -> Dict[str, int]:
         """Tokens of the external hit by tier: "host" (L1, DRAM) or "disk" (L2/L3)."""
@@ -338,6 +459,7 @@ class SchedulerSide:
         if transfers:
             self._loads.extend(transfers)
             st.loading = True
+            self._load_started(st, u0, u1)
             st.load_blocks = {b for r in transfers for u in r.units for b in u.block_ids
                               if b >= 0}
             trace.event("alloc", request.request_id, units=sum(len(r.units) for r in transfers))
@@ -411,6 +533,7 @@ class SchedulerSide:
         self._loads, self._delayed = [], set()
         for st in self._sync_last:
             self._release(st)
+            self._load_ended(st)  # its time came with that step's output, if at all
         self._sync_last = []
         for r in meta.loads:
             st = self._reqs.get(r.req_id)
@@ -418,6 +541,8 @@ class SchedulerSide:
                 st.loading = False  # Running in this step; load_blocks kept for the errors.
                 self._sync_last.append(st)
         self._track_blocks(so)
+        if self.planner is not None:
+            self._step_built(so, clean=not any(r.sync for r in meta.loads))
         if any(g.sliding_window for g in self.groups):
             meta.new_blocks = _allocated_blocks(so)
         for new in so.scheduled_new_reqs:
@@ -432,6 +557,18 @@ class SchedulerSide:
         if meta.stores:
             self.stats.add("store_units_planned", sum(len(r.units) for r in meta.stores))
         return meta
+
+    def _step_built(self, so: Any, clean: bool) -> None:
+        """The step's work for the prefill model (each request's new tokens and context)
+        and its size for the in-step decision."""
+        assert self.planner is not None
+        work = [(so.num_scheduled_tokens.get(new.req_id, 0), new.num_computed_tokens)
+                for new in so.scheduled_new_reqs]
+        cached = so.scheduled_cached_reqs
+        work += [(so.num_scheduled_tokens.get(r, 0), cached.num_computed_tokens[i])
+                 for i, r in enumerate(cached.req_ids)]
+        self.planner.prefill.step_built(work, clean)
+        self.planner.batch_requests = len(work)
 
     def _track_blocks(self, so: Any) -> None:
         """Each request's block ids, as the model runner learns them from SchedulerOutput
@@ -460,15 +597,22 @@ class SchedulerSide:
     # ------------------------------------------------------------------ results
 
     def update_connector_output(self, output: Any) -> None:
+        wm = getattr(output, "kv_connector_worker_meta", None)
+        if self.planner is not None:
+            self.planner.prefill.step_done()
+            if isinstance(wm, KVStrataWorkerMetadata) and wm.loads:
+                self._load_times(wm.loads)
         invalid = set(getattr(output, "invalid_block_ids", None) or ())
         if invalid:
             for st in self._reqs.values():
                 if (st.loading or st.sync) and st.load_blocks & invalid:
                     st.load_failed = True
+                    self._load_ended(st)
         for req_id in getattr(output, "failed_recving", None) or ():  # hybrid models
             st = self._reqs.get(req_id)
             if st is not None:
                 st.load_failed = True
+                self._load_ended(st)
         for req_id in output.finished_recving or ():
             trace.event("load_reported", req_id)
             st = self._reqs.get(req_id)
@@ -476,7 +620,8 @@ class SchedulerSide:
                 st.loading = False
                 st.load_blocks = set()
                 self._release(st)
-        wm = getattr(output, "kv_connector_worker_meta", None)
+                self._load_ended(st)
+        self._censor_loads()
         if isinstance(wm, KVStrataWorkerMetadata) and self.events_enabled:
             for key, n in wm.stored.items():
                 info = self._event_info.get(key)
@@ -493,6 +638,7 @@ class SchedulerSide:
         if st is None:
             return False, None
         self._release(st)
+        self._load_ended(st)
         # Host mode copies a block out during wait_for_save: nothing to wait for. The daemon
         # copies GPU blocks itself, so they stay allocated until its stores completed.
         delay = not self.host_mode and st.had_stores
@@ -568,6 +714,8 @@ class SchedulerSide:
     def shutdown(self) -> None:
         for st in list(self._reqs.values()):
             self._release(st)
+        if self.watch is not None:
+            self.watch.close()
         self.releaser.close()
         self.link.close()
 

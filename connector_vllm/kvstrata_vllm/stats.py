@@ -8,6 +8,9 @@ Counters (all sums over the interval and over the workers):
   store_units_planned              units the scheduler handed to the workers to store
   stored_units / store_dropped_units / store_failed_units / stored_bytes
   loaded_units / load_failed_units / loaded_bytes
+  plan_in_step / plan_async / plan_partial / plan_recompute
+                                   the load planner's decisions, one per hit it priced
+  plan_unloaded_tokens             hit tokens the planner left to compute
 """
 from __future__ import annotations
 
@@ -35,6 +38,11 @@ COUNTERS = {
     "loaded_units": "Units loaded from KVStrata",
     "load_failed_units": "Units that failed to load (vLLM recomputes their blocks)",
     "loaded_bytes": "Bytes loaded from KVStrata",
+    "plan_in_step": "Hits the load planner loads in the step that uses them (layer by layer)",
+    "plan_async": "Hits the load planner loads before the request is scheduled",
+    "plan_partial": "Hits the load planner loads in part (the engine computes the rest)",
+    "plan_recompute": "Hits the load planner recomputes (loading would be slower)",
+    "plan_unloaded_tokens": "Hit tokens the load planner left to compute",
 }
 
 

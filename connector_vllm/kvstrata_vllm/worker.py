@@ -102,6 +102,7 @@ class WorkerSide:
         self.store_thread: Optional[StoreThread] = None
         self._lock = threading.Lock()
         self._stored: Dict[bytes, int] = {}
+        self._load_ms: List[Tuple[Tuple[str, ...], float]] = []  # loads timed, by _lock
         self._invalid: Set[int] = set()
         self._recved: Set[str] = set()
         self._sent: Set[str] = set()
@@ -413,6 +414,9 @@ class WorkerSide:
             self._invalid.update(ids[i] for i in failed)
         self.stats.add("loaded_units", len(ids) - len(failed))
         self.stats.add("load_failed_units", len(failed))
+        if not failed:
+            with self._lock:
+                self._timed_locked(tuple(req_ids), done)
         for req_id in req_ids:
             trace.event("load_done", req_id, failed=len(failed),
                         daemon_ms=round(getattr(done, "elapsed_us", 0) / 1e3, 3))
@@ -428,7 +432,11 @@ class WorkerSide:
             return
         rows = torch.empty((n, ns.bytes_per_block), dtype=torch.uint8)
         keys = [u.key for u in req.units]
+        t0 = time.monotonic()
         found = self.link.guard("load", lambda: s.load(ns, keys, out=list(rows)), None)
+        if found is not None and all(found):
+            with self._lock:
+                self._load_ms.append(((req.req_id,), (time.monotonic() - t0) * 1e3))
         if found is None:
             self._fail_load(req, list(range(n)))
             return
@@ -599,6 +607,8 @@ class WorkerSide:
                         self._failed_recv.add(req_id)
                         self.stats.add("load_failed_units", len(failed))
                     self.stats.add("loaded_units", len(ids) - len(failed))
+                    if not failed:
+                        self._timed_locked((req_id,), c)
                 else:
                     self.stats.add("stored_units", len(ids) - len(failed))
                     self.stats.add("store_failed_units", len(failed))
@@ -650,10 +660,18 @@ class WorkerSide:
             failed, self._failed_reported = self._failed_reported, set()
         return failed
 
+    def _timed_locked(self, req_ids: Tuple[str, ...], completion: Any) -> None:
+        """REQUIRES: self._lock. A load job's time as the daemon measured it, for the
+        scheduler's planner (KVStrataWorkerMetadata.loads)."""
+        us = getattr(completion, "elapsed_us", 0) or 0
+        if us > 0:
+            self._load_ms.append((req_ids, us / 1e3))
+
     def worker_meta(self) -> Optional[KVStrataWorkerMetadata]:
         with self._lock:
             stored, self._stored = self._stored, {}
-        return KVStrataWorkerMetadata(stored) if stored else None
+            loads, self._load_ms = self._load_ms, []
+        return KVStrataWorkerMetadata(stored, loads) if stored or loads else None
 
     def shutdown(self) -> None:
         if self.store_thread is not None:

@@ -286,9 +286,10 @@ def test_auto_load_mode_keeps_cpu_engines_asynchronous(model_dir, daemon, engine
     r = e.add(PROMPT)
     e.step()
     assert r.status == RequestStatus.WAITING_FOR_REMOTE_KVS or e.stats.get("loaded_units")
-    assert e.connector.scheduler._sync_load([1, 1]) is False
+    assert e.connector.scheduler._in_step_allowed() is False
     s = engines(model_dir, ext(daemon, load_mode="sync")).connector.scheduler
-    assert s._sync_load([1, 1]) is True and s._sync_load([1, 2]) is False
+    assert s._in_step_allowed() is True
+    assert s.planner is None   # load_planner=auto: off on CPU engines (every hit loads)
 
 
 def test_abort_mid_load(model_dir, daemon, engines):
@@ -450,6 +451,68 @@ def test_hits_from_l2_after_daemon_restart(model_dir, workdir, engines):
         assert e2.stats.get("loaded_units", 0) == 6 and not e2.invalid_reported, e2.stats
     finally:
         d.stop() if d.running() else d.kill()
+
+
+def slow_compute(engine: Engine, ms_per_token: float = 0.1) -> None:
+    """The planner sees an engine that computes a token in ms_per_token (a tiny CPU model
+    computes faster than any load: the planner would rightly recompute every hit)."""
+    engine.connector.scheduler.planner.prefill.predict_ms = \
+        lambda tokens, context: max(1, tokens) * ms_per_token
+
+
+def test_planner_recomputes_a_stalled_tier_and_promotes_it(model_dir, workdir, engines):
+    """load_planner=on: a hit held only in an L2 that stalled (64 MiB measured at 10 min)
+    is recomputed at once, never held for the disk; the lookup's promotion still brings
+    its units up to L1 (timed by the promotion watch: the planner's L2 sample), where the
+    next engine's planner loads them, byte-exact, and times that load too."""
+    from kvs_testing import Daemon
+    from kvstrata import Tier
+
+    settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
+    d = Daemon(workdir, settings).start()
+    extra = {"endpoint": d.endpoint, "load_planner": "on"}
+    try:
+        e = engines(model_dir, extra)
+        first = e.add(PROMPT)
+        e.run()
+        e.drain_stores()
+        d.stop()
+        d = Daemon(workdir, settings).start()   # the units are in L2 only
+        e2 = engines(model_dir, extra)
+        slow_compute(e2)
+        speeds = e2.connector.scheduler.planner.tiers
+        speeds.add(int(Tier.L2), 64 << 20, 600_000.0)
+        r = e2.add(PROMPT)
+        so = e2.step()
+        assert [n.req_id for n in so.scheduled_new_reqs] == [r.request_id]
+        assert so.scheduled_new_reqs[0].num_computed_tokens == 0   # no wait for the disk
+        run_and_verify(e2, r.request_id)
+        assert e2.stats.get("plan_recompute") == 1 and not e2.stats.get("loaded_units"), e2.stats
+        assert e2.outputs[r.request_id] == e.outputs[first.request_id]
+        assert wait_until(lambda: len(speeds._samples[int(Tier.L2)]) == 2, 10)
+        e3 = engines(model_dir, extra)
+        slow_compute(e3)
+        r3 = e3.add(PROMPT)
+        run_and_verify(e3, r3.request_id)
+        assert e3.stats.get("plan_async") == 1 and e3.stats.get("loaded_units") == 6, e3.stats
+        assert e3.outputs[r3.request_id] == e.outputs[first.request_id]
+        assert e3.connector.scheduler.planner.tiers._samples[int(Tier.L1)]
+        assert e3.connector.scheduler.planner.prefill.steps > 0
+    finally:
+        d.stop() if d.running() else d.kill()
+
+
+def test_planner_recomputes_when_compute_is_faster(model_dir, daemon, engines):
+    """A tiny model computes its 96 tokens faster than any load's latency: the planner
+    recomputes (and says so in its counters), the output is the same."""
+    first = warm(engines, model_dir, daemon)
+    e = engines(model_dir, ext(daemon, load_planner="on"))
+    e.connector.scheduler.planner.prefill.predict_ms = lambda tokens, context: 0.001 * tokens
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)
+    assert e.stats.get("plan_recompute") == 1 and not e.stats.get("loaded_units"), e.stats
+    assert e.stats.get("plan_unloaded_tokens") == 6 * BLOCK
+    assert e.outputs[r.request_id] == first
 
 
 def test_delayed_frees_reach_get_finished_without_a_forward_pass(model_dir, daemon, engines):

@@ -1,0 +1,109 @@
+"""LoadPlanner: per request, how much of a KVStrata hit to load, and how -- never slower than
+recomputing it.
+
+For a hit of units u0..u1 (each in some tier) after `first` tokens vLLM already holds, the
+predicted time to the first token of loading the leading k units and computing the rest is
+
+    load_ms(k) + prefill_ms(tokens left | context first + k units)
+
+where load_ms is the slowest tier's latency plus each tier's bytes at its measured speed
+(TierSpeeds) plus what this engine already has in flight from that tier (the queue in front
+of it), and prefill_ms is the engine's own measured compute (PrefillModel). Loading nothing
+(k = 0) is recomputing. The planner takes the k with the smallest prediction, among the
+ends of the hit's runs of one tier (the cost is concave between them: loading is linear in
+k, computing the rest shrinks faster than linearly), and loads only when that beats
+recomputing by MARGIN of the compute. A hybrid model's hit is all or nothing (a shorter hit would need
+other sliding-window units than the lookup checked).
+
+How a chosen L1 load runs: in the step that uses it, layer by layer (the lowest time to
+first token), unless the engine is busy -- then the in-step copy would hold every other
+request of the batch for its duration, so it loads asynchronously (before the request is
+scheduled) while the batch runs: in-step when `load_ms * other requests <= a step's time`
+(what an asynchronous load costs this request: it joins a later step).
+
+Decisions (Plan.kind): "in_step", "async", "partial" (the leading part loads
+asynchronously or in-step; the engine computes the rest), "recompute". Not thread-safe:
+the scheduler's thread calls it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import kvstrata
+
+from .prefill_model import PrefillModel
+from .tier_speeds import TierSpeeds
+
+MARGIN = 0.05   # a load must beat recomputing by 5 % of the recompute's compute time
+
+
+@dataclass(frozen=True)
+class Plan:
+    units: int            # leading units of the hit to load (0: recompute)
+    in_step: bool         # the load runs in the step that uses it
+    kind: str             # "in_step", "async", "partial", "recompute"
+    load_ms: float        # predicted load time of `units`
+    ttft_ms: float        # predicted load + compute of the rest
+    recompute_ms: float   # predicted compute of the whole of it
+
+
+class LoadPlanner:
+    def __init__(self, prefill: PrefillModel, tiers: TierSpeeds) -> None:
+        self.prefill = prefill
+        self.tiers = tiers
+        self.batch_requests = 0     # requests in the last step vLLM scheduled
+        self._queued: Dict[int, int] = {}  # tier -> bytes this engine is loading from it
+
+    def queue(self, tier: int, nbytes: int) -> None:
+        """A load of nbytes from `tier` started (negative: it ended)."""
+        self._queued[tier] = max(0, self._queued.get(tier, 0) + nbytes)
+
+    def load_ms(self, tiers: List[int], unit_bytes: int) -> float:
+        """Predicted time to load units in these tiers (one transfer)."""
+        if not tiers:
+            return 0.0
+        per_tier: Dict[int, int] = {}
+        for t in tiers:
+            per_tier[t] = per_tier.get(t, 0) + unit_bytes
+        total, latency = 0.0, 0.0
+        for t, nbytes in per_tier.items():
+            lat, per_byte = self.tiers.cost(t)
+            latency = max(latency, lat)
+            total += (nbytes + self._queued.get(t, 0)) * per_byte
+        return latency + total
+
+    def plan(self, tiers: List[int], first: int, unit_tokens: int, num_tokens: int,
+             unit_bytes: int, in_step_ok: bool, partial_ok: bool = True) -> Plan:
+        """tiers: the tier of each unit of the hit, in order, the first starting at token
+        `first` (vLLM's own hit); num_tokens: the request's; unit_bytes: a unit's bytes over
+        every namespace it loads into; in_step_ok: the mode, engine and tiers allow an
+        in-step load of a leading part that is all L1."""
+        end = num_tokens - 1  # vLLM computes at least the last token
+        recompute = self.prefill.predict_ms(end - first + 1, first)
+        # Both ways run a step at least: the margin is of the compute, not of its overhead.
+        margin = MARGIN * max(0.0, recompute - self.prefill.overhead_ms)
+        best: Tuple[float, int, float] = (recompute - margin, 0, 0.0)
+        cuts = [k for k in range(1, len(tiers) + 1)
+                if k == len(tiers) or (partial_ok and tiers[k] != tiers[k - 1])]
+        for k in cuts:
+            loaded = min(first + k * unit_tokens, end)
+            load = self.load_ms(tiers[:k], unit_bytes)
+            ttft = load + self.prefill.predict_ms(end - loaded + 1, loaded)
+            if ttft < best[0]:
+                best = (ttft, k, load)
+        ttft, k, load = best
+        if k == 0:
+            return Plan(0, False, "recompute", 0.0, recompute, recompute)
+        l1_only = all(t == int(kvstrata.Tier.L1) for t in tiers[:k])
+        in_step = in_step_ok and l1_only and self._in_step_pays(load)
+        if k < len(tiers):
+            kind = "partial"
+        else:
+            kind = "in_step" if in_step else "async"
+        return Plan(k, in_step, kind, load, ttft, recompute)
+
+    def _in_step_pays(self, load_ms: float) -> bool:
+        others = self.batch_requests
+        return others == 0 or load_ms * others <= self.prefill.step_ms
+

@@ -1,0 +1,142 @@
+"""PrefillModel: how long this engine takes to compute tokens, measured from its own steps.
+
+The shape comes from the model's arithmetic (prefill_flops): a step computing n new tokens
+after c tokens of context costs about `overhead + scale * (linear * n + attention * n *
+(c + n / 2))`, its linear part the weights' FLOPs per token and its attention part the
+FLOPs per token and context token, both divided by a device rate. The two numbers that the
+arithmetic cannot know -- the step's fixed cost (`overhead`) and how fast this engine runs
+the arithmetic (`scale`) -- are fitted to the steps the scheduler saw: each step's
+scheduled tokens and context (step_built, from SchedulerOutput) against its duration (the
+time to step_done, the step's output). The fit is a least-squares one over the last
+WINDOW steps, pulled toward the prior (a fast device: an unmeasured engine is assumed to
+compute quickly, so a slow tier is not trusted to beat it), so a handful of odd steps moves
+it little. Steps that loaded KV in the step itself are not fitted (the load is in their
+time).
+
+With asynchronous scheduling vLLM builds step k+1 before step k's output arrives: a step's
+duration runs from the later of its build and the previous step's output to its own output.
+Not thread-safe: the scheduler's thread calls everything.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Deque, List, Optional, Tuple
+
+WINDOW = 256                 # steps fitted
+PRIOR_WEIGHT = 2.0           # the prior counts as this many steps
+GPU_FLOPS = 1.0e15           # prior device rate: faster than any H100/H200 really runs prefill
+CPU_FLOPS = 2.0e12
+PRIOR_OVERHEAD_MS = 2.0
+_MAX_PENDING = 4             # steps built and not yet done (async scheduling keeps 1-2)
+
+
+@dataclass(frozen=True)
+class PrefillFlops:
+    """FLOPs per computed token (`linear`) and per token and context token (`attention`)."""
+    linear: float
+    attention: float
+
+
+def prefill_flops(vllm_config: Any) -> PrefillFlops:
+    """The model's FLOPs from its config (a Llama-style decoder; MoE counts the active
+    experts); a generic 8B model's where the config lacks a field."""
+    cfg = getattr(getattr(vllm_config, "model_config", None), "hf_text_config", None)
+
+    def get(name: str, default: float) -> float:
+        value = getattr(cfg, name, None)
+        return float(value) if isinstance(value, (int, float)) and value else default
+
+    hidden = get("hidden_size", 4096)
+    layers = get("num_hidden_layers", 32)
+    heads = get("num_attention_heads", 32)
+    head_dim = get("head_dim", hidden / heads)
+    kv_heads = get("num_key_value_heads", heads)
+    inter = get("intermediate_size", 14336)
+    experts = get("num_experts_per_tok", 0)
+    if experts:
+        inter = experts * get("moe_intermediate_size", inter) + \
+            get("n_shared_experts", 0) * get("moe_intermediate_size", inter)
+    vocab = get("vocab_size", 128256)
+    attn_params = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    params = layers * (attn_params + 3 * hidden * inter) + vocab * hidden
+    return PrefillFlops(linear=2.0 * params, attention=4.0 * layers * heads * head_dim)
+
+
+class PrefillModel:
+    def __init__(self, flops: PrefillFlops, device_flops: float, chunk_tokens: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.flops = flops
+        self.chunk_tokens = max(1, int(chunk_tokens))   # max_num_batched_tokens
+        self._prior = (PRIOR_OVERHEAD_MS, 1e3 / device_flops)  # (ms, ms per FLOP)
+        self.overhead_ms, self.ms_per_flop = self._prior
+        self._clock = clock
+        self._samples: Deque[Tuple[float, float]] = deque(maxlen=WINDOW)  # (FLOPs, ms)
+        self._pending: Deque[Tuple[float, float, bool]] = deque()  # (built at, FLOPs, clean)
+        self._last_done: Optional[float] = None
+        self._since_fit = 0
+        self.step_ms = PRIOR_OVERHEAD_MS      # recent mean step duration (any step)
+        self.steps = 0
+
+    def work(self, tokens: int, context: int) -> float:
+        """FLOPs of computing `tokens` new tokens after `context` tokens."""
+        n = max(0, tokens)
+        return self.flops.linear * n + self.flops.attention * n * (context + n / 2.0)
+
+    def step_built(self, requests: List[Tuple[int, int]], clean: bool) -> None:
+        """A step was scheduled: (new tokens, context before them) per request; clean:
+        nothing in it loads KV in the step."""
+        work = sum(self.work(n, c) for n, c in requests)
+        self._pending.append((self._clock(), work, clean and bool(requests)))
+        while len(self._pending) > _MAX_PENDING:
+            self._pending.popleft()   # an output vLLM never reported: that step is lost
+
+    def step_done(self) -> None:
+        """The oldest built step's output arrived."""
+        now = self._clock()
+        if not self._pending:
+            self._last_done = now
+            return
+        built, work, clean = self._pending.popleft()
+        start = built if self._last_done is None else max(built, self._last_done)
+        self._last_done = now
+        ms = (now - start) * 1e3
+        self.steps += 1
+        self.step_ms += (ms - self.step_ms) * 0.1
+        if clean and ms > 0:
+            self._samples.append((work, ms))
+            self._since_fit += 1
+            if self._since_fit >= 8:
+                self._fit()
+
+    def _fit(self) -> None:
+        """Least squares of ms = overhead + ms_per_flop * FLOPs over the samples, with the
+        prior as PRIOR_WEIGHT pseudo-samples at each of the two parameters."""
+        self._since_fit = 0
+        o0, k0 = self._prior
+        scale = max((w for w, _ in self._samples), default=1.0) or 1.0  # FLOPs, normalised
+        lam = PRIOR_WEIGHT
+        # Normal equations of [1, x] with ridge terms toward (o0, k0 * scale).
+        s1 = len(self._samples) + lam
+        sx = sum(w / scale for w, _ in self._samples)
+        sxx = sum((w / scale) ** 2 for w, _ in self._samples) + lam
+        sy = sum(ms for _, ms in self._samples) + lam * o0
+        sxy = sum(w / scale * ms for w, ms in self._samples) + lam * k0 * scale
+        det = s1 * sxx - sx * sx
+        if det <= 0:
+            return
+        overhead = (sy * sxx - sx * sxy) / det
+        slope = (s1 * sxy - sx * sy) / det / scale
+        if slope <= 0 or not math.isfinite(slope):
+            return  # no usable signal yet: keep the last fit
+        self.overhead_ms = max(0.0, overhead)
+        self.ms_per_flop = slope
+
+    def predict_ms(self, tokens: int, context: int) -> float:
+        """Milliseconds to compute `tokens` tokens after `context` tokens, in chunks of
+        chunk_tokens (one step's overhead each)."""
+        n = max(1, tokens)
+        steps = math.ceil(n / self.chunk_tokens)
+        return steps * self.overhead_ms + self.ms_per_flop * self.work(n, context)

@@ -1,0 +1,218 @@
+"""The load planner's parts on their own (kvstrata_vllm.load_planner, prefill_model,
+tier_speeds): decisions from measured speeds, a tier that stalls priced out within seconds
+and back when it recovers, an unmeasured planner never betting on a slow tier, the in-step
+or asynchronous choice by how busy the engine is. A fake clock; no daemon, no vLLM engine.
+The planner inside vLLM's real scheduler against a real kvstratad: test_scheduler.py."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kvstrata import Tier
+from kvstrata_vllm.load_planner import LoadPlanner
+from kvstrata_vllm.prefill_model import GPU_FLOPS, PrefillModel, prefill_flops
+from kvstrata_vllm.tier_speeds import HALF_LIFE_S, TierSpeeds
+
+L1, L2, L3 = int(Tier.L1), int(Tier.L2), int(Tier.L3)
+UNIT = 16
+UNIT_BYTES = 2 << 20        # Llama-8B: 128 KiB per token, 16 tokens
+LLAMA_8B = SimpleNamespace(model_config=SimpleNamespace(hf_text_config=SimpleNamespace(
+    hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, head_dim=128,
+    num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def planner(clock: Clock, device_flops: float = GPU_FLOPS) -> LoadPlanner:
+    prefill = PrefillModel(prefill_flops(LLAMA_8B), device_flops, chunk_tokens=8192,
+                           clock=clock)
+    return LoadPlanner(prefill, TierSpeeds(clock=clock))
+
+
+def feed_steps(p: LoadPlanner, clock: Clock, slowdown: float, steps: int = 40) -> None:
+    """Prefill steps of 2K-8K tokens, each taking 5 ms plus its FLOPs at GPU_FLOPS /
+    slowdown (2.2: an H100's 8B prefill, ~37 us per token at 8K)."""
+    for i in range(steps):
+        n = 2048 * (1 + i % 4)
+        p.prefill.step_built([(n, 0)], clean=True)
+        clock.t += (5 + p.prefill.work(n, 0) * slowdown * 1e3 / GPU_FLOPS) / 1e3
+        p.prefill.step_done()
+
+
+def test_flops_of_a_llama_8b():
+    f = prefill_flops(LLAMA_8B)
+    assert 14e9 < f.linear < 17e9           # 2 x ~8B parameters
+    assert f.attention == 4 * 32 * 32 * 128
+
+
+def test_prefill_model_fits_the_engines_steps():
+    clock = Clock()
+    p = planner(clock)
+    prior = p.prefill.predict_ms(8192, 0)
+    feed_steps(p, clock, slowdown=3.0)   # three times slower than the prior
+    fitted = p.prefill.predict_ms(8192, 0)
+    assert prior < fitted
+    expected = 5 + p.prefill.work(8192, 0) * 3.0 * 1e3 / GPU_FLOPS
+    assert fitted == pytest.approx(expected, rel=0.1)
+
+
+def test_steps_with_an_in_step_load_are_not_fitted():
+    clock = Clock()
+    p = planner(clock)
+    before = p.prefill.predict_ms(4096, 0)
+    for _ in range(40):
+        p.prefill.step_built([(4096, 0)], clean=False)
+        clock.t += 5.0   # a stalled load in the step
+        p.prefill.step_done()
+    assert p.prefill.predict_ms(4096, 0) == before
+
+
+def test_async_scheduling_steps_overlap():
+    """Step k+1 built before step k's output: each step's time starts at the later of its
+    build and the previous output."""
+    clock = Clock()
+    p = planner(clock)
+    for _ in range(64):
+        p.prefill.step_built([(4096, 0)], clean=True)
+        p.prefill.step_built([(4096, 0)], clean=True)
+        clock.t += 0.2
+        p.prefill.step_done()
+        clock.t += 0.2
+        p.prefill.step_done()
+    assert p.prefill.step_ms == pytest.approx(200, rel=0.05)
+
+
+def test_l1_hit_loads_and_a_slow_disk_hit_recomputes():
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)     # an H100's 8B prefill
+    units = 8192 // UNIT
+    plan = p.plan([L1] * units, 0, UNIT, 8192 + 1, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "in_step" and plan.units == units
+    assert plan.ttft_ms < plan.recompute_ms
+    # A disk at 1.4 GB/s (the GPU machine's): 1 GiB of an 8K hit takes ~770 ms, the
+    # prefill ~300 ms.
+    for _ in range(8):
+        p.tiers.add(L2, 256 * UNIT_BYTES, 256 * UNIT_BYTES / 1.4e6 + 2)
+    plan = p.plan([L2] * units, 0, UNIT, 8192 + 1, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "recompute" and plan.units == 0
+
+
+def test_fast_disk_hit_loads_asynchronously():
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    for _ in range(8):   # 12 GB/s
+        p.tiers.add(L2, 256 * UNIT_BYTES, 256 * UNIT_BYTES / 12e6 + 2)
+    units = 32768 // UNIT
+    plan = p.plan([L2] * units, 0, UNIT, 32768 + 1, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "async" and plan.units == units and not plan.in_step
+
+
+def test_l1_then_slow_disk_loads_the_l1_part():
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    for _ in range(8):
+        p.tiers.add(L2, 256 * UNIT_BYTES, 256 * UNIT_BYTES / 0.5e6)
+    tiers = [L1] * 256 + [L2] * 256
+    plan = p.plan(tiers, 0, UNIT, 512 * UNIT + 1, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "partial" and plan.units == 256 and plan.in_step
+    # A hybrid model's hit is all or nothing.
+    whole = p.plan(tiers, 0, UNIT, 512 * UNIT + 1, UNIT_BYTES, in_step_ok=False,
+                   partial_ok=False)
+    assert whole.units in (0, 512) and whole.kind in ("recompute", "async")
+
+
+def test_unmeasured_planner_does_not_bet_on_a_disk():
+    """No step or transfer measured yet: the priors (a fast device, a slow disk) send an
+    L2 hit to recompute and an L1 hit to load."""
+    p = planner(Clock())
+    units = 8192 // UNIT
+    assert p.plan([L2] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).kind == "recompute"
+    assert p.plan([L3] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).kind == "recompute"
+    assert p.plan([L1] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).units == units
+
+
+def test_a_stalled_tier_is_priced_out_within_seconds_and_comes_back():
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    units = 8192 // UNIT
+    fast = 256 * UNIT_BYTES / 12e6 + 2
+    for _ in range(16):
+        p.tiers.add(L2, 256 * UNIT_BYTES, fast)
+        clock.t += 0.1
+    assert p.plan([L2] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).units == units
+    # The mount stalls: one load still running 2 s after it began (a censored sample).
+    clock.t += 2.0
+    p.tiers.add(L2, 16 * UNIT_BYTES, 2000.0, key="stuck")
+    assert p.plan([L2] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).kind == "recompute"
+    clock.t += 0.1
+    p.tiers.add(L2, 16 * UNIT_BYTES, 2100.0, key="stuck")   # its real time at last
+    assert p.plan([L2] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).units == 0
+    # It recovers: fresh fast promotions (promotion_watch) outweigh the old stall.
+    clock.t += 3 * HALF_LIFE_S
+    for _ in range(8):
+        clock.t += 0.5
+        p.tiers.add(L2, 256 * UNIT_BYTES, fast)
+    assert p.plan([L2] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).units == units
+
+
+def test_queue_in_front_counts():
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    for _ in range(8):
+        p.tiers.add(L2, 256 * UNIT_BYTES, 256 * UNIT_BYTES / 6e6 + 2)
+    units = 8192 // UNIT
+    assert p.plan([L2] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).units == units
+    p.queue(L2, 4 << 30)     # 4 GiB of this engine's loads ahead of it
+    assert p.plan([L2] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).units == 0
+    p.queue(L2, -(4 << 30))
+    assert p.plan([L2] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).units == units
+
+
+def test_busy_engine_loads_l1_asynchronously():
+    """Idle: in the step (the lowest TTFT). Busy: the in-step copy would hold every other
+    request of the batch, so it loads before the request is scheduled."""
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    for _ in range(8):
+        p.tiers.add(L1, 512 * UNIT_BYTES, 512 * UNIT_BYTES / 20e6)
+    units = 8192 // UNIT
+    p.batch_requests = 0
+    assert p.plan([L1] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).kind == "in_step"
+    for _ in range(20):   # decode steps of 16 requests, 30 ms each
+        p.prefill.step_built([(1, 4096)] * 16, clean=True)
+        clock.t += 0.03
+        p.prefill.step_done()
+    p.batch_requests = 16
+    plan = p.plan([L1] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "async" and plan.units == units
+    # A short load still fits in a step's time.
+    p.batch_requests = 2
+    assert p.plan([L1] * 4, 0, UNIT, 4 * UNIT + 1, UNIT_BYTES, in_step_ok=True).in_step
+
+
+def test_tier_speeds_drop_old_samples_and_scale_l1_by_ranks():
+    clock = Clock()
+    one, two = TierSpeeds(ranks=1, clock=clock), TierSpeeds(ranks=2, clock=clock)
+    assert two.gb_per_s(L1) == pytest.approx(2 * one.gb_per_s(L1))
+    prior = one.gb_per_s(L2)
+    one.add(L2, 1 << 30, 100_000.0)
+    assert one.gb_per_s(L2) < prior / 10
+    clock.t += 120   # past the horizon
+    one.add(L3, 1 << 20, 5.0)
+    assert one.gb_per_s(L2) == pytest.approx(prior)
+    one.add(L2, 0, 5.0)      # nothing moved: no sample
+    one.add(99, 1 << 20, 5.0)   # a tier this client does not know: ignored
+    assert one.gb_per_s(L2) == pytest.approx(prior)
