@@ -16,8 +16,11 @@
 #   bash scripts/gpu_node.sh --plan none:rr,kvstrata:rr+sticky --conversations 48
 # The default plan (none:rr, native:rr+sticky, kvstrata:rr+least+sticky) is sized for one
 # call (~7-8 min of its 600 s); run.py stops before a role or mode that would pass its
-# --budget-s (560 s) and call 5 runs the rest. A call that names an `lmcache` role needs
-# bench/node/lmcache_role.py (its own carry, its extra_pythonpath()).
+# --budget-s (560 s) and call 5 runs the rest. LMCache (bench/node/lmcache_role.py, carried
+# by scripts/lmcache_carry/prepare.sh) joins a finished run in one more call, reported with
+# the other roles:
+#   call 6, carry [".bundle", ".vllmcarry/serve", ".lmcachecarry"]:
+#                                  bash scripts/gpu_node.sh --continue --plan lmcache:rr+sticky
 #
 # This call installs the kvstrata client wheel (.bundle/wheels) into /tmp/kvsite, puts vLLM
 # (/tmp/site, unpacked by call 3), the serve site (.vllmcarry/serve), the client and the

@@ -2,10 +2,12 @@
 
 The prompt goes as token ids (`/v1/completions` takes a list of ints as `prompt`: no chat
 template, no tokenizer round trip), greedy, `ignore_eos` (every answer max_tokens long),
-`logprobs: 1` (the first token's logprob, compared across roles), `return_token_ids` (the
-answer's ids, which the next turn appends) and a final usage chunk with
-`prompt_tokens_details.cached_tokens` (the server runs with --enable-prompt-tokens-details:
-vLLM's prefix-cache hit plus a connector's external hit for this request).
+`logprobs: 1` with `return_tokens_as_token_ids` (each streamed token as "token_id:<id>" with
+its logprob: the answer's ids, which the next turn appends, and the first token's logprob,
+compared across roles; `return_token_ids` would also echo the whole prompt's ids) and a
+final usage chunk with `prompt_tokens_details.cached_tokens` (the server runs with
+--enable-prompt-tokens-details: vLLM's prefix-cache hit plus a connector's external hit for
+this request). The event stream is split into lines here, so no line is too long for it.
 """
 from __future__ import annotations
 
@@ -39,8 +41,8 @@ class Completion:
 
 def request_body(model: str, prompt: List[int], max_tokens: int) -> Dict[str, Any]:
     return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-            "ignore_eos": True, "logprobs": 1, "stream": True, "return_token_ids": True,
-            "stream_options": {"include_usage": True}}
+            "ignore_eos": True, "logprobs": 1, "return_tokens_as_token_ids": True,
+            "stream": True, "stream_options": {"include_usage": True}}
 
 
 async def complete(session: aiohttp.ClientSession, url: str, model: str, prompt: List[int],
@@ -56,14 +58,13 @@ async def complete(session: aiohttp.ClientSession, url: str, model: str, prompt:
             if resp.status != 200:
                 out.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
                 return out
-            async for raw in resp.content:
-                line = raw.decode().strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                _take_chunk(out, json.loads(data), t0)
+            buf = b""
+            async for data in resp.content.iter_any():
+                buf += data
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if line.startswith(b"data:") and line[5:].strip() != b"[DONE]":
+                        _take_chunk(out, json.loads(line[5:]), t0)
     except (aiohttp.ClientError, TimeoutError, ValueError) as err:
         out.error = f"{type(err).__name__}: {err}"[:300]
         return out
@@ -78,13 +79,13 @@ def _take_chunk(out: Completion, chunk: Dict[str, Any], t0: float) -> None:
         out.error = str(chunk["error"])[:300]
         return
     for choice in chunk.get("choices") or []:
-        ids = choice.get("token_ids") or []
+        lp = choice.get("logprobs") or {}
+        ids = [int(t.rsplit(":", 1)[1]) for t in lp.get("tokens") or []]
         if not ids:
             continue
         if out.ttft_s is None:
             out.ttft_s = time.perf_counter() - t0
-            lp = (choice.get("logprobs") or {}).get("token_logprobs") or [None]
-            out.first_logprob = lp[0]
+            out.first_logprob = (lp.get("token_logprobs") or [None])[0]
         out.token_ids += ids
     usage = chunk.get("usage")
     if usage:

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -52,7 +52,7 @@ DEFAULT_PLAN = "none:rr,native:rr+sticky,kvstrata:rr+least+sticky"
 # --smoke: vLLM's CPU build, a tiny model (tests/e2e/vllm/tiny_model.py), a handful of short
 # conversations; block size 32 (vLLM's CPU attention takes multiples of 32 only). Options
 # given on the command line win.
-SMOKE = {"plan": "none:rr,kvstrata:rr+sticky", "replicas": 2, "dtype": "float32",
+SMOKE = {"plan": "none:rr+sticky,kvstrata:rr+sticky", "replicas": 2, "dtype": "float32",
          "block_size": 32, "gpu_blocks": 80, "max_model_len": 2048, "max_num_seqs": 8,
          "gpu_memory_utilization": 0.1, "conversations": 6, "turns": 3, "prefix_tokens": 256,
          "first_user_tokens": 128, "user_tokens": 64, "max_tokens": 8, "concurrency": 4,
@@ -78,7 +78,7 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
     replicas = args.replicas or gpu_count()
     if replicas < 1:
         raise SystemExit("no GPU found (nvidia-smi -L): give --replicas N, or --smoke on a CPU")
-    plan = parse_plan(args.plan)
+    plan = parse_plan(args.plan or DEFAULT_PLAN)
     model = Path(args.model)
     if args.smoke and args.model == str(HERE.parents[0] / "vllm_gpu" / "model"):
         sys.path.insert(0, str(REPO / "tests" / "e2e" / "vllm"))
@@ -122,6 +122,22 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
         "prompt_tokens_per_mode": wl.prompt_tokens_total(),
         "distinct_tokens_per_mode": wl.unique_tokens(),
     }
+
+
+def extend_plan(plan: List[List[Any]], more: List[Tuple[str, List[str]]]) -> List[List[Any]]:
+    """The run's plan with the roles and modes of `more` that it lacks, appended."""
+    out = [[r, list(m)] for r, m in plan]
+    for role, modes in more:
+        mine = next((x for x in out if x[0] == role), None)
+        if mine is None:
+            out.append([role, list(modes)])
+        else:
+            mine[1] += [m for m in modes if m not in mine[1]]
+    return out
+
+
+def plan_text(plan: List[List[Any]]) -> str:
+    return ",".join(f"{r}:{'+'.join(m)}" for r, m in plan)
 
 
 def mode_seed(spec: Dict[str, Any], mode: str) -> str:
@@ -227,9 +243,10 @@ class Run:
         endpoint = self.start_daemon() if role == "kvstrata" else None
         env = dict(self.env)
         lmcache_server = None
-        if role == "lmcache":
+        if role == "lmcache":  # the node's one LMCache server, as much DRAM as kvstratad's L1
             env["PYTHONPATH"] = os.pathsep.join(
                 list(self.lmcache.extra_pythonpath()) + [env.get("PYTHONPATH", "")])
+            env.setdefault("LMCACHE_L1_SIZE_GB", f"{spec['l1_bytes'] / GIB:g}")
             lmcache_server = self.lmcache.start_server(self.workdir / "lmcache", env)
         server = ServerSpec(python=sys.executable, model=spec["model"],
                             tokenizer=spec["tokenizer"], dtype=spec["dtype"],
@@ -325,9 +342,9 @@ class Run:
 
 
 def collect_logs(workdir: Path, out: Path, lines: int = 120) -> None:
-    """The tail of every replica log of the run, in one file."""
+    """The tail of every replica log (and the LMCache server's) of the run, in one file."""
     parts = []
-    for f in sorted((workdir / "logs").glob("*.log")):
+    for f in sorted((workdir / "logs").glob("*.log")) + sorted(workdir.glob("lmcache/*.log")):
         tail = f.read_text(errors="replace").splitlines()[-lines:]
         parts.append(f"===== {f.name} (last {len(tail)} lines)\n" + "\n".join(tail))
     (out / "replica_logs.txt").write_text("\n\n".join(parts) + "\n")
@@ -346,9 +363,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--smoke", action="store_true",
                     help="a CPU run with vLLM's CPU build and a tiny model: " + " ".join(
                         f"--{k.replace('_', '-')} {v}" for k, v in SMOKE.items()))
-    ap.add_argument("--plan", default=DEFAULT_PLAN,
-                    help="ROLE:MODE[+MODE...] items in order (default: %(default)s); roles "
-                         "none, native, kvstrata, lmcache; modes rr, least, sticky")
+    ap.add_argument("--plan",
+                    help=f"ROLE:MODE[+MODE...] items in order (default: {DEFAULT_PLAN}); "
+                         "roles none, native, kvstrata, lmcache; modes rr, least, sticky. "
+                         "With --continue: what to add to the run's plan (e.g. "
+                         "lmcache:rr+sticky after a finished default plan)")
     ap.add_argument("--replicas", type=int, default=0,
                     help="vllm serve replicas, one per GPU (default: the GPUs nvidia-smi lists)")
     ap.add_argument("--model", default=str(HERE.parents[0] / "vllm_gpu" / "model"),
@@ -404,7 +423,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.replicas < 0 or args.cpu_gib <= 0 or not 0 < args.gpu_memory_utilization <= 1:
         ap.error("--replicas >= 0, --cpu-gib > 0 and 0 < --gpu-memory-utilization <= 1")
     try:
-        parse_plan(args.plan)
+        parse_plan(args.plan or DEFAULT_PLAN)
     except ValueError as err:
         ap.error(str(err))
     return args
@@ -421,6 +440,9 @@ def main() -> int:
         spec = state["spec"]
         log(f"--continue: the first call's spec applies; done so far: "
             f"{', '.join(state['results']) or 'nothing'}")
+        if args.plan:
+            spec["plan"] = extend_plan(spec["plan"], parse_plan(args.plan))
+            log(f"plan now: {plan_text(spec['plan'])}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)

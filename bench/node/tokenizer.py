@@ -18,14 +18,10 @@ from typing import Optional
 
 def build_tokenizer(out: Path, vocab: int, bos: Optional[int] = None,
                     eos: Optional[int] = None) -> Path:
-    """Write the tokenizer into `out` (kept if one of this vocabulary size is there)."""
+    """Write tokenizer.json and tokenizer_config.json into `out`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: PLC0415
 
     out = Path(out)
-    cfg_path = out / "tokenizer_config.json"
-    if (out / "tokenizer.json").is_file() and cfg_path.is_file():
-        if json.loads(cfg_path.read_text()).get("vocab_size_bench") == vocab:
-            return out
     if vocab < 4:
         raise ValueError(f"vocab must be >= 4, got {vocab}")
     for name, tid in (("bos", bos), ("eos", eos)):
@@ -37,13 +33,12 @@ def build_tokenizer(out: Path, vocab: int, bos: Optional[int] = None,
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
     tok.save(str(out / "tokenizer.json"))
     cfg = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "t0",
-           "model_max_length": 1 << 20, "clean_up_tokenization_spaces": False,
-           "vocab_size_bench": vocab}
+           "model_max_length": 1 << 20, "clean_up_tokenization_spaces": False}
     if bos is not None:
         cfg["bos_token"] = f"t{bos}"
     if eos is not None:
         cfg["eos_token"] = f"t{eos}"
-    cfg_path.write_text(json.dumps(cfg, indent=1))
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, indent=1))
     return out
 
 

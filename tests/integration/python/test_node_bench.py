@@ -186,3 +186,16 @@ def test_report_references_and_render():
     assert "1/1 token, 0 logprob mismatches vs native:sticky" in text
     assert "lmcache:*" in text and "blocked: no wheel" in text
     assert "not run yet (run again with --continue): kvstrata:rr" in text
+
+
+def test_run_options_smoke_defaults_and_continue_plan():
+    import run
+    args = run.parse_args(["--out", "/tmp/x", "--smoke", "--conversations", "3"])
+    assert args.plan == run.SMOKE["plan"] and args.block_size == 32
+    assert args.conversations == 3                      # the command line wins
+    assert run.parse_args(["--out", "/tmp/x"]).plan is None   # DEFAULT_PLAN then
+    with pytest.raises(SystemExit):
+        run.parse_args(["--out", "/tmp/x", "--plan", "none:foo"])
+    plan = run.extend_plan([["none", ["rr"]], ["kvstrata", ["rr"]]],
+                           roles.parse_plan("kvstrata:rr+sticky,lmcache:rr"))
+    assert run.plan_text(plan) == "none:rr,kvstrata:rr+sticky,lmcache:rr"
