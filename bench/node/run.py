@@ -218,6 +218,7 @@ class Run:
                     break
                 try:
                     self.run_role(role, todo)
+                    self.state.get("failed", {}).pop(role, None)  # an earlier call's failure
                 except RuntimeError as err:  # a role that cannot start: the next one runs
                     log(f"{role}: failed: {err}")
                     self.state.setdefault("failed", {})[role] = str(err)[-3000:]
@@ -285,19 +286,16 @@ class Run:
     def warm_up(self, rs: ReplicaSet, role: str) -> None:
         """Two short unique requests per replica, unmeasured: first-request costs (kernel
         JIT, a connector's first session) stay out of the first mode."""
-        wl = self.spec["workload"]
-        convs = []
-        for i in range(len(rs.replicas)):
-            for k in range(2):
-                convs.append(tokens(f"warmup/{role}/{i}/{k}", 64, wl["vocab"]))
+        vocab = self.spec["workload"]["vocab"]
+        sends = [(i, tokens(f"warmup/{role}/{i}/{k}", 64, vocab))
+                 for i in range(len(rs.replicas)) for k in range(2)]
 
         async def go() -> List[Any]:
             import aiohttp  # noqa: PLC0415
             from client import complete  # noqa: PLC0415
             async with aiohttp.ClientSession() as session:
-                return [await complete(session, rs.urls[j // 2], SERVED_NAME, p, 2, j // 2,
-                                       self.spec["request_timeout_s"])
-                        for j, p in enumerate(convs)]
+                return [await complete(session, rs.urls[i], SERVED_NAME, p, 2, i,
+                                       self.spec["request_timeout_s"]) for i, p in sends]
 
         errors = [c.error for c in asyncio.run(go()) if c.error]
         if errors:
