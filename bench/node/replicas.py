@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 SERVED_NAME = "node-model"
 
@@ -38,7 +38,7 @@ class ServerSpec:
     enforce_eager: bool
     base_port: int
     cpu: bool  # vLLM's CPU build (the smoke run): no CUDA_VISIBLE_DEVICES, one core each
-    extra_args: tuple = ()
+    extra_args: Tuple[str, ...] = ()  # --serve-args: more `vllm serve` arguments
 
 
 def server_args(spec: ServerSpec, port: int, kv_transfer: Optional[Dict[str, Any]]) -> List[str]:

@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -109,6 +110,7 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
         "gpu_blocks": args.gpu_blocks, "max_model_len": args.max_model_len,
         "max_num_seqs": args.max_num_seqs, "gpu_memory_utilization": args.gpu_memory_utilization,
         "enforce_eager": args.enforce_eager, "base_port": args.base_port,
+        "serve_args": shlex.split(args.serve_args),
         "workload": wl.__dict__, "concurrency": args.concurrency, "seed": args.seed,
         "request_timeout_s": args.request_timeout, "start_timeout_s": args.start_timeout,
         "logprob_tol": args.logprob_tol,
@@ -256,7 +258,7 @@ class Run:
                             max_num_seqs=spec["max_num_seqs"],
                             gpu_memory_utilization=spec["gpu_memory_utilization"],
                             enforce_eager=spec["enforce_eager"], base_port=spec["base_port"],
-                            cpu=spec["smoke"])
+                            cpu=spec["smoke"], extra_args=tuple(spec["serve_args"]))
         rs = ReplicaSet(server, spec["replicas"], role, self.workdir / "logs", env)
         kvt = kv_transfers(role, spec["replicas"], spec["block_size"],
                            spec["cpu_bytes_per_replica"], endpoint, self.lmcache)
@@ -384,6 +386,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=True,
                     help="no CUDA graphs / torch.compile (default on: ~1 min per server start)")
     ap.add_argument("--base-port", type=int, default=8100)
+    ap.add_argument("--serve-args", default="",
+                    help="more arguments for every replica's `vllm serve`, one string "
+                         "given with '=', e.g. --serve-args='--max-num-batched-tokens 8192'")
     ap.add_argument("--conversations", type=int, default=48)
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--prefix-tokens", type=int, default=2048,

@@ -199,3 +199,31 @@ def test_run_options_smoke_defaults_and_continue_plan():
     plan = run.extend_plan([["none", ["rr"]], ["kvstrata", ["rr"]]],
                            roles.parse_plan("kvstrata:rr+sticky,lmcache:rr"))
     assert run.plan_text(plan) == "none:rr,kvstrata:rr+sticky,lmcache:rr"
+
+
+def test_budget_stops_before_a_role_that_would_not_fit(tmp_path, monkeypatch):
+    import run
+    out = tmp_path / "out"
+    args = run.parse_args(["--out", str(out), "--budget-s", "100",
+                           "--serve-args=--max-num-batched-tokens 8192"])
+    out.mkdir()
+    spec = {"plan": [["none", ["rr"]], ["kvstrata", ["rr", "sticky"]]], "smoke": False}
+    state = {"spec": spec, "results": {},
+             "timings": {"start": [50.0], "mode": [30.0], "stop": [5.0]}}
+    r = run.Run(args, spec, tmp_path, state)
+    clock = {"t": 0.0}
+    ran = []
+
+    def fake_role(role, modes):
+        ran.append((role, modes))
+        for m in modes:
+            state["results"][f"{role}:{m}"] = {}
+        clock["t"] += 60.0
+
+    monkeypatch.setattr(r, "elapsed", lambda: clock["t"])
+    monkeypatch.setattr(r, "run_role", fake_role)
+    r.run()
+    assert ran == [("none", ["rr"])]          # 60 s + 85 s needed > 100 s: kvstrata waits
+    assert r.left() == ["kvstrata:rr", "kvstrata:sticky"]
+    assert (tmp_path / "state.json").is_file() and (out / "node.json").is_file()
+    assert run.shlex.split(args.serve_args) == ["--max-num-batched-tokens", "8192"]
