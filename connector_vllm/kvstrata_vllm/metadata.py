@@ -49,6 +49,9 @@ class KVStrataMetadata(KVConnectorMetadata):  # type: ignore[misc]
     # Requests that finished (or were aborted) before this step: a retried load of theirs
     # is dropped (their blocks may be handed out again).
     finished: Set[str] = field(default_factory=set)
+    # The scheduler's number of this step: the workers send it back with the step's output
+    # (KVStrataWorkerMetadata.step), which tells the load planner which step just ended.
+    step: int = 0
 
 
 @dataclass
@@ -56,13 +59,15 @@ class KVStrataWorkerMetadata(KVConnectorWorkerMetadata):  # type: ignore[misc]
     """Keys each worker stored this step, counted over the ranks (aggregate adds), and the
     load jobs that completed: (the job's request ids, its time in ms as the daemon measured
     it), one entry per job and rank (aggregate concatenates; the planner takes the slowest
-    rank's)."""
+    rank's), and the number of the step this output ends (KVStrataMetadata.step)."""
 
     stored: Dict[bytes, int] = field(default_factory=dict)
     loads: List[Tuple[Tuple[str, ...], float]] = field(default_factory=list)
+    step: int = 0
 
     def aggregate(self, other: "KVStrataWorkerMetadata") -> "KVStrataWorkerMetadata":
         merged = dict(self.stored)
         for key, n in other.stored.items():
             merged[key] = merged.get(key, 0) + n
-        return KVStrataWorkerMetadata(merged, self.loads + other.loads)
+        return KVStrataWorkerMetadata(merged, self.loads + other.loads,
+                                      max(self.step, other.step))

@@ -13,8 +13,11 @@ compute quickly, so a slow tier is not trusted to beat it), so a handful of odd 
 it little. Steps that loaded KV in the step itself are not fitted (the load is in their
 time).
 
-With asynchronous scheduling vLLM builds step k+1 before step k's output arrives: a step's
-duration runs from the later of its build and the previous step's output to its own output.
+Steps are numbered (KVStrataMetadata.step) and the workers send the number back with the
+step's output, so a duration is always that step's, whatever vLLM skips (an empty step has
+no forward pass and no output). With asynchronous scheduling vLLM builds step k+1 before
+step k's output arrives: a step's duration runs from the later of its build and the
+previous output to its own output.
 Not thread-safe: the scheduler's thread calls everything.
 """
 from __future__ import annotations
@@ -23,14 +26,14 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 WINDOW = 256                 # steps fitted
 PRIOR_WEIGHT = 2.0           # the prior counts as this many steps
 GPU_FLOPS = 1.0e15           # prior device rate: faster than any H100/H200 really runs prefill
 CPU_FLOPS = 2.0e12
 PRIOR_OVERHEAD_MS = 2.0
-_MAX_PENDING = 4             # steps built and not yet done (async scheduling keeps 1-2)
+_MAX_PENDING = 8             # steps built and not yet done (async scheduling keeps 1-2)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class PrefillModel:
         self.overhead_ms, self.ms_per_flop = self._prior
         self._clock = clock
         self._samples: Deque[Tuple[float, float]] = deque(maxlen=WINDOW)  # (FLOPs, ms)
-        self._pending: Deque[Tuple[float, float, bool]] = deque()  # (built at, FLOPs, clean)
+        # Steps built, not yet done, by number: (built at, FLOPs, clean), in build order.
+        self._pending: Dict[int, Tuple[float, float, bool]] = {}
         self._last_done: Optional[float] = None
         self._since_fit = 0
         self.step_ms = PRIOR_OVERHEAD_MS      # recent mean step duration (any step)
@@ -85,23 +89,24 @@ class PrefillModel:
         n = max(0, tokens)
         return self.flops.linear * n + self.flops.attention * n * (context + n / 2.0)
 
-    def step_built(self, requests: List[Tuple[int, int]], clean: bool) -> None:
-        """A step was scheduled: (new tokens, context before them) per request; clean:
-        nothing in it loads KV in the step."""
+    def step_built(self, step: int, requests: List[Tuple[int, int]], clean: bool) -> None:
+        """Step number `step` was scheduled: (new tokens, context before them) per request;
+        clean: nothing in it loads KV in the step."""
         work = sum(self.work(n, c) for n, c in requests)
-        self._pending.append((self._clock(), work, clean and bool(requests)))
+        self._pending[step] = (self._clock(), work, clean and bool(requests))
         while len(self._pending) > _MAX_PENDING:
-            self._pending.popleft()   # an output vLLM never reported: that step is lost
+            # A step whose output never came (vLLM runs no forward pass for an empty one).
+            del self._pending[next(iter(self._pending))]
 
-    def step_done(self) -> None:
-        """The oldest built step's output arrived."""
+    def step_done(self, step: int) -> None:
+        """Step number `step`'s output arrived (the workers send its number back)."""
         now = self._clock()
-        if not self._pending:
-            self._last_done = now
+        pending = self._pending.pop(step, None)
+        last, self._last_done = self._last_done, now
+        if pending is None:
             return
-        built, work, clean = self._pending.popleft()
-        start = built if self._last_done is None else max(built, self._last_done)
-        self._last_done = now
+        built, work, clean = pending
+        start = built if last is None else max(built, last)
         ms = (now - start) * 1e3
         self.steps += 1
         self.step_ms += (ms - self.step_ms) * 0.1

@@ -117,6 +117,7 @@ class SchedulerSide:
         # when the next step is built (the workers have pinned the blocks by then).
         self._sync_last: List[_Req] = []
         self._inflight: Dict[str, _Req] = {}  # requests whose load is timed (load_info)
+        self._steps = 0  # steps built (KVStrataMetadata.step)
         self._delayed: Set[str] = set()
         self._event_info: "OrderedDict[bytes, _EventInfo]" = OrderedDict()
         self._events: List[Any] = []
@@ -532,8 +533,7 @@ class SchedulerSide:
                                 finished=set(getattr(so, "finished_req_ids", None) or ()))
         self._loads, self._delayed = [], set()
         for st in self._sync_last:
-            self._release(st)
-            self._load_ended(st)  # its time came with that step's output, if at all
+            self._release(st)  # its load ends with its time (_load_times) or the request
         self._sync_last = []
         for r in meta.loads:
             st = self._reqs.get(r.req_id)
@@ -542,7 +542,9 @@ class SchedulerSide:
                 self._sync_last.append(st)
         self._track_blocks(so)
         if self.planner is not None:
-            self._step_built(so, clean=not any(r.sync for r in meta.loads))
+            self._steps += 1
+            meta.step = self._steps
+            self._step_built(so, meta.step, clean=not any(r.sync for r in meta.loads))
         if any(g.sliding_window for g in self.groups):
             meta.new_blocks = _allocated_blocks(so)
         for new in so.scheduled_new_reqs:
@@ -558,7 +560,7 @@ class SchedulerSide:
             self.stats.add("store_units_planned", sum(len(r.units) for r in meta.stores))
         return meta
 
-    def _step_built(self, so: Any, clean: bool) -> None:
+    def _step_built(self, so: Any, step: int, clean: bool) -> None:
         """The step's work for the prefill model (each request's new tokens and context)
         and its size for the in-step decision."""
         assert self.planner is not None
@@ -567,7 +569,7 @@ class SchedulerSide:
         cached = so.scheduled_cached_reqs
         work += [(so.num_scheduled_tokens.get(r, 0), cached.num_computed_tokens[i])
                  for i, r in enumerate(cached.req_ids)]
-        self.planner.prefill.step_built(work, clean)
+        self.planner.prefill.step_built(step, work, clean)
         self.planner.batch_requests = len(work)
 
     def _track_blocks(self, so: Any) -> None:
@@ -598,9 +600,10 @@ class SchedulerSide:
 
     def update_connector_output(self, output: Any) -> None:
         wm = getattr(output, "kv_connector_worker_meta", None)
-        if self.planner is not None:
-            self.planner.prefill.step_done()
-            if isinstance(wm, KVStrataWorkerMetadata) and wm.loads:
+        if self.planner is not None and isinstance(wm, KVStrataWorkerMetadata):
+            if wm.step:
+                self.planner.prefill.step_done(wm.step)
+            if wm.loads:
                 self._load_times(wm.loads)
         invalid = set(getattr(output, "invalid_block_ids", None) or ())
         if invalid:

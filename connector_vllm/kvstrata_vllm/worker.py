@@ -103,6 +103,7 @@ class WorkerSide:
         self._lock = threading.Lock()
         self._stored: Dict[bytes, int] = {}
         self._load_ms: List[Tuple[Tuple[str, ...], float]] = []  # loads timed, by _lock
+        self._step = 0  # the scheduler's number of the step running (KVStrataMetadata.step)
         self._invalid: Set[int] = set()
         self._recved: Set[str] = set()
         self._sent: Set[str] = set()
@@ -249,6 +250,7 @@ class WorkerSide:
         forward pass will not call wait_for_layer_load (one full CUDA graph)."""
         with self._lock:
             self._delayed |= meta.delayed_frees
+            self._step = meta.step
         if meta.new_blocks and self._window_stores:
             self._flush_window_stores(meta.new_blocks)
         retries = self._due_retries(meta.finished)
@@ -671,7 +673,8 @@ class WorkerSide:
         with self._lock:
             stored, self._stored = self._stored, {}
             loads, self._load_ms = self._load_ms, []
-        return KVStrataWorkerMetadata(stored, loads) if stored or loads else None
+            step, self._step = self._step, 0
+        return KVStrataWorkerMetadata(stored, loads, step) if stored or loads or step else None
 
     def shutdown(self) -> None:
         if self.store_thread is not None:

@@ -36,14 +36,20 @@ def planner(clock: Clock, device_flops: float = GPU_FLOPS) -> LoadPlanner:
     return LoadPlanner(prefill, TierSpeeds(clock=clock))
 
 
+def next_step(p: LoadPlanner) -> int:
+    p.prefill.numbered = getattr(p.prefill, "numbered", 0) + 1
+    return p.prefill.numbered
+
+
 def feed_steps(p: LoadPlanner, clock: Clock, slowdown: float, steps: int = 40) -> None:
     """Prefill steps of 2K-8K tokens, each taking 5 ms plus its FLOPs at GPU_FLOPS /
     slowdown (2.2: an H100's 8B prefill, ~37 us per token at 8K)."""
     for i in range(steps):
         n = 2048 * (1 + i % 4)
-        p.prefill.step_built([(n, 0)], clean=True)
+        step = next_step(p)
+        p.prefill.step_built(step, [(n, 0)], clean=True)
         clock.t += (5 + p.prefill.work(n, 0) * slowdown * 1e3 / GPU_FLOPS) / 1e3
-        p.prefill.step_done()
+        p.prefill.step_done(step)
 
 
 def test_flops_of_a_llama_8b():
@@ -68,9 +74,10 @@ def test_steps_with_an_in_step_load_are_not_fitted():
     p = planner(clock)
     before = p.prefill.predict_ms(4096, 0)
     for _ in range(40):
-        p.prefill.step_built([(4096, 0)], clean=False)
+        step = next_step(p)
+        p.prefill.step_built(step, [(4096, 0)], clean=False)
         clock.t += 5.0   # a stalled load in the step
-        p.prefill.step_done()
+        p.prefill.step_done(step)
     assert p.prefill.predict_ms(4096, 0) == before
 
 
@@ -80,13 +87,30 @@ def test_async_scheduling_steps_overlap():
     clock = Clock()
     p = planner(clock)
     for _ in range(64):
-        p.prefill.step_built([(4096, 0)], clean=True)
-        p.prefill.step_built([(4096, 0)], clean=True)
+        a, b = next_step(p), next_step(p)
+        p.prefill.step_built(a, [(4096, 0)], clean=True)
+        p.prefill.step_built(b, [(4096, 0)], clean=True)
         clock.t += 0.2
-        p.prefill.step_done()
+        p.prefill.step_done(a)
         clock.t += 0.2
-        p.prefill.step_done()
+        p.prefill.step_done(b)
     assert p.prefill.step_ms == pytest.approx(200, rel=0.05)
+
+
+def test_a_step_without_output_does_not_shift_the_others():
+    """vLLM runs no forward pass for an empty step: its number never comes back, and the
+    next step's time is still its own."""
+    clock = Clock()
+    p = planner(clock)
+    for _ in range(64):
+        empty, real = next_step(p), next_step(p)
+        p.prefill.step_built(empty, [], clean=False)
+        clock.t += 1.0   # idle
+        p.prefill.step_built(real, [(4096, 0)], clean=True)
+        clock.t += 0.05
+        p.prefill.step_done(real)
+    assert p.prefill.step_ms == pytest.approx(50, rel=0.05)
+    assert len(p.prefill._pending) <= 8
 
 
 def test_l1_hit_loads_and_a_slow_disk_hit_recomputes():
@@ -192,9 +216,10 @@ def test_busy_engine_loads_l1_asynchronously():
     p.batch_requests = 0
     assert p.plan([L1] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).kind == "in_step"
     for _ in range(20):   # decode steps of 16 requests, 30 ms each
-        p.prefill.step_built([(1, 4096)] * 16, clean=True)
+        step = next_step(p)
+        p.prefill.step_built(step, [(1, 4096)] * 16, clean=True)
         clock.t += 0.03
-        p.prefill.step_done()
+        p.prefill.step_done(step)
     p.batch_requests = 16
     plan = p.plan([L1] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True)
     assert plan.kind == "async" and plan.units == units
