@@ -5,11 +5,11 @@
 #include <utility>
 
 namespace kvstrata {
-namespace {
 
-constexpr size_t kPromotionChunk = 8;  // blocks per I/O task: spreads a batch over threads
-
-}  // namespace
+size_t Promoter::BlocksPerTask(size_t blocks, size_t io_threads) {
+  const size_t threads = std::max<size_t>(io_threads, 1);
+  return std::clamp<size_t>((blocks + threads - 1) / threads, 1, kMaxBlocksPerTask);
+}
 
 Promoter::Marks Promoter::Promote(NamespaceId ns, const TierNamespace& tn,
                                   std::vector<std::string> keys, std::vector<Tier> tiers,
@@ -36,8 +36,13 @@ Promoter::Marks Promoter::Promote(NamespaceId ns, const TierNamespace& tn,
       mine_tiers.push_back(tiers[i]);
     }
   }
-  for (size_t begin = 0; begin < mine.size(); begin += kPromotionChunk) {
-    const size_t end = std::min(mine.size(), begin + kPromotionChunk);
+  // Spread over the threads of the first key's tier (a batch mixing L2 and L3 keys is split
+  // by that one's count).
+  const LowerTier* first = mine.empty() ? nullptr : stack_->TierOf(mine_tiers.front());
+  const size_t per_task =
+      BlocksPerTask(mine.size(), first == nullptr ? 1 : first->options.io_threads);
+  for (size_t begin = 0; begin < mine.size(); begin += per_task) {
+    const size_t end = std::min(mine.size(), begin + per_task);
     std::vector<std::string> chunk(mine.begin() + begin, mine.begin() + end);
     std::vector<Tier> chunk_tiers(mine_tiers.begin() + begin, mine_tiers.begin() + end);
     Marks chunk_marks(started.begin() + begin, started.begin() + end);

@@ -1,8 +1,12 @@
 // Promoter: brings blocks up from L2/L3 into L1, on the tiers' I/O threads (urgent, ahead of
-// writes), a few blocks per task so a batch spreads over the threads. A promoted block is
-// stored in L1 like an engine's store (reserve, read the file into the slot, commit) and can
-// join a lease as it lands. A key is promoted once at a time: a second request for a key in
-// flight gets the same mark to wait on. Blocks that fail to come up are simply not in L1.
+// writes). A batch is split into tasks so that it spreads over all of the tier's threads:
+// BlocksPerTask blocks each, so even a short prompt's reads are in flight at once as deep as
+// the tier has threads (a 16-block batch on 4 threads: 4 reads at a time, not 2), and a long
+// batch's tasks hold kMaxBlocksPerTask blocks (an L1 reservation each) and interleave with
+// other batches'. A promoted block is stored in L1 like an engine's store (reserve, read the
+// file into the slot, commit) and can join a lease as it lands. A key is promoted once at a
+// time: a second request for a key in flight gets the same mark to wait on. Blocks that fail
+// to come up are simply not in L1.
 // Thread-safe. Promote never blocks on I/O; Wait blocks up to `promotion_wait`.
 #ifndef KVSTRATA_DAEMON_TIERING_PROMOTER_H_
 #define KVSTRATA_DAEMON_TIERING_PROMOTER_H_
@@ -31,6 +35,11 @@ class Promoter {
     bool done = false;
   };
   using Marks = std::vector<std::shared_ptr<Promotion>>;
+  static constexpr size_t kMaxBlocksPerTask = 8;
+  // The blocks per I/O task for a batch of `blocks` on a tier with `io_threads` threads:
+  // ceil(blocks / io_threads), at least 1, at most kMaxBlocksPerTask. (bench/tiers/l2_fio.cc
+  // submits its reads the same way.)
+  static size_t BlocksPerTask(size_t blocks, size_t io_threads);
 
   // `stack` outlives this.
   Promoter(TierStack* stack, absl::Duration promotion_wait)

@@ -1,7 +1,8 @@
 // Promoter over a real L1 (BlockCache on a heap region) and the in-memory fake tier: blocks
 // come up byte-exact and join the lease they are given, a key in flight is promoted once,
 // waits are bounded by promotion_wait, a stopped stack finishes its promotions at once, and
-// a load's plan tells what to wait for from what to promote.
+// a load's plan tells what to wait for from what to promote, and a batch spreads over all of
+// the tier's I/O threads.
 #include "daemon/tiering/promoter.h"
 
 #include <cstring>
@@ -41,7 +42,7 @@ class PromoterTest : public ::testing::Test {
         std::vector<PartitionedCache::Partition>{{cache_.get(), 0, kSlabs * kSlab}});
     auto tier = std::make_unique<MemoryTier>(Tier::kL2);
     tier_ = tier.get();
-    stack_.AddTier(std::move(tier), LowerTierOptions{.io_threads = 1});
+    stack_.AddTier(std::move(tier), LowerTierOptions{.io_threads = io_threads_});
     stack_.AttachL1(l1_.get(), region_.data());
     tn_ = *stack_.NamespaceOf(ns_);
   }
@@ -78,6 +79,7 @@ class PromoterTest : public ::testing::Test {
     return *l1_->Peek(ns_, keys);
   }
 
+  size_t io_threads_ = 1;  // the fake tier's; set before SetUp
   NamespaceRegistry namespaces_;
   NamespaceId ns_ = 0;
   std::vector<char> region_;
@@ -181,6 +183,36 @@ TEST_F(PromoterTest, ALoadPlanWaitsForFlightsAndPromotesWhatTheTiersHold) {
   EXPECT_EQ(plan.tiers, std::vector<Tier>{Tier::kL2});
   release.set_value();
   promoter.Wait(flying);
+}
+
+TEST(PromoterSplitTest, BlocksPerTaskSpreadsABatchOverTheThreads) {
+  EXPECT_EQ(Promoter::BlocksPerTask(1, 4), 1u);
+  EXPECT_EQ(Promoter::BlocksPerTask(3, 4), 1u);   // 3 tasks: 3 reads at once
+  EXPECT_EQ(Promoter::BlocksPerTask(16, 4), 4u);  // 4 tasks, one per thread
+  EXPECT_EQ(Promoter::BlocksPerTask(17, 4), 5u);
+  EXPECT_EQ(Promoter::BlocksPerTask(64, 4), Promoter::kMaxBlocksPerTask);  // 8 tasks of 8
+  EXPECT_EQ(Promoter::BlocksPerTask(5, 1), 5u);
+  EXPECT_EQ(Promoter::BlocksPerTask(5, 0), 5u);  // no threads counts as one
+}
+
+class PromoterFourThreadsTest : public PromoterTest {
+ protected:
+  PromoterFourThreadsTest() { io_threads_ = 4; }
+};
+
+TEST_F(PromoterFourThreadsTest, AShortBatchTakesEveryThread) {
+  Promoter promoter(&stack_, absl::Seconds(5));
+  std::vector<std::string> keys;
+  for (int i = 0; i < 16; ++i) keys.push_back(absl::StrCat("k", i));
+  WriteBelow(keys, 60);
+  Promoter::Marks marks =
+      promoter.Promote(ns_, tn_, keys, std::vector<Tier>(keys.size(), Tier::kL2), std::nullopt);
+  promoter.Wait(marks);
+  EXPECT_TRUE(AllDone(marks));
+  EXPECT_EQ(stack_.tiers()[0]->promotions.load(), 4u);  // was 2 tasks of 8: 2 threads idle
+  EXPECT_EQ(stack_.tiers()[0]->promoted.load(), 16u);
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  for (const auto& where : InL1(views)) EXPECT_EQ(where, Tier::kL1);
 }
 
 }  // namespace
