@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -209,3 +210,13 @@ def wait_until(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:
         if time.monotonic() >= deadline:
             return bool(predicate())
         time.sleep(interval_s)
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Raises this process's soft RLIMIT_NOFILE (inherited by daemons it starts) towards
+    `wanted`, as far as the hard limit allows; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted:
+        soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return soft

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.client
 import re
-import resource
 import shutil
 import socket
 import time
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 import kvstrata
-from kvs_testing import Daemon, mha_spec, run_daemon, short_tmpdir
+from kvs_testing import Daemon, mha_spec, raise_fd_limit, run_daemon, short_tmpdir
 from prom_text import Metrics, scrape
 
 BLOCK = 64 << 10
@@ -191,16 +190,6 @@ def test_idle_connections_do_not_starve_scrapes(mdaemon: Daemon) -> None:
 
 IDLE_CONNECTIONS = 1000
 SCRAPES = 100
-
-
-def raise_fd_limit(wanted: int) -> int:
-    """Raises this process's soft RLIMIT_NOFILE (inherited by daemons it starts) towards
-    `wanted`, as far as the hard limit allows; the soft limit now."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < wanted:
-        soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    return soft
 
 
 def test_a_thousand_idle_connections_leave_scrapes_fast() -> None:
