@@ -196,8 +196,9 @@ class SchedulerSide:
             self.stats.add("lookup_unavailable", 1)
             return 0, False
         t0 = time.monotonic()
-        # From unit 0, not start_u: the answer also tells which units KVStrata holds
-        # already, so they are not stored again (vLLM's local hits included).
+        # The answer also tells which units KVStrata holds already, so they are not stored
+        # again (vLLM's local hits included): _lookup_groups asks from the last unit vLLM
+        # holds, and from unit 0 only when KVStrata lacks that one.
         keys = self._keys(hashes, 0, end_u)
         # A lease only when a load may follow: a request vLLM's own cache covers up to its
         # last loadable unit costs the lookup alone, no release.
@@ -262,11 +263,22 @@ class SchedulerSide:
         full = [g for g in self.groups if not g.sliding_window]
         windowed = [g for g in self.groups if g.sliding_window]
         hit, tiers = len(keys), [0] * len(keys)
+        # From the last unit vLLM holds (its key names the whole prefix): when KVStrata
+        # holds it, the units before it count as held (not stored again) without asking --
+        # a turn of a long conversation asks for its new units, not its whole context. When
+        # it does not (e.g. a restarted daemon), the lookup starts again at unit 0.
+        probe = max(0, start_u - 1)
         for g in full:
-            found = self._lookup_chain(s, st, self._namespaces(g.index), keys[:hit], lease)
+            namespaces = self._namespaces(g.index)
+            found = self._lookup_chain(s, st, namespaces, keys[probe:hit], lease)
+            if found is not None and probe and found[0] == 0:
+                found = self._lookup_chain(s, st, namespaces, keys[:hit], lease)
+            elif found is not None:
+                found = (probe + found[0], [int(kvstrata.Tier.L1)] * probe + found[1])
             if found is None:
                 return None
             hit, t = found
+            probe = min(probe, hit)
             tiers = [max(a, b) for a, b in zip(tiers[:hit], t)]
         for _ in range(_WINDOW_ROUNDS if windowed else 0):
             shrunk = False

@@ -131,6 +131,61 @@ def test_local_hit_then_external_hit_beyond_it(model_dir, daemon, engines):
     del short
 
 
+def lookup_blocks(daemon) -> float:
+    """Keys the daemon has been asked in lookups (its kvstrata_lookup_blocks_total)."""
+    from prom_text import scrape
+
+    with daemon.client(timeout=10.0) as c:
+        return scrape(c.get_status().metrics_address).value("kvstrata_lookup_blocks_total")
+
+
+def test_a_later_turn_asks_for_its_new_units_only(model_dir, daemon, engines):
+    """A request whose first units vLLM holds (a conversation's next turn) is looked up from
+    the last of them, not from unit 0: 2 + 1 keys for a 9-unit prompt 6 of whose units
+    vLLM holds, where it asked 9. Against a daemon that lacks that unit (restarted, empty),
+    it asks from unit 0 again and stores the units vLLM holds as well."""
+    e = engines(model_dir, ext(daemon))
+    e.add(PROMPT)
+    e.run()
+    e.drain_stores()
+    longer = PROMPT + [7 + i for i in range(50)]          # 150 tokens: 9 full units
+    before = lookup_blocks(daemon)
+    r = e.add(longer)
+    run_and_verify(e, r.request_id)
+    assert lookup_blocks(daemon) - before == 3 + 1   # units 5..8, then the next turn's
+    e.drain_stores()
+    assert e.stats.get("stored_units") == 6 + 3, e.stats
+
+
+def test_a_later_turn_against_an_empty_daemon_stores_the_whole_prefix(model_dir, workdir,
+                                                                       engines):
+    from kvs_testing import Daemon
+
+    d = Daemon(workdir).start()
+    try:
+        e = engines(model_dir, {"endpoint": d.endpoint, "reconnect_interval_s": 0.1})
+        e.add(PROMPT)
+        e.run()
+        e.drain_stores()
+        d.stop()
+        d = Daemon(workdir).start()                       # empty: holds none of them
+        # A first request reconnects the scheduler and the workers (each on its first
+        # failing call), then the next turn of the conversation.
+        for _ in range(3):
+            e.add([900 + i for i in range(40)])
+            e.run()
+            e.drain_stores()
+        stored = e.stats.get("stored_units", 0)
+        before = lookup_blocks(d)
+        r = e.add(PROMPT + [7 + i for i in range(50)])
+        run_and_verify(e, r.request_id)
+        e.drain_stores()
+        assert lookup_blocks(d) - before == 4 + 9, "unit 5 (absent), then from unit 0"
+        assert e.stats.get("stored_units") - stored == 9, e.stats
+    finally:
+        d.stop() if d.running() else d.kill()
+
+
 def test_tokens_per_unit_multiple_of_block(model_dir, daemon, engines):
     """Units of 32 tokens (2 blocks): 3 full units of the 100-token prompt."""
     first = warm(engines, model_dir, daemon, tokens_per_unit=32)
