@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Torture run: real daemon, real host-mode clients, chaos, every loaded byte verified.
+"""Churn soak: real daemon, real host-mode clients, chaos, every loaded byte verified.
 
     python3 tests/torture/torture.py --minutes 5            # or --seconds 20
     KVSTRATA_DAEMON=build/daemon/server/kvstratad python3 tests/torture/torture.py ...
@@ -9,13 +9,18 @@ the shared-memory region, the same path as the SGLang backend and CPU vLLM engin
 block's bytes are a function of its key, so any worker verifies any block it loads. A
 chaos loop meanwhile, at random: SIGKILLs a worker (a new one replaces it), SIGSTOPs a
 worker past its heartbeat deadline and SIGCONTs it (the paused-writer case), and kill -9s
-the daemon and starts it again on the same socket and L2 directory (workers reconnect).
+the daemon and starts it again on the same socket and L2 directory (workers reconnect), or
+makes admin calls (stats, sessions, namespaces, tiers). Idle and half-open connections sit
+on every socket the daemon listens on, and soak_watch.py samples the daemon's memory, file
+descriptors and threads and times a GetStatus and a fast-path lookup four times a second.
 At the end the workers stop, and once their sessions ended the daemon must hold nothing
 for them: no sessions, reservations, loads, leases or fenced bytes, and L1 bytes in use
 equal to the bytes of its visible blocks.
 
-Prints `tried`, `wrong bytes` and `leaks`; exits 1 when any block was wrong or anything
-leaked, 2 when the run could not start. Needs the kvstrata package (scripts/setup_python.sh)
+Prints `tried`, `wrong bytes`, `leaks`, `growth` and `unanswered`; exits 1 when any block
+was wrong, anything leaked, the daemon grew past --max-rss-growth-mib / --max-fd-growth /
+--max-thread-growth after its warm-up, or left a call unanswered for more than a second
+(outside its own restarts); 2 when the run could not start. Needs the kvstrata package (scripts/setup_python.sh)
 and numpy is not needed.
 """
 from __future__ import annotations
@@ -136,13 +141,20 @@ class Run:
         self.daemon = None
         self.workers: Dict[int, mp.Process] = {}
         self.next_worker = 0
-        self.chaos = {"worker_kills": 0, "worker_pauses": 0, "daemon_kills": 0}
+        self.chaos = {"worker_kills": 0, "worker_pauses": 0, "daemon_kills": 0,
+                      "admin_calls": 0}
+        self.watch = None
+        self.idle = None
         self.stats_dir = self.workdir / "stats"
         self.stats_dir.mkdir()
         self.stop_at = time.time() + args.seconds
 
     def start_daemon(self) -> None:
         self.daemon = self.kvs.Daemon(self.workdir, self.settings, socket=self.socket).start()
+        if self.watch is not None:
+            self.watch.daemon = self.idle.daemon = self.daemon
+            self.watch.serving()
+            self.idle.open()
 
     def spawn_worker(self) -> None:
         i = self.next_worker
@@ -168,7 +180,15 @@ class Run:
             time.sleep(HEARTBEAT_MS / 1000 * rng.uniform(1.3, 2.5))
             os.kill(self.workers[i].pid, signal.SIGCONT)
             self.chaos["worker_pauses"] += 1
-        elif self.args.daemon_kills:
+        elif roll < 0.9 or not self.args.daemon_kills:
+            with self.daemon.client(timeout=5.0) as c:
+                c.get_stats()
+                c.list_sessions()
+                c.list_namespaces()
+                c.list_tiers()
+            self.chaos["admin_calls"] += 1
+        else:
+            self.watch.restarting()
             self.daemon.kill()  # kill -9
             self.chaos["daemon_kills"] += 1
             time.sleep(rng.uniform(0.0, 0.5))
@@ -196,11 +216,17 @@ class Run:
 
     def run(self) -> int:
         rng = random.Random(self.args.seed)
+        from soak_watch import DaemonWatch, IdleConnections
+
         try:
             self.start_daemon()
         except BaseException as err:  # pytest.fail's exception from the launcher
             print(f"torture: the daemon did not start: {err}", file=sys.stderr)
             return 2
+        self.watch = DaemonWatch(self.daemon, SPEC)
+        self.idle = IdleConnections(self.daemon, self.args.idle_connections)
+        self.idle.open()
+        self.watch.start()
         try:
             for _ in range(self.args.workers):
                 self.spawn_worker()
@@ -212,8 +238,14 @@ class Run:
                 p.join(timeout=30)
                 if p.is_alive():
                     p.kill()
+            self.watch.stop()
+            growth = self.watch.growth()
             leaks = self.leaks()
         finally:
+            if self.watch is not None:
+                self.watch.stop()
+            if self.idle is not None:
+                self.idle.close()
             for p in self.workers.values():
                 if p.is_alive():
                     p.kill()
@@ -237,12 +269,26 @@ class Run:
         print(f"wrong bytes: {int(totals.get('wrong_blocks', 0))} blocks"
               + (f" (keys {wrong_keys})" if wrong_keys else ""))
         print("leaks: " + (", ".join(f"{k} {v:.0f}" for k, v in leaked.items()) or "none"))
+        bounds = {"rss_mib": self.args.max_rss_growth_mib, "fds": self.args.max_fd_growth,
+                  "threads": self.args.max_thread_growth}
+        grew = {k: v for k, v in growth.items() if k in bounds and v > bounds[k]}
+        print(f"growth (one daemon process, after {growth['sampled_s']:.0f} s of samples): "
+              f"rss {growth['rss_mib']:+.1f} MiB (bound {bounds['rss_mib']}), fds "
+              f"{growth['fds']:+.0f} (bound {bounds['fds']}), threads {growth['threads']:+.0f} "
+              f"(bound {bounds['threads']})" + (" -- OVER" if grew else ""))
+        unanswered = self.watch.unanswered
+        print(f"unanswered: {len(unanswered)} of {self.watch.probes} probes over 1 s or failed "
+              f"(slowest {self.watch.slowest_s * 1e3:.0f} ms; {self.idle.opened} idle "
+              f"connections held)" + (f": {unanswered[:5]}" if unanswered else ""))
         result = {"seconds": self.args.seconds, "workers_started": self.next_worker,
-                  "chaos": self.chaos, "totals": totals, "leaks": leaks}
+                  "chaos": self.chaos, "totals": totals, "leaks": leaks, "growth": growth,
+                  "probes": self.watch.probes, "unanswered": unanswered,
+                  "slowest_probe_s": self.watch.slowest_s,
+                  "idle_connections": self.idle.opened}
         if self.args.out:
             Path(self.args.out).write_text(json.dumps(result, indent=2) + "\n")
         shutil.rmtree(self.workdir, ignore_errors=True)
-        return 1 if totals.get("wrong_blocks", 0) or leaked else 0
+        return 1 if totals.get("wrong_blocks", 0) or leaked or grew or unanswered else 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -258,6 +304,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--l2", default="256MiB")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", help="JSON summary")
+    ap.add_argument("--idle-connections", type=int, default=8,
+                    help="idle / half-open connections held on each of the daemon's sockets")
+    ap.add_argument("--max-rss-growth-mib", type=float, default=64.0)
+    ap.add_argument("--max-fd-growth", type=int, default=32)
+    ap.add_argument("--max-thread-growth", type=int, default=16)
     args = ap.parse_args(argv)
     args.seconds = (args.seconds if args.seconds is not None
                     else 60 * args.minutes if args.minutes is not None else 60.0)

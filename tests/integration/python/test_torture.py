@@ -1,6 +1,8 @@
-"""A short torture run (tests/torture/torture.py) as a test: worker processes storing and
+"""A short churn soak (tests/torture/torture.py) as a test: worker processes storing and
 loading with every byte verified while workers are SIGKILLed, paused past their heartbeat
-deadline and the daemon is killed -9 and restarted; no wrong byte, nothing leaked."""
+deadline, admin calls run and the daemon is killed -9 and restarted, with idle and
+half-open connections on every socket; no wrong byte, nothing leaked, no growth past the
+bounds, no call left unanswered for a second."""
 from __future__ import annotations
 
 import subprocess
@@ -17,3 +19,4 @@ def test_short_torture_run_has_no_wrong_bytes_and_no_leaks() -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "wrong bytes: 0 blocks" in out and "leaks: none" in out, out[-2000:]
+    assert "unanswered: 0 of" in out and "OVER" not in out, out[-2000:]
