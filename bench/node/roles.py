@@ -4,7 +4,12 @@
   native    vLLM's OffloadingConnector, one CPU cache per replica (CPUOffloadingSpec,
             `cpu_bytes_to_use` each): a replica finds only what it offloaded itself
   kvstrata  KVStrataConnector, every replica on the node's one kvstratad (L1 = replicas x
-            the per-replica host cache bytes, the same host memory as native's caches)
+            the per-replica host cache bytes, the same host memory as native's caches); its
+            load planner decides per hit how much loads and whether in the step or before it
+  kvstrata_inline  the same with the load planner off (load_planner="off"): every L1 hit
+            loads in the step that uses it, as issue 41's first node runs did; the same
+            daemon, its own namespace (salt "inline-role"), so it never finds kvstrata's
+            blocks: the planner's A/B in one run
   lmcache   LMCache through bench/node/lmcache_role.py (written separately): offered only
             when that module is present and says AVAILABLE; otherwise a blocked row
 """
@@ -16,7 +21,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-ROLES = ("none", "native", "kvstrata", "lmcache")
+ROLES = ("none", "native", "kvstrata", "kvstrata_inline", "lmcache")
+
+
+def uses_daemon(role: str) -> bool:
+    """Whether the role's replicas use the node's kvstratad."""
+    return role in ("kvstrata", "kvstrata_inline")
 
 
 def lmcache_module() -> Tuple[Optional[Any], str]:
@@ -44,10 +54,13 @@ def kv_transfer(role: str, replica: int, block_size: int, cpu_bytes: int,
                 "kv_connector_extra_config": {"spec_name": "CPUOffloadingSpec",
                                               "cpu_bytes_to_use": cpu_bytes,
                                               "block_size": block_size}}
-    if role == "kvstrata":
+    if uses_daemon(role):
+        extra: Dict[str, Any] = {"endpoint": endpoint}
+        if role == "kvstrata_inline":
+            extra.update(load_planner="off", namespace={"salt": "inline-role"})
         return {"kv_connector": "KVStrataConnector", "kv_connector_module_path": "kvstrata_vllm",
                 "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
-                "kv_connector_extra_config": {"endpoint": endpoint}}
+                "kv_connector_extra_config": extra}
     if role == "lmcache":
         if lmcache is None:
             raise ValueError("role lmcache is not available")

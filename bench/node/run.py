@@ -8,7 +8,7 @@ for the whole node.
 
 One replica per GPU (replicas.py: CUDA_VISIBLE_DEVICES=i, port 8100 + i, dummy weights,
 GPU KV limited by --gpu-blocks so that the workload's KV does not fit). For each role of the
-plan (roles.py: none, native, kvstrata, lmcache) the replicas are started once and serve
+plan (roles.py: none, native, kvstrata, kvstrata_inline, lmcache) the replicas are started once and serve
 that role's routing modes (router.py: rr, least, sticky) one after the other; each mode
 sends fresh multi-turn conversations (workload.py, a seed per mode: nothing cached from the
 mode before it, and the same conversations in every role) through the router with
@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE))
 import metrics  # noqa: E402
 from replicas import ReplicaSet, ServerSpec, SERVED_NAME  # noqa: E402
 from report import render  # noqa: E402
-from roles import kv_transfers, lmcache_module, parse_plan  # noqa: E402
+from roles import kv_transfers, lmcache_module, parse_plan, uses_daemon  # noqa: E402
 from router import Router  # noqa: E402
 from workload import WorkloadSpec, make_conversations, tokens  # noqa: E402
 
@@ -243,7 +243,7 @@ class Run:
 
     def run_role(self, role: str, modes: List[str]) -> None:
         spec = self.spec
-        endpoint = self.start_daemon() if role == "kvstrata" else None
+        endpoint = self.start_daemon() if uses_daemon(role) else None
         env = dict(self.env)
         lmcache_server = None
         if role == "lmcache":  # the node's one LMCache server, as much DRAM as kvstratad's L1
@@ -310,11 +310,11 @@ class Run:
         wl = WorkloadSpec(**spec["workload"])
         convs = make_conversations(wl, mode_seed(spec, mode))
         router = Router(mode, len(rs.replicas))
-        if self.daemon is not None and role == "kvstrata":
+        if self.daemon is not None and uses_daemon(role):
             self.daemon.wait_idle()
         before = [metrics.scrape(u) for u in rs.urls]
         dbefore = metrics.daemon_counters(self.daemon.endpoint) \
-            if role == "kvstrata" and self.daemon is not None else None
+            if uses_daemon(role) and self.daemon is not None else None
         log(f"{role}:{mode}: {len(convs)} conversations x {wl.turns} turns, "
             f"{spec['concurrency']} in flight")
         t0 = time.monotonic()
@@ -322,7 +322,7 @@ class Run:
                                             spec["concurrency"], wl.max_tokens,
                                             spec["request_timeout_s"]))
         self.timed("mode", time.monotonic() - t0 + 5.0)
-        if role == "kvstrata" and self.daemon is not None:
+        if uses_daemon(role) and self.daemon is not None:
             self.daemon.wait_idle()
         after = [metrics.scrape(u) for u in rs.urls]
         per_replica = [metrics.delta(b, a) for b, a in zip(before, after)]
@@ -365,7 +365,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         f"--{k.replace('_', '-')} {v}" for k, v in SMOKE.items()))
     ap.add_argument("--plan",
                     help=f"ROLE:MODE[+MODE...] items in order (default: {DEFAULT_PLAN}); "
-                         "roles none, native, kvstrata, lmcache; modes rr, least, sticky. "
+                         "roles none, native, kvstrata, kvstrata_inline, lmcache; modes rr, least, sticky. "
                          "With --continue: what to add to the run's plan (e.g. "
                          "lmcache:rr+sticky after a finished default plan)")
     ap.add_argument("--replicas", type=int, default=0,

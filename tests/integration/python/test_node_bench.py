@@ -102,6 +102,10 @@ def test_kv_transfer_configs():
     kvs = roles.kv_transfer("kvstrata", 0, 16, 1, "/x.sock", None)
     assert kvs["kv_connector_module_path"] == "kvstrata_vllm"
     assert kvs["kv_connector_extra_config"] == {"endpoint": "/x.sock"}
+    inline = roles.kv_transfer("kvstrata_inline", 0, 16, 1, "/x.sock", None)
+    assert inline["kv_connector_extra_config"] == {
+        "endpoint": "/x.sock", "load_planner": "off", "namespace": {"salt": "inline-role"}}
+    assert roles.uses_daemon("kvstrata_inline") and not roles.uses_daemon("native")
     with pytest.raises(ValueError):
         roles.kv_transfer("lmcache", 0, 16, 1, None, None)
 
