@@ -1,5 +1,7 @@
 #include "bench/tiers/fio_runner.h"
 
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -20,6 +22,13 @@ std::string Shell(const std::string& command) {
   while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
   ::pclose(pipe);
   return output;
+}
+
+double CpuSeconds(bool children) {
+  struct rusage usage;
+  if (::getrusage(children ? RUSAGE_CHILDREN : RUSAGE_SELF, &usage) != 0) return 0;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 std::optional<std::string> FioVersion() {
@@ -87,7 +96,9 @@ std::optional<FioRun> RunFio(const FioPattern& p) {
       " --numjobs=", jobs, " --direct=1 --ioengine=", p.engine,
       " --file_service_type=sequential --rw=", p.write ? "write --create_on_open=1" : "read",
       " --group_reporting --minimal --write_lat_log=", log, " --log_avg_msec=0 --log_unix_epoch=1");
+  const double cpu0 = CpuSeconds(/*children=*/true);
   const std::string output = Shell(run.command);
+  run.cpu_seconds = CpuSeconds(/*children=*/true) - cpu0;
   run.reported_gbps = TerseGbps(output, p.write);
   for (int job = 1; job <= jobs; ++job) {
     const std::string path = absl::StrCat(log, "_lat.", job, ".log");

@@ -30,6 +30,7 @@ struct FioPattern {
 struct FioRun {
   IoTimeline ios;
   double reported_gbps = 0;  // fio's own aggregate bandwidth (its runtime, opens included)
+  double cpu_seconds = 0;    // user + system CPU of the fio process (its set-up included)
   std::string command;
 };
 
@@ -41,6 +42,10 @@ std::optional<FioRun> RunFio(const FioPattern& pattern);
 
 // Runs a shell command; returns its stdout and stderr.
 std::string Shell(const std::string& command);
+
+// User + system CPU seconds of this process (RUSAGE_SELF) or of its children waited for
+// (RUSAGE_CHILDREN), so far.
+double CpuSeconds(bool children);
 
 }  // namespace kvstrata::bench
 

@@ -12,7 +12,8 @@
 //                   numjobs=<depth> (the same pattern), and for reads also io_uring with
 //                   iodepth=<depth> in one thread on the same files (the same depth
 //                   through io_uring).
-// Printed for each: aggregate GB/s (payload bytes for the tier, file bytes for fio: the
+// Printed for each: CPU (user + system) per block (the tier's process, or the fio
+// process with its set-up), aggregate GB/s (payload bytes for the tier, file bytes for fio: the
 // tier's figure is the stricter by 4 KiB per file), p50/p99 of one block's I/O, and p50/p99
 // of the time the run took for each 64 consecutive completions (--request_blocks: one
 // prompt's blocks) — computed the same way from fio's per-I/O log and from the tier's
@@ -22,6 +23,8 @@
 // loop: when one completes the next is submitted), each submitted as the Promoter does; its
 // time from submit to its last block, beside what a FIFO disk gives each of `queued`
 // outstanding prompts: queued x fio's 64-block time.
+// Diagnostic row: the tier's own files read again as fio reads its files (open O_DIRECT,
+// one pread, close) on the same threads: FileTier's code against where its files lie.
 // In a round each fio phase runs next to the tier's phase of the same kind, the order
 // flipped every other round; verdicts use the median over the rounds of the per-round ratio
 // KVStrata / fio psync.
@@ -30,6 +33,7 @@
 //               [--payload_kib=2048] [--depth=4] [--request_blocks=64] [--queued=4]
 //               [--blocks_per_task=N (default: as the Promoter splits; 8 = before
 //               issue 43)] [--no-fio] [--out=FILE.json]
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,14 +86,17 @@ struct Figures {
   double gbps = 0;
   Percentiles block_ms, window_ms;
   size_t failures = 0;
+  double cpu_us = 0;  // CPU (user + system) per block, in microseconds
 };
 
-Figures FiguresOf(const IoTimeline& ios, size_t window, double gbps) {
-  return Figures{gbps, ios.Latency(), ios.WindowTime(window), 0};
+Figures FiguresOf(const IoTimeline& ios, size_t window, double gbps, double cpu_seconds) {
+  return Figures{gbps, ios.Latency(), ios.WindowTime(window), 0,
+                 ios.size() == 0 ? 0 : cpu_seconds * 1e6 / static_cast<double>(ios.size())};
 }
 
 struct Round {
   Figures tier_write, tier_read, fio_write, fio_read, uring_read;
+  Figures raw_read;        // diagnostic: the tier's own files, one raw O_DIRECT pread each
   Percentiles request_ms;  // the daemon-style prompt loads
   double request_gbps = 0;
   bool have_fio = false;
@@ -220,14 +227,43 @@ void RunRound(const Flags& flags, const std::string& root, int round, size_t blo
   };
   size_t failures = 0;
   auto tier_write = [&] {
+    const double cpu0 = CpuSeconds(/*children=*/false);
     IoTimeline w =
         RunOnPool(pool, IoPool::Priority::kBackground, blocks, 1, payload, write, &failures);
-    out.tier_write = FiguresOf(w, flags.request_blocks, w.Gbps());
+    out.tier_write =
+        FiguresOf(w, flags.request_blocks, w.Gbps(), CpuSeconds(/*children=*/false) - cpu0);
   };
   auto tier_read = [&] {
+    const double cpu0 = CpuSeconds(/*children=*/false);
     IoTimeline r = RunOnPool(pool, IoPool::Priority::kUrgent, blocks, PerTask(flags, blocks),
                              payload, read, &failures);
-    out.tier_read = FiguresOf(r, flags.request_blocks, r.Gbps());
+    out.tier_read =
+        FiguresOf(r, flags.request_blocks, r.Gbps(), CpuSeconds(/*children=*/false) - cpu0);
+  };
+  // The tier's files read again with what fio does per file (open O_DIRECT, one pread,
+  // close), on the same threads in the same tasks: what the tier's code costs beside where
+  // its files lie.
+  std::vector<std::string> paths;
+  for (const std::string& key : keys) {
+    paths.push_back(*BlockFilePath(absl::StrCat(root, "/l2"), ns->fingerprint, key));
+  }
+  const size_t file_bytes = BlockFileBytes(payload);
+  auto raw_read = [&] {
+    auto pread_file = [&](size_t b) {
+      thread_local AlignedBuffer dest;
+      thread_local size_t dest_bytes = 0;
+      if (dest_bytes != file_bytes) dest = AllocateAligned(file_bytes), dest_bytes = file_bytes;
+      const int fd = ::open(paths[b].c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      if (fd < 0) return false;
+      const bool ok = ::pread(fd, dest.get(), file_bytes, 0) == static_cast<ssize_t>(file_bytes);
+      ::close(fd);
+      return ok;
+    };
+    const double cpu0 = CpuSeconds(/*children=*/false);
+    IoTimeline r = RunOnPool(pool, IoPool::Priority::kUrgent, blocks, PerTask(flags, blocks),
+                             file_bytes, pread_file, &failures);
+    out.raw_read =
+        FiguresOf(r, flags.request_blocks, r.Gbps(), CpuSeconds(/*children=*/false) - cpu0);
   };
   auto tier_requests = [&] {
     const double t0 = MonotonicSeconds();
@@ -248,16 +284,18 @@ void RunRound(const Flags& flags, const std::string& root, int round, size_t blo
     p.engine = engine;
     std::optional<FioRun> run = RunFio(p);
     fio_ok = run.has_value();
-    if (run) *figures = FiguresOf(run->ios, flags.request_blocks, run->reported_gbps);
+    if (run) {
+      *figures = FiguresOf(run->ios, flags.request_blocks, run->reported_gbps, run->cpu_seconds);
+    }
   };
   auto fio_write = [&] { fio_run(true, "psync", &out.fio_write); };
   auto fio_read = [&] { fio_run(false, "psync", &out.fio_read); };
   auto fio_uring = [&] { fio_run(false, "io_uring", &out.uring_read); };
   ::sync();
   if (round % 2 == 0) {
-    fio_write(), tier_write(), fio_read(), tier_read(), fio_uring(), tier_requests();
+    fio_write(), tier_write(), fio_read(), tier_read(), raw_read(), fio_uring(), tier_requests();
   } else {
-    tier_write(), fio_write(), tier_read(), fio_read(), tier_requests(), fio_uring();
+    tier_write(), fio_write(), raw_read(), tier_read(), fio_read(), tier_requests(), fio_uring();
   }
   out.have_fio = fio_ok;
   out.tier_write.failures = out.tier_read.failures = failures;
@@ -282,12 +320,13 @@ double MedianOf(const std::vector<Round>& rounds, Get get) {
 }
 
 void PrintRow(const char* label, const std::vector<Round>& rounds, Figures Round::*side) {
-  std::printf("%-34s %6.2f   %7.2f / %7.2f   %8.1f / %8.1f\n", label,
+  std::printf("%-34s %6.2f   %7.2f / %7.2f   %8.1f / %8.1f   %6.0f\n", label,
               MedianOf(rounds, [&](const Round& r) { return (r.*side).gbps; }),
               MedianOf(rounds, [&](const Round& r) { return (r.*side).block_ms.p50; }),
               MedianOf(rounds, [&](const Round& r) { return (r.*side).block_ms.p99; }),
               MedianOf(rounds, [&](const Round& r) { return (r.*side).window_ms.p50; }),
-              MedianOf(rounds, [&](const Round& r) { return (r.*side).window_ms.p99; }));
+              MedianOf(rounds, [&](const Round& r) { return (r.*side).window_ms.p99; }),
+              MedianOf(rounds, [&](const Round& r) { return (r.*side).cpu_us; }));
 }
 
 // KVStrata / fio psync for one figure: the median of the per-round ratios. For times,
@@ -306,8 +345,8 @@ double Ratio(const std::vector<Round>& rounds, Figures Round::*tier, Figures Rou
 
 void PrintReport(const Flags& flags, const std::vector<Round>& rounds, bool fio) {
   const size_t w = flags.request_blocks;
-  std::printf("\n%-34s %6s   %-17s   %s\n", "(medians over the rounds)", "GB/s",
-              "1 block p50/p99 ms", absl::StrCat(w, " blocks p50/p99 ms").c_str());
+  std::printf("\n%-34s %6s   %-17s   %-21s %s\n", "(medians over the rounds)", "GB/s",
+              "1 block p50/p99 ms", absl::StrCat(w, " blocks p50/p99 ms").c_str(), "CPU us/block");
   if (fio)
     PrintRow(absl::StrCat("write  fio psync x", flags.depth).c_str(), rounds, &Round::fio_write);
   PrintRow("write  KVStrata FileTier::Write", rounds, &Round::tier_write);
@@ -318,6 +357,7 @@ void PrintReport(const Flags& flags, const std::vector<Round>& rounds, bool fio)
              &Round::uring_read);
   }
   PrintRow("read   KVStrata FileTier::Read", rounds, &Round::tier_read);
+  PrintRow("read   (raw O_DIRECT, tier's files)", rounds, &Round::raw_read);
   std::printf(
       "\nprompt loads (%zu blocks each, %zu outstanding, urgent tasks of %zu blocks): "
       "submit -> last block p50 %.1f ms, p99 %.1f ms; %.2f GB/s\n",
@@ -375,12 +415,12 @@ void PrintReport(const Flags& flags, const std::vector<Round>& rounds, bool fio)
 void PrintRounds(const std::vector<Round>& rounds) {
   std::printf(
       "\nper round, GB/s (fio write, tier write, fio read, fio io_uring read, tier read,"
-      " tier prompt loads); failures\n");
+      " raw read of the tier's files, tier prompt loads); failures\n");
   for (size_t i = 0; i < rounds.size(); ++i) {
     const Round& r = rounds[i];
-    std::printf("  round %zu: %.2f %.2f %.2f %.2f %.2f %.2f; %zu\n", i, r.fio_write.gbps,
+    std::printf("  round %zu: %.2f %.2f %.2f %.2f %.2f %.2f %.2f; %zu\n", i, r.fio_write.gbps,
                 r.tier_write.gbps, r.fio_read.gbps, r.uring_read.gbps, r.tier_read.gbps,
-                r.request_gbps, r.tier_write.failures);
+                r.raw_read.gbps, r.request_gbps, r.tier_write.failures);
   }
 }
 
@@ -389,7 +429,7 @@ std::string Json(const Flags& flags, const std::vector<Round>& rounds) {
     return absl::StrCat(
         "\"", name, "\": {\"gbps\": ", f.gbps, ", \"block_ms_p50\": ", f.block_ms.p50,
         ", \"block_ms_p99\": ", f.block_ms.p99, ", \"window_ms_p50\": ", f.window_ms.p50,
-        ", \"window_ms_p99\": ", f.window_ms.p99, "}");
+        ", \"window_ms_p99\": ", f.window_ms.p99, ", \"cpu_us_per_block\": ", f.cpu_us, "}");
   };
   std::string json =
       absl::StrCat("{\"bench\": \"l2_fio\", \"payload_bytes\": ", flags.payload_kib << 10,
@@ -400,9 +440,9 @@ std::string Json(const Flags& flags, const std::vector<Round>& rounds) {
     absl::StrAppend(
         &json, "  {", fig("fio_write", r.fio_write), ", ", fig("tier_write", r.tier_write), ", ",
         fig("fio_read", r.fio_read), ", ", fig("fio_uring_read", r.uring_read), ", ",
-        fig("tier_read", r.tier_read), ", \"request_ms_p50\": ", r.request_ms.p50,
-        ", \"request_ms_p99\": ", r.request_ms.p99, ", \"request_gbps\": ", r.request_gbps, "}",
-        i + 1 < rounds.size() ? ",\n" : "\n");
+        fig("tier_read", r.tier_read), ", ", fig("raw_read_tier_files", r.raw_read),
+        ", \"request_ms_p50\": ", r.request_ms.p50, ", \"request_ms_p99\": ", r.request_ms.p99,
+        ", \"request_gbps\": ", r.request_gbps, "}", i + 1 < rounds.size() ? ",\n" : "\n");
   }
   return json + "]}\n";
 }
