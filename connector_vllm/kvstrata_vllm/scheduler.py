@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-import grpc
-
 import kvstrata
-from kvstrata import pb
 
 from .config import ConnectorConfig, max_offload_tokens, open_link
+from .kv_event_feed import EVENT_GROUP, KvEventFeed
 from .kv_layouts import kv_layout_name
 from .load_planner import LoadPlanner, Plan
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
@@ -38,13 +35,10 @@ from .tier_speeds import TierSpeeds
 from . import trace
 
 log = logging.getLogger("kvstrata_vllm")
-_MAX_ANNOUNCED = 1 << 20  # units remembered for their BlockRemoved
-_MEDIA = ("CPU", "STORAGE")  # vLLM's MEDIUM_CPU, MEDIUM_STORAGE: the daemon's L1; L2 and L3
 # Lookups of the sliding-window groups before a hybrid hit that keeps shrinking is given up.
 _WINDOW_ROUNDS = 4
-MAX_EVENT_INFO = 65536  # Stored units whose KV event waits for the workers' report.
-# A stored unit's BlockStored facts: its tokens, its parent's key, (lora_id, lora_name).
-_EventInfo = Tuple[List[int], Optional[bytes], Optional[Tuple[int, str]]]
+# How long a lookup's answer serves vLLM's repeated asks for a request still waiting.
+_REUSE_S = 1.0
 
 
 @dataclass
@@ -64,6 +58,8 @@ class _Req:
     load_blocks: Set[int] = field(default_factory=set)  # blocks of the load in flight
     load_failed: bool = False                     # a load of it failed: no second attempt
     sync: bool = False                            # its load runs in the step that uses it
+    # The last lookup: ((computed tokens, tokens) asked for, when, its hit in units).
+    answer: Optional[Tuple[Tuple[int, int], float, int]] = None
     # Its load in flight: (slowest tier, bytes over every namespace, started, predicted ms).
     load_info: Optional[Tuple[int, int, float, float]] = None
     plan_pred: float = 0.0                        # the planner's predicted load ms
@@ -101,14 +97,14 @@ class SchedulerSide:
         self.fields = {(g.index, r): namespace_fields(g, cfg, model, self.unit_tokens,
                                                       self.tp_size, r, layout, kv_dtype)
                        for g in self.groups for r in g.ranks(self.tp_size)}
-        # Workers whose stores of a unit make its KV event (group 0's storing ranks).
-        self.storing_ranks = len(self.groups[0].ranks(self.tp_size))
         self.hybrid = len(self.groups) > 1
         self.host_mode = str(getattr(vllm_config.device_config, "device_type", "")) == "cpu"
         events = getattr(vllm_config, "kv_events_config", None)
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
                                                                    False))
-        self._spec_kind = _spec_kind(kv_cache_config)
+        # KV events (take_events); a unit's event once group 0's storing ranks stored it.
+        self.events = KvEventFeed(kv_cache_config, self.unit_tokens,
+                                  storing_ranks=len(self.groups[0].ranks(self.tp_size)))
         self.link = open_link(cfg, "vllm-scheduler", on_session=self._register)
         self.releaser = LeaseReleaser(self.link)   # releases leave the step to a thread
         self._reqs: Dict[str, _Req] = {}
@@ -119,14 +115,6 @@ class SchedulerSide:
         self._inflight: Dict[str, _Req] = {}  # requests whose load is timed (load_info)
         self._steps = 0  # steps built (KVStrataMetadata.step)
         self._delayed: Set[str] = set()
-        self._event_info: "OrderedDict[bytes, _EventInfo]" = OrderedDict()
-        self._events: List[Any] = []
-        # Units announced with BlockStored, by the 64-bit hash the daemon's events carry
-        # (the key's last 8 bytes, big-endian), and how many of the daemon's tiers hold each
-        # (hash, medium) now: L2 and L3 are both "STORAGE", announced while either holds it.
-        self._announced: "OrderedDict[int, bytes]" = OrderedDict()
-        self._live: Dict[Tuple[int, str], int] = {}
-        self._removals_off = False  # the daemon publishes no events: said once
         self.stats = StatsCounter()
         # The load planner (load_planner.py): on for GPU engines unless turned off.
         self.planner: Optional[LoadPlanner] = None
@@ -172,13 +160,13 @@ class SchedulerSide:
             st = self._reqs[request.request_id] = _Req(request)
         if st.loading:
             return 0, False
-        self._release(st)   # Called again for the same request: answer afresh.
         st.plan = None
         st.sync = False
         if st.load_failed:
             # vLLM recomputes what a failed load left out and asks again; offering the same
             # hit again would retry a failing load every step (e.g. while this engine's
             # worker is still reconnecting after a daemon restart).
+            self._release(st)
             return 0, False
         hashes = request.block_hashes
         hashed_u = len(hashes) * self.hash_tokens // self.unit_tokens
@@ -190,9 +178,11 @@ class SchedulerSide:
         end_u = min(request.num_tokens // self.unit_tokens, hashed_u)
         start_u = num_computed_tokens // self.unit_tokens
         if end_u <= 0:
+            self._release(st)
             return 0, False
         s = self.link.session()
         if s is None:
+            self._release(st)
             self.stats.add("lookup_unavailable", 1)
             return 0, False
         t0 = time.monotonic()
@@ -203,28 +193,49 @@ class SchedulerSide:
         # A lease only when a load may follow: a request vLLM's own cache covers up to its
         # last loadable unit costs the lookup alone, no release.
         lease = end_u > start_u
-        found = self._lookup_groups(s, st, keys, start_u, request.num_tokens, lease)
-        hit, tiers = found if found is not None else (0, [])
-        st.tiers = tiers[:hit]
-        st.present_units = hit
-        trace.event("lookup", request.request_id, ms=round((time.monotonic() - t0) * 1e3, 3),
-                    units=hit, lease=lease)
-        self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
+        asked = (num_computed_tokens, request.num_tokens)
+        fresh = not self._answer_holds(st, asked, lease, start_u, t0)
+        if fresh:  # else vLLM asks again for a request still waiting: the answer stands
+            self._release(st)
+            found = self._lookup_groups(s, st, keys, start_u, request.num_tokens, lease)
+            hit, tiers = found if found is not None else (0, [])
+            st.tiers = tiers[:hit]
+            st.present_units = hit
+            st.answer = (asked, t0, hit)
+            trace.event("lookup", request.request_id,
+                        ms=round((time.monotonic() - t0) * 1e3, 3), units=hit, lease=lease)
+            self.stats.add("lookup_tokens", max(0, (end_u - start_u) * self.unit_tokens))
+        else:
+            hit = st.answer[2]
+            self.stats.add("lookup_reused", 1)
         if hit > start_u:
-            hit = self._plan(st, request, keys, start_u, hit, num_computed_tokens, t0)
+            hit = self._plan(st, request, keys, start_u, hit, num_computed_tokens, t0, fresh)
         if hit * self.unit_tokens >= request.num_tokens and st.sync and not self.host_mode and \
                 not self.hybrid and \
                 (hit - start_u) * self.unit_tokens > self.cfg.full_hit_max_load_tokens:
             hit -= 1  # A long layer-wise load: the last unit's forward pass overlaps it.
         matched = min(hit * self.unit_tokens, request.num_tokens - 1) - num_computed_tokens
         if hit <= start_u or matched <= 0:
-            self._release(st)
+            self._release(st)   # the answer stands: a miss needs no lease
             st.sync = False
             return 0, False
-        self.stats.add("hit_tokens", matched)
+        if fresh:
+            self.stats.add("hit_tokens", matched)
         st.plan = (num_computed_tokens, start_u, hit)
         st.local_tokens = num_computed_tokens
         return matched, not st.sync
+
+    def _answer_holds(self, st: _Req, asked: Tuple[int, int], lease: bool, start_u: int,
+                      now: float) -> bool:
+        """Whether st's last lookup still answers this call: vLLM asks again, every step, for
+        a request that could not be scheduled (no free blocks). The same request state,
+        asked within REUSE_S (and half the lease's life), with the lease still held when a
+        load may follow -- else the daemon is asked again."""
+        if st.answer is None or st.answer[0] != asked:
+            return False
+        if now - st.answer[1] > min(_REUSE_S, self.cfg.lease_ttl_ms / 2000.0):
+            return False
+        return bool(st.leases) or not lease or st.answer[2] <= start_u
 
     def _lookup_chain(self, s: kvstrata.Session, st: _Req,
                       namespaces: Optional[List[kvstrata.RegisteredNamespace]],
@@ -313,10 +324,10 @@ class SchedulerSide:
         return not self.hybrid  # a failed load is reported per request (take_failed_recving)
 
     def _plan(self, st: _Req, request: Any, keys: List[bytes], start_u: int, hit: int,
-              computed: int, looked_up_at: float) -> int:
+              computed: int, looked_up_at: float, fresh: bool = True) -> int:
         """Where the load of the hit [start_u, hit) ends (load_planner.py), and st.sync;
-        counted (plan_<kind>) and traced. Without a planner every hit loads, in-step when
-        it is all in L1."""
+        counted (plan_<kind>) and traced once per lookup (`fresh`), not per reuse of its
+        answer. Without a planner every hit loads, in-step when it is all in L1."""
         tiers = st.tiers[start_u:hit]
         if self.planner is None:
             st.sync = self._in_step_allowed() and all(t == kvstrata.Tier.L1 for t in tiers)
@@ -325,11 +336,12 @@ class SchedulerSide:
         plan: Plan = self.planner.plan(tiers, computed, self.unit_tokens, request.num_tokens,
                                        unit_bytes, in_step_ok=self._in_step_allowed(),
                                        partial_ok=not self.hybrid)
-        self.stats.add(f"plan_{plan.kind}", 1)
-        trace.event("plan", request.request_id, kind=plan.kind, units=plan.units,
-                    hit_units=len(tiers), load_ms=round(plan.load_ms, 3),
-                    ttft_ms=round(plan.ttft_ms, 3), recompute_ms=round(plan.recompute_ms, 3))
-        if plan.units < len(tiers):
+        if fresh:
+            self.stats.add(f"plan_{plan.kind}", 1)
+            trace.event("plan", request.request_id, kind=plan.kind, units=plan.units,
+                        hit_units=len(tiers), load_ms=round(plan.load_ms, 3),
+                        ttft_ms=round(plan.ttft_ms, 3), recompute_ms=round(plan.recompute_ms, 3))
+        if plan.units < len(tiers) and fresh:
             self.stats.add("plan_unloaded_tokens", (len(tiers) - plan.units) * self.unit_tokens)
             self._watch_promotion(st, keys, start_u + plan.units, hit, unit_bytes, looked_up_at)
         st.sync = plan.in_step
@@ -532,12 +544,9 @@ class SchedulerSide:
             for i, u in enumerate(range(first, n_units)):
                 parent = keys[i - 1] if i > 0 else (
                     self._keys(req.block_hashes, u - 1, u)[0] if u > 0 else None)
-                lora = getattr(req, "lora_request", None)
-                self._event_info[keys[i]] = (
-                    list(tokens[u * self.unit_tokens:(u + 1) * self.unit_tokens]), parent,
-                    (int(lora.lora_int_id), str(lora.lora_name)) if lora else None)
-                while len(self._event_info) > MAX_EVENT_INFO:
-                    self._event_info.popitem(last=False)
+                self.events.planned(keys[i], tokens[u * self.unit_tokens:(u + 1) *
+                                                    self.unit_tokens],
+                                    parent, getattr(req, "lora_request", None))
 
     def build_connector_meta(self, so: Any) -> KVStrataMetadata:
         meta = KVStrataMetadata(loads=self._loads, delayed_frees=self._delayed,
@@ -638,13 +647,7 @@ class SchedulerSide:
                 self._load_ended(st)
         self._censor_loads()
         if isinstance(wm, KVStrataWorkerMetadata) and self.events_enabled:
-            for key, n in wm.stored.items():
-                info = self._event_info.get(key)
-                if info is not None and n >= self.storing_ranks:
-                    del self._event_info[key]
-                    self._events.append(_block_stored(key, info, self.unit_tokens,
-                                                      self._spec_kind))
-                    self._announce(key)
+            self.events.stored(wm.stored)
 
     def request_finished(self, request: Any, block_ids: Any) -> Tuple[bool, None]:
         """vLLM's request_finished (one group: block_ids a list) and
@@ -662,69 +665,16 @@ class SchedulerSide:
         return delay, None
 
     def take_events(self) -> List[Any]:
-        if self.events_enabled:
-            self._events.extend(self._daemon_events())
-        events, self._events = self._events, []
-        return events
+        return self.events.take(self._poll_events) if self.events_enabled else []
 
-    def _announce(self, key: bytes) -> None:
-        h = int.from_bytes(key[-8:], "big")
-        self._announced[h] = key
-        self._announced.move_to_end(h)
-        self._live[(h, "CPU")] = 1
-        while len(self._announced) > _MAX_ANNOUNCED:
-            old, _ = self._announced.popitem(last=False)
-            for m in _MEDIA:
-                self._live.pop((old, m), None)
-
-    def _daemon_events(self) -> List[Any]:
-        """The daemon's own KV events for the units this connector announced (PollEvents on
-        rank 0's namespace; needs events.enabled on kvstratad): BlockRemoved when a unit
-        leaves L1, and BlockStored / BlockRemoved (medium STORAGE, token-less: a tier update
-        for a key the router indexed) as it is first written to L2/L3 and as it leaves the
-        last of them -- one removal per store and medium. Every rank's unit has the same key,
-        so rank 0 speaks for all (and KV cache group 0 for a hybrid model's groups)."""
-        if not self._announced or self._removals_off:
-            return []
-        namespaces = self._namespaces(_GROUP_IDX)
+    def _poll_events(self) -> Optional[List[Any]]:
+        """The daemon's new KV event batches on rank 0's namespace of KV cache group 0
+        (every rank's and group's unit has the same key); None without a session."""
+        namespaces = self._namespaces(EVENT_GROUP)
         s = self.link.session()
         if namespaces is None or s is None:
-            return []
-        try:
-            batches = s.poll_events(namespaces[0])
-        except kvstrata.KVStrataError as err:
-            if err.code == grpc.StatusCode.FAILED_PRECONDITION:
-                self._removals_off = True
-                log.warning("kvstrata_vllm: kvstratad publishes no KV events (%s): take_events "
-                            "reports stores only", err)
-            # Any other error (daemon down, ...) is a lookup's or a store's to report: the
-            # next step asks again from the same cursor.
-            return []
-        out: List[Any] = []
-        for batch in batches:
-            for ev in batch.events:
-                if ev.kind == pb.KvEvent.KIND_ALL_BLOCKS_CLEARED:
-                    for h, medium in sorted(self._live):
-                        out.append(_block_removed(self._announced[h], medium))
-                    self._live.clear()
-                    continue
-                for h in ev.block_hashes:
-                    key, live = self._announced.get(h), (h, ev.medium)
-                    if key is None:
-                        continue  # not a unit of this connector's
-                    held = self._live.get(live, 0)
-                    if ev.kind == pb.KvEvent.KIND_BLOCK_REMOVED and held > 0:
-                        if held > 1:
-                            self._live[live] = held - 1
-                            continue
-                        del self._live[live]
-                        out.append(_block_removed(key, ev.medium))
-                    elif ev.kind == pb.KvEvent.KIND_BLOCK_STORED and ev.medium != "CPU":
-                        self._live[live] = held + 1
-                        if held == 0:
-                            out.append(_block_written_down(key, ev.medium, self.unit_tokens,
-                                                           self._spec_kind))
-        return out
+            return None
+        return s.poll_events(namespaces[0])
 
     def shutdown(self) -> None:
         for st in list(self._reqs.values()):
@@ -733,11 +683,6 @@ class SchedulerSide:
             self.watch.close()
         self.releaser.close()
         self.link.close()
-
-
-# The KV events speak for KV cache group 0 (a hybrid model's other groups store the same
-# units): group_idx 0, as vLLM's own BlockStored / BlockRemoved for that group carry.
-_GROUP_IDX = 0
 
 
 def _allocated_blocks(so: Any) -> Set[int]:
@@ -752,41 +697,3 @@ def _allocated_blocks(so: Any) -> Set[int]:
             out.update(ids)
     out.discard(0)
     return out
-
-
-def _spec_kind(kv_cache_config: Any) -> Optional[str]:
-    """vLLM's kv_cache_spec_kind of the (single) group, e.g. "full_attention"; None where
-    this vLLM lacks get_kv_cache_spec_kind."""
-    try:
-        from vllm.v1.kv_cache_interface import get_kv_cache_spec_kind  # noqa: PLC0415
-
-        return str(get_kv_cache_spec_kind(kv_cache_config.kv_cache_groups[0].kv_cache_spec).value)
-    except (ImportError, AttributeError, IndexError):
-        return None
-
-
-def _block_removed(key: bytes, medium: str) -> Any:
-    from vllm.distributed.kv_events import BlockRemoved  # noqa: PLC0415
-
-    return BlockRemoved(block_hashes=[key], medium=medium, group_idx=_GROUP_IDX)
-
-
-def _block_written_down(key: bytes, medium: str, unit: int, kind: Optional[str]) -> Any:
-    """A unit the daemon wrote to L2 or L3 ("STORAGE"): no tokens, which llm-d reads as a
-    tier update for a key it indexed from the unit's CPU BlockStored."""
-    from vllm.distributed.kv_events import BlockStored  # noqa: PLC0415
-
-    return BlockStored(block_hashes=[key], parent_block_hash=None, token_ids=[], block_size=unit,
-                       lora_id=None, medium=medium, lora_name=None, group_idx=_GROUP_IDX,
-                       kv_cache_spec_kind=kind)
-
-
-def _block_stored(key: bytes, info: _EventInfo, unit: int,
-                  kind: Optional[str]) -> Any:
-    from vllm.distributed.kv_events import MEDIUM_CPU, BlockStored  # noqa: PLC0415
-
-    tokens, parent, lora = info
-    return BlockStored(block_hashes=[key], parent_block_hash=parent, token_ids=tokens,
-                       block_size=unit, lora_id=lora[0] if lora else None, medium=MEDIUM_CPU,
-                       lora_name=lora[1] if lora else None, group_idx=_GROUP_IDX,
-                       kv_cache_spec_kind=kind)

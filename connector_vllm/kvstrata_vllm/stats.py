@@ -5,6 +5,8 @@ Counters (all sums over the interval and over the workers):
   lookup_unavailable               lookups answered "miss" because the daemon was unreachable
   lookup_fast                      lookups answered on the daemon's lookup fast path (one per
                                    rank's namespace; the others went over gRPC)
+  lookup_reused                    vLLM's repeated asks for a waiting request answered from
+                                   its last lookup (under a second old, lease still held)
   store_units_planned              units the scheduler handed to the workers to store
   stored_units / store_dropped_units / store_failed_units / stored_bytes
   loaded_units / load_failed_units / loaded_bytes
@@ -30,6 +32,7 @@ COUNTERS = {
     "hit_tokens": "Tokens found in KVStrata (external prefix-cache hits)",
     "lookup_unavailable": "Lookups answered as misses because kvstratad was unreachable",
     "lookup_fast": "Lookups answered on kvstratad's lookup fast path (not gRPC)",
+    "lookup_reused": "Repeated asks for a waiting request answered from its last lookup",
     "store_units_planned": "Units handed to the workers to store",
     "stored_units": "Units stored into KVStrata",
     "store_dropped_units": "Units not stored: daemon backpressure, queue full or unreachable",

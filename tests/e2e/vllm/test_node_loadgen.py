@@ -33,14 +33,27 @@ def answer(prompt: List[int], n: int) -> List[int]:
     return [(sum(prompt) + 7 * k) % 900 + 50 for k in range(n)]
 
 
+class InFlight:
+    """Requests open at once over every fake replica (handler threads update it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.most = 0
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.now += n
+            self.most = max(self.most, self.now)
+
+
 class FakeReplica:
     """A streamed /v1/completions (one token per chunk, the first a 200 KB line, then a usage
     chunk), /metrics and /health; records every prompt it got; `fail` makes completions answer HTTP 500."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_flight: InFlight) -> None:
         self.prompts: List[List[int]] = []
-        self.in_flight = 0
-        self.max_in_flight = 0
+        self.in_flight = in_flight
         self.fail = False
         owner = self
 
@@ -67,8 +80,7 @@ class FakeReplica:
                     self.wfile.write(b"boom")
                     return
                 owner.prompts.append(req["prompt"])
-                owner.in_flight += 1
-                owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+                owner.in_flight.add(1)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
@@ -85,7 +97,7 @@ class FakeReplica:
                          "prompt_tokens_details": {"cached_tokens": 16}}
                 self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
                                  "data: [DONE]\n\n".encode())
-                owner.in_flight -= 1
+                owner.in_flight.add(-1)
                 self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -99,7 +111,8 @@ class FakeReplica:
 
 @pytest.fixture
 def replicas():
-    reps = [FakeReplica(), FakeReplica()]
+    shared = InFlight()
+    reps = [FakeReplica(shared), FakeReplica(shared)]
     yield reps
     for r in reps:
         r.close()
@@ -136,7 +149,7 @@ def test_every_turn_appends_the_answer(replicas, mode):
             assert len({r["replica"] for r in mine}) == 1
     if mode == "rr":
         assert res["sent_per_replica"] == [9, 9]
-    assert sum(r.max_in_flight for r in replicas) <= 3 + 1  # the concurrency (+ one closing)
+    assert replicas[0].in_flight.most <= 3 + 1  # the concurrency (+ one closing)
 
 
 def test_failed_requests_end_their_conversation(replicas):

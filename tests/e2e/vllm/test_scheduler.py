@@ -9,6 +9,7 @@ for a cached prefix came through KVStrata, and is checked byte for byte.
 from __future__ import annotations
 
 import logging
+import time
 from typing import List
 
 import pytest
@@ -169,13 +170,16 @@ def test_a_later_turn_against_an_empty_daemon_stores_the_whole_prefix(model_dir,
         e.drain_stores()
         d.stop()
         d = Daemon(workdir).start()                       # empty: holds none of them
-        # A first request reconnects the scheduler and the workers (each on its first
-        # failing call), then the next turn of the conversation.
-        for _ in range(3):
-            e.add([900 + i for i in range(40)])
+        # Requests until the scheduler and the workers reconnected (each on its first
+        # failing call) and a store went through, then the next turn of the conversation.
+        deadline = time.monotonic() + 30
+        while e.stats.get("stored_units", 0) <= 6 and time.monotonic() < deadline:
+            e.add([300 + (int(time.monotonic() * 1e3) + i) % 900 for i in range(40)])
             e.run()
             e.drain_stores()
+            time.sleep(0.2)
         stored = e.stats.get("stored_units", 0)
+        assert stored > 6, "the workers never stored into the restarted daemon"
         before = lookup_blocks(d)
         r = e.add(PROMPT + [7 + i for i in range(50)])
         run_and_verify(e, r.request_id)
@@ -184,6 +188,27 @@ def test_a_later_turn_against_an_empty_daemon_stores_the_whole_prefix(model_dir,
         assert e.stats.get("stored_units") - stored == 9, e.stats
     finally:
         d.stop() if d.running() else d.kill()
+
+
+def test_a_waiting_request_is_looked_up_once(model_dir, daemon, engines):
+    """vLLM asks again every step for a request it cannot schedule yet (no free blocks):
+    the connector answers from its lookup (lease held) instead of asking the daemon each
+    time, and the request still loads its hit, byte-exact."""
+    first = warm(engines, model_dir, daemon, prompt=PROMPT[::-1])
+    e = engines(model_dir, ext(daemon), num_blocks=12)
+    a = e.add([5 + i % 200 for i in range(100)], max_tokens=60)   # holds most blocks
+    e.step()
+    before = lookup_blocks(daemon)
+    b = e.add(PROMPT[::-1])
+    for _ in range(400):
+        if b.request_id in e.finished:
+            break
+        e.step()
+    assert b.request_id in e.finished and a.request_id in e.finished
+    assert e.stats.get("lookup_reused", 0) >= 2, e.stats
+    assert lookup_blocks(daemon) - before <= 2 * 7, "looked up at most twice"
+    assert e.stats.get("loaded_units") == 6 and not e.invalid_reported
+    assert e.outputs[b.request_id] == first
 
 
 def test_tokens_per_unit_multiple_of_block(model_dir, daemon, engines):
