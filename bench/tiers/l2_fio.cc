@@ -343,7 +343,7 @@ double Ratio(const std::vector<Round>& rounds, Figures Round::*tier, Figures Rou
   return Median(std::move(v));
 }
 
-void PrintReport(const Flags& flags, const std::vector<Round>& rounds, bool fio) {
+void PrintReport(const Flags& flags, const std::vector<Round>& rounds, bool fio, size_t blocks) {
   const size_t w = flags.request_blocks;
   std::printf("\n%-34s %6s   %-17s   %-21s %s\n", "(medians over the rounds)", "GB/s",
               "1 block p50/p99 ms", absl::StrCat(w, " blocks p50/p99 ms").c_str(), "CPU us/block");
@@ -365,7 +365,13 @@ void PrintReport(const Flags& flags, const std::vector<Round>& rounds, bool fio)
       MedianOf(rounds, [](const Round& r) { return r.request_ms.p50; }),
       MedianOf(rounds, [](const Round& r) { return r.request_ms.p99; }),
       MedianOf(rounds, [](const Round& r) { return r.request_gbps; }));
-  if (fio) {
+  // The FIFO model below needs a steady state: many more requests than are outstanding.
+  const bool steady = blocks / w >= 4 * flags.queued;
+  if (fio && !steady) {
+    std::printf(
+        "  (too few requests for a steady state: no comparison with fio; use more --gib)\n");
+  }
+  if (fio && steady) {
     // The device's own time for one prompt's blocks at this depth is fio's window time; with
     // `queued` prompts outstanding each waits for its share of the others' (a FIFO disk gives
     // each queued x that). Compared per round.
@@ -523,7 +529,7 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
   Shell(absl::StrCat("rm -rf '", root, "'"));
-  PrintReport(flags, rounds, fio.has_value());
+  PrintReport(flags, rounds, fio.has_value(), blocks);
   PrintRounds(rounds);
   const std::string json = Json(flags, rounds);
   if (!flags.out.empty()) std::ofstream(flags.out) << json;
