@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <endian.h>
+#include "absl/time/clock.h"
 #include "daemon/server/unix_listener.h"
 #include "spdlog/spdlog.h"
 
@@ -82,25 +83,31 @@ void FdServer::AcceptLoop() {
     if (poll(&waiting, 1, 100) <= 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    if (connections_.full()) {
+    // Full: close the connection that has waited longest for its session id, so silent
+    // clients cannot lock a good one out; refuse only when every one is mid-answer.
+    if (connections_.full() && !connections_.EvictIdlest(absl::ZeroDuration())) {
       spdlog::warn("shm_fd_refused reason=\"{} connections open\"", connections_.size());
       close(fd);
       continue;
     }
-    if (!connections_.Start(fd,
-                            [this](int connection, std::atomic<int64_t>*) { Serve(connection); })) {
+    if (!connections_.Start(fd, [this](int connection, std::atomic<int64_t>* idle_since_ms) {
+          Serve(connection, idle_since_ms);
+        })) {
       close(fd);
     }
   }
   connections_.StopAll();
 }
 
-void FdServer::Serve(int connection) const {
+void FdServer::Serve(int connection, std::atomic<int64_t>* idle_since_ms) const {
   timeval timeout{2, 0};
   setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  idle_since_ms->store(absl::ToUnixMillis(absl::Now()));  // evictable until the id arrives
   uint64_t wire = 0;
-  if (!ReadExactly(connection, &wire, sizeof(wire))) return;
+  const bool got = ReadExactly(connection, &wire, sizeof(wire));
+  idle_since_ms->store(0);
+  if (!got) return;
   uint64_t session = le64toh(wire);
   absl::StatusOr<Caller> caller = tenants_->ForConnection(connection);
   std::optional<uint32_t> partition;

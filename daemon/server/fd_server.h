@@ -7,8 +7,10 @@
 // connection closes. Before answering, the peer process (its pidfd) is recorded in the ProcessFence
 // under the session, so that the slots of that session outlive it while the process may still write
 // them. One accept thread hands each connection to a thread of its own (at most kMaxConnections at
-// once; more are closed at once), and each exchange is bounded by a 2 s timeout, so silent clients
-// never delay a good one. Thread-safe; Stop is idempotent and joins every connection thread.
+// once; a connection beyond that first closes the one that has waited longest for its session id,
+// and is closed itself only when none is waiting), and each exchange is bounded by a 2 s timeout,
+// so silent clients never delay a good one. Thread-safe; Stop is idempotent and joins every
+// connection thread.
 #ifndef KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 #define KVSTRATA_DAEMON_SERVER_FD_SERVER_H_
 
@@ -28,7 +30,7 @@ namespace kvstrata {
 
 class FdServer {
  public:
-  static constexpr size_t kMaxConnections = 64;
+  static constexpr size_t kMaxConnections = 1024;
 
   // Listens on `path` (a stale file there is replaced) with permissions `mode`.
   static absl::StatusOr<std::unique_ptr<FdServer>> Start(const std::string& path, uint32_t mode,
@@ -43,7 +45,9 @@ class FdServer {
   FdServer(std::string path, int listen_fd, const ShmRegion* region,
            const SessionRegistry* sessions, const TenantTable* tenants, ProcessFence* fence);
   void AcceptLoop();
-  void Serve(int connection) const;
+  // Serves one connection; `idle_since_ms` (ConnectionThreads) says since when it waits for
+  // the session id (0 once it arrived).
+  void Serve(int connection, std::atomic<int64_t>* idle_since_ms) const;
 
   const std::string path_;
   const int listen_fd_;

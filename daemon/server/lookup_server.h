@@ -40,7 +40,10 @@ namespace kvstrata {
 
 class LookupServer {
  public:
-  static constexpr size_t kMaxConnections = 256;
+  // Idle and half-open connections each hold a thread (blocked, a few KiB resident): 1,024
+  // of them leave room for a node's engines (issue 46: 1,000 idle or half-open
+  // connections, lookups still under 100 ms).
+  static constexpr size_t kMaxConnections = 1024;
   static constexpr int kFrameTimeoutSeconds = 5;
   // For kWarmWindow after a frame, a connection's thread waits for the next one in sleeps of
   // kWarmSleep (ppoll), not in one read(): an idle CPU then stays in a shallow sleep state,

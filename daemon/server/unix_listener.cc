@@ -22,7 +22,7 @@ absl::StatusOr<int> ListenUnix(const std::string& path, uint32_t mode) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   unlink(path.c_str());
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      chmod(path.c_str(), mode) != 0 || listen(fd, 64) != 0) {
+      chmod(path.c_str(), mode) != 0 || listen(fd, SOMAXCONN) != 0) {
     std::string error = std::strerror(errno);
     if (fd >= 0) close(fd);
     return absl::UnavailableError(absl::StrCat("cannot listen on '", path, "': ", error));
