@@ -60,8 +60,9 @@ class _Req:
     sync: bool = False                            # its load runs in the step that uses it
     # The last lookup: ((computed tokens, tokens) asked for, when, its hit in units).
     answer: Optional[Tuple[Tuple[int, int], float, int]] = None
-    # Its load in flight: (slowest tier, bytes over every namespace, started, predicted ms).
-    load_info: Optional[Tuple[int, int, float, float]] = None
+    # Its load in flight: (slowest tier, bytes over every namespace, started, predicted ms,
+    # the number of the step that runs it when it loads in that step, else 0).
+    load_info: Optional[Tuple[int, int, float, float, int]] = None
     plan_pred: float = 0.0                        # the planner's predicted load ms
 
 
@@ -378,7 +379,9 @@ class SchedulerSide:
             return
         tier = int(max(st.tiers[u0:u1]))
         nbytes = (u1 - u0) * self._unit_bytes()
-        st.load_info = (tier, nbytes, time.monotonic(), st.plan_pred)
+        # An in-step load runs in the next step built (build_connector_meta numbers it).
+        st.load_info = (tier, nbytes, time.monotonic(), st.plan_pred,
+                        self._steps + 1 if st.sync else 0)
         self.planner.queue(tier, nbytes)
         self._inflight[st.request.request_id] = st
 
@@ -388,7 +391,7 @@ class SchedulerSide:
         self._inflight.pop(st.request.request_id, None)
         if info is None or self.planner is None:
             return
-        tier, nbytes, _, predicted = info
+        tier, nbytes, _, predicted, _ = info
         self.planner.queue(tier, -nbytes)
         if ms is not None:
             self.planner.tiers.add(tier, nbytes, ms, key=st.request.request_id)
@@ -414,15 +417,21 @@ class SchedulerSide:
             for st in sts:
                 self._load_ended(st)
 
-    def _censor_loads(self) -> None:
-        """Loads running well past their prediction count as at least that slow now."""
+    def _censor_loads(self, step_done: int) -> None:
+        """Loads running well past their prediction count as at least that slow now. An
+        in-step load is over with its step's output (`step_done`): one the workers sent no
+        time for (it failed) ends untimed."""
         if self.planner is None:
             return
         now = time.monotonic()
-        for req_id, st in self._inflight.items():
+        for req_id, st in list(self._inflight.items()):
             if st.load_info is None:
                 continue
-            tier, nbytes, started, predicted = st.load_info
+            tier, nbytes, started, predicted, in_step = st.load_info
+            if in_step:
+                if step_done and in_step <= step_done:
+                    self._load_ended(st)
+                continue
             ms = (now - started) * 1e3
             if ms > 2 * predicted + 50:
                 self.planner.tiers.add(tier, nbytes, ms, key=req_id)
@@ -645,7 +654,7 @@ class SchedulerSide:
                 st.load_blocks = set()
                 self._release(st)
                 self._load_ended(st)
-        self._censor_loads()
+        self._censor_loads(wm.step if isinstance(wm, KVStrataWorkerMetadata) else 0)
         if isinstance(wm, KVStrataWorkerMetadata) and self.events_enabled:
             self.events.stored(wm.stored)
 

@@ -335,6 +335,37 @@ def test_load_errors_are_recomputed(model_dir, daemon, engines, load_mode):
     assert e.outputs[r.request_id] == first
 
 
+def test_planner_times_loads_and_forgets_failed_ones(model_dir, daemon, engines):
+    """load_planner=on: a load that lands is a sample of its tier (the daemon's time); an
+    in-step load that fails sends no time and is over with its step's output -- never left
+    in flight to be counted as ever slower while its request decodes."""
+    from kvstrata import Tier
+
+    warm(engines, model_dir, daemon)
+    warm(engines, model_dir, daemon, prompt=PROMPT[::-1])
+    e = engines(model_dir, ext(daemon, load_mode="sync", load_planner="on"))
+    sched = e.connector.scheduler
+    slow_compute(e)
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)
+    assert e.stats.get("plan_in_step") == 1 and e.stats.get("loaded_units") == 6, e.stats
+    l1 = sched.planner.tiers._samples[int(Tier.L1)]
+    assert len(l1) == 1 and l1[0].nbytes == 6 * sched._unit_bytes()
+    w = e.workers[0].connector.worker
+    real = w._load_host
+
+    def lose_units(req):   # the daemon answers a miss for every unit: no time is sent
+        req.units = [type(u)(b"\x00" * 32, u.block_ids) for u in req.units]
+        real(req)
+
+    w._load_host = lose_units
+    r2 = e.add(PROMPT[::-1], max_tokens=40)
+    run_and_verify(e, r2.request_id)
+    assert e.invalid_reported and not sched._inflight
+    assert len(sched.planner.tiers._samples[int(Tier.L1)]) == 1
+    assert sched.planner._queued.get(int(Tier.L1), 0) == 0
+
+
 def test_same_step_load_runs_the_request_at_once(model_dir, daemon, engines):
     """load_mode=sync: an L1 hit is loaded in the step that schedules the request (vLLM's
     load_async=False): the request never waits for remote KVs, its KV is exact, the output is
