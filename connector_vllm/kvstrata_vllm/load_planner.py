@@ -12,14 +12,15 @@ of it), and prefill_ms is the engine's own measured compute (PrefillModel). Load
 (k = 0) is recomputing. The planner takes the k with the smallest prediction, among the
 ends of the hit's runs of one tier (the cost is concave between them: loading is linear in
 k, computing the rest shrinks faster than linearly), and loads only when that beats
-recomputing by MARGIN of the compute. A hybrid model's hit is all or nothing (a shorter hit would need
-other sliding-window units than the lookup checked).
+recomputing by MARGIN of the compute (both ways pay one step's overhead at least). A
+hybrid model's hit is all or nothing (a shorter hit would need other sliding-window units
+than the lookup checked).
 
 How a chosen L1 load runs: in the step that uses it, layer by layer (the lowest time to
 first token), unless the engine is busy -- then the in-step copy would hold every other
 request of the batch for its duration, so it loads asynchronously (before the request is
-scheduled) while the batch runs: in-step when `load_ms * other requests <= a step's time`
-(what an asynchronous load costs this request: it joins a later step).
+scheduled) while the batch runs: in-step when `load_ms * requests in the last step <= a
+step's time` (what an asynchronous load costs this request: it joins a later step).
 
 Decisions (Plan.kind): "in_step", "async", "partial" (the leading part loads
 asynchronously or in-step; the engine computes the rest), "recompute". Not thread-safe:
