@@ -66,11 +66,16 @@ class Replica:
         self.port = int(args[args.index("--port") + 1])
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        with open(log_path, "ab") as log:
-            log.write(f"\n===== {' '.join(args)}\n".encode())
+        self.args, self.env = list(args), dict(env)
+        self.spawn()
+
+    def spawn(self) -> None:
+        """Start the server process (again: faults.py's restarts), its own process group."""
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== {' '.join(self.args)}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env,
+            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.env,
                                          start_new_session=True)
 
     def healthy(self) -> bool:
@@ -96,11 +101,30 @@ class Replica:
             except OSError:
                 return
 
+    def group_pids(self) -> List[int]:
+        """The live processes of its process group (the server, vLLM's engine core, ...)."""
+        return group_pids(self.proc.pid)
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def group_pids(pgid: int) -> List[int]:
+    """Pids of the live (not zombie) processes whose process group is pgid, from /proc."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            out.append(int(d.name))
+    return sorted(out)
 
 
 class ReplicaSet:
@@ -147,6 +171,58 @@ class ReplicaSet:
             self.stop()
             raise
         return time.monotonic() - t0
+
+    # ---------------------------------------------------------- one replica (faults.py)
+
+    def stop_one(self, i: int) -> float:
+        """Replica i stopped as `stop` stops them all (SIGTERM to its group, SIGKILL after
+        20 s), until no process of its group is left; seconds."""
+        t0 = time.monotonic()
+        r = self.replicas[i]
+        r.kill()
+        self.reap_one(i)
+        return time.monotonic() - t0
+
+    def kill_one(self, i: int) -> List[int]:
+        """SIGKILL to replica i's whole process group (the server and vLLM's engine core
+        child), without waiting; the pids it held."""
+        r = self.replicas[i]
+        pids = r.group_pids()
+        try:
+            os.killpg(r.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        return pids
+
+    def reap_one(self, i: int, timeout_s: float = 30.0) -> float:
+        """Until replica i's server has exited and its group has no live process; seconds."""
+        t0 = time.monotonic()
+        r = self.replicas[i]
+        try:
+            r.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        while r.group_pids() and time.monotonic() - t0 < timeout_s:
+            time.sleep(0.05)
+        return time.monotonic() - t0
+
+    def start_one(self, i: int, timeout_s: float, poll_s: float = 0.1) -> Tuple[float, float]:
+        """Replica i started again with the same arguments, environment, port and log;
+        (perf_counter at the start command, perf_counter when /health answered OK).
+        RuntimeError if it exits or is not healthy within timeout_s."""
+        r = self.replicas[i]
+        t_cmd = time.perf_counter()
+        r.spawn()
+        while True:
+            if r.healthy():
+                return t_cmd, time.perf_counter()
+            if r.proc.poll() is not None:
+                raise RuntimeError(f"{self.role} replica {i} exited with {r.proc.returncode} "
+                                   f"on its restart:\n{r.log_tail()}")
+            if time.perf_counter() - t_cmd > timeout_s:
+                raise RuntimeError(f"{self.role} replica {i} not healthy {timeout_s:.0f} s "
+                                   f"after its restart:\n{r.log_tail()}")
+            time.sleep(poll_s)
 
     def alive(self) -> List[bool]:
         return [r.proc.poll() is None for r in self.replicas]

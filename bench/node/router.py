@@ -7,10 +7,14 @@ request in flight exactly and adds no proxy hop to the measured times. Modes:
           pick, so that an idle node still spreads)
   sticky  a conversation stays on one replica; its first request goes to the replica with
           the fewest conversations so far (ties: the lowest index)
+
+A replica marked dead (mark_dead: faults.py kills one) gets no request until marked alive
+again: rr and least skip it, and sticky moves a conversation whose home is dead to the live
+replica with the fewest conversations (counted in `rehomed`).
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Set
 
 MODES = ("rr", "least", "sticky")
 
@@ -28,20 +32,44 @@ class Router:
         self._next = 0
         self._home: Dict[str, int] = {}
         self._homed: List[int] = [0] * replicas
+        self.dead: Set[int] = set()
+        self.rehomed = 0  # sticky conversations moved off a dead replica
+
+    def mark_dead(self, replica: int) -> None:
+        self.dead.add(replica)
+
+    def mark_alive(self, replica: int) -> None:
+        self.dead.discard(replica)
+
+    def live(self) -> List[int]:
+        return [i for i in range(self.replicas) if i not in self.dead]
+
+    def home(self, conv_id: str) -> int:
+        """A sticky conversation's replica (-1 before its first request)."""
+        return self._home.get(conv_id, -1)
 
     def acquire(self, conv_id: str) -> int:
-        """The replica for the next request of conv_id; counted in flight until release."""
+        """The replica for the next request of conv_id; counted in flight until release.
+        RuntimeError when every replica is dead."""
+        live = self.live()
+        if not live:
+            raise RuntimeError("no live replica to route to")
         if self.mode == "rr":
-            r = self._next
+            order = [(self._next + k) % self.replicas for k in range(self.replicas)]
+            r = next(i for i in order if i not in self.dead)
             self._next = (r + 1) % self.replicas
         elif self.mode == "least":
             order = [(self._next + k) % self.replicas for k in range(self.replicas)]
-            r = min(order, key=lambda i: self.in_flight[i])
+            r = min((i for i in order if i not in self.dead), key=lambda i: self.in_flight[i])
             self._next = (r + 1) % self.replicas
         else:
             r = self._home.get(conv_id, -1)
+            if r in self.dead:
+                self._homed[r] -= 1
+                self.rehomed += 1
+                r = -1
             if r < 0:
-                r = min(range(self.replicas), key=lambda i: self._homed[i])
+                r = min(live, key=lambda i: self._homed[i])
                 self._home[conv_id] = r
                 self._homed[r] += 1
         self.in_flight[r] += 1

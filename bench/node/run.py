@@ -5,6 +5,7 @@ for the whole node.
     python3 bench/node/run.py --out DIR [--plan none:rr,native:rr+sticky,...] [options]
     python3 bench/node/run.py --out DIR --continue          # the rest, in a second call
     python3 bench/node/run.py --out DIR --smoke             # CPU: vLLM's CPU build, tiny model
+    python3 bench/node/run.py --out DIR --faults restart,kill   # + fault phases per role
 
 One replica per GPU (replicas.py: CUDA_VISIBLE_DEVICES=i, port 8100 + i, dummy weights,
 GPU KV limited by --gpu-blocks so that the workload's KV does not fit). For each role of the
@@ -16,7 +17,9 @@ mode before it, and the same conversations in every role) through the router wit
 prompt tokens/s, TTFT p50/p90/p99 of first turns and of later turns, cached prompt tokens
 (per request from the server, and each replica's Prometheus counters: metrics.py), and the
 outputs (token ids, first-token logprob of every turn) compared with the `none` role's
-(stats.py). kvstrata: the daemon's GetStats counters per mode too.
+(stats.py). kvstrata: the daemon's GetStats counters per mode too. --faults restart,kill
+adds, after a role's modes, a rolling restart of one replica and a SIGKILL of one replica
+during its loads (faults.py, issue 41 item 3).
 
 Results: DIR/node.json (everything, rewritten after every mode), DIR/summary.txt,
 DIR/replica_logs.txt (each replica log's tail), DIR/kvstratad.log. A call stops before a
@@ -42,6 +45,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 import metrics  # noqa: E402
+from faults import FAULTS, FaultRunner, daemon_probe, parse_faults, render_faults  # noqa: E402
 from replicas import ReplicaSet, ServerSpec, SERVED_NAME  # noqa: E402
 from report import render  # noqa: E402
 from roles import kv_transfers, lmcache_module, parse_plan, uses_daemon  # noqa: E402
@@ -80,6 +84,8 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
     if replicas < 1:
         raise SystemExit("no GPU found (nvidia-smi -L): give --replicas N, or --smoke on a CPU")
     plan = parse_plan(args.plan or DEFAULT_PLAN)
+    if parse_faults(args.faults) and replicas < 2:
+        raise SystemExit("--faults needs at least 2 replicas (one is stopped or killed)")
     model = Path(args.model)
     if args.smoke and args.model == str(HERE.parents[0] / "vllm_gpu" / "model"):
         sys.path.insert(0, str(REPO / "tests" / "e2e" / "vllm"))
@@ -123,7 +129,19 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
                                 **dict(kv.split("=", 1) for kv in args.daemon_set)}},
         "prompt_tokens_per_mode": wl.prompt_tokens_total(),
         "distinct_tokens_per_mode": wl.unique_tokens(),
+        "faults": fault_spec(args, [r for r, _ in plan]),
     }
+
+
+def fault_spec(args: argparse.Namespace, plan_roles: List[str]) -> Dict[str, Any]:
+    """The fault phases of the run (faults.py): which, on which roles, and their knobs."""
+    kinds = parse_faults(args.faults)
+    roles = [r.strip() for r in args.fault_roles.split(",") if r.strip()] \
+        if args.fault_roles else list(plan_roles)
+    return {"kinds": kinds, "roles": roles, "kill_mode": args.fault_kill_mode,
+            "kill_after_s": args.fault_kill_after_s, "window_s": args.fault_window_s,
+            "keep_load": args.fault_keep_load, "first_n": args.fault_first_n,
+            "settle_s": args.fault_settle_s}
 
 
 def extend_plan(plan: List[List[Any]], more: List[Tuple[str, List[str]]]) -> List[List[Any]]:
@@ -180,6 +198,7 @@ class Run:
     def save(self) -> None:
         (self.workdir / "state.json").write_text(json.dumps(self.state))
         full = {"spec": self.spec, "results": self.state["results"],
+                "faults": self.state.get("faults", {}),
                 "starts": self.state.get("starts", {}), "blocked": self.blocked(),
                 "left": self.left()}
         (self.out / "node.json").write_text(json.dumps(full, indent=1))
@@ -196,9 +215,18 @@ class Run:
     def done(self, role: str, mode: str) -> bool:
         return f"{role}:{mode}" in self.state["results"]
 
+    def faults_todo(self, role: str) -> List[str]:
+        """The role's fault phases not run yet (a failed one counts as run)."""
+        f = self.spec.get("faults") or {}
+        if role not in f.get("roles", []):
+            return []
+        return [k for k in f.get("kinds", []) if f"{role}:{k}" not in self.state.get("faults", {})]
+
     def left(self) -> List[str]:
-        return [f"{r}:{m}" for r, modes in self.spec["plan"] for m in modes
-                if not self.done(r, m) and not (r == "lmcache" and self.lmcache is None)]
+        return [f"{r}:{m}" for r, modes in self.spec["plan"]
+                for m in list(modes) + self.faults_todo(r)
+                if (m in FAULTS or not self.done(r, m))
+                and not (r == "lmcache" and self.lmcache is None)]
 
     # ------------------------------------------------------------------ the run
 
@@ -206,20 +234,21 @@ class Run:
         try:
             for role, modes in self.spec["plan"]:
                 todo = [m for m in modes if not self.done(role, m)]
-                if not todo:
+                faults = self.faults_todo(role)
+                if not todo and not faults:
                     continue
                 if role == "lmcache" and self.lmcache is None:
                     log(f"lmcache: blocked ({self.lmcache_blocked})")
                     continue
-                need = (self.estimate("start", 90.0) + self.estimate("mode", 60.0)
-                        + self.estimate("stop", 15.0))
+                first = self.estimate("mode", 60.0) if todo else self.fault_estimate(faults[0])
+                need = self.estimate("start", 90.0) + first + self.estimate("stop", 15.0)
                 if self.elapsed() + need > self.args.budget_s:
                     log(f"stopping before {role}: ~{need:.0f} s needed, "
                         f"{self.args.budget_s - self.elapsed():.0f} s of --budget-s left; "
                         "run again with --continue")
                     break
                 try:
-                    self.run_role(role, todo)
+                    self.run_role(role, todo, faults)
                     self.state.get("failed", {}).pop(role, None)  # an earlier call's failure
                 except RuntimeError as err:  # a role that cannot start: the next one runs
                     log(f"{role}: failed: {err}")
@@ -241,7 +270,11 @@ class Run:
                 f"(L1 {self.spec['daemon']['settings']['l1.capacity']})")
         return self.daemon.endpoint
 
-    def run_role(self, role: str, modes: List[str]) -> None:
+    def fault_estimate(self, kind: str) -> float:
+        """restart: the pre-turns, a stop, a start, a turn; kill: a mode and a start."""
+        return self.estimate(f"fault_{kind}", {"restart": 150.0, "kill": 150.0}[kind])
+
+    def run_role(self, role: str, modes: List[str], faults: Optional[List[str]] = None) -> None:
         spec = self.spec
         endpoint = self.start_daemon() if uses_daemon(role) else None
         env = dict(self.env)
@@ -276,6 +309,8 @@ class Run:
                         "with --continue")
                     break
                 self.run_mode(rs, role, mode)
+            else:
+                self.run_faults(rs, role, faults or [])
         finally:
             self.timed("stop", rs.stop())
             if lmcache_server is not None:
@@ -284,6 +319,35 @@ class Run:
                     lmcache_server.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     lmcache_server.kill()
+
+    def run_faults(self, rs: ReplicaSet, role: str, faults: List[str]) -> None:
+        """The role's fault phases (faults.py) in order; R is started again after a kill
+        only when a later phase follows. A phase that fails (R not healthy again) is
+        recorded with its error and ends the role's phases."""
+        daemon = self.daemon if uses_daemon(role) else None
+        runner = FaultRunner(rs, self.spec, role, SERVED_NAME, log,
+                             probe=daemon_probe(daemon.endpoint) if daemon else None,
+                             wait_idle=daemon.wait_idle if daemon else None,
+                             uses_daemon=uses_daemon(role))
+        for k, kind in enumerate(faults):
+            need = self.fault_estimate(kind) + self.estimate("stop", 15.0)
+            if self.elapsed() + need > self.args.budget_s:
+                log(f"stopping before {role}:{kind}: ~{need:.0f} s needed; run again with "
+                    "--continue")
+                break
+            if daemon is not None:
+                daemon.wait_idle()
+            t0 = time.monotonic()
+            try:
+                res = runner.run(kind, restart_after=k + 1 < len(faults))
+            except RuntimeError as err:
+                log(f"{role}:{kind}: failed: {err}")
+                res = {"fault": kind, "role": role, "error": str(err)[-3000:]}
+            self.timed(f"fault_{kind}", time.monotonic() - t0 + 5.0)
+            self.state.setdefault("faults", {})[f"{role}:{kind}"] = res
+            self.save()
+            if res.get("error"):
+                break
 
     def warm_up(self, rs: ReplicaSet, role: str) -> None:
         """Two short unique requests per replica, unmeasured: first-request costs (kernel
@@ -413,6 +477,32 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--logprob-tol", type=float, default=0.02,
                     help="first-token logprob difference counted as a mismatch (batches "
                          "differ between runs, so bf16 logits do too)")
+    ap.add_argument("--faults", default="",
+                    help="fault phases after each role's modes (faults.py, issue 41 item 3): "
+                         "restart (stop the last replica, start it again, send it the next "
+                         "turn of conversations that ran elsewhere: time to first hit) and/or "
+                         "kill (SIGKILL to the last replica during its loads: the others' "
+                         "TTFT around it, the daemon's cleanup); default none. With "
+                         "--continue: adds them to the run")
+    ap.add_argument("--fault-roles", default="",
+                    help="roles that run the fault phases, comma-separated (default: every "
+                         "role of the plan; none is the control)")
+    ap.add_argument("--fault-kill-mode", default="sticky", choices=("rr", "least", "sticky"),
+                    help="routing of the kill phase's workload")
+    ap.add_argument("--fault-kill-after-s", type=float, default=12.0,
+                    help="the kill comes this long after the kill phase's first request, "
+                         "once the victim has a later turn in flight (<= 5 s more)")
+    ap.add_argument("--fault-window-s", type=float, default=10.0,
+                    help="TTFT windows before and after the kill")
+    ap.add_argument("--fault-keep-load", action=argparse.BooleanOptionalAction, default=True,
+                    help="after the kill, requests in flight drop to the live replicas' share "
+                         "of --concurrency (each other replica keeps its load)")
+    ap.add_argument("--fault-first-n", type=int, default=0,
+                    help="restart: the cached fraction over the first N requests to the "
+                         "restarted replica (default: --concurrency)")
+    ap.add_argument("--fault-settle-s", type=float, default=30.0,
+                    help="kill: watch the daemon at most this long after the kill for the "
+                         "dead engine's sessions and fenced bytes to go")
     args = ap.parse_args(argv)
     if args.smoke:  # the smoke values where the command line gives none
         ap.set_defaults(**SMOKE)
@@ -426,9 +516,19 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.replicas < 0 or args.cpu_gib <= 0 or not 0 < args.gpu_memory_utilization <= 1:
         ap.error("--replicas >= 0, --cpu-gib > 0 and 0 < --gpu-memory-utilization <= 1")
     try:
-        parse_plan(args.plan or DEFAULT_PLAN)
+        plan = parse_plan(args.plan or DEFAULT_PLAN)
+        kinds = parse_faults(args.faults)
     except ValueError as err:
         ap.error(str(err))
+    from roles import ROLES  # noqa: PLC0415
+    for r in (x.strip() for x in args.fault_roles.split(",") if x.strip()):
+        if r not in ROLES:
+            ap.error(f"--fault-roles: unknown role {r!r}")
+    if kinds and (args.replicas == 1):
+        ap.error("--faults needs at least 2 replicas (one is stopped or killed)")
+    if "restart" in kinds and args.turns < 2:
+        ap.error("--faults restart needs --turns >= 2 (the last turn goes to the restarted replica)")
+    del plan
     return args
 
 
@@ -446,6 +546,10 @@ def main() -> int:
         if args.plan:
             spec["plan"] = extend_plan(spec["plan"], parse_plan(args.plan))
             log(f"plan now: {plan_text(spec['plan'])}")
+        if args.faults:  # fault phases added to (or changed in) the run
+            spec["faults"] = fault_spec(args, [r for r, _ in spec["plan"]])
+            log(f"faults now: {','.join(spec['faults']['kinds']) or 'none'} on "
+                f"{','.join(spec['faults']['roles'])}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)
@@ -463,6 +567,7 @@ def main() -> int:
         collect_logs(workdir, out)
         text = render(spec, state["results"], state.get("starts", {}), run.blocked(),
                       run.left())
+        text = "\n".join([text] + render_faults(state.get("faults", {})))
         (out / "summary.txt").write_text(text + "\n")
         print(text, flush=True)
     return 0

@@ -218,7 +218,7 @@ def test_budget_stops_before_a_role_that_would_not_fit(tmp_path, monkeypatch):
     clock = {"t": 0.0}
     ran = []
 
-    def fake_role(role, modes):
+    def fake_role(role, modes, faults=None):
         ran.append((role, modes))
         for m in modes:
             state["results"][f"{role}:{m}"] = {}
@@ -231,3 +231,206 @@ def test_budget_stops_before_a_role_that_would_not_fit(tmp_path, monkeypatch):
     assert r.left() == ["kvstrata:rr", "kvstrata:sticky"]
     assert (tmp_path / "state.json").is_file() and (out / "node.json").is_file()
     assert run.shlex.split(args.serve_args) == ["--max-num-batched-tokens", "8192"]
+
+
+# ---------------------------------------------------------------- faults (issue 41 item 3)
+
+import faults  # noqa: E402
+
+
+def test_router_skips_a_dead_replica_in_every_mode():
+    r = Router("rr", 3)
+    r.mark_dead(1)
+    assert [r.acquire("a") for _ in range(4)] == [0, 2, 0, 2]
+    r.mark_alive(1)
+    assert [r.acquire("a") for _ in range(3)] == [0, 1, 2]
+    least = Router("least", 2)
+    least.mark_dead(0)
+    assert [least.acquire(c) for c in "abc"] == [1, 1, 1]     # busy, but the only live one
+    sticky = Router("sticky", 3)
+    assert [sticky.acquire(c) for c in "abcdef"] == [0, 1, 2, 0, 1, 2]
+    sticky.mark_dead(2)
+    assert sticky.acquire("c") in (0, 1) and sticky.rehomed == 1
+    moved = sticky.home("c")
+    assert sticky.acquire("c") == moved and sticky.rehomed == 1  # stays on its new home
+    assert sticky.acquire("f") == 1 - moved                     # the other one: fewest convs
+    assert sticky.acquire("a") == 0 and sticky.home("zz") == -1
+    for i in (0, 1):
+        sticky.mark_dead(i)
+    with pytest.raises(RuntimeError, match="no live replica"):
+        sticky.acquire("a")
+
+
+def test_parse_faults():
+    assert faults.parse_faults("") == [] and faults.parse_faults("none") == []
+    assert faults.parse_faults("kill, restart") == ["kill", "restart"]
+    for bad, msg in (("reboot", "unknown fault"), ("kill,kill", "twice")):
+        with pytest.raises(ValueError, match=msg):
+            faults.parse_faults(bad)
+
+
+def frec(conv, start, ttft, cached, prompt=100, replica=1, turn=2, error=None):
+    return {"conv": conv, "turn": turn, "start_s": start, "ttft_s": ttft,
+            "end_s": start + (ttft or 0.05) + 0.05, "cached_tokens": cached,
+            "prompt_tokens": prompt, "replica": replica, "error": error}
+
+
+def test_time_to_first_hit_counts_only_hits_beyond_own_gpu_cache():
+    doc = list(range(40))
+    prompts = {("a", 4): doc + [1] * 60, ("b", 4): doc + [2] * 60, ("c", 4): doc + [3] * 60,
+               ("d", 4): [9] * 100}
+    # a: first, nothing cached; b: the document only (a sent before: its own GPU cache);
+    # c: 64 of its own history (a node cache's hit); d: shares nothing, errors
+    recs = [frec("a", 0.10, 0.20, 0, turn=4), frec("b", 0.12, 0.30, 32, turn=4),
+            frec("c", 0.50, 0.10, 64, turn=4),
+            frec("d", 0.05, None, 0, turn=4, error="HTTP 500")]
+    faults.annotate_own_prefix(recs, prompts, block=16)
+    own = {r["conv"]: r["own_prefix"] for r in recs}
+    assert own == {"a": 32, "b": 32, "c": 32, "d": 0}  # 40 shared -> 32 in whole blocks
+    hits = faults.first_hits(recs)
+    assert hits == {"first_cached_s": 0.42, "first_hit_s": 0.6}
+    n = faults.restart_numbers(recs, 2, {"a": "R", "b": "others", "c": "others", "d": "R"})
+    assert n["first_n"] == 2                         # d and a (by start), d failed
+    assert n["first_n_fractions"] == {"requests": 1, "cached_frac": 0.0, "beyond_own_frac": 0.0}
+    assert n["all_fractions"] == {"requests": 3, "cached_frac": round(96 / 300, 4),
+                                  "beyond_own_frac": round(32 / 300, 4)}
+    assert n["by_home"]["others"]["beyond_own_frac"] == 0.16 and n["errors"] == 1
+    assert faults.first_hits([frec("a", 0, 0.1, 16)]) == {"first_cached_s": 0.1,
+                                                          "first_hit_s": 0.1}  # no own_prefix
+    assert faults.first_hits([]) == {"first_cached_s": None, "first_hit_s": None}
+    assert "PASS (0.6 s)" in faults.restart_target(True, 0.6)
+    assert "MISS (1.5 s)" in faults.restart_target(True, 1.5)
+    assert "MISS (no hit)" in faults.restart_target(True, None)
+    assert "no target" in faults.restart_target(False, None)
+
+
+def test_kill_windows_split_the_others_ttft_by_first_token_time():
+    recs = [frec("a", 0.0, 0.1, 0, replica=0),      # 0.1: before the 9 s window
+            frec("b", 1.0, 0.2, 0, replica=0, turn=1),   # 1.2: before
+            frec("c", 5.0, 0.4, 0, replica=0),      # 5.4: before
+            frec("d", 9.9, 0.5, 0, replica=0),      # 10.4: after (started before the kill)
+            frec("e", 12.0, 0.3, 0, replica=0),     # 12.3: after
+            frec("f", 25.0, 0.2, 0, replica=0),     # 25.2: rest (after 19 s)
+            frec("g", 9.0, 5.0, 0, replica=1),      # the killed replica: not counted
+            frec("h", 10.0, None, 0, replica=1, error="ServerDisconnectedError"),
+            frec("i", 11.0, None, 0, replica=0, error="HTTP 500")]
+    w = faults.window_stats(recs, kill_s=10.0, window_s=9.0, victim=1)
+    assert w["before"] == {"n": 2, "turn1": 1, "p50_ms": 200.0, "p99_ms": 400.0}
+    assert w["after"] == {"n": 2, "turn1": 0, "p50_ms": 300.0, "p99_ms": 500.0}
+    assert w["rest"]["n"] == 1 and w["p99_ratio"] == 1.25
+    e = faults.error_counts(recs, victim=1)
+    assert (e["total"], e["on_killed"], e["on_others"]) == (2, 1, 1)
+    assert "MISS (1.25x)" in faults.kill_target(1.25)
+    assert "PASS (1.1x)" in faults.kill_target(1.1)
+    assert "MISS (no figure" in faults.kill_target(None)
+    empty = faults.window_stats(recs, kill_s=100.0, window_s=5.0, victim=1)
+    assert empty["after"]["n"] == 0 and empty["p99_ratio"] is None
+
+
+def test_daemon_after_kill_follows_the_dead_engines_sessions():
+    def sample(t, pids, fenced, leases=0):
+        return {"t": t, "sessions": float(len(pids)), "active_leases": float(leases),
+                "active_loads": 0.0, "active_reservations": 0.0,
+                "kvstrata_fenced_bytes": fenced, "kvstrata_registrations_active": 1.0,
+                "kvstrata_jobs_active": 0.0,
+                "session_list": [{"pid": p, "client": "c", "registrations": 1,
+                                  "leases": leases, "jobs": 1 if p == 7 else 0} for p in pids]}
+    samples = [sample(9.8, [5, 7, 8], 0, leases=2), {"t": 10.0, "error": "timeout"},
+               sample(10.2, [5, 7, 8], 4096), sample(10.7, [5], 4096), sample(11.0, [5], 0)]
+    d = faults.daemon_after_kill(samples, kill_s=10.0, dead_pids=[7, 8])
+    assert d["samples"] == 5 and d["sample_errors"] == 1
+    assert d["before_kill"] == {"t": 9.8, "sessions": 2, "registrations": 2, "leases": 4,
+                                "jobs": 1, "node_sessions": 3.0}
+    assert d["first_after_kill"]["sessions"] == 2 and d["first_after_kill"]["fenced_bytes"] == 4096
+    assert d["sessions_gone_after_s"] == 0.7 and d["fenced_zero_after_s"] == 1.0
+    assert d["fenced_bytes_max"] == 4096 and d["last"]["sessions"] == 1.0
+    assert d["last"]["kvstrata_fenced_bytes"] == 0
+    assert "first_after_kill" not in faults.daemon_after_kill(samples[:1], 10.0, [7])
+
+
+def test_parse_daemon_gauges():
+    text = ('# TYPE kvstrata_fenced_bytes gauge\nkvstrata_fenced_bytes 8192\n'
+            'kvstrata_jobs_active{kind="store"} 2\nkvstrata_jobs_active{kind="load"} 1\n'
+            'kvstrata_lookups_total 5\n')
+    assert faults.parse_gauges(text) == {"kvstrata_fenced_bytes": 8192.0,
+                                         "kvstrata_jobs_active": 3.0}
+
+
+def fault_results():
+    restart = {"fault": "restart", "role": "kvstrata", "replica": 1, "stop_s": 4.2,
+               "to_health_s": 61.5, "target": faults.restart_target(True, 0.42),
+               "numbers": {"first_hit_s": 0.42, "first_cached_s": 0.3, "first_n": 16,
+                           "first_n_fractions": {"requests": 16, "cached_frac": 0.85,
+                                                 "beyond_own_frac": 0.6},
+                           "all_fractions": {"requests": 48, "cached_frac": 0.88,
+                                             "beyond_own_frac": 0.62},
+                           "by_home": {"R": {"beyond_own_frac": 0.61},
+                                       "others": {"beyond_own_frac": 0.63}},
+                           "ttft_ms": {"p50": 120.0, "p99": 480.0}, "errors": 0}}
+    native = {**restart, "role": "native", "target": faults.restart_target(False, None),
+              "numbers": {**restart["numbers"], "first_hit_s": None}}
+    kill = {"fault": "kill", "role": "kvstrata", "replica": 1, "mode": "sticky",
+            "kill_after_s": 12.0, "window_s": 10.0, "kill_s": 12.4,
+            "in_flight_at_kill": {"c1": 2, "c3": 3}, "pids": [11, 12], "limit_after": 8,
+            "rehomed": 24, "retried": 2,
+            "errors": {"total": 2, "on_killed": 2, "on_others": 0, "examples": []},
+            "windows": {"before": {"n": 40, "turn1": 10, "p50_ms": 150.0, "p99_ms": 400.0},
+                        "after": {"n": 38, "turn1": 0, "p50_ms": 160.0, "p99_ms": 420.0},
+                        "rest": {"n": 60, "turn1": 0, "p50_ms": 140.0, "p99_ms": 380.0},
+                        "p99_ratio": 1.05},
+            "target": faults.kill_target(1.05),
+            "daemon": {"before_kill": {"sessions": 2, "registrations": 2, "leases": 3, "jobs": 1},
+                       "first_after_kill": {"t": 12.6, "sessions": 0, "fenced_bytes": 0.0},
+                       "sessions_gone_after_s": 0.2, "fenced_bytes_max": 0.0,
+                       "fenced_zero_after_s": 0.2,
+                       "last": {"sessions": 2.0, "active_leases": 0.0, "active_loads": 0.0,
+                                "active_reservations": 0.0,
+                                "kvstrata_registrations_active": 2.0,
+                                "kvstrata_jobs_active": 0.0, "kvstrata_fenced_bytes": 0.0}}}
+    return {"kvstrata:restart": restart, "native:restart": native, "kvstrata:kill": kill,
+            "native:kill": {"fault": "kill", "kill_s": None, "kill_after_s": 12.0},
+            "none:restart": {"fault": "restart", "error": "none replica 1 not healthy\nlog"}}
+
+
+def test_faults_summary_lines():
+    assert faults.render_faults({}) == []
+    text = "\n".join(faults.render_faults(fault_results()))
+    assert "Faults (issue 41 item 3" in text
+    assert ("kvstrata:restart  R=1 stopped in 4.2 s, /health 61.5 s after its start command; "
+            "first hit beyond own 0.42 s after /health (first cached token 0.3 s)") in text
+    assert "first 16 requests: cached 85.0 %, beyond own 60.0 %; all 48: cached 88.0 %" in text
+    assert "target first hit <= 1 s after /health: PASS (0.42 s)" in text
+    assert "first hit beyond own never after /health" in text and "(no target: starts cold)" in text
+    assert ("SIGKILL to R=1 (2 processes) at 12.4 s (sticky) with 2 in flight on it "
+            "(turns 2,3); in flight after: 8") in text
+    assert ("others' TTFT p50/p99: 10 s before 150/400 ms (n=40, 10 first turns); 10 s after "
+            "160/420 ms (n=38, 0 first turns)") in text
+    assert "errors 2 (2 on R, 0 on the others), turns sent again 2" in text
+    assert "kvstratad: R's sessions 2 before the kill (registrations 2, leases 3, jobs 1)" in text
+    assert "gone after 0.2 s" in text and "fenced bytes 0" in text
+    assert "target others' TTFT p99 after <= 1.2x before: PASS (1.05x)" in text
+    assert "native:kill       no kill: the workload ended before 12 s" in text
+    assert "none:restart      failed: none replica 1 not healthy" in text
+
+
+def test_run_fault_options_and_phases_left(tmp_path):
+    import run
+    args = run.parse_args(["--out", "/tmp/x", "--faults", "restart,kill",
+                           "--plan", "native:sticky,kvstrata:sticky"])
+    f = run.fault_spec(args, ["native", "kvstrata"])
+    assert f["kinds"] == ["restart", "kill"] and f["roles"] == ["native", "kvstrata"]
+    assert f["kill_mode"] == "sticky" and f["keep_load"] and f["window_s"] == 10.0
+    assert run.fault_spec(run.parse_args(["--out", "/x"]), ["none"])["kinds"] == []
+    for bad in (["--faults", "reboot"], ["--faults", "kill", "--replicas", "1"],
+                ["--faults", "restart", "--turns", "1"], ["--fault-roles", "foo"]):
+        with pytest.raises(SystemExit):
+            run.parse_args(["--out", "/tmp/x"] + bad)
+    spec = {"plan": [["native", ["sticky"]], ["kvstrata", ["sticky"]]], "smoke": False,
+            "faults": {**f, "roles": ["kvstrata"]}}
+    state = {"spec": spec, "results": {"native:sticky": {}, "kvstrata:sticky": {}},
+             "faults": {"kvstrata:restart": {}}}
+    r = run.Run(args, spec, tmp_path, state)
+    assert r.faults_todo("native") == [] and r.faults_todo("kvstrata") == ["kill"]
+    assert r.left() == ["kvstrata:kill"]
+    del spec["faults"]                                   # a run from before --faults
+    assert r.left() == []
