@@ -22,14 +22,17 @@ restart  A sticky workload (its own seed) runs every conversation's turns but th
          sent and over all.
          Target (kvstrata roles): first hit <= 1 s after /health.
 kill     A workload over all replicas (--fault-kill-mode, sticky by default, its own seed).
-         After --fault-kill-after-s, once R has a later turn in flight (its prefix is being
-         loaded; at most 5 s more of waiting for one), the router marks R dead and R's whole
-         process group gets SIGKILL (the server and vLLM's EngineCore child). The router
-         sends nothing more to R: sticky conversations homed on R move to the live replica
-         with the fewest conversations, a turn that failed on R is sent again to a live
-         replica (the failure is counted), and the requests in flight drop to the live
-         replicas' share of --concurrency (--fault-keep-load: each other replica keeps the
-         load it had, so a TTFT change is the kill's, not more load). Reported: the other
+         Once every conversation's first turn is done and window_s more have passed (the
+         window before the kill then holds later turns only, like the window after it), at
+         least --fault-kill-after-s from the start, and once R has a later turn in flight
+         (its prefix is being loaded; at most 5 s more of waiting for one), the router
+         marks R dead and R's whole process group gets SIGKILL (the server and vLLM's
+         EngineCore child). The router sends nothing more to R: sticky conversations homed
+         on R move to the live replica with the fewest conversations, a turn that failed on
+         R is sent again to a live replica (the failure is counted), and the requests in
+         flight drop to the live replicas' share of --concurrency (--fault-keep-load: each
+         other replica keeps the load it had, so a TTFT change is the kill's, not more
+         load). Reported: the other
          replicas' TTFT p50/p99 by the time of their first token in the window_s before the
          kill, the window_s after it, and the rest; the errors; kvstrata: the daemon sampled
          every 0.25 s (GetStats counters `sessions`, `active_leases`, `active_loads`,
@@ -405,21 +408,26 @@ class Sampler:
 async def load_with_kill(urls: List[str], model: str, router: Router, conversations: List[Any],
                          concurrency: int, max_tokens: int, request_timeout_s: float,
                          victim: int, kill_after_s: float, kill: Callable[[], List[int]],
-                         keep_load: bool, t0: Optional[float] = None,
+                         keep_load: bool, t0: Optional[float] = None, window_s: float = 0.0,
                          wait_loads_s: float = 5.0) -> Dict[str, Any]:
     """The conversations through the router (loadgen.run_conversations) with a fault task
-    in the same event loop: after kill_after_s, once the victim has a turn >= 2 in flight
-    (at most wait_loads_s more), the router marks it dead, `kill` runs (returns the pids it
-    killed) and, with keep_load, the requests in flight drop to the live replicas' share.
-    The loadgen's result plus kill_s (None: the load ended first), in_flight_at_kill, pids,
-    limit_after."""
+    in the same event loop: once every first turn is done, at least window_s after that
+    (the window before the kill holds later turns only: their TTFT compares with the window
+    after) and at least kill_after_s from the start, and once the victim has a turn >= 2
+    in flight (at most wait_loads_s more), the router marks it dead, `kill` runs (returns
+    the pids it killed) and, with keep_load, the requests in flight drop to the live
+    replicas' share. The loadgen's result plus kill_s (None: the load ended first),
+    first_turns_done_s, in_flight_at_kill, pids, limit_after."""
     from loadgen import Live, run_conversations  # noqa: PLC0415 - needs aiohttp
     live = Live()
-    fault: Dict[str, Any] = {"kill_s": None, "in_flight_at_kill": {}, "pids": [],
-                             "limit_after": concurrency}
+    fault: Dict[str, Any] = {"kill_s": None, "first_turns_done_s": None,
+                             "in_flight_at_kill": {}, "pids": [], "limit_after": concurrency}
 
     async def killer() -> None:
-        while live.elapsed() < kill_after_s:
+        while live.finished.get(1, 0) < len(conversations):  # every first turn done
+            await asyncio.sleep(0.01)
+        fault["first_turns_done_s"] = round(live.elapsed(), 4)
+        while live.elapsed() < max(kill_after_s, fault["first_turns_done_s"] + window_s):
             await asyncio.sleep(0.01)
         deadline = live.elapsed() + wait_loads_s
         while live.elapsed() < deadline:
@@ -527,7 +535,8 @@ class FaultRunner:
             res = asyncio.run(load_with_kill(
                 self.rs.urls, self.model, router, convs, spec["concurrency"],
                 spec["workload"]["max_tokens"], spec["request_timeout_s"], R,
-                o["kill_after_s"], lambda: self.rs.kill_one(R), o["keep_load"], t0=t0))
+                o["kill_after_s"], lambda: self.rs.kill_one(R), o["keep_load"], t0=t0,
+                window_s=o["window_s"]))
             killed = res["kill_s"] is not None
             if killed:
                 self.rs.reap_one(R)
@@ -548,6 +557,7 @@ class FaultRunner:
             "fault": "kill", "role": self.role, "replica": R, "mode": o["kill_mode"],
             "seed": f"{spec['seed']}-fault-kill", "kill_after_s": o["kill_after_s"],
             "window_s": o["window_s"], "wall_s": res["wall_s"], "kill_s": res["kill_s"],
+            "first_turns_done_s": res["first_turns_done_s"],
             "in_flight_at_kill": res["in_flight_at_kill"], "pids": res["pids"],
             "limit_after": res["limit_after"], "sent_per_replica": res["sent_per_replica"],
             "rehomed": router.rehomed,

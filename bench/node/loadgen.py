@@ -32,10 +32,11 @@ from workload import Conversation
 @dataclass
 class Live:
     """What a fault task sees and steers while the load runs: the requests in flight per
-    replica (conversation id -> turn), the clock origin, and a limit on the workers that
-    may send (None: all of them)."""
+    replica (conversation id -> turn), the requests finished per turn (answered or
+    failed), the clock origin, and a limit on the workers that may send (None: all)."""
     t0: float = 0.0
     in_flight: Dict[int, Dict[str, int]] = field(default_factory=dict)
+    finished: Dict[int, int] = field(default_factory=dict)
     limit: Optional[int] = None
 
     def elapsed(self) -> float:
@@ -84,6 +85,7 @@ async def run_conversations(urls: List[str], model: str, router: Router,
             finally:
                 router.release(replica)
                 live.in_flight[replica].pop(conv.conv_id, None)
+                live.finished[turn] = live.finished.get(turn, 0) + 1
             records.append({"conv": conv.conv_id, "turn": turn,
                             "start_s": round(start, 6),
                             "end_s": round(time.perf_counter() - t0, 6), **res.to_json()})

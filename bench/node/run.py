@@ -489,9 +489,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                          "role of the plan; none is the control)")
     ap.add_argument("--fault-kill-mode", default="sticky", choices=("rr", "least", "sticky"),
                     help="routing of the kill phase's workload")
-    ap.add_argument("--fault-kill-after-s", type=float, default=12.0,
-                    help="the kill comes this long after the kill phase's first request, "
-                         "once the victim has a later turn in flight (<= 5 s more)")
+    ap.add_argument("--fault-kill-after-s", type=float, default=0.0,
+                    help="the kill comes once every first turn of the kill phase is done and "
+                         "--fault-window-s more have passed, at least this long after its "
+                         "first request, and once the victim has a later turn in flight "
+                         "(<= 5 s more)")
     ap.add_argument("--fault-window-s", type=float, default=10.0,
                     help="TTFT windows before and after the kill")
     ap.add_argument("--fault-keep-load", action=argparse.BooleanOptionalAction, default=True,

@@ -420,6 +420,7 @@ def test_run_fault_options_and_phases_left(tmp_path):
     f = run.fault_spec(args, ["native", "kvstrata"])
     assert f["kinds"] == ["restart", "kill"] and f["roles"] == ["native", "kvstrata"]
     assert f["kill_mode"] == "sticky" and f["keep_load"] and f["window_s"] == 10.0
+    assert f["kill_after_s"] == 0.0
     assert run.fault_spec(run.parse_args(["--out", "/x"]), ["none"])["kinds"] == []
     for bad in (["--faults", "reboot"], ["--faults", "kill", "--replicas", "1"],
                 ["--faults", "restart", "--turns", "1"], ["--fault-roles", "foo"]):
