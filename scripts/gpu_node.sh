@@ -12,6 +12,13 @@
 #   call 5 (if call 4 stopped before the end of the plan), the same carry:
 #                                                            bash scripts/gpu_node.sh --continue
 #
+# Faults (issue 41 item 3: a rolling restart of one replica, time to its first hit after
+# /health; a SIGKILL of one replica during its loads, the others' TTFT around it and the
+# daemon's cleanup; bench/node/faults.py, README "Faults"), after calls 1-3 on the same
+# machine, carry [".bundle", ".vllmcarry/serve"], ~8.5-9.5 min (estimated, not yet run):
+#                    bash scripts/gpu_node.sh --plan native:sticky,kvstrata:sticky --faults restart,kill
+#   and, only if it says "run again with --continue" (~2-4 min):  bash scripts/gpu_node.sh --continue
+#
 # Options go to bench/node/run.py (see bench/node/README.md), e.g.
 #   bash scripts/gpu_node.sh --plan none:rr,kvstrata:rr+sticky --conversations 48
 # The default plan (none:rr, native:rr+sticky, kvstrata:rr+least+sticky) is sized for one

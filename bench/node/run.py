@@ -129,15 +129,15 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
                                 **dict(kv.split("=", 1) for kv in args.daemon_set)}},
         "prompt_tokens_per_mode": wl.prompt_tokens_total(),
         "distinct_tokens_per_mode": wl.unique_tokens(),
-        "faults": fault_spec(args, [r for r, _ in plan]),
+        "faults": fault_spec(args),
     }
 
 
-def fault_spec(args: argparse.Namespace, plan_roles: List[str]) -> Dict[str, Any]:
-    """The fault phases of the run (faults.py): which, on which roles, and their knobs."""
+def fault_spec(args: argparse.Namespace) -> Dict[str, Any]:
+    """The fault phases of the run (faults.py): which, on which roles (None: every role of
+    the plan, a plan that --continue extends included), and their knobs."""
     kinds = parse_faults(args.faults)
-    roles = [r.strip() for r in args.fault_roles.split(",") if r.strip()] \
-        if args.fault_roles else list(plan_roles)
+    roles = [r.strip() for r in args.fault_roles.split(",") if r.strip()] or None
     return {"kinds": kinds, "roles": roles, "kill_mode": args.fault_kill_mode,
             "kill_after_s": args.fault_kill_after_s, "window_s": args.fault_window_s,
             "keep_load": args.fault_keep_load, "first_n": args.fault_first_n,
@@ -218,7 +218,7 @@ class Run:
     def faults_todo(self, role: str) -> List[str]:
         """The role's fault phases not run yet (a failed one counts as run)."""
         f = self.spec.get("faults") or {}
-        if role not in f.get("roles", []):
+        if f.get("roles") is not None and role not in f["roles"]:
             return []
         return [k for k in f.get("kinds", []) if f"{role}:{k}" not in self.state.get("faults", {})]
 
@@ -549,9 +549,9 @@ def main() -> int:
             spec["plan"] = extend_plan(spec["plan"], parse_plan(args.plan))
             log(f"plan now: {plan_text(spec['plan'])}")
         if args.faults:  # fault phases added to (or changed in) the run
-            spec["faults"] = fault_spec(args, [r for r, _ in spec["plan"]])
+            spec["faults"] = fault_spec(args)
             log(f"faults now: {','.join(spec['faults']['kinds']) or 'none'} on "
-                f"{','.join(spec['faults']['roles'])}")
+                f"{','.join(spec['faults']['roles'] or ['every role of the plan'])}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)

@@ -424,7 +424,7 @@ def test_run_py_runs_fault_phases_after_the_modes(tmp_path, monkeypatch):
             "cpu_bytes_per_replica": 1 << 30, "l1_bytes": 2 << 30, "daemon": {},
             "prompt_tokens_per_mode": FAULT_SPEC.prompt_tokens_total(),
             "distinct_tokens_per_mode": FAULT_SPEC.unique_tokens(),
-            "faults": run.fault_spec(args, ["native"])}
+            "faults": run.fault_spec(args)}
     state = {"spec": spec, "results": {}}
     r = run.Run(args, spec, tmp_path, state)
     r.run()

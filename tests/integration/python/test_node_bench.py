@@ -417,11 +417,13 @@ def test_run_fault_options_and_phases_left(tmp_path):
     import run
     args = run.parse_args(["--out", "/tmp/x", "--faults", "restart,kill",
                            "--plan", "native:sticky,kvstrata:sticky"])
-    f = run.fault_spec(args, ["native", "kvstrata"])
-    assert f["kinds"] == ["restart", "kill"] and f["roles"] == ["native", "kvstrata"]
+    f = run.fault_spec(args)
+    assert f["kinds"] == ["restart", "kill"] and f["roles"] is None   # every role of the plan
     assert f["kill_mode"] == "sticky" and f["keep_load"] and f["window_s"] == 10.0
     assert f["kill_after_s"] == 0.0
-    assert run.fault_spec(run.parse_args(["--out", "/x"]), ["none"])["kinds"] == []
+    assert run.fault_spec(run.parse_args(["--out", "/x"]))["kinds"] == []
+    assert run.fault_spec(run.parse_args(["--out", "/x", "--fault-roles", "kvstrata"]))[
+        "roles"] == ["kvstrata"]
     for bad in (["--faults", "reboot"], ["--faults", "kill", "--replicas", "1"],
                 ["--faults", "restart", "--turns", "1"], ["--fault-roles", "foo"]):
         with pytest.raises(SystemExit):
@@ -433,5 +435,8 @@ def test_run_fault_options_and_phases_left(tmp_path):
     r = run.Run(args, spec, tmp_path, state)
     assert r.faults_todo("native") == [] and r.faults_todo("kvstrata") == ["kill"]
     assert r.left() == ["kvstrata:kill"]
+    spec["faults"]["roles"] = None                       # every role of the plan
+    assert r.faults_todo("native") == ["restart", "kill"]
+    assert r.left() == ["native:restart", "native:kill", "kvstrata:kill"]
     del spec["faults"]                                   # a run from before --faults
     assert r.left() == []
