@@ -518,7 +518,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.replicas < 0 or args.cpu_gib <= 0 or not 0 < args.gpu_memory_utilization <= 1:
         ap.error("--replicas >= 0, --cpu-gib > 0 and 0 < --gpu-memory-utilization <= 1")
     try:
-        plan = parse_plan(args.plan or DEFAULT_PLAN)
+        parse_plan(args.plan or DEFAULT_PLAN)
         kinds = parse_faults(args.faults)
     except ValueError as err:
         ap.error(str(err))
@@ -526,11 +526,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for r in (x.strip() for x in args.fault_roles.split(",") if x.strip()):
         if r not in ROLES:
             ap.error(f"--fault-roles: unknown role {r!r}")
-    if kinds and (args.replicas == 1):
+    if kinds and args.replicas == 1:
         ap.error("--faults needs at least 2 replicas (one is stopped or killed)")
     if "restart" in kinds and args.turns < 2:
-        ap.error("--faults restart needs --turns >= 2 (the last turn goes to the restarted replica)")
-    del plan
+        ap.error("--faults restart needs --turns >= 2 (the last turn goes to the restarted "
+                 "replica)")
     return args
 
 
