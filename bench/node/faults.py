@@ -52,6 +52,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import metrics
 from router import Router
 from stats import percentile
 
@@ -328,16 +329,9 @@ def render_faults(faults: Dict[str, Any]) -> List[str]:
 def parse_gauges(text: str, names: Sequence[str] = DAEMON_GAUGES) -> Dict[str, float]:
     """The named samples of a Prometheus text page, summed over their label sets."""
     out: Dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name_labels, _, value = line.rpartition(" ")
-        name = name_labels.split("{", 1)[0].strip()
+    for name, v in metrics.samples(text):
         if name in names:
-            try:
-                out[name] = out.get(name, 0.0) + float(value)
-            except ValueError:
-                pass
+            out[name] = out.get(name, 0.0) + v
     return out
 
 

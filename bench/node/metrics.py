@@ -13,29 +13,34 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 PREFIXES = ("vllm:prefix_cache_", "vllm:external_prefix_cache_", "vllm:prompt_tokens",
             "vllm:generation_tokens", "vllm:num_preemptions", "vllm:kvstrata_",
             "vllm:request_success")
 
 
-def parse(text: str) -> Dict[str, float]:
-    """The counters of a Prometheus text exposition that this benchmark reads, summed over
-    their label sets, `_total` stripped (`_created` samples skipped)."""
-    out: Dict[str, float] = {}
+def samples(text: str) -> Iterator[Tuple[str, float]]:
+    """(metric name without labels, value) of each sample of a Prometheus text page."""
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         name_labels, _, value = line.rpartition(" ")
-        name = name_labels.split("{", 1)[0].strip()
-        if name.endswith("_created") or not (name.startswith(PREFIXES) or "offload" in name):
-            continue
-        if name.endswith(("_bucket", "_sum", "_count")):
-            continue
         try:
             v = float(value)
         except ValueError:
+            continue
+        yield name_labels.split("{", 1)[0].strip(), v
+
+
+def parse(text: str) -> Dict[str, float]:
+    """The counters of a Prometheus text exposition that this benchmark reads, summed over
+    their label sets, `_total` stripped (`_created` samples skipped)."""
+    out: Dict[str, float] = {}
+    for name, v in samples(text):
+        if name.endswith("_created") or not (name.startswith(PREFIXES) or "offload" in name):
+            continue
+        if name.endswith(("_bucket", "_sum", "_count")):
             continue
         key = name[:-6] if name.endswith("_total") else name
         out[key] = out.get(key, 0.0) + v

@@ -215,7 +215,7 @@ class Run:
     def done(self, role: str, mode: str) -> bool:
         return f"{role}:{mode}" in self.state["results"]
 
-    def faults_todo(self, role: str) -> List[str]:
+    def faults_pending(self, role: str) -> List[str]:
         """The role's fault phases not run yet (a failed one counts as run)."""
         f = self.spec.get("faults") or {}
         if f.get("roles") is not None and role not in f["roles"]:
@@ -224,7 +224,7 @@ class Run:
 
     def left(self) -> List[str]:
         return [f"{r}:{m}" for r, modes in self.spec["plan"]
-                for m in list(modes) + self.faults_todo(r)
+                for m in list(modes) + self.faults_pending(r)
                 if (m in FAULTS or not self.done(r, m))
                 and not (r == "lmcache" and self.lmcache is None)]
 
@@ -234,7 +234,7 @@ class Run:
         try:
             for role, modes in self.spec["plan"]:
                 todo = [m for m in modes if not self.done(role, m)]
-                faults = self.faults_todo(role)
+                faults = self.faults_pending(role)
                 if not todo and not faults:
                     continue
                 if role == "lmcache" and self.lmcache is None:

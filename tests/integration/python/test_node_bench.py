@@ -433,10 +433,10 @@ def test_run_fault_options_and_phases_left(tmp_path):
     state = {"spec": spec, "results": {"native:sticky": {}, "kvstrata:sticky": {}},
              "faults": {"kvstrata:restart": {}}}
     r = run.Run(args, spec, tmp_path, state)
-    assert r.faults_todo("native") == [] and r.faults_todo("kvstrata") == ["kill"]
+    assert r.faults_pending("native") == [] and r.faults_pending("kvstrata") == ["kill"]
     assert r.left() == ["kvstrata:kill"]
     spec["faults"]["roles"] = None                       # every role of the plan
-    assert r.faults_todo("native") == ["restart", "kill"]
+    assert r.faults_pending("native") == ["restart", "kill"]
     assert r.left() == ["native:restart", "native:kill", "kvstrata:kill"]
     del spec["faults"]                                   # a run from before --faults
     assert r.left() == []
