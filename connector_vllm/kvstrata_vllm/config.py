@@ -26,7 +26,7 @@ _KNOWN = {"endpoint", "tokens_per_unit", "offload", "store_threshold_tokens",
 # the request is scheduled; "sync" loads L1 hits in the step on CPU engines too; "async"
 # always loads before the request is scheduled (vLLM's load_async).
 LOAD_MODES = ("auto", "sync", "async")
-# Whether the load planner (load_planner.py) decides how much of each hit to load: "auto"
+# Whether the load planner (kvstrata.planning) decides how much of each hit to load: "auto"
 # on GPU engines, "on" on CPU engines too, "off" loads every hit whole.
 PLANNER_MODES = ("auto", "on", "off")
 

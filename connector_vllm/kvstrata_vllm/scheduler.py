@@ -19,19 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import kvstrata
+from kvstrata.planning import (CPU_FLOPS, GPU_FLOPS, LoadPlanner, Plan, PrefillModel,
+                               PromotionWatch, TierSpeeds)
 
 from .config import ConnectorConfig, max_offload_tokens, open_link
 from .kv_event_feed import EVENT_GROUP, KvEventFeed
 from .kv_layouts import kv_layout_name
-from .load_planner import LoadPlanner, Plan
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
 from .namespace import (KvGroup, cache_dtype, hash_seed_problem, hash_tokens, kv_groups,
                         namespace_fields, unit_keys)
-from .prefill_model import CPU_FLOPS, GPU_FLOPS, PrefillModel, prefill_flops
-from .promotion_watch import PromotionWatch
+from .model_flops import prefill_flops
 from .releaser import LeaseReleaser
 from .stats import StatsCounter
-from .tier_speeds import TierSpeeds
 from . import trace
 
 log = logging.getLogger("kvstrata_vllm")

@@ -1,5 +1,5 @@
-"""The load planner's parts on their own (kvstrata_vllm.load_planner, prefill_model,
-tier_speeds): decisions from measured speeds, a tier that stalls priced out within seconds
+"""The load planner's parts on their own (kvstrata.planning: load_planner, prefill_model,
+tier_speeds; kvstrata_vllm.model_flops): decisions from measured speeds, a tier that stalls priced out within seconds
 and back when it recovers, an unmeasured planner never betting on a slow tier, the in-step
 or asynchronous choice by how busy the engine is. A fake clock; no daemon, no vLLM engine.
 The planner inside vLLM's real scheduler against a real kvstratad: test_scheduler.py."""
@@ -10,9 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from kvstrata import Tier
-from kvstrata_vllm.load_planner import LoadPlanner
-from kvstrata_vllm.prefill_model import GPU_FLOPS, PrefillModel, prefill_flops
-from kvstrata_vllm.tier_speeds import HALF_LIFE_S, TierSpeeds
+from kvstrata.planning import GPU_FLOPS, HALF_LIFE_S, LoadPlanner, PrefillModel, TierSpeeds
+from kvstrata_vllm.model_flops import prefill_flops
 
 L1, L2, L3 = int(Tier.L1), int(Tier.L2), int(Tier.L3)
 UNIT = 16

@@ -116,3 +116,20 @@ def test_installed_package_has_the_message_stubs() -> None:
     assert "ENGINE_KIND_VLLM: EngineKind" in common
     assert "class ReserveStoreRequest(_message.Message)" in \
         root.joinpath("v1").joinpath("control_pb2.pyi").read_text()
+
+
+def test_installed_package_has_the_planner() -> None:
+    """kvstrata.planning (the load planner both connectors use) is a subpackage the wheel
+    must carry, importable without any engine."""
+    import importlib.resources
+
+    from kvstrata import planning
+
+    root = importlib.resources.files("kvstrata").joinpath("planning")
+    for name in ("__init__", "load_planner", "prefill_model", "promotion_watch", "tier_speeds"):
+        assert root.joinpath(f"{name}.py").is_file(), name
+    assert planning.PRIORS[int(kvstrata.Tier.L2)].gb_per_s > 0
+    p = planning.LoadPlanner(planning.PrefillModel(planning.prefill_flops(None),
+                                                   planning.GPU_FLOPS, 8192),
+                             planning.TierSpeeds())
+    assert p.plan([int(kvstrata.Tier.L1)] * 4, 0, 16, 65, 1 << 20, in_step_ok=True).units >= 0

@@ -1,24 +1,24 @@
-"""PrefillModel: how long this engine takes to compute tokens, measured from its own steps.
+"""PrefillModel: how long an engine takes to compute tokens, measured from its own steps.
 
 The shape comes from the model's arithmetic (prefill_flops): a step computing n new tokens
 after c tokens of context costs about `overhead + scale * (linear * n + attention * n *
 (c + n / 2))`, its linear part the weights' FLOPs per token and its attention part the
 FLOPs per token and context token, both divided by a device rate. The two numbers that the
 arithmetic cannot know -- the step's fixed cost (`overhead`) and how fast this engine runs
-the arithmetic (`scale`) -- are fitted to the steps the scheduler saw: each step's
-scheduled tokens and context (step_built, from SchedulerOutput) against its duration (the
-time to step_done, the step's output). The fit is a least-squares one over the last
-WINDOW steps, pulled toward the prior (a fast device: an unmeasured engine is assumed to
-compute quickly, so a slow tier is not trusted to beat it), so a handful of odd steps moves
-it little. Steps that loaded KV in the step itself are not fitted (the load is in their
-time).
+the arithmetic (`scale`) -- are fitted to the steps the engine's scheduler reports: each
+step's scheduled tokens and context (step_built) against its duration (the time to
+step_done, the step's output). The fit is a least-squares one over the last WINDOW steps,
+pulled toward the prior (a fast device: an unmeasured engine is assumed to compute quickly,
+so a slow tier is not trusted to beat it), so a handful of odd steps moves it little. Steps
+that loaded KV in the step itself are not fitted (the load is in their time). An engine
+that reports no steps (SGLang's storage backend sees none) is priced by the prior alone.
 
-Steps are numbered (KVStrataMetadata.step) and the workers send the number back with the
-step's output, so a duration is always that step's, whatever vLLM skips (an empty step has
-no forward pass and no output). With asynchronous scheduling vLLM builds step k+1 before
-step k's output arrives: a step's duration runs from the later of its build and the
-previous output to its own output.
-Not thread-safe: the scheduler's thread calls everything.
+Steps are numbered by the caller (kvstrata_vllm: KVStrataMetadata.step, which the workers
+send back with the step's output), so a duration is always that step's, whatever the
+engine skips (an empty step has no forward pass and no output). With asynchronous
+scheduling an engine builds step k+1 before step k's output arrives: a step's duration runs
+from the later of its build and the previous output to its own output.
+Not thread-safe: one thread (the engine's scheduler) calls everything.
 """
 from __future__ import annotations
 
@@ -43,10 +43,11 @@ class PrefillFlops:
     attention: float
 
 
-def prefill_flops(vllm_config: Any) -> PrefillFlops:
-    """The model's FLOPs from its config (a Llama-style decoder; MoE counts the active
-    experts); a generic 8B model's where the config lacks a field."""
-    cfg = getattr(getattr(vllm_config, "model_config", None), "hf_text_config", None)
+def prefill_flops(text_config: Any) -> PrefillFlops:
+    """The model's FLOPs from its Hugging Face text config (the engine's `hf_text_config`;
+    a Llama-style decoder; MoE counts the active experts); a generic 8B model's where the
+    config lacks a field (None: all of them)."""
+    cfg = text_config
 
     def get(name: str, default: float) -> float:
         value = getattr(cfg, name, None)

@@ -1,7 +1,7 @@
 """LoadPlanner: per request, how much of a KVStrata hit to load, and how -- never slower than
 recomputing it.
 
-For a hit of units u0..u1 (each in some tier) after `first` tokens vLLM already holds, the
+For a hit of units u0..u1 (each in some tier) after `first` tokens the engine already holds, the
 predicted time to the first token of loading the leading k units and computing the rest is
 
     load_ms(k) + prefill_ms(tokens left | context first + k units)
@@ -24,14 +24,15 @@ step's time` (what an asynchronous load costs this request: it joins a later ste
 
 Decisions (Plan.kind): "in_step", "async", "partial" (the leading part loads
 asynchronously or in-step; the engine computes the rest), "recompute". Not thread-safe:
-the scheduler's thread calls it.
+one thread calls it (vLLM's scheduler; kvstrata_sglang holds a lock). Engine-independent:
+kvstrata_vllm and kvstrata_sglang both use it (docs/load-planner.md).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-import kvstrata
+from ..tier import Tier
 
 from .prefill_model import PrefillModel
 from .tier_speeds import TierSpeeds
@@ -53,12 +54,16 @@ class LoadPlanner:
     def __init__(self, prefill: PrefillModel, tiers: TierSpeeds) -> None:
         self.prefill = prefill
         self.tiers = tiers
-        self.batch_requests = 0     # requests in the last step vLLM scheduled
+        self.batch_requests = 0     # requests in the last step the engine scheduled
         self._queued: Dict[int, int] = {}  # tier -> bytes this engine is loading from it
 
     def queue(self, tier: int, nbytes: int) -> None:
         """A load of nbytes from `tier` started (negative: it ended)."""
         self._queued[tier] = max(0, self._queued.get(tier, 0) + nbytes)
+
+    def set_queue(self, tier_bytes: Dict[int, int]) -> None:
+        """The bytes this engine has still to load from each tier, counted by the caller."""
+        self._queued = {t: max(0, int(n)) for t, n in tier_bytes.items()}
 
     def load_ms(self, tiers: List[int], unit_bytes: int) -> float:
         """Predicted time to load units in these tiers (one transfer)."""
@@ -77,10 +82,10 @@ class LoadPlanner:
     def plan(self, tiers: List[int], first: int, unit_tokens: int, num_tokens: int,
              unit_bytes: int, in_step_ok: bool, partial_ok: bool = True) -> Plan:
         """tiers: the tier of each unit of the hit, in order, the first starting at token
-        `first` (vLLM's own hit); num_tokens: the request's; unit_bytes: a unit's bytes over
+        `first` (the engine's own hit); num_tokens: the request's; unit_bytes: a unit's bytes over
         every namespace it loads into; in_step_ok: the mode, engine and tiers allow an
         in-step load of a leading part that is all L1."""
-        end = num_tokens - 1  # vLLM computes at least the last token
+        end = num_tokens - 1  # the engine computes at least the last token
         recompute = self.prefill.predict_ms(end - first + 1, first)
         # Both ways run a step at least: the margin is of the compute, not of its overhead.
         margin = MARGIN * max(0.0, recompute - self.prefill.overhead_ms)
@@ -96,7 +101,7 @@ class LoadPlanner:
         ttft, k, load = best
         if k == 0:
             return Plan(0, False, "recompute", 0.0, recompute, recompute)
-        l1_only = all(t == int(kvstrata.Tier.L1) for t in tiers[:k])
+        l1_only = all(t == int(Tier.L1) for t in tiers[:k])
         in_step = in_step_ok and l1_only and self._in_step_pays(load)
         if k < len(tiers):
             kind = "partial"

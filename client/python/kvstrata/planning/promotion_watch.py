@@ -8,9 +8,9 @@ at a time (its last unit's key, in one namespace, and the bytes promoted over ev
 namespace) and asks the daemon, every POLL_S without a lease, until that unit is in L1:
 the time since the lookup is a sample of the tier's speed, with the daemon's queue in
 front of it. A unit still below L1 after TIMEOUT_S is a censored sample (a stalled tier);
-one that left every tier is dropped. Past its prediction a watch counts
-as a censored sample (at least this slow) as it goes on. A thread of its own does the polling; the scheduler's
-step never waits for it.
+one that left every tier is dropped. Past its prediction a watch counts as a censored
+sample (at least this slow) as it goes on. A thread of its own does the polling; the
+engine never waits for it.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
-import kvstrata
+from ..tier import Tier
 
 from .tier_speeds import TierSpeeds
 
@@ -29,7 +29,7 @@ TIMEOUT_S = 10.0
 class PromotionWatch:
     def __init__(self, link: Any, speeds: TierSpeeds,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.link = link   # the scheduler's kvstrata.DaemonLink
+        self.link = link   # the caller's kvstrata.DaemonLink
         self.speeds = speeds
         self._clock = clock
         self._lock = threading.Lock()
@@ -79,7 +79,7 @@ class PromotionWatch:
         # Past its prediction it is a censored sample (at least this slow), replaced as it
         # goes on and by its real time when it lands.
         key_id = f"promotion:{tier}:{started}"
-        if int(r.tiers[0]) == int(kvstrata.Tier.L1):
+        if int(r.tiers[0]) == int(Tier.L1):
             self.speeds.add(tier, nbytes, elapsed_ms, key=key_id)
             return True
         if elapsed_ms > self.speeds.predict_ms(tier, nbytes):

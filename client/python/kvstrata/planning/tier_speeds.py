@@ -16,7 +16,7 @@ while its first load is still stuck, not after.
 
 The priors are conservative for the tiers below L1 (a slow disk) and for L1 a PCIe link
 (tensor-parallel ranks copy in parallel: their bytes scale the prior).
-Thread-safe (the scheduler's thread and promotion_watch's add samples).
+Thread-safe (the engine's threads and promotion_watch's add samples).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-import kvstrata
+from ..tier import Tier
 
 HALF_LIFE_S = 5.0
 HORIZON_S = 60.0              # samples older than this are dropped
@@ -43,9 +43,9 @@ class TierPrior:
 # L1: one PCIe Gen5 link's worth of host-to-GPU copies (per rank); L2: a local disk;
 # L3: a shared filesystem. Measurements replace these within a few transfers.
 PRIORS: Dict[int, TierPrior] = {
-    int(kvstrata.Tier.L1): TierPrior(0.5, 20.0),
-    int(kvstrata.Tier.L2): TierPrior(2.0, 1.0),
-    int(kvstrata.Tier.L3): TierPrior(5.0, 0.5),
+    int(Tier.L1): TierPrior(0.5, 20.0),
+    int(Tier.L2): TierPrior(2.0, 1.0),
+    int(Tier.L3): TierPrior(5.0, 0.5),
 }
 
 
@@ -62,7 +62,7 @@ class TierSpeeds:
         self._clock = clock
         self._lock = threading.Lock()
         self._priors = {t: TierPrior(p.latency_ms, p.gb_per_s * (ranks if
-                                                                   t == int(kvstrata.Tier.L1)
+                                                                   t == int(Tier.L1)
                                                                    else 1))
                         for t, p in PRIORS.items()}
         self._samples: Dict[int, List[_Sample]] = {t: [] for t in self._priors}
