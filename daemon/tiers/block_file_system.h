@@ -1,8 +1,15 @@
-// BlockFileSystem: every filesystem call a file tier makes, behind one interface (LevelDB's
-// Env is the model). Production tiers use Default() (POSIX, block_file_io.h underneath);
-// tests wrap it (daemon/testing/fault_file_system.h) to inject ENOSPC, EIO, slow and torn
-// I/O into a real tier on a real directory. Implementations are thread-safe; every call may
-// block on the filesystem.
+// BlockFileSystem: the filesystem calls a file tier makes for its block files, namespace
+// files, usage ledger and locks, behind one interface (LevelDB's Env is the model).
+// Production tiers use Default() (POSIX, block_file_io.h underneath); tests wrap it
+// (daemon/testing/fault_file_system.h) to inject ENOSPC, EIO, slow and torn I/O into a real
+// tier on a real directory, or put daemon/testing/memory_file_system.h in its place; both
+// implementations pass one contract suite (tests/unit/tiers/block_file_system_contract_test.cc).
+// Not every call goes through it: a shared tier's write journals are appended
+// (write_journal.cc: open/write) and read (write_journal.cc: ifstream; journal_follower.cc:
+// open/pread) directly (their directories are made and listed, and their files removed,
+// through it); so a shared tier needs a real directory, and its journal I/O sees no fault a
+// wrapper injects.
+// Implementations are thread-safe; every call may block on the filesystem.
 #ifndef KVSTRATA_DAEMON_TIERS_BLOCK_FILE_SYSTEM_H_
 #define KVSTRATA_DAEMON_TIERS_BLOCK_FILE_SYSTEM_H_
 

@@ -121,7 +121,7 @@ void FileTier::WarmUp() {
     MutexLock lock(&mu_);
     MakeRoomLocked(0, &doomed);
   }
-  for (const std::string& path : doomed) ::unlink(path.c_str());
+  for (const std::string& path : doomed) fs_->Remove(path);
 }
 
 bool FileTier::WaitWarm(absl::Duration timeout) const {
