@@ -1,5 +1,7 @@
 // The FileTierTest fixture: a FileTier on a fresh directory under /tmp, with a tiny
 // opaque namespace (8 KiB payloads) and a FaultFileSystem a test may put under it.
+// MemoryFileTierTest: the same on a MemoryFileSystem (`memory_`), for tests of a local
+// tier's logic that need no disk (a shared tier's journal files are real files).
 #ifndef KVSTRATA_TESTS_UNIT_TIERS_FILE_TIER_FIXTURE_H_
 #define KVSTRATA_TESTS_UNIT_TIERS_FILE_TIER_FIXTURE_H_
 
@@ -12,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/testing/fault_file_system.h"
+#include "daemon/testing/memory_file_system.h"
 #include "daemon/tiers/block_path.h"
 #include "daemon/tiers/file_tier.h"
 #include "gtest/gtest.h"
@@ -30,16 +33,22 @@ inline TierNamespace TestNamespace() {
 
 class FileTierTest : public ::testing::Test {
  protected:
+  FileTierTest() = default;
+  // `in_memory`: the tier's files live in `memory_`, not on disk.
+  explicit FileTierTest(bool in_memory) : in_memory_(in_memory) {}
   void SetUp() override {
     char tmpl[] = "/tmp/kvs-filetier-XXXXXX";
-    root_ = mkdtemp(tmpl);
+    root_ = in_memory_ ? "/memory/tier" : mkdtemp(tmpl);
     ns_ = TestNamespace();
   }
-  void TearDown() override { std::filesystem::remove_all(root_); }
+  void TearDown() override {
+    if (!in_memory_) std::filesystem::remove_all(root_);
+  }
 
   FileTierOptions Options(bool shared = false) {
     FileTierOptions o = TestFileTierOptions(root_, shared);
     o.negative_cache_ttl = absl::Milliseconds(200);
+    if (in_memory_) o.files = &memory_;
     return o;
   }
   // Options whose tier sees its first `n` block writes fail with EIO.
@@ -68,9 +77,19 @@ class FileTierTest : public ::testing::Test {
     return tier.Read(ns_, key, absl::MakeSpan(got)) && got == want;
   }
 
+  const bool in_memory_ = false;
   std::string root_;
   TierNamespace ns_;
-  FaultFileSystem faults_;  // under a tier given it (FileTierOptions::files); outlives it
+  MemoryFileSystem memory_;  // the tier's files when in_memory_; outlives the tier
+  // Under a tier given it (FileTierOptions::files); outlives it. Over `memory_` when
+  // in_memory_ (TearWrites then does not work: it truncates a real file).
+  FaultFileSystem faults_{in_memory_ ? static_cast<BlockFileSystem*>(&memory_)
+                                     : BlockFileSystem::Default()};
+};
+
+class MemoryFileTierTest : public FileTierTest {
+ protected:
+  MemoryFileTierTest() : FileTierTest(/*in_memory=*/true) {}
 };
 
 }  // namespace kvstrata

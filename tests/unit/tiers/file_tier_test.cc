@@ -1,5 +1,6 @@
-// FileTier on real directories: index and probes, warm-up after a restart, a local tier's
-// capacity (policy eviction), faults (full disk, I/O errors, bad files, slow disks through a
+// FileTier on real directories (and, where the test is about the tier's logic alone, on a
+// MemoryFileSystem): index and probes, warm-up after a restart, a local tier's capacity
+// (policy eviction), faults (full disk, I/O errors, bad files, slow disks through a
 // FaultFileSystem) and concurrent writers of one key. A shared tier's capacity (the usage
 // ledger, trimming under the lock): shared_capacity_test.cc.
 #include "daemon/tiers/file_tier.h"
@@ -52,24 +53,24 @@ TEST_F(FileTierTest, LocalTierKnowsItsAbsentKeysOnceWarm) {
   EXPECT_EQ(tier->Stats().misses, 1u);
 }
 
-TEST_F(FileTierTest, RestartFindsEveryFileAndRemovesStaleTempFiles) {
+TEST_F(MemoryFileTierTest, RestartFindsEveryFileAndRemovesStaleTempFiles) {
   std::string data = Payload(kPayload, 2);
   {
     auto tier = Open(Options());
     for (int i = 0; i < 50; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
   }
   std::string stale = PathOf(Key(0)) + ".tmp.999999.00000000deadbeef";
-  std::ofstream(stale) << "half a block";
+  ASSERT_TRUE(memory_.SetContents(stale, "half a block"));
   auto tier = Open(Options());
   TierStats st = tier->Stats();
   EXPECT_TRUE(st.warm);
   EXPECT_EQ(st.blocks, 50u);
   EXPECT_EQ(st.used_bytes, 50 * kFileBytes);
-  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(memory_.Stat(stale).has_value());
   EXPECT_TRUE(ReadBack(*tier, Key(49), data));
 }
 
-TEST_F(FileTierTest, LocalCapacityEvictsLeastRecentlyUsed) {
+TEST_F(MemoryFileTierTest, LocalCapacityEvictsLeastRecentlyUsed) {
   FileTierOptions o = Options();
   o.capacity_bytes = 10 * kFileBytes;
   o.high_watermark = 1.0;
@@ -82,8 +83,8 @@ TEST_F(FileTierTest, LocalCapacityEvictsLeastRecentlyUsed) {
   TierStats st = tier->Stats();
   EXPECT_LE(st.used_bytes, o.capacity_bytes);
   EXPECT_GE(st.evictions, 2u);
-  EXPECT_TRUE(fs::exists(PathOf(Key(0))));
-  EXPECT_FALSE(fs::exists(PathOf(Key(1))));
+  EXPECT_TRUE(memory_.Stat(PathOf(Key(0))).has_value());
+  EXPECT_FALSE(memory_.Stat(PathOf(Key(1))).has_value());
   EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
 }
 
@@ -159,27 +160,31 @@ TEST_F(FileTierTest, FullDiskHoldingNothingRefusesWritesWithoutTouchingTheDisk) 
   EXPECT_EQ(st.state, TierState::kDegraded);
 }
 
-TEST_F(FileTierTest, ShrunkTierGrowsBackWhenTheDiskHasRoomAgain) {
+TEST_F(MemoryFileTierTest, ShrunkTierGrowsBackWhenTheDiskHasRoomAgain) {
+  FakeClock clock;
   FileTierOptions o = Options();
+  o.clock = &clock;
   o.space_recheck_interval = absl::Milliseconds(50);
-  std::atomic<bool> full{true};
-  faults_.SetHook([&](absl::string_view op, const std::string&) {
-    return op == "write" && full ? absl::ResourceExhaustedError("No space left on device")
-                                 : absl::OkStatus();
-  });
-  o.files = &faults_;
+  memory_.SetCapacity(4096);  // Room for namespace.json, none for a block.
   auto tier = Open(o);
   std::string data = Payload(kPayload, 8);
   // Holding nothing when the disk filled: shrunk to nothing, every write refused.
   EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(0), data)));
   EXPECT_TRUE(absl::IsUnavailable(tier->Write(ns_, Key(1), data)));
   EXPECT_EQ(tier->Stats().state, TierState::kDegraded);
-  // Space was freed (the test's disk has plenty): after the recheck interval the tier
-  // takes writes again at its configured capacity, without a restart.
-  full = false;
-  absl::SleepFor(absl::Milliseconds(60));
-  for (int i = 2; i < 6; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok()) << i;
+  // Some space was freed: after the recheck interval the tier grows to 90% of it.
+  memory_.SetCapacity(4096 + 10 * kFileBytes);
+  clock.Advance(absl::Milliseconds(60));
+  ASSERT_TRUE(tier->Write(ns_, Key(2), data).ok());
   TierStats st = tier->Stats();
+  EXPECT_EQ(st.state, TierState::kDegraded);
+  EXPECT_GE(st.effective_bytes, 9 * kFileBytes);
+  EXPECT_LE(st.effective_bytes, 10 * kFileBytes);
+  // Plenty: the tier takes writes again at its configured capacity, without a restart.
+  memory_.SetCapacity(MemoryFileSystem::kDefaultCapacity);
+  clock.Advance(absl::Milliseconds(60));
+  for (int i = 3; i < 6; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok()) << i;
+  st = tier->Stats();
   EXPECT_EQ(st.state, TierState::kOk);
   EXPECT_EQ(st.effective_bytes, st.capacity_bytes);
   EXPECT_TRUE(ReadBack(*tier, Key(5), data));
