@@ -103,6 +103,11 @@ class BlockCache {
   absl::StatusOr<std::vector<std::optional<Tier>>> Peek(NamespaceId ns, Keys keys) const;
   // Ends a lease unused.
   absl::Status ReleaseLease(SessionId session, LeaseId lease);
+  // LeaseTable::Owner / Transfer (no pin changes: the pins go with the lease).
+  absl::StatusOr<SessionId> LeaseOwner(LeaseId lease) const { return leases_.Owner(lease); }
+  absl::Status TransferLease(LeaseId lease, SessionId from, SessionId to) {
+    return leases_.Transfer(lease, from, to);
+  }
 
   // Releases every lease, reservation (uncommitted slots reclaimed) and load of `session`.
   // While options.may_write(session) holds, the slots of its reservations (never visible)

@@ -81,6 +81,18 @@ absl::Status PartitionedCache::ReleaseLease(SessionId session, LeaseId lease) {
   return cache->ReleaseLease(session, lease);
 }
 
+absl::StatusOr<SessionId> PartitionedCache::LeaseOwner(LeaseId lease) const {
+  const BlockCache* cache = ForId(lease);
+  if (cache == nullptr) return UnknownId("lease", lease);
+  return cache->LeaseOwner(lease);
+}
+
+absl::Status PartitionedCache::TransferLease(LeaseId lease, SessionId from, SessionId to) {
+  BlockCache* cache = ForId(lease);
+  if (cache == nullptr) return UnknownId("lease", lease);
+  return cache->TransferLease(lease, from, to);
+}
+
 SessionEndResult PartitionedCache::EndSession(SessionId session) {
   SessionEndResult total;
   for (const Partition& p : partitions_) total += p.cache->EndSession(session);

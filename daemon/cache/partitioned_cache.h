@@ -78,6 +78,9 @@ class PartitionedCache {
     return At(ns).Peek(ns, keys);
   }
   absl::Status ReleaseLease(SessionId session, LeaseId lease);
+  // BlockCache::LeaseOwner / TransferLease in the partition that issued `lease`.
+  absl::StatusOr<SessionId> LeaseOwner(LeaseId lease) const;
+  absl::Status TransferLease(LeaseId lease, SessionId from, SessionId to);
 
   SessionEndResult EndSession(SessionId session);
   ReapResult ReapExpired();

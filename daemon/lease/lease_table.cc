@@ -33,6 +33,28 @@ absl::StatusOr<Lease> LeaseTable::Consume(SessionId session, LeaseId id) {
   return lease;
 }
 
+absl::StatusOr<SessionId> LeaseTable::Owner(LeaseId id) const {
+  MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end()) {
+    return absl::NotFoundError(absl::StrCat("lease ", id, " is unknown or has ended"));
+  }
+  return it->second.session;
+}
+
+absl::Status LeaseTable::Transfer(LeaseId id, SessionId from, SessionId to) {
+  MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end()) {
+    return absl::NotFoundError(absl::StrCat("lease ", id, " is unknown or has ended"));
+  }
+  if (it->second.session != from) {
+    return absl::FailedPreconditionError(absl::StrCat("lease ", id, " changed hands"));
+  }
+  it->second.session = to;
+  return absl::OkStatus();
+}
+
 bool LeaseTable::Extend(SessionId session, LeaseId id, absl::Span<const BlockKey> keys) {
   MutexLock lock(&mu_);
   auto it = leases_.find(id);

@@ -50,6 +50,12 @@ class LeaseTable {
   // (an expired lease that ReapExpired has not reached yet is still honoured: its pins
   // were held all along); FAILED_PRECONDITION when it belongs to another session.
   absl::StatusOr<Lease> Consume(SessionId session, LeaseId id);
+  // The session that owns a live lease; NOT_FOUND when unknown or ended.
+  absl::StatusOr<SessionId> Owner(LeaseId id) const;
+  // Hands a live lease of `from` to `to` (the load of another session of the same engine
+  // consumes it: the caller checks that they may share it). NOT_FOUND when unknown or
+  // ended; FAILED_PRECONDITION when it is no longer `from`'s.
+  absl::Status Transfer(LeaseId id, SessionId from, SessionId to);
   // Same as Consume; named for the "client gives it back unused" path.
   absl::StatusOr<Lease> Release(SessionId session, LeaseId id) { return Consume(session, id); }
   // Adds `keys` to a live lease of `session`; false (nothing added) when it has ended or

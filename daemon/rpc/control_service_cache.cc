@@ -2,6 +2,7 @@
 
 #include "daemon/rpc/cache_convert.h"
 #include "daemon/rpc/control_service.h"
+#include "daemon/rpc/lease_adoption.h"
 #include "daemon/rpc/lookup_call.h"
 #include "daemon/rpc/proto_convert.h"
 #include "daemon/rpc/request_validation.h"
@@ -87,24 +88,31 @@ grpc::ServerUnaryReactor* ControlService::CommitStore(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ControlService::AcquireLoad(grpc::CallbackServerContext* ctx,
                                                       const v1::AcquireLoadRequest* request,
                                                       v1::AcquireLoadResponse* response) {
-  return Finish(ctx, context_.guard->Run(
-                         "Control.AcquireLoad", ctx, [&](const Caller& caller) -> absl::Status {
-                           absl::StatusOr<HostModeNamespace> host = RequireHostModeNamespace(
-                               context_, caller, request->session_id(), request->namespace_id());
-                           if (!host.ok()) return host.status();
-                           const NamespaceInfo* ns = &host->ns;
-                           if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
-                           std::optional<LeaseId> lease;
-                           if (request->lease_id() != 0) lease = request->lease_id();
-                           std::vector<std::string_view> keys = KeyViews(request->keys());
-                           absl::StatusOr<LoadResult> result = context_.store->AcquireLoad(
-                               request->session_id(), ns->id, keys, lease);
-                           if (!result.ok()) return result.status();
-                           response->set_load_id(result->load);
-                           for (const LoadSlot& slot : result->slots)
-                             ToProto(slot, host->base, response->add_slots());
-                           return absl::OkStatus();
-                         }));
+  return Finish(
+      ctx,
+      context_.guard->Run("Control.AcquireLoad", ctx, [&](const Caller& caller) -> absl::Status {
+        absl::StatusOr<HostModeNamespace> host = RequireHostModeNamespace(
+            context_, caller, request->session_id(), request->namespace_id());
+        if (!host.ok()) return host.status();
+        const NamespaceInfo* ns = &host->ns;
+        if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
+        std::optional<LeaseId> lease;
+        if (request->lease_id() != 0) {
+          // Another session's (same tenant) passes to this one; one that
+          // has ended stays NOT_FOUND (AcquireLoad says so).
+          absl::StatusOr<bool> adopted =
+              AdoptLease(context_, caller.tenant, request->session_id(), request->lease_id());
+          if (!adopted.ok()) return adopted.status();
+          lease = request->lease_id();
+        }
+        std::vector<std::string_view> keys = KeyViews(request->keys());
+        absl::StatusOr<LoadResult> result =
+            context_.store->AcquireLoad(request->session_id(), ns->id, keys, lease);
+        if (!result.ok()) return result.status();
+        response->set_load_id(result->load);
+        for (const LoadSlot& slot : result->slots) ToProto(slot, host->base, response->add_slots());
+        return absl::OkStatus();
+      }));
 }
 
 grpc::ServerUnaryReactor* ControlService::ReleaseLoad(grpc::CallbackServerContext* ctx,

@@ -3,10 +3,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/rpc/lease_adoption.h"
 #include "daemon/rpc/request_validation.h"
 
 namespace kvstrata {
-
 absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCall& call) {
   absl::StatusOr<NamespaceInfo> ns =
       RequireSessionNamespace(context, call.tenant, call.session_id, call.namespace_id);
@@ -26,7 +26,11 @@ absl::StatusOr<uint64_t> RunSubmitJob(const ServiceContext& context, const JobCa
                                      call.registration_id, blocks, wait_event, call.sink);
   }
   std::optional<LeaseId> lease;
-  if (call.lease_id != 0) lease = call.lease_id;
+  if (call.lease_id != 0) {
+    absl::StatusOr<bool> usable = AdoptLease(context, call.tenant, call.session_id, call.lease_id);
+    if (!usable.ok()) return usable.status();
+    if (*usable) lease = call.lease_id;
+  }
   std::optional<uint64_t> layer_flag_value;
   if (call.layer_flag_value != 0) layer_flag_value = call.layer_flag_value;
   return context.jobs->SubmitLoad(call.session_id, ns->id, call.registration_id, blocks, lease,

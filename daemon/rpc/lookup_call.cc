@@ -42,4 +42,34 @@ absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const Look
   return answer;
 }
 
+absl::StatusOr<NamespacesAnswer> RunLookups(const ServiceContext& context, const LookupCall& call,
+                                            absl::Span<const uint32_t> namespaces) {
+  NamespacesAnswer out;
+  out.leases.assign(namespaces.size(), 0);
+  out.hits = call.keys.size();
+  LookupCall one = call;
+  for (size_t i = 0; i < namespaces.size() && out.hits > 0; ++i) {
+    one.namespace_id = namespaces[i];
+    one.keys = call.keys.first(out.hits);
+    absl::StatusOr<LookupAnswer> answer = RunLookup(context, one);
+    if (!answer.ok()) {
+      for (LeaseId lease : out.leases) {
+        if (lease != 0) context.store->ReleaseLease(call.session_id, lease).IgnoreError();
+      }
+      return answer.status();
+    }
+    const LookupResult& r = answer->result;
+    out.leases[i] = r.lease.value_or(0);
+    if (r.lease.has_value()) out.lease_expires_unix_ms = answer->lease_expires_unix_ms;
+    if (i == 0) out.tiers = r.tiers;
+    out.hits = std::min(out.hits, r.hits);
+    out.tiers.resize(out.hits);
+    for (size_t k = 0; k < out.hits; ++k) {
+      if (TierIndex(r.tiers[k]) > TierIndex(out.tiers[k])) out.tiers[k] = r.tiers[k];
+    }
+  }
+  if (namespaces.empty()) out.hits = 0;
+  return out;
+}
+
 }  // namespace kvstrata

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -33,6 +34,21 @@ struct LookupAnswer {
 };
 
 absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const LookupCall& call);
+
+// One chain in several namespaces (the lookup fast path's version-2 frame): RunLookup for
+// each of `namespaces` in order (call.namespace_id is ignored), each asked for the leading
+// keys every namespace before it holds; a namespace that holds none ends it (the later
+// ones are not asked).
+struct NamespacesAnswer {
+  size_t hits = 0;                     // leading keys every namespace holds
+  std::vector<Tier> tiers;             // per hit: the slowest tier any namespace holds it in
+  std::vector<LeaseId> leases;         // per namespace of the call: its lease, 0 for none
+  uint64_t lease_expires_unix_ms = 0;  // 0 when no lease was taken
+};
+// Errors as RunLookup's for the first namespace that fails; the leases taken for the
+// namespaces before it are released first.
+absl::StatusOr<NamespacesAnswer> RunLookups(const ServiceContext& context, const LookupCall& call,
+                                            absl::Span<const uint32_t> namespaces);
 
 }  // namespace kvstrata
 

@@ -62,13 +62,18 @@ void SplitKeys(const std::string& keys, uint32_t key_bytes, std::vector<std::str
 
 absl::Status CheckHeader(const wire::RequestHeader& h) {
   if (h.magic != wire::kMagic) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad magic 0x", absl::Hex(h.magic),
-                     "; a frame starts with \"KVSL\" (lookup) or \"KVSJ\" (job)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad magic 0x", absl::Hex(h.magic),
+        "; a frame starts with \"KVSL\" (lookup), \"KVSJ\" (job) or \"KVSR\" (release)"));
   }
-  if (h.version != wire::kVersion) {
+  if (h.version != wire::kVersion && h.version != wire::kVersionNamespaces) {
     return absl::InvalidArgumentError(
-        absl::StrCat("frame version ", h.version, " is not supported (only 1)"));
+        absl::StrCat("frame version ", h.version, " is not supported (only 1 and 2)"));
+  }
+  if (h.version == wire::kVersionNamespaces &&
+      (h.namespace_id == 0 || h.namespace_id > wire::kMaxNamespaces)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("namespace count ", h.namespace_id, " is not in 1..", wire::kMaxNamespaces));
   }
   if ((h.flags & ~wire::kKnownFlags) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("unknown flags 0x", absl::Hex(h.flags)));
@@ -98,6 +103,40 @@ void EncodeReply(const absl::Status& status, const LookupAnswer* answer, std::st
   std::copy(message.begin(), message.end(), tiers + h.tier_count);
 }
 
+// The version-2 response: version 1's header, then (when OK) one lease id per namespace.
+void EncodeNamespacesReply(const absl::Status& status, const NamespacesAnswer* answer,
+                           std::string* out) {
+  wire::ResponseHeader h;
+  h.status = static_cast<uint32_t>(status.code());
+  absl::string_view message = status.message().substr(0, wire::kMaxMessageBytes);
+  h.message_bytes = static_cast<uint32_t>(message.size());
+  size_t lease_bytes = 0;
+  if (status.ok() && answer != nullptr) {
+    h.hit_blocks = static_cast<uint32_t>(answer->hits);
+    h.tier_count = static_cast<uint32_t>(answer->tiers.size());
+    h.lease_expires_unix_ms = answer->lease_expires_unix_ms;
+    lease_bytes = answer->leases.size() * sizeof(uint64_t);
+  }
+  out->resize(wire::kResponseHeaderBytes + lease_bytes + h.tier_count + message.size());
+  wire::EncodeResponseHeader(h, out->data());
+  char* at = out->data() + wire::kResponseHeaderBytes;
+  if (lease_bytes != 0) {
+    for (LeaseId lease : answer->leases) at = wire::internal::Put(at, lease);
+  }
+  for (uint32_t i = 0; i < h.tier_count; ++i) {
+    *at++ = static_cast<char>(TierWire(answer->tiers[i]));  // common.proto Tier
+  }
+  std::copy(message.begin(), message.end(), at);
+}
+
+// The answer to a release frame: a lookup response, hit_blocks = leases released.
+void EncodeReleaseReply(const absl::Status& status, uint32_t released, std::string* out) {
+  EncodeReply(status, nullptr, out);
+  wire::ResponseHeader h = wire::DecodeResponseHeader(out->data());
+  h.hit_blocks = status.ok() ? released : 0;
+  wire::EncodeResponseHeader(h, out->data());
+}
+
 // The refusal of a connection about to be closed: written only if the socket has room now.
 void SendRefusal(int fd, const absl::Status& status) {
   std::string reply;
@@ -111,6 +150,8 @@ struct LookupServer::FrameBuffers {
   std::string keys;
   std::vector<std::string_view> views;
   std::vector<uint32_t> block_ids;
+  std::vector<uint32_t> namespaces;  // a version-2 lookup frame's
+  std::vector<uint64_t> leases;      // a release frame's
   std::string reply;
 };
 
@@ -247,6 +288,46 @@ bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes, Fr
   return writer->Send(buffers.reply);
 }
 
+bool LookupServer::ServeRelease(int fd, TenantId tenant, const char* first_bytes,
+                                FrameBuffers& buffers, ConnectionWriter& writer) const {
+  constexpr char kReleaseMethod[] = "LookupSocket.ReleaseLeases";
+  absl::Time start = absl::Now();
+  static_assert(wire::kReleaseHeaderBytes <= wire::kRequestHeaderBytes);
+  wire::ReleaseHeader h = wire::DecodeReleaseHeader(first_bytes);
+  // The 8 header bytes past the release header already belong to the ids.
+  const size_t early = wire::kRequestHeaderBytes - wire::kReleaseHeaderBytes;
+  absl::Status check = absl::OkStatus();
+  if (h.version != wire::kReleaseVersion || h.flags != 0 || h.reserved != 0) {
+    check = absl::InvalidArgumentError(absl::StrCat("release frame version ", h.version, " flags ",
+                                                    h.flags, " reserved ", h.reserved,
+                                                    " (only version 1, flags and reserved 0)"));
+  } else if (h.lease_count == 0 || h.lease_count > wire::kMaxReleaseLeases) {
+    check = absl::InvalidArgumentError(
+        absl::StrCat("lease_count ", h.lease_count, " is not in 1..", wire::kMaxReleaseLeases));
+  }
+  if (!check.ok()) {
+    metrics_->RecordRpc(kReleaseMethod, absl::StatusCodeToString(check.code()),
+                        absl::Now() - start);
+    EncodeReleaseReply(check, 0, &buffers.reply);
+    writer.Send(buffers.reply);
+    return false;  // The rest of the frame cannot be trusted: close.
+  }
+  buffers.leases.resize(h.lease_count);
+  char* ids = reinterpret_cast<char*>(buffers.leases.data());
+  std::copy(first_bytes + wire::kReleaseHeaderBytes, first_bytes + wire::kRequestHeaderBytes, ids);
+  if (!ReadFull(fd, ids + early, h.lease_count * sizeof(uint64_t) - early, false)) return false;
+  uint32_t released = 0;
+  absl::Status status = context_.sessions->Check(h.session_id, tenant);
+  if (status.ok()) {
+    for (uint64_t& id : buffers.leases) {
+      if (context_.store->ReleaseLease(h.session_id, le64toh(id)).ok()) ++released;
+    }
+  }
+  EncodeReleaseReply(status, released, &buffers.reply);
+  metrics_->RecordRpc(kReleaseMethod, absl::StatusCodeToString(status.code()), absl::Now() - start);
+  return writer.Send(buffers.reply);
+}
+
 void LookupServer::WaitWarm(int fd, absl::Time last_frame) const {
   const timespec sleep = absl::ToTimespec(kWarmSleep);
   while (!stop_.load() && absl::Now() - last_frame < kWarmWindow) {
@@ -274,6 +355,10 @@ void LookupServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_sin
       if (!ServeJob(fd, tenant, header_bytes, buffers, writer)) return;
       continue;
     }
+    if (magic == wire::kReleaseMagic) {
+      if (!ServeRelease(fd, tenant, header_bytes, buffers, *writer)) return;
+      continue;
+    }
     absl::Time start = absl::Now();
     wire::RequestHeader h = wire::DecodeRequestHeader(header_bytes);
     if (absl::Status s = CheckHeader(h); !s.ok()) {
@@ -282,9 +367,29 @@ void LookupServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_sin
       writer->Send(buffers.reply);
       return;
     }
+    if (h.version == wire::kVersionNamespaces) {
+      buffers.namespaces.resize(h.namespace_id);
+      if (!ReadFull(fd, reinterpret_cast<char*>(buffers.namespaces.data()),
+                    buffers.namespaces.size() * sizeof(uint32_t), false)) {
+        return;
+      }
+      for (uint32_t& ns : buffers.namespaces) ns = le32toh(ns);
+    }
     buffers.keys.resize(static_cast<size_t>(h.key_count) * h.key_bytes);
     if (!ReadFull(fd, buffers.keys.data(), buffers.keys.size(), false)) return;
     SplitKeys(buffers.keys, h.key_bytes, &buffers.views);
+    if (h.version == wire::kVersionNamespaces) {
+      absl::StatusOr<NamespacesAnswer> answer =
+          RunLookups(context_,
+                     {tenant, h.session_id, 0, buffers.views,
+                      (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms},
+                     buffers.namespaces);
+      EncodeNamespacesReply(answer.status(), answer.ok() ? &*answer : nullptr, &buffers.reply);
+      metrics_->RecordRpc(kMethod, absl::StatusCodeToString(answer.status().code()),
+                          absl::Now() - start);
+      if (!writer->Send(buffers.reply)) return;
+      continue;
+    }
     absl::StatusOr<LookupAnswer> answer =
         RunLookup(context_, {tenant, h.session_id, h.namespace_id, buffers.views,
                              (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms});

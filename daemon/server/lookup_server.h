@@ -1,7 +1,9 @@
 // The lookup fast path: Lookup answered on a plain Unix stream socket beside the gRPC one
 // (<socket>.lookup), in the binary frames of daemon/common/lookup_wire.h
 // (docs/wire-protocol.md, "Lookup fast path"), on persistent connections. Each frame runs
-// RunLookup — the same checks and BlockCache::Lookup as Control.Lookup. Job frames
+// RunLookup — the same checks and BlockCache::Lookup as Control.Lookup (a version-2 frame,
+// several namespaces, RunLookups). Release frames ("KVSR") end a session's leases unused,
+// as Control.ReleaseLease does. Job frames
 // (daemon/common/job_wire.h, magic "KVSJ") on the same connections run RunSubmitJob, as
 // Control.SubmitStore / Control.SubmitLoad do; a version-2 job frame's completion comes back
 // on its connection (ConnectionWriter), where the client's reader already waits.
@@ -77,6 +79,10 @@ class LookupServer {
   // Reads exactly `size` bytes. Before the first byte of a frame (`frame_start`) it waits
   // until Stop; after it, at most kFrameTimeoutSeconds without progress.
   // `idle_since_ms` (frame starts only) is set while no byte of the frame has come.
+  // A release frame ("KVSR"; its first kRequestHeaderBytes already read): ends the leases
+  // of the frame's session that are still live. False when the connection must close.
+  bool ServeRelease(int fd, TenantId tenant, const char* first_bytes, FrameBuffers& buffers,
+                    ConnectionWriter& writer) const;
   bool ReadFull(int fd, char* data, size_t size, bool frame_start,
                 std::atomic<int64_t>* idle_since_ms = nullptr) const;
   // Until `fd` is readable (or hung up), Stop, or kWarmWindow after `last_frame`: sleeps of

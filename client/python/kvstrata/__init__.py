@@ -26,6 +26,7 @@ from .cuda import (CudaPiece, CudaRegistration, IpcAllocation, IpcEventPool,
 from .endpoint import Endpoint, default_endpoint, parse_endpoint
 from .errors import DaemonUnavailable, KVStrataError
 from .host import LoadResult, LookupResult, StoreResult
+from .lookups import NamespacesLookup
 from .jobs import CompletionTracker
 from .kv_pieces import TensorPiece, tensor_pieces
 from .link import DaemonLink
@@ -38,7 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ADMIN", "CONTROL", "Client", "CompletionTracker", "CudaPiece", "CudaRegistration",
     "DaemonLink", "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
-    "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "RegisteredNamespace",
+    "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "NamespacesLookup", "RegisteredNamespace",
     "ResponseStream", "Session", "SharedRegion", "SharedRegionError", "StoreResult",
     "TensorPiece", "Tier", "default_endpoint", "describe_pieces", "format_gpu_uuid", "gpu_uuid",
     "namespace_spec", "parse_endpoint", "pb", "receive_region_fd", "tensor_pieces",

@@ -1,4 +1,4 @@
-"""Host I/O: lookups, leases, and the one reserve → copy → commit (store) and acquire → copy
+"""Host I/O: the one reserve → copy → commit (store) and acquire → copy
 → release (load) path through the daemon's shared-memory region.
 
 The part of kvstrata.Session for engines that copy bytes themselves. Each store and load
@@ -18,15 +18,13 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import grpc
 
 from . import pb
-from .connection import Connection
 from .errors import KVStrataError
-from .fast_path import NotSpoken
-from .host import (LoadResult, LookupResult, RegionAddress, RegionCopier, StoreResult,
-                   as_destination, as_source, key_bytes, new_block)
+from .host import (LoadResult, RegionAddress, RegionCopier, StoreResult, as_destination,
+                   as_source, key_bytes, new_block)
+from .lookups import Lookups
 from .shm import SharedRegion, SharedRegionError
-from .spec import NamespaceArg, RegisteredNamespace, block_bytes, namespace_id
+from .spec import NamespaceArg, RegisteredNamespace, block_bytes
 from .stream_copy import Piece, copy_pieces
-from .tier import Tier
 
 log = logging.getLogger("kvstrata")
 
@@ -36,41 +34,13 @@ CopyFn = Callable[[SharedRegion, Slots], None]
 PieceCopy = Callable[[List[Piece]], None]
 
 
-class HostIO(Connection):
-    """Lookups, leases and host-mode stores and loads of a kvstrata.Session."""
+class HostIO(Lookups):
+    """Host-mode stores and loads of a kvstrata.Session (lookups and leases: Lookups)."""
 
     def _init_host_io(self) -> None:
         self._region: Optional[SharedRegion] = None
         self._region_lock = threading.Lock()
         self._region_used = False  # mapped once: mapped again right after a reconnect
-
-    # ------------------------------------------------------------------ lookups
-
-    def lookup(self, ns: NamespaceArg, keys: Sequence[bytes], lease: bool = False,
-               lease_ttl_ms: int = 0) -> LookupResult:
-        """How many leading keys of the chain are present, and where; lease=True pins them
-        (until loaded, released or expired) and answers the lease id (0 when no hit).
-        Over the daemon's lookup fast path when it can answer (`.fast`), else gRPC."""
-        keys = key_bytes(keys)
-        fast = self._fast_socket(keys)
-        if fast is not None:
-            sid = self._sid()
-            try:
-                hits, tiers, lease_id, expires = fast.lookup(sid, namespace_id(ns), keys,
-                                                             lease, lease_ttl_ms)
-                return LookupResult(hits, Tier.of_all(tiers), lease_id, expires, fast=True)
-            except NotSpoken:
-                self.fast_path = False  # Then through gRPC below.
-            except KVStrataError as err:
-                raise self._failed(err, sid) from None
-        r = self._call("lookup", namespace_id=namespace_id(ns), keys=keys,
-                       acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
-        return LookupResult(r.hit_blocks, Tier.of_all(loc.tier for loc in r.locations),
-                            r.lease_id, r.lease_expires_unix_ms)
-
-    def release_lease(self, lease_id: int) -> None:
-        """End a lease from lookup(lease=True) without loading."""
-        self._call("release_lease", lease_id=lease_id)
 
     # ------------------------------------------------------------------ the region
 

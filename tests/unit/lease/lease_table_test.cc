@@ -34,6 +34,21 @@ TEST_F(LeaseTableTest, AnotherSessionCannotConsume) {
   EXPECT_TRUE(table_.Release(7, id).ok());
 }
 
+TEST_F(LeaseTableTest, TransferHandsALiveLeaseToAnotherSession) {
+  LeaseId id = table_.Create(7, Keys(2), absl::Seconds(5));
+  EXPECT_EQ(*table_.Owner(id), 7u);
+  EXPECT_EQ(table_.Transfer(id, 8, 9).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(table_.Transfer(id, 7, 9).ok());
+  EXPECT_EQ(*table_.Owner(id), 9u);
+  EXPECT_EQ(table_.Consume(7, id).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(table_.DropSession(7).empty());  // It went with the lease.
+  absl::StatusOr<Lease> lease = table_.Consume(9, id);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->keys.size(), 2u);
+  EXPECT_EQ(table_.Owner(id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table_.Transfer(id, 9, 7).code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(LeaseTableTest, ExpiresAfterTtl) {
   table_.Create(1, Keys(1), absl::Seconds(5));
   LeaseId later = table_.Create(1, Keys(2), absl::Seconds(10));

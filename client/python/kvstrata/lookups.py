@@ -1,0 +1,143 @@
+"""Lookups and leases of a kvstrata.Session.
+
+A lookup answers how many leading keys of a chain the daemon holds, in which tier each, and
+with lease=True pins them under a lease until a load consumes it (the load may be another
+session's of the same tenant, e.g. an engine's worker loading what its scheduler looked up),
+it is released, or it expires. Calls go over the daemon's fast-path socket when it can
+answer them (one frame per call; `fast` in the answer), else over gRPC.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Sequence
+
+import grpc
+
+from .connection import Connection
+from .errors import KVStrataError
+from .fast_path import MAX_LOOKUP_NAMESPACES, MAX_RELEASE_LEASES, NotSpoken
+from .host import LookupResult, key_bytes
+from .spec import NamespaceArg, namespace_id
+from .tier import Tier
+
+
+@dataclass(frozen=True)
+class NamespacesLookup:
+    """lookup_namespaces: the leading keys every namespace holds, per hit the slowest tier
+    any holds it in, one lease id per namespace asked (0: none)."""
+
+    hit_blocks: int
+    tiers: List[int] = field(default_factory=list)       # Tier members
+    lease_ids: List[int] = field(default_factory=list)   # one per namespace, in order
+    lease_expires_unix_ms: int = 0
+    round_trips: int = 1                                 # daemon calls it took
+    fast: bool = False
+
+
+class Lookups(Connection):
+    """lookup, lookup_namespaces, release_lease, release_leases."""
+
+    _namespaces_frames = True  # False once the daemon refused a version-2 lookup frame
+    _release_frames = True     # False once the daemon refused a release frame
+
+    def lookup(self, ns: NamespaceArg, keys: Sequence[bytes], lease: bool = False,
+               lease_ttl_ms: int = 0) -> LookupResult:
+        """How many leading keys of the chain are present, and where; lease=True pins them
+        (until loaded, released or expired) and answers the lease id (0 when no hit).
+        Over the daemon's lookup fast path when it can answer (`.fast`), else gRPC."""
+        keys = key_bytes(keys)
+        fast = self._fast_socket(keys)
+        if fast is not None:
+            sid = self._sid()
+            try:
+                hits, tiers, lease_id, expires = fast.lookup(sid, namespace_id(ns), keys,
+                                                             lease, lease_ttl_ms)
+                return LookupResult(hits, Tier.of_all(tiers), lease_id, expires, fast=True)
+            except NotSpoken:
+                self.fast_path = False  # Then through gRPC below.
+            except KVStrataError as err:
+                raise self._failed(err, sid) from None
+        r = self._call("lookup", namespace_id=namespace_id(ns), keys=keys,
+                       acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
+        return LookupResult(r.hit_blocks, Tier.of_all(loc.tier for loc in r.locations),
+                            r.lease_id, r.lease_expires_unix_ms)
+
+    def lookup_namespaces(self, namespaces: Sequence[NamespaceArg], keys: Sequence[bytes],
+                          lease: bool = False, lease_ttl_ms: int = 0) -> NamespacesLookup:
+        """One chain in several namespaces (e.g. every tensor-parallel rank's): the leading
+        keys every one holds. The namespaces are asked in order, each for the keys all the
+        ones before it hold (none: the rest are not asked); with lease=True each namespace
+        that holds some of the keys it was asked for pins them under a lease of its own.
+        One round trip over the fast path (up to 64 namespaces a frame), else one lookup
+        per namespace."""
+        keys = key_bytes(keys)
+        ids = [namespace_id(ns) for ns in namespaces]
+        fast = self._fast_socket(keys) if self._namespaces_frames else None
+        if fast is not None and 0 < len(ids) <= MAX_LOOKUP_NAMESPACES:
+            sid = self._sid()
+            try:
+                hits, tiers, leases, expires = fast.lookup_namespaces(sid, ids, keys, lease,
+                                                                      lease_ttl_ms)
+                return NamespacesLookup(hits, Tier.of_all(tiers), leases, expires, fast=True)
+            except NotSpoken:
+                self.fast_path = False
+            except KVStrataError as err:
+                if err.code != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise self._failed(err, sid) from None
+                self._namespaces_frames = False  # a daemon without version-2 frames
+        return self._lookup_each(ids, keys, lease, lease_ttl_ms)
+
+    def _lookup_each(self, ids: List[int], keys: List[bytes], lease: bool,
+                     lease_ttl_ms: int) -> NamespacesLookup:
+        hit, tiers, leases, expires, calls, fast = len(keys), [], [0] * len(ids), 0, 0, True
+        for i, ns in enumerate(ids):
+            if hit == 0:
+                break
+            try:
+                r = self.lookup(ns, keys[:hit], lease, lease_ttl_ms)
+            except KVStrataError:
+                self.release_leases([x for x in leases if x])
+                raise
+            calls += 1
+            fast = fast and r.fast
+            leases[i], expires = r.lease_id, r.lease_expires_unix_ms or expires
+            hit = min(hit, r.hit_blocks)
+            tiers = list(r.tiers[:hit]) if i == 0 else \
+                [max(a, b) for a, b in zip(tiers[:hit], r.tiers)]
+        if not ids:
+            hit = 0
+        return NamespacesLookup(hit, tiers[:hit], leases, expires, calls, fast and calls > 0)
+
+    def release_lease(self, lease_id: int) -> None:
+        """End a lease from lookup(lease=True) without loading."""
+        self._call("release_lease", lease_id=lease_id)
+
+    def release_leases(self, lease_ids: Sequence[int]) -> int:
+        """End several leases of this session without loading: one release frame over the
+        fast path, else one ReleaseLease each. A lease that has already ended (consumed,
+        expired, released) is skipped; answers how many ended now."""
+        ids = [int(x) for x in lease_ids if x]
+        if not ids:
+            return 0
+        fast = self._fast_socket([b"k"]) if self._release_frames else None
+        if fast is not None:
+            sid = self._sid()
+            try:
+                return sum(fast.release(sid, ids[i:i + MAX_RELEASE_LEASES])
+                           for i in range(0, len(ids), MAX_RELEASE_LEASES))
+            except NotSpoken:
+                self.fast_path = False
+            except KVStrataError as err:
+                if err.code != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise self._failed(err, sid) from None
+                self._release_frames = False  # a daemon without release frames
+        released = 0
+        for lease_id in ids:
+            try:
+                self.release_lease(lease_id)
+                released += 1
+            except KVStrataError as err:
+                if err.code not in (grpc.StatusCode.NOT_FOUND,
+                                    grpc.StatusCode.FAILED_PRECONDITION):
+                    raise
+        return released
