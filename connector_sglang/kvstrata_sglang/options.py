@@ -16,6 +16,9 @@ from typing import Any, Mapping, Optional
 # Keys SGLang itself reads from the same dictionary (the factory and the cache controller).
 SGLANG_KEYS = frozenset({"backend_name", "module_path", "class_name", "interface_v1",
                          "tp_lcm_size"})
+# Whether batch_exists answers only the leading pages worth prefetching (planner.py):
+# "auto" when SGLang runs on a GPU, "on" always, "off" answers every page stored.
+PLANNER_MODES = ("auto", "on", "off")
 MAX_SALT_BYTES = 256
 MAX_MODEL_BYTES = 400  # NamespaceSpec.model allows 512; the rest is for the "#cp..." tag.
 
@@ -36,6 +39,7 @@ class BackendOptions:
     heartbeat_timeout_ms: int = 0           # 0: the daemon's default deadline.
     fast_lookup: bool = True                # batch_exists over the lookup fast path socket.
     copy_threads: int = 4                   # Threads copying one batch's pages (1..64).
+    load_planner: str = "auto"              # PLANNER_MODES
 
 
 def _string(key: str, value: Any, *, allow_empty: bool, max_bytes: int = 4096) -> str:
@@ -106,6 +110,11 @@ def parse_options(extra_config: Optional[Mapping[str, Any]]) -> BackendOptions:
             raise ValueError("kvstrata extra-config: 'fast_lookup' must be true or false, got "
                              f"{c['fast_lookup']!r}")
         kw["fast_lookup"] = c["fast_lookup"]
+    if "load_planner" in c:
+        if c["load_planner"] not in PLANNER_MODES:
+            raise ValueError("kvstrata extra-config: 'load_planner' must be one of "
+                             f"{', '.join(map(repr, PLANNER_MODES))}, got {c['load_planner']!r}")
+        kw["load_planner"] = c["load_planner"]
     return BackendOptions(**kw)
 
 

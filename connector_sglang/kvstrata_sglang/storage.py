@@ -8,7 +8,8 @@ With `"interface_v1": 1` in the extra-config SGLang moves pages with `batch_get_
 daemon's L1 slots in the shared-memory region this process maps, through the client's one
 reserve → copy → commit path (Session.store_pointers / load_pointers). `batch_exists`
 answers the number of leading pages present (Session.lookup: the daemon's lookup fast path,
-a binary frame on a persistent Unix socket, falling back to gRPC).
+a binary frame on a persistent Unix socket, falling back to gRPC), or, with the load planner
+(planner.py, option `load_planner`), only the leading pages whose load beats computing them.
 The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
 (`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
 
@@ -32,6 +33,7 @@ from .copier import PieceCopier
 from .keys import page_keys
 from .layout import PageLayout, checked_host_indices, describe_pool, legacy_block_view
 from .options import BackendOptions, open_link, parse_options
+from .planner import PROMOTION_LEASE_MS, PagePlanner, engine_model, planner_wanted
 
 log = logging.getLogger("kvstrata_sglang")
 PAGES = "pages"  # the link's key of the host pool's namespace
@@ -72,7 +74,9 @@ class KVStrataStorage(HiCacheStorage):
         self.counters: Dict[str, int] = dict(
             exists_calls=0, exists_fast=0, exists_hits=0, get_pages=0, get_hits=0, set_pages=0,
             set_stored=0, set_already_present=0, set_dropped=0, set_skipped_not_writer=0,
-            unavailable=0)
+            unavailable=0, plan_async=0, plan_partial=0, plan_recompute=0,
+            plan_unloaded_tokens=0)
+        self.planner: Optional[PagePlanner] = None  # set by register_mem_pool_host
 
     # ------------------------------------------------------------------ setup
 
@@ -82,6 +86,12 @@ class KVStrataStorage(HiCacheStorage):
         super().register_mem_pool_host(mem_pool_host)
         self.layout = layout
         self._link.set_namespace(PAGES, layout.spec)
+        model = engine_model()
+        if self.planner is None and planner_wanted(self.options.load_planner, model):
+            self.planner = PagePlanner(self._link, layout.page_size, layout.bytes_per_page,
+                                       model)
+            log.info("kvstrata: load planner on (%s, device %s)", model.source,
+                     model.device or "unknown")
 
     @property
     def namespace(self) -> Optional[kvstrata.RegisteredNamespace]:
@@ -136,7 +146,34 @@ class KVStrataStorage(HiCacheStorage):
         if r.fast:
             self._count("exists_fast")
         self._count("exists_hits", r.hit_blocks)
-        return int(r.hit_blocks)
+        if self.planner is None or r.hit_blocks == 0:
+            return int(r.hit_blocks)
+        return self._plan(session, ns, kb, r, extra_info)
+
+    def _plan(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
+              kb: List[bytes], r: kvstrata.LookupResult,
+              extra_info: Optional[HiCacheStorageExtraInfo]) -> int:
+        """The leading pages of the hit worth prefetching (planner.py), counted; the pages
+        cut that sit below L1 are promoted into L1 by a leased lookup (its lease expires by
+        itself) and the promotion timed, so the next request finds them in L1."""
+        hit = int(r.hit_blocks)
+        tiers = list(r.tiers[:hit])
+        plan = self.planner.plan(kb, tiers, getattr(extra_info, "prefix_keys", None))
+        self._count(f"plan_{plan.kind}")
+        self.planner.answered(kb[:plan.units], tiers[:plan.units])
+        if plan.units == hit:
+            return hit
+        self._count("plan_unloaded_tokens", (hit - plan.units) * self.layout.page_size)
+        cut_keys, cut_tiers = kb[plan.units:hit], tiers[plan.units:]
+        if any(t != kvstrata.Tier.L1 for t in cut_tiers):
+            started = time.monotonic()
+            try:
+                session.lookup(ns, cut_keys, lease=True, lease_ttl_ms=PROMOTION_LEASE_MS)
+            except kvstrata.KVStrataError as err:
+                log.debug("kvstrata: promoting the pages not prefetched: %s", err)
+            else:
+                self.planner.watch_promotion(ns, cut_keys, cut_tiers, started)
+        return plan.units
 
     def batch_set_v1(self, keys: List[str], host_indices: Any,
                      extra_info: Optional[HiCacheStorageExtraInfo] = None) -> List[bool]:
@@ -166,7 +203,13 @@ class KVStrataStorage(HiCacheStorage):
         if not kb:
             return []
         self._count("get_pages", len(kb))
-        ok, start = self._transfer(self._load, "load", kb, indices)
+        get_id = self.planner.get_started(kb) if self.planner is not None else 0
+        ok, start = [False] * len(kb), None
+        try:
+            ok, start = self._transfer(self._load, "load", kb, indices)
+        finally:  # its time is a sample of the tier when the daemon answered
+            if self.planner is not None:
+                self.planner.get_ended(get_id, timed=start is not None)
         if start is not None:
             self._count("get_hits", sum(ok))
             self._record(self._prefetch_pgs, self._prefetch_bw, sum(ok), start)
@@ -260,10 +303,15 @@ class KVStrataStorage(HiCacheStorage):
         if got is None:
             return [None] * len(kb)
         session, ns = got
+        get_id = self.planner.get_started(kb) if self.planner is not None else 0
+        found = None
         try:
             found = session.load(ns, kb, out=views)
         except kvstrata.KVStrataError as err:
             return self._degrade(err, "load", [None] * len(kb))
+        finally:
+            if self.planner is not None:
+                self.planner.get_ended(get_id, timed=found is not None)
         self._count("get_hits", sum(found))
         return [t if f else None for t, f in zip(targets, found)]
 
@@ -347,5 +395,7 @@ class KVStrataStorage(HiCacheStorage):
 
     def close(self) -> None:
         """Close the daemon session (SGLang calls this when it detaches the backend)."""
+        if self.planner is not None:
+            self.planner.close()
         self._copier.close()
         self._link.close()
