@@ -16,8 +16,8 @@ TEST_F(CachePressureTest, EvictsLeastRecentlyUsedWhenFull) {
   EXPECT_EQ(st.used_bytes, st.capacity_bytes);
   EXPECT_EQ(Hits({"k11"}), 0u);
   EXPECT_EQ(Hits(Names(12, 8)), 8u);
-  EXPECT_EQ(listener_.removed.front(), "k0");
-  EXPECT_EQ(listener_.causes.front(), RemovalCause::kEvicted);
+  EXPECT_EQ(listener_.removed().front(), "k0");
+  EXPECT_EQ(listener_.causes().front(), RemovalCause::kEvicted);
 }
 
 TEST_F(CachePressureTest, EvictsDownToTheLowWatermark) {

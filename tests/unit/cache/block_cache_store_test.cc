@@ -18,7 +18,7 @@ TEST_F(CacheStoreTest, ReservedBlockIsInvisibleUntilCommit) {
   EXPECT_EQ(cache_->AcquireLoad(1, kNs, views, std::nullopt)->load, 0u);
   EXPECT_EQ(*cache_->CommitStore(1, r.reservation, std::nullopt), 2u);
   EXPECT_EQ(Hits(names), 2u);
-  EXPECT_EQ(listener_.stored.size(), 2u);
+  EXPECT_EQ(listener_.stored().size(), 2u);
   LoadResult load = *cache_->AcquireLoad(1, kNs, views, std::nullopt);
   EXPECT_EQ(load.slots[1].status, LoadStatus::kReady);
   EXPECT_EQ(load.slots[1].offset, r.slots[1].offset);
@@ -37,8 +37,8 @@ TEST_F(CacheStoreTest, SlotsFollowTheSlotOrderAndPublishingTheKeyOrder) {
     EXPECT_LT(r.slots[order[k - 1]].offset, r.slots[order[k]].offset) << k;
   }
   EXPECT_EQ(*cache_->CommitStore(1, r.reservation, std::nullopt), 4u);
-  ASSERT_EQ(listener_.stored.size(), 4u);
-  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(listener_.stored[i], names[i]) << i;
+  ASSERT_EQ(listener_.stored().size(), 4u);
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(listener_.stored()[i], names[i]) << i;
 }
 
 TEST_F(CacheStoreTest, ASlotOrderThatIsNoPermutationIsRefused) {
@@ -180,8 +180,8 @@ TEST_F(CacheStoreTest, AdminEvictClearAndPerNamespaceStats) {
   EXPECT_EQ(cache_->Stats().blocks_per_namespace.count(kNs + 1), 0u);
   EXPECT_EQ(cache_->Clear(std::nullopt), 1u);
   EXPECT_EQ(cache_->Stats().used_bytes, 0u);
-  EXPECT_EQ(listener_.removed.size(), 4u);
-  EXPECT_EQ(listener_.causes[0], RemovalCause::kAdminEvict);
+  EXPECT_EQ(listener_.removed().size(), 4u);
+  EXPECT_EQ(listener_.causes()[0], RemovalCause::kAdminEvict);
 }
 
 }  // namespace

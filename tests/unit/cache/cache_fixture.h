@@ -9,25 +9,10 @@
 #include "daemon/cache/block_cache.h"
 #include "daemon/common/mutex.h"
 #include "daemon/testing/fake_clock.h"
+#include "daemon/testing/recording_tier_listener.h"
 #include "gtest/gtest.h"
 
 namespace kvstrata {
-
-class RecordingListener : public TierListener {
- public:
-  void OnStored(NamespaceId, const BlockKey& key, Tier) override {
-    MutexLock lock(&mu_);
-    stored.push_back(std::string(key.bytes()));
-  }
-  void OnRemoved(NamespaceId, const BlockKey& key, Tier, RemovalCause cause) override {
-    MutexLock lock(&mu_);
-    removed.push_back(std::string(key.bytes()));
-    causes.push_back(cause);
-  }
-  Mutex mu_;
-  std::vector<std::string> stored, removed;
-  std::vector<RemovalCause> causes;
-};
 
 class CacheTest : public ::testing::Test {
  public:
@@ -80,7 +65,7 @@ class CacheTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  RecordingListener listener_;
+  RecordingTierListener listener_;
   std::unique_ptr<SlabAllocator> allocator_;
   std::unique_ptr<BlockCache> cache_;
 };

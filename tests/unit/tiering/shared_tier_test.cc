@@ -8,32 +8,13 @@
 
 #include "daemon/cache/tier_listener.h"
 #include "daemon/metrics/metrics_sink.h"
+#include "daemon/testing/recording_tier_listener.h"
 #include "tests/unit/tiering/tier_manager_fixture.h"
 
 namespace kvstrata {
 namespace {
 
 using namespace tiering_test;  // NOLINT: kBlock, kClient, fs
-
-// Where the TierManager passes L1 and L2/L3 notices on to (the daemon's metrics and events).
-// Counts the lower-tier notices, and those that arrive after `closed` was set.
-class RecordingListener : public TierListener {
- public:
-  void OnStored(NamespaceId, const BlockKey&, Tier tier) override { Count(tier); }
-  void OnRemoved(NamespaceId, const BlockKey&, Tier tier, RemovalCause) override { Count(tier); }
-  void Close() { closed_.store(true); }
-  uint64_t lower() const { return lower_.load(); }
-  uint64_t after_close() const { return after_close_.load(); }
-
- private:
-  void Count(Tier tier) {
-    if (tier == Tier::kL1) return;
-    lower_.fetch_add(1);
-    if (closed_.load()) after_close_.fetch_add(1);
-  }
-  std::atomic<bool> closed_{false};
-  std::atomic<uint64_t> lower_{0}, after_close_{0};
-};
 
 class SharedTierTest : public TierManagerTest {
  protected:
@@ -52,7 +33,7 @@ class SharedTierTest : public TierManagerTest {
 // TierManager::OnLowerTierChange after the TierStack's namespace maps were destroyed (a
 // heap corruption). Stop() must join it: no notice may arrive once Stop() returned.
 TEST_F(SharedTierTest, StopJoinsATrimMidScanAndNoNoticeComesAfter) {
-  RecordingListener listener;
+  RecordingTierListener listener;
   auto stats = std::make_shared<std::atomic<int>>(0);
   Build(4, /*shared=*/true, {}, [&](FileTierOptions& f) {
     f.capacity_bytes = 16 * BlockFileBytes(kBlock);  // 16 blocks' files
