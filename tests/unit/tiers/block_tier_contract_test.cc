@@ -1,7 +1,7 @@
 // The BlockTier contract (daemon/tiers/block_tier.h), one typed suite that every tier
 // passes: the in-memory fake, FileTier as a local L2 and as a shared L3 (real directories),
-// and L1 through its adapter (a BlockCache over a heap region). A new tier adds its factory
-// to the list at the bottom.
+// FileTier as a local L2 on a MemoryFileSystem, and L1 through its adapter (a BlockCache over a
+// heap region). A new tier adds its factory to the list at the bottom.
 #include <stdlib.h>
 
 #include <filesystem>
@@ -14,6 +14,7 @@
 #include "daemon/cache/partitioned_cache.h"
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/pool/slab_allocator.h"
+#include "daemon/testing/memory_file_system.h"
 #include "daemon/testing/memory_tier.h"
 #include "daemon/tiering/l1_tier.h"
 #include "daemon/tiers/file_tier.h"
@@ -65,6 +66,25 @@ struct SharedFileFactory : FileFactory {
   SharedFileFactory() : FileFactory(true) {}
 };
 
+// A local FileTier whose files are in memory (no directory on disk).
+class InMemoryFileFactory {
+ public:
+  InMemoryFileFactory() {
+    FileTierOptions options = TestFileTierOptions("/memory/l2", /*shared=*/false);
+    options.files = &files_;
+    auto opened = FileTier::Open(std::move(options));
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    tier_ = *std::move(opened);
+    EXPECT_TRUE(tier_->WaitWarm(absl::Seconds(5)));
+  }
+  BlockTier& Get() { return *tier_; }
+  TierNamespace Namespace(const std::string& model) { return MakeNamespace(model); }
+
+ private:
+  MemoryFileSystem files_;  // outlives the tier
+  std::unique_ptr<FileTier> tier_;
+};
+
 class L1Factory {
  public:
   static constexpr uint64_t kSlab = 1 << 20;
@@ -110,7 +130,8 @@ class BlockTierContractTest : public ::testing::Test {
   TierNamespace ns_;
 };
 
-using Factories = ::testing::Types<MemoryFactory, LocalFileFactory, SharedFileFactory, L1Factory>;
+using Factories = ::testing::Types<MemoryFactory, LocalFileFactory, SharedFileFactory,
+                                   InMemoryFileFactory, L1Factory>;
 TYPED_TEST_SUITE(BlockTierContractTest, Factories);
 
 TYPED_TEST(BlockTierContractTest, AWrittenBlockReadsBackByteExact) {
