@@ -32,6 +32,9 @@ class RequestTransfer:
     # before the forward pass reads them: on GPUs layer by layer (wait_for_layer_load).
     sync: bool = False
     group: int = 0  # the KV cache group (namespace.KvGroup.index) of the block ids
+    # Loads: the lease the scheduler's lookup took on each rank's namespace of the group
+    # (rank -> lease id): that rank's load consumes it (the first attempt only).
+    leases: Dict[int, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """LeaseReleaser: the scheduler's lease releases, sent by a thread of their own.
 
-A release is a gRPC round trip (ReleaseLease; the lookup fast path has no release frame).
-The scheduler releases a request's leases while vLLM builds a step or finishes a request
+A release is a round trip (a release frame on the daemon's fast-path socket, all of a call's
+leases at once; ReleaseLease over gRPC where there is none). Most leases never need one: a
+worker's load consumes the lease of its namespace. The scheduler releases the others a request's leases while vLLM builds a step or finishes a request
 (build_connector_meta, request_finished, update_connector_output, a lookup that found
 nothing to load), all on the way to the step's output: each release sent there delays the
 step, and a request's first token, by that round trip. By then the leases pin nothing the
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Tuple
 
 
 class LeaseReleaser:
     def __init__(self, link: Any) -> None:
         self.link = link  # the scheduler's kvstrata.DaemonLink (guard: failures are misses)
-        self._queue: "queue.SimpleQueue[Optional[Tuple[Any, int]]]" = queue.SimpleQueue()
+        self._queue: "queue.SimpleQueue[Optional[Tuple[Any, List[int]]]]" = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
         self._closed = False
@@ -29,19 +30,18 @@ class LeaseReleaser:
         at once, in this thread)."""
         with self._lock:
             closed = self._closed
-            if not closed:
-                for lease_id in lease_ids:
-                    self._queue.put((session, lease_id))
+            ids = list(lease_ids)
+            if not closed and ids:
+                self._queue.put((session, ids))
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, daemon=True,
                                                     name="kvstrata-lease-release")
                     self._thread.start()
-        if closed:
-            for lease_id in lease_ids:
-                self._send(session, lease_id)
+        if closed and ids:
+            self._send(session, ids)
 
-    def _send(self, session: Any, lease_id: int) -> None:
-        self.link.guard("release_lease", lambda: session.release_lease(lease_id), None)
+    def _send(self, session: Any, lease_ids: List[int]) -> None:
+        self.link.guard("release_lease", lambda: session.release_leases(lease_ids), None)
 
     def _run(self) -> None:
         while True:

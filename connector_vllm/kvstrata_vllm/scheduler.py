@@ -1,15 +1,18 @@
 """Scheduler side: lookups with leases, load plans, store plans, events and lookup stats.
 
 One Link (session) for the scheduler process; it registers the namespace of every KV cache
-group of every tensor-parallel rank, looks each up, and counts a unit as a hit only when
-every rank has it -- in every full-attention group, and in every sliding-window group when
-the unit lies inside the window before the first token to compute (hybrid models: vLLM's
-hybrid KV cache manager, SupportsHMA). The leases it takes pin the hits until the workers
-report the load finished
-(finished_recving), a same-step load was submitted, the request ends, or the lease expires
-(lease_ttl_ms); a thread sends the releases (releaser.py), so no step waits for one. A
-request with nothing to load (vLLM's own prefix cache covers every loadable unit) is looked
-up without a lease: the answer only spares stores of units KVStrata holds.
+group of every tensor-parallel rank, looks them all up in one round trip
+(Session.lookup_namespaces), and counts a unit as a hit only when every rank has it -- in
+every full-attention group, and in every sliding-window group when the unit lies inside the
+window before the first token to compute (hybrid models: vLLM's hybrid KV cache manager,
+SupportsHMA). The lookup takes one lease per namespace; each goes to the worker that loads
+that namespace (RequestTransfer.leases), whose load consumes it, so nothing releases it. The
+leases no load takes (an MLA group's, shared by every rank; the loads of a step that runs
+several requests' loads as one layer-wise job; a request that loads nothing after all) pin
+the hits until the load is reported, the request ends, or the lease expires (lease_ttl_ms);
+a thread sends those releases (releaser.py), so no step waits for one. A request with
+nothing to load (vLLM's own prefix cache covers every loadable unit) is looked up without a
+lease: the answer only spares stores of units KVStrata holds.
 """
 from __future__ import annotations
 
@@ -44,7 +47,8 @@ _REUSE_S = 1.0
 class _Req:
     request: Any
     plan: Optional[Tuple[int, int, int]] = None   # (local computed tokens, first unit, end unit)
-    leases: List[Tuple[kvstrata.RegisteredNamespace, int]] = field(default_factory=list)
+    # Leases its lookups took: ((KV cache group, rank) of the namespace, lease id).
+    leases: List[Tuple[Tuple[int, int], int]] = field(default_factory=list)
     loading: bool = False
     stored_units: Optional[int] = None            # leading units handed to the workers to store
     had_stores: bool = False
@@ -143,8 +147,11 @@ class SchedulerSide:
         s = self.link.session()
         if s is None:
             return None
-        return [self.link.namespaces[(group, r)]
-                for r in self.groups[group].ranks(self.tp_size)]
+        return [self.link.namespaces[key] for key in self._ns_keys(group)]
+
+    def _ns_keys(self, group: int) -> List[Tuple[int, int]]:
+        """The (group, rank) keys of one KV cache group's namespaces."""
+        return [(group, r) for r in self.groups[group].ranks(self.tp_size)]
 
     def _release(self, st: _Req) -> None:
         leases, st.leases = st.leases, []
@@ -237,31 +244,22 @@ class SchedulerSide:
             return False
         return bool(st.leases) or not lease or st.answer[2] <= start_u
 
-    def _lookup_chain(self, s: kvstrata.Session, st: _Req,
-                      namespaces: Optional[List[kvstrata.RegisteredNamespace]],
-                      keys: List[bytes],
-                      lease: bool) -> Optional[Tuple[int, List[int]]]:
-        """How many leading keys every one of `namespaces` holds, and per unit the slowest
-        tier any of them holds it in; None when a lookup failed. Leases go to st.leases."""
-        if namespaces is None:
+    def _lookup_chain(self, s: kvstrata.Session, st: _Req, ns_keys: List[Tuple[int, int]],
+                      keys: List[bytes], lease: bool) -> Optional[Tuple[int, List[int]]]:
+        """How many leading keys every namespace of `ns_keys` holds, and per unit the slowest
+        tier any of them holds it in, in one round trip; None when the lookup failed.
+        Leases go to st.leases."""
+        if not keys:
+            return 0, []
+        namespaces = [self.link.namespaces[k] for k in ns_keys]
+        r = self.link.guard("lookup", lambda: s.lookup_namespaces(
+            namespaces, keys, lease=lease, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
+        if r is None:
             return None
-        hit = len(keys)
-        tiers = [0] * hit
-        for ns in namespaces:
-            if hit == 0:
-                break
-            r = self.link.guard("lookup", lambda ns=ns: s.lookup(
-                ns, keys[:hit], lease=lease, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
-            if r is None:
-                return None
-            if r.fast:
-                self.stats.add("lookup_fast", 1)
-            if r.lease_id:
-                st.leases.append((ns, r.lease_id))
-            hit = min(hit, r.hit_blocks)
-            for i, tier in enumerate(r.tiers[:hit]):
-                tiers[i] = max(tiers[i], int(tier))
-        return hit, tiers[:hit]
+        if r.fast:
+            self.stats.add("lookup_fast", 1)
+        st.leases.extend((k, lease_id) for k, lease_id in zip(ns_keys, r.lease_ids) if lease_id)
+        return r.hit_blocks, r.tiers
 
     def _lookup_groups(self, s: kvstrata.Session, st: _Req, keys: List[bytes], start_u: int,
                        num_tokens: int, lease: bool) -> Optional[Tuple[int, List[int]]]:
@@ -279,18 +277,16 @@ class SchedulerSide:
         # a turn of a long conversation asks for its new units, not its whole context. When
         # it does not (e.g. a restarted daemon), the lookup starts again at unit 0.
         probe = max(0, start_u - 1)
-        for g in full:
-            namespaces = self._namespaces(g.index)
-            found = self._lookup_chain(s, st, namespaces, keys[probe:hit], lease)
+        if full:  # Every full-attention group's every rank, in one round trip.
+            ns_keys = [k for g in full for k in self._ns_keys(g.index)]
+            found = self._lookup_chain(s, st, ns_keys, keys[probe:hit], lease)
             if found is not None and probe and found[0] == 0:
-                found = self._lookup_chain(s, st, namespaces, keys[:hit], lease)
-            elif found is not None:
-                found = (probe + found[0], [int(kvstrata.Tier.L1)] * probe + found[1])
+                found = self._lookup_chain(s, st, ns_keys, keys[:hit], lease)
+            elif found is not None and probe:
+                found = (probe + found[0], [kvstrata.Tier.L1] * probe + found[1])
             if found is None:
                 return None
-            hit, t = found
-            probe = min(probe, hit)
-            tiers = [max(a, b) for a, b in zip(tiers[:hit], t)]
+            hit, tiers = found
         for _ in range(_WINDOW_ROUNDS if windowed else 0):
             shrunk = False
             for g in windowed:
@@ -298,7 +294,7 @@ class SchedulerSide:
                 first = max(start_u, g.first_needed_token(computed) // self.unit_tokens)
                 if hit <= first:
                     return hit, tiers[:hit]
-                found = self._lookup_chain(s, st, self._namespaces(g.index), keys[first:hit],
+                found = self._lookup_chain(s, st, self._ns_keys(g.index), keys[first:hit],
                                            lease)
                 if found is None:
                     return None
@@ -490,6 +486,7 @@ class SchedulerSide:
                 transfers.append(RequestTransfer(request.request_id, units, sync=st.sync,
                                                  group=g.index))
         if transfers:
+            self._hand_leases(st, transfers)
             self._loads.extend(transfers)
             st.loading = True
             self._load_started(st, u0, u1)
@@ -498,6 +495,21 @@ class SchedulerSide:
             trace.event("alloc", request.request_id, units=sum(len(r.units) for r in transfers))
         else:
             self._release(st)
+
+    def _hand_leases(self, st: _Req, transfers: List[RequestTransfer]) -> None:
+        """Each rank's lease of a transfer's group goes with the transfer: that rank's load
+        consumes it (one per namespace; an MLA group's namespace is every rank's, so its
+        lease stays here and is released)."""
+        for r in transfers:
+            if self.groups[r.group].replicated:
+                continue
+            kept = []
+            for (g, rank), lease_id in st.leases:
+                if g == r.group and rank not in r.leases:
+                    r.leases[rank] = lease_id
+                else:
+                    kept.append(((g, rank), lease_id))
+            st.leases = kept
 
     # ------------------------------------------------------------------ stores
 
@@ -564,6 +576,15 @@ class SchedulerSide:
         for st in self._sync_last:
             self._release(st)  # its load ends with its time (_load_times) or the request
         self._sync_last = []
+        if len({r.req_id for r in meta.loads if r.sync}) > 1:
+            # The workers load these in one layer-wise job, which consumes no lease: the
+            # leases stay with their requests and are released with them (_sync_last).
+            for r in meta.loads:
+                st = self._reqs.get(r.req_id)
+                if r.sync and st is not None:
+                    st.leases.extend(((r.group, rank), lease_id)
+                                     for rank, lease_id in r.leases.items())
+                    r.leases = {}
         for r in meta.loads:
             st = self._reqs.get(r.req_id)
             if r.sync and st is not None:

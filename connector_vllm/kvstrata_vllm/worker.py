@@ -311,9 +311,12 @@ class WorkerSide:
         job = None
         if s is not None and ns is not None and reg is not None and reg.layer_flags is not None:
             value = reg.layer_flags.next_value()
+            # One request's load consumes its lookup's lease (several: the scheduler keeps
+            # theirs, see KVStrataScheduler._hand_leases).
+            lease = self._take_lease(reqs[0]) if len(reqs) == 1 else 0
             t0 = time.monotonic()
             job = self.link.guard("submit_load", lambda: s.submit_load(
-                ns, reg, keys, ids, layer_flag_value=value), None)
+                ns, reg, keys, ids, lease_id=lease, layer_flag_value=value), None)
             trace.event("load_submit", reqs[0].req_id, ms=round((time.monotonic() - t0) * 1e3, 3),
                         units=len(ids), layered=len(reqs))
         if job is None:
@@ -434,8 +437,12 @@ class WorkerSide:
             return
         rows = torch.empty((n, ns.bytes_per_block), dtype=torch.uint8)
         keys = [u.key for u in req.units]
+        lease = self._take_lease(req)
         t0 = time.monotonic()
-        found = self.link.guard("load", lambda: s.load(ns, keys, out=list(rows)), None)
+        found = self.link.guard("load", lambda: s.load(ns, keys, out=list(rows), lease_id=lease),
+                                None)
+        if found is None and lease:  # e.g. the lease expired first (NOT_FOUND): without it
+            found = self.link.guard("load", lambda: s.load(ns, keys, out=list(rows)), None)
         if found is not None and all(found):
             with self._lock:
                 self._load_ms.append(((req.req_id,), (time.monotonic() - t0) * 1e3))
@@ -461,6 +468,11 @@ class WorkerSide:
             with self._lock:
                 self._recved.add(req.req_id)  # reported once no retry of it is queued
 
+    def _take_lease(self, req: RequestTransfer) -> int:
+        """The lease the scheduler's lookup took on this rank's namespace of req's group, for
+        this load to consume; 0 when there is none (or a retry: the first attempt took it)."""
+        return req.leases.pop(self.tp_rank, 0) if req.leases else 0
+
     def _load_cuda(self, req: RequestTransfer) -> None:
         s, ns = self.session_and_ns(req.group)
         reg = self.regs.get(req.group)
@@ -469,8 +481,10 @@ class WorkerSide:
             return
         keys = [u.key for u in req.units]
         ids = [u.block_ids[0] for u in req.units]
+        lease = self._take_lease(req)
         t0 = time.monotonic()
-        job = self.link.guard("submit_load", lambda: s.submit_load(ns, reg, keys, ids), None)
+        job = self.link.guard("submit_load", lambda: s.submit_load(ns, reg, keys, ids,
+                                                                   lease_id=lease), None)
         trace.event("load_submit", req.req_id, ms=round((time.monotonic() - t0) * 1e3, 3),
                     units=len(ids))
         if job is None:

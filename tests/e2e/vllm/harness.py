@@ -40,10 +40,11 @@ init_none_hash(sha256)
 
 
 def vllm_config(model_dir: str, extra: Dict[str, Any], tp: int = 1, batch_tokens: int = 64,
-                max_seqs: int = 16, kv_events: bool = False) -> VllmConfig:
-    model = ModelConfig(model=model_dir, dtype="float32", seed=0, max_model_len=2048)
+                max_seqs: int = 16, kv_events: bool = False,
+                max_model_len: int = 2048) -> VllmConfig:
+    model = ModelConfig(model=model_dir, dtype="float32", seed=0, max_model_len=max_model_len)
     sched = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=batch_tokens,
-                            max_model_len=2048, enable_chunked_prefill=True,
+                            max_model_len=max_model_len, enable_chunked_prefill=True,
                             is_encoder_decoder=False)
     cache = CacheConfig(block_size=BLOCK, enable_prefix_caching=True)
     cache.kv_cache_layout = "LBNHC"
