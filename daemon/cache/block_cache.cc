@@ -48,7 +48,8 @@ BlockCache::~BlockCache() {
 }
 
 absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId ns, Keys raw,
-                                                std::optional<absl::Duration> lease_ttl) {
+                                                std::optional<absl::Duration> lease_ttl,
+                                                bool past_miss) {
   if (lease_ttl.has_value()) {
     if (absl::Status st = CheckLeaseTtl(*lease_ttl); !st.ok()) return st;
   }
@@ -71,6 +72,8 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId n
     }
     result.hits = match.hits;
     result.tiers = std::move(match.tiers);
+    if (past_miss)
+      result.in_l1_past_miss = Visible(absl::MakeConstSpan(*keys).subspan(result.hits));
     return result;
   }
   MutexLock lock(&mu_);
@@ -85,7 +88,17 @@ absl::StatusOr<LookupResult> BlockCache::Lookup(SessionId session, NamespaceId n
     AddRefsLocked(hit_keys, +1);
     result.lease = leases_.Create(session, {hit_keys.begin(), hit_keys.end()}, *lease_ttl);
   }
+  if (past_miss) result.in_l1_past_miss = Visible(absl::MakeConstSpan(*keys).subspan(result.hits));
   return result;
+}
+
+std::vector<bool> BlockCache::Visible(absl::Span<const BlockKey> keys) const {
+  std::vector<bool> visible(keys.size(), false);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::optional<BlockEntry> entry = index_.Find(keys[i]);
+    visible[i] = entry.has_value() && entry->visible();
+  }
+  return visible;
 }
 
 void BlockCache::RecordLookupLocked(const PrefixMatch& match, absl::Span<const BlockKey> keys) {

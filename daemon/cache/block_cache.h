@@ -62,8 +62,11 @@ class BlockCache {
   // threshold) a lookup does not wait for the cache's mutex: it reads the sharded index,
   // and records its hits in the eviction policy only when the mutex is free at that moment
   // (recency is best effort under contention, like Caffeine's lossy read buffer).
+  // `past_miss`: also answer which keys after the first miss L1 holds
+  // (LookupResult::in_l1_past_miss), in the same call.
   absl::StatusOr<LookupResult> Lookup(SessionId session, NamespaceId ns, Keys keys,
-                                      std::optional<absl::Duration> lease_ttl);
+                                      std::optional<absl::Duration> lease_ttl,
+                                      bool past_miss = false);
 
   // Reserves one slot per new key (see StoreStatus). Never blocks on pressure.
   // `bypass_admission`: blocks promoted from L2/L3 were admitted when first stored.
@@ -174,6 +177,8 @@ class BlockCache {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountMissesLocked(absl::Span<const BlockKey> missed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Recency and admission bookkeeping of one lookup.
+  // Whether each key is visible in the index (Peek's test), without touching anything.
+  std::vector<bool> Visible(absl::Span<const BlockKey> keys) const;
   void RecordLookupLocked(const PrefixMatch& match, absl::Span<const BlockKey> keys)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -55,6 +55,9 @@ struct LookupResult {
   size_t hits = 0;               // leading keys present
   std::vector<Tier> tiers;       // fastest tier of each hit
   std::optional<LeaseId> lease;  // set when a lease was asked for and hits > 0
+  // Asked for with `past_miss`: for each key after the hits, whether L1 holds it (the
+  // lower tiers' lookup goes on from there without asking L1 again).
+  std::vector<bool> in_l1_past_miss;
 };
 
 enum class StoreStatus {

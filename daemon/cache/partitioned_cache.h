@@ -50,8 +50,9 @@ class PartitionedCache {
   size_t PartitionOf(NamespaceId ns) const;
 
   absl::StatusOr<LookupResult> Lookup(SessionId session, NamespaceId ns, Keys keys,
-                                      std::optional<absl::Duration> lease_ttl) {
-    return At(ns).Lookup(session, ns, keys, lease_ttl);
+                                      std::optional<absl::Duration> lease_ttl,
+                                      bool past_miss = false) {
+    return At(ns).Lookup(session, ns, keys, lease_ttl, past_miss);
   }
   absl::StatusOr<ReserveResult> ReserveStore(SessionId session, NamespaceId ns,
                                              uint64_t block_bytes, Keys keys,

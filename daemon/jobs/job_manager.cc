@@ -167,7 +167,7 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
     });
   }
   absl::StatusOr<ReserveResult> reserved =
-      store_->ReserveStore(session, ns, block_bytes, blocks.keys, slot_order);
+      store_->l1().ReserveStore(session, ns, block_bytes, blocks.keys, false, slot_order);
   if (!reserved.ok()) return reserved.status();
   TransferRequest request{registration, CopyDirection::kDown, {}, wait_event};
   std::vector<uint32_t> picked;  // Job block index of each copy.
@@ -200,9 +200,9 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
           }
         }
         if (written.empty()) {
-          (void)store_->AbortStore(session, reservation);
+          (void)store_->l1().AbortStore(session, reservation);
         } else {
-          (void)store_->CommitStore(session, reservation, absl::MakeConstSpan(written));
+          (void)store_->l1().CommitStore(session, reservation, absl::MakeConstSpan(written));
         }
         LogTimings(job, "store", picked.size(), elapsed, result.timings, finished);
         Complete(session, sink,
@@ -211,7 +211,7 @@ absl::StatusOr<JobId> JobManager::SubmitStore(SessionId session, NamespaceId ns,
       });
   if (!submitted.ok()) {
     FinishJob(job);
-    (void)store_->AbortStore(session, reservation);
+    (void)store_->l1().AbortStore(session, reservation);
     return submitted;
   }
   return job;
@@ -324,7 +324,7 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
     // copies that read them are done) and the metrics are counted.
     Complete(session, sink,
              {job, JobCompletion::Kind::kLoad, std::move(failed), std::move(error), elapsed});
-    if (load != 0) (void)store_->ReleaseLoad(session, load);
+    if (load != 0) (void)store_->l1().ReleaseLoad(session, load);
     RecordTransfer(CopyDirection::kUp, (picked.size() - result.failed.size()) * block_bytes, start,
                    !result.failed.empty() || !result.error.empty());
   };
@@ -335,7 +335,7 @@ absl::Status JobManager::RunLoad(JobId job, SessionId session, NamespaceId ns,
   absl::Status submitted = engine_->Submit(session, std::move(request), finish);
   if (!submitted.ok()) {
     FinishJob(job);
-    if (load != 0) (void)store_->ReleaseLoad(session, load);
+    if (load != 0) (void)store_->l1().ReleaseLoad(session, load);
     return submitted;
   }
   // The per-stage cost of handing a load over (docs/gpu-data-path.md): log.level = debug.

@@ -10,7 +10,10 @@
 // out (the copies that read them are done then). A load whose blocks must first come up
 // from L2/L3 returns its job id at once: the promotions run on the tiers' I/O threads and
 // the rest of the load on this manager's deferred-load thread, so SubmitLoad (on an
-// engine's step path) never waits for a disk.
+// engine's step path) does not wait for a disk read -- except while a lower tier is still
+// scanning its files after a restart: then BlockStore::BeginLoad probes the files the
+// index cannot tell about first, for up to the tiers' promotion_wait (5 s by default).
+// The lease a load names may be another session's of the same tenant (rpc/lease_adoption.h).
 // Completions go to the job's CompletionSink when it was given one and takes it, else to a
 // per-session CompletionQueue. Without a TransferEngine (no GPU, or a
 // build without CUDA) CUDA registration answers FAILED_PRECONDITION / UNIMPLEMENTED and

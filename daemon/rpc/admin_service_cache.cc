@@ -184,7 +184,7 @@ grpc::Status AdminService::PinOrUnpin(absl::string_view method, grpc::ServerCont
     if (absl::Status s = ValidateKeys(request.keys()); !s.ok()) return s;
     std::vector<std::string_view> keys = KeyViews(request.keys());
     absl::StatusOr<size_t> changed =
-        pin ? context_.store->Pin(ns->id, keys) : context_.store->Unpin(ns->id, keys);
+        pin ? context_.cache->Pin(ns->id, keys) : context_.cache->Unpin(ns->id, keys);
     if (!changed.ok()) return changed.status();
     response->set_blocks(*changed);
     return absl::OkStatus();

@@ -37,7 +37,7 @@ grpc::Status ControlService::ReleaseLease(grpc::ServerContext* ctx,
         if (absl::Status s = context_.sessions->Check(request->session_id(), caller.tenant);
             !s.ok())
           return s;
-        return context_.store->ReleaseLease(request->session_id(), request->lease_id());
+        return context_.cache->ReleaseLease(request->session_id(), request->lease_id());
       });
 }
 
@@ -51,7 +51,7 @@ grpc::ServerUnaryReactor* ControlService::ReserveStore(grpc::CallbackServerConte
                            if (!host.ok()) return host.status();
                            if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return s;
                            std::vector<std::string_view> keys = KeyViews(request->keys());
-                           absl::StatusOr<ReserveResult> result = context_.store->ReserveStore(
+                           absl::StatusOr<ReserveResult> result = context_.cache->ReserveStore(
                                request->session_id(), host->ns.id, host->ns.bytes_per_block, keys);
                            if (!result.ok()) return result.status();
                            response->set_reservation_id(result->reservation);
@@ -71,14 +71,14 @@ grpc::ServerUnaryReactor* ControlService::CommitStore(grpc::CallbackServerContex
             !s.ok())
           return s;
         if (request->abort()) {
-          return context_.store->AbortStore(request->session_id(), request->reservation_id());
+          return context_.cache->AbortStore(request->session_id(), request->reservation_id());
         }
         std::optional<absl::Span<const uint32_t>> written;
         if (!request->written().empty()) {
           written = absl::MakeConstSpan(request->written().data(), request->written().size());
         }
         absl::StatusOr<size_t> committed =
-            context_.store->CommitStore(request->session_id(), request->reservation_id(), written);
+            context_.cache->CommitStore(request->session_id(), request->reservation_id(), written);
         if (!committed.ok()) return committed.status();
         response->set_committed_blocks(static_cast<uint32_t>(*committed));
         return absl::OkStatus();
@@ -124,7 +124,7 @@ grpc::ServerUnaryReactor* ControlService::ReleaseLoad(grpc::CallbackServerContex
         if (absl::Status s = context_.sessions->Check(request->session_id(), caller.tenant);
             !s.ok())
           return s;
-        return context_.store->ReleaseLoad(request->session_id(), request->load_id());
+        return context_.cache->ReleaseLoad(request->session_id(), request->load_id());
       }));
 }
 

@@ -54,7 +54,7 @@ absl::StatusOr<NamespacesAnswer> RunLookups(const ServiceContext& context, const
     absl::StatusOr<LookupAnswer> answer = RunLookup(context, one);
     if (!answer.ok()) {
       for (LeaseId lease : out.leases) {
-        if (lease != 0) context.store->ReleaseLease(call.session_id, lease).IgnoreError();
+        if (lease != 0) context.cache->ReleaseLease(call.session_id, lease).IgnoreError();
       }
       return answer.status();
     }

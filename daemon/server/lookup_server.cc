@@ -320,7 +320,7 @@ bool LookupServer::ServeRelease(int fd, TenantId tenant, const char* first_bytes
   absl::Status status = context_.sessions->Check(h.session_id, tenant);
   if (status.ok()) {
     for (uint64_t& id : buffers.leases) {
-      if (context_.store->ReleaseLease(h.session_id, le64toh(id)).ok()) ++released;
+      if (context_.cache->ReleaseLease(h.session_id, le64toh(id)).ok()) ++released;
     }
   }
   EncodeReleaseReply(status, released, &buffers.reply);

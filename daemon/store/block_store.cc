@@ -13,12 +13,14 @@ absl::Duration BlockStore::LeaseTtl(absl::Duration requested) const {
 
 absl::StatusOr<LookupResult> BlockStore::Lookup(SessionId session, NamespaceId ns, Keys keys,
                                                 std::optional<absl::Duration> lease_ttl) {
-  absl::StatusOr<LookupResult> result = l1_->Lookup(session, ns, keys, lease_ttl);
+  // L1 is asked once: its answer covers the keys past its first miss too.
+  absl::StatusOr<LookupResult> result =
+      l1_->Lookup(session, ns, keys, lease_ttl, /*past_miss=*/lower_ != nullptr);
   if (!result.ok() || lower_ == nullptr) return result;
-  lower_->CountL1Hits(ns, keys.first(result->hits));
+  lower_->write_down().CountHits(ns, keys.first(result->hits));
   if (result->hits >= keys.size()) return result;
   const Keys rest = keys.subspan(result->hits);
-  std::vector<Tier> below = lower_->FindBelowL1(ns, rest);
+  std::vector<Tier> below = lower_->FindBelowL1(ns, rest, result->in_l1_past_miss);
   if (below.empty()) return result;
   if (lease_ttl.has_value()) LeaseBelowL1(session, ns, rest, below, *lease_ttl, &*result);
   result->hits += below.size();
@@ -79,7 +81,7 @@ PendingLoad BlockStore::BeginLoad(NamespaceId ns, Keys keys) {
 absl::StatusOr<LoadResult> BlockStore::FinishLoad(SessionId session, NamespaceId ns, Keys keys,
                                                   std::optional<LeaseId> lease,
                                                   PendingLoad pending) {
-  if (lower_ != nullptr) lower_->Wait(pending.waits());
+  if (lower_ != nullptr) lower_->promoter().Wait(pending.waits());
   // `pending` keeps the promoted blocks pinned until AcquireLoad has pinned them itself.
   return l1_->AcquireLoad(session, ns, keys, lease);
 }
@@ -135,7 +137,7 @@ absl::Status BlockStore::CheckDrainable() const {
 absl::StatusOr<size_t> BlockStore::Drain(std::optional<Tier> tier,
                                          const std::function<void(uint64_t, uint64_t)>& progress) {
   if (absl::Status s = CheckDrainable(); !s.ok()) return s;
-  return lower_->Drain(tier, progress);
+  return lower_->write_down().Drain(tier, progress);
 }
 
 }  // namespace kvstrata

@@ -1,20 +1,23 @@
-// BlockStore: the one API through which the daemon's callers (rpc/, the lookup fast path,
-// jobs/) look up, store and load blocks across every tier, leases included. It owns the
-// protocol "L1 first, then the lower tiers":
-// - Lookup asks L1, and when the hits stop there continues in L2/L3 (their indexes, then
-//   file probes bounded by each tier's probe_timeout); with a lease, the blocks found below
-//   L1 are promoted into L1 and join the lease as they land.
-// - A load first brings its blocks up from L2/L3 into L1 (BeginLoad starts that and never
-//   blocks; FinishLoad waits at most the tiers' promotion_wait), then pins them in L1. A
-//   block that did not make it is simply missing: the engine recomputes it.
-// - A store goes to L1 (reserve -> the caller copies -> commit); the lower tiers receive it
-//   by write-down (TierManager), never on the caller's path.
+// BlockStore: looking up and loading blocks across every tier, leases included, for the
+// daemon's callers (rpc/, the lookup fast path, jobs/). What is L1's alone -- stores
+// (reserve -> the caller copies -> commit / abort), releasing loads and leases, pins -- the
+// callers make on L1 itself (l1()); what spans the tiers goes through here:
+// - Lookup asks L1 once (its answer covers the keys past its first miss too), and when the
+//   hits stop there continues in L2/L3 from that answer (their indexes, then file probes
+//   bounded by each tier's probe_timeout); with a lease, the blocks found below L1 are
+//   promoted into L1 and join the lease as they land.
+// - A load first brings its blocks up from L2/L3 into L1 (BeginLoad starts that; it blocks
+//   only while a tier still scanning after a restart must be probed, up to promotion_wait;
+//   FinishLoad waits at most promotion_wait), then pins them in L1. A block that did not
+//   make it is simply missing: the engine recomputes it.
+// - The lower tiers receive stores by write-down (TierManager's WriteDown), never on the
+//   caller's path.
 // - Leases are made here: a lookup's lease (L1 makes it with the L1 hits; the blocks found
 //   below L1 join it, those still in L1 at once, the others as their promotions land) and a
 //   load's own daemon lease on what its promotions bring up (PendingLoad).
 // - Lease TTLs: a request's TTL (0 = the default) is clamped to the maximum here, once.
-// Thread-safe. Blocking: Lookup up to the probe timeouts; FinishLoad and AcquireLoad up to
-// promotion_wait; everything else only on L1's locks.
+// Thread-safe. Blocking: Lookup up to the probe timeouts; BeginLoad, FinishLoad and
+// AcquireLoad up to promotion_wait; everything else only on L1's locks.
 #ifndef KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_
 #define KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_
 
@@ -73,19 +76,9 @@ class BlockStore {
   absl::StatusOr<LookupResult> Lookup(SessionId session, NamespaceId ns, Keys keys,
                                       std::optional<absl::Duration> lease_ttl);
 
-  // `slot_order` as in BlockCache::ReserveStore.
-  absl::StatusOr<ReserveResult> ReserveStore(SessionId session, NamespaceId ns,
-                                             uint64_t block_bytes, Keys keys,
-                                             absl::Span<const uint32_t> slot_order = {}) {
-    return l1_->ReserveStore(session, ns, block_bytes, keys, false, slot_order);
-  }
-  absl::StatusOr<size_t> CommitStore(SessionId session, ReservationId reservation,
-                                     std::optional<absl::Span<const uint32_t>> written) {
-    return l1_->CommitStore(session, reservation, written);
-  }
-  absl::Status AbortStore(SessionId session, ReservationId reservation) {
-    return l1_->AbortStore(session, reservation);
-  }
+  // L1 itself: stores (reserve, commit, abort), releases of loads and leases, and pins
+  // are L1's alone, so callers make them there.
+  PartitionedCache& l1() const { return *l1_; }
 
   // Starts promoting what `keys` has below L1 and returns; blocks only while a tier still
   // scanning after a restart has to be probed (up to promotion_wait). Hand the result to
@@ -99,12 +92,6 @@ class BlockStore {
                                          std::optional<LeaseId> lease) {
     return FinishLoad(session, ns, keys, lease, BeginLoad(ns, keys));
   }
-  absl::Status ReleaseLoad(SessionId session, LoadId load) {
-    return l1_->ReleaseLoad(session, load);
-  }
-  absl::Status ReleaseLease(SessionId session, LeaseId lease) {
-    return l1_->ReleaseLease(session, lease);
-  }
 
   // Admin: the fastest tier holding each key (L1 first), nullopt where none does. Probes
   // the lower tiers' files for keys their indexes do not know.
@@ -115,9 +102,6 @@ class BlockStore {
   // Admin: every block of `ns` (nullopt: of every namespace) in the selected tiers. Returns
   // L1 blocks and lower-tier files removed.
   std::pair<size_t, size_t> Clear(std::optional<NamespaceId> ns, const TierSelection& tiers);
-  // Admin: pins keep blocks from eviction in every tier; the count of keys changed.
-  absl::StatusOr<size_t> Pin(NamespaceId ns, Keys keys) { return l1_->Pin(ns, keys); }
-  absl::StatusOr<size_t> Unpin(NamespaceId ns, Keys keys) { return l1_->Unpin(ns, keys); }
   // Admin: each lower tier's state and counters, fastest first (empty without L2/L3).
   std::vector<LowerTierStatus> LowerTiers() const {
     return lower_ != nullptr ? lower_->Status() : std::vector<LowerTierStatus>{};

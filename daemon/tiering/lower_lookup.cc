@@ -22,11 +22,11 @@ absl::string_view Raw(std::string_view key) { return absl::string_view(key.data(
 LowerLookup::LowerLookup(TierStack* stack)
     : stack_(stack), prober_(std::make_unique<IoPool>(kProbeThreads)) {}
 
-std::vector<Tier> LowerLookup::Prefix(NamespaceId ns, const TierNamespace& tn, Keys keys) {
-  absl::StatusOr<std::vector<std::optional<Tier>>> in_l1 = stack_->l1()->Peek(ns, keys);
+std::vector<Tier> LowerLookup::Prefix(const TierNamespace& tn, Keys keys,
+                                      const std::vector<bool>& in_l1) {
   std::vector<Tier> found;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (in_l1.ok() && (*in_l1)[i].has_value()) {
+    if (i < in_l1.size() && in_l1[i]) {
       found.push_back(Tier::kL1);
       continue;
     }
@@ -38,8 +38,9 @@ std::vector<Tier> LowerLookup::Prefix(NamespaceId ns, const TierNamespace& tn, K
   return found;
 }
 
-std::vector<Tier> LowerLookup::FindChain(NamespaceId ns, const TierNamespace& tn, Keys keys) {
-  std::vector<Tier> found = Prefix(ns, tn, keys);
+std::vector<Tier> LowerLookup::FindChain(const TierNamespace& tn, Keys keys,
+                                         const std::vector<bool>& in_l1) {
+  std::vector<Tier> found = Prefix(tn, keys, in_l1);
   if (found.size() < keys.size()) {
     bool unknown = false;
     stack_->Where(tn, Raw(keys[found.size()]), &unknown);
@@ -49,7 +50,7 @@ std::vector<Tier> LowerLookup::FindChain(NamespaceId ns, const TierNamespace& tn
         timeout = std::max(timeout, lower->options.probe_timeout);
       }
       Probe(tn, keys.subspan(found.size()), timeout);
-      found = Prefix(ns, tn, keys);
+      found = Prefix(tn, keys, in_l1);  // L1's answer stands: a probe only adds disk hits
     }
   }
   return found;

@@ -33,8 +33,10 @@ class LowerLookup {
   void Stop() { prober_->Stop(); }
 
   // The leading `keys` present in some tier, with the fastest tier of each (kL1 for a key
-  // still in L1 past the lookup's first L1 miss); probes files when an index cannot tell.
-  std::vector<Tier> FindChain(NamespaceId ns, const TierNamespace& tn, Keys keys);
+  // still in L1 past the lookup's first L1 miss: in_l1[i], as L1's lookup answered it,
+  // LookupResult::in_l1_past_miss; L1 is not asked again); probes files when an index
+  // cannot tell. REQUIRES: in_l1.size() == keys.size().
+  std::vector<Tier> FindChain(const TierNamespace& tn, Keys keys, const std::vector<bool>& in_l1);
   // Probes the keys whose presence the indexes cannot tell (up to 1024), waiting at most
   // `timeout`: afterwards the indexes know what the probes found.
   void Probe(const TierNamespace& tn, Keys keys, absl::Duration timeout);
@@ -43,8 +45,8 @@ class LowerLookup {
   void Peek(const TierNamespace& tn, Keys keys, std::vector<std::optional<Tier>>* where);
 
  private:
-  // The leading keys present per L1 and the indexes, without I/O.
-  std::vector<Tier> Prefix(NamespaceId ns, const TierNamespace& tn, Keys keys);
+  // The leading keys present per `in_l1` and the indexes, without I/O.
+  std::vector<Tier> Prefix(const TierNamespace& tn, Keys keys, const std::vector<bool>& in_l1);
 
   TierStack* const stack_;
   std::unique_ptr<IoPool> prober_;

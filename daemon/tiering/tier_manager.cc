@@ -53,11 +53,12 @@ void TierManager::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offse
   if (next_ != nullptr) next_->OnEvicting(ns, key, offset, length);
 }
 
-std::vector<Tier> TierManager::FindBelowL1(NamespaceId ns, Keys keys) {
-  if (!has_tiers() || stack_.l1() == nullptr || keys.empty()) return {};
+std::vector<Tier> TierManager::FindBelowL1(NamespaceId ns, Keys keys,
+                                           const std::vector<bool>& in_l1) {
+  if (!has_tiers() || keys.empty()) return {};
   std::optional<TierNamespace> tn = stack_.NamespaceOf(ns);
   if (!tn.has_value()) return {};
-  return lookup_.FindChain(ns, *tn, keys);
+  return lookup_.FindChain(*tn, keys, in_l1);
 }
 
 Promoter::Marks TierManager::Promote(NamespaceId ns, std::vector<std::string> keys,

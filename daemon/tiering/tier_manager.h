@@ -67,6 +67,10 @@ class TierManager : public TierListener {
   bool has_tiers() const { return !stack_.tiers().empty(); }
   // How long a load waits for its promotions.
   absl::Duration promotion_wait() const { return promoter_.promotion_wait(); }
+  // The pieces BlockStore drives directly: write-down (hit counts for write_down_min_hits,
+  // Drain) and promotions (Wait).
+  WriteDown& write_down() { return write_down_; }
+  Promoter& promoter() { return promoter_; }
 
   // A lower tier's observer (FileTierOptions::observer): passes the L2/L3 block notices on
   // to the next listener (KV events with medium DISK / SHARED_FS, metrics).
@@ -78,12 +82,10 @@ class TierManager : public TierListener {
   void OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset, uint64_t length) override;
   void OnRemoved(NamespaceId ns, const BlockKey& key, Tier tier, RemovalCause cause) override;
 
-  // Lookups. The leading keys of a lookup that were L1 hits (they count towards
-  // write_down_min_hits).
-  void CountL1Hits(NamespaceId ns, Keys keys) { write_down_.CountHits(ns, keys); }
-  // The leading `keys` (those past L1's hits) present in some tier, with the fastest tier
-  // of each; blocks up to the tiers' probe_timeout. Empty without tiers.
-  std::vector<Tier> FindBelowL1(NamespaceId ns, Keys keys);
+  // Lookups. The leading `keys` (those past L1's hits) present in some tier, with the
+  // fastest tier of each; `in_l1` is L1's answer for them (LookupResult::in_l1_past_miss:
+  // L1 is not asked again). Blocks up to the tiers' probe_timeout. Empty without tiers.
+  std::vector<Tier> FindBelowL1(NamespaceId ns, Keys keys, const std::vector<bool>& in_l1);
   // Starts promoting keys[i] from tiers[i] into L1 (never blocks on I/O); the blocks join
   // `into` as they land. Returns the marks of their promotions, for Wait.
   Promoter::Marks Promote(NamespaceId ns, std::vector<std::string> keys, std::vector<Tier> tiers,
@@ -92,8 +94,6 @@ class TierManager : public TierListener {
   // keys not in L1 that a tier holds). Probes the files first while an index cannot tell
   // (a tier still scanning after a restart), up to promotion_wait.
   Promoter::LoadPlan PlanLoad(NamespaceId ns, Keys keys);
-  // Blocks until the promotions are done or promotion_wait passed.
-  void Wait(const Promoter::Marks& marks) { promoter_.Wait(marks); }
 
   // Admin: the lower tier holding each key not found in L1 (entries already set are kept).
   void Peek(NamespaceId ns, Keys keys, std::vector<std::optional<Tier>>* where);
@@ -103,12 +103,6 @@ class TierManager : public TierListener {
   size_t Evict(NamespaceId ns, Keys keys, std::optional<Tier> tier,
                std::vector<bool>* removed = nullptr);
   size_t Clear(std::optional<NamespaceId> ns, std::optional<Tier> tier);
-  // Writes every L1 block that `tier` (nullopt = each lower tier) lacks; `progress(done,
-  // total)` is called as blocks finish. Returns the blocks written.
-  absl::StatusOr<size_t> Drain(std::optional<Tier> tier,
-                               const std::function<void(uint64_t, uint64_t)>& progress) {
-    return write_down_.Drain(tier, progress);
-  }
 
   std::vector<LowerTierStatus> Status() const;
 

@@ -65,6 +65,22 @@ TEST_F(CacheStoreTest, LookupCountsLeadingHitsOnly) {
   EXPECT_EQ(st.misses, 4u);
 }
 
+TEST_F(CacheStoreTest, LookupAnswersL1PastTheFirstMissInTheSameCall) {
+  Store({"a", "b", "d", "f"});
+  std::vector<std::string> chain = {"a", "b", "c", "d", "e", "f"};
+  auto views = Views(chain);
+  EXPECT_TRUE(cache_->Lookup(1, kNs, views, std::nullopt)->in_l1_past_miss.empty());
+  for (std::optional<absl::Duration> lease :
+       {std::optional<absl::Duration>(), std::optional<absl::Duration>(absl::Seconds(5))}) {
+    LookupResult r = *cache_->Lookup(1, kNs, views, lease, /*past_miss=*/true);
+    EXPECT_EQ(r.hits, 2u);
+    EXPECT_EQ(r.in_l1_past_miss, (std::vector<bool>{false, true, false, true}));
+    EXPECT_EQ(r.lease.has_value(), lease.has_value());
+  }
+  LookupResult all = *cache_->Lookup(1, kNs, Views({"a", "b"}), std::nullopt, true);
+  EXPECT_TRUE(all.in_l1_past_miss.empty());
+}
+
 TEST_F(CacheStoreTest, DuplicatesAreCheapNoOps) {
   Store({"a"});
   EXPECT_EQ(Store({"a", "b", "b"}),

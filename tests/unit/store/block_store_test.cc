@@ -47,7 +47,7 @@ class BlockStoreTest : public ::testing::Test {
   // has every one and the writes are over (write-through: a write holds its L1 block until
   // it ends, which is after the lower tier counts the block).
   void StoreAll(const std::vector<std::string>& keys, int seed) {
-    auto reserved = store_->ReserveStore(kClient, ns_, kBlock, Views(keys));
+    auto reserved = store_->l1().ReserveStore(kClient, ns_, kBlock, Views(keys));
     ASSERT_TRUE(reserved.ok()) << reserved.status();
     for (size_t i = 0; i < keys.size(); ++i) {
       const StoreSlot& slot = reserved->slots[i];
@@ -55,7 +55,7 @@ class BlockStoreTest : public ::testing::Test {
       std::string data = Payload(kBlock, seed + static_cast<int>(i));
       std::memcpy(tiered_.region.data() + slot.offset, data.data(), kBlock);
     }
-    ASSERT_TRUE(store_->CommitStore(kClient, reserved->reservation, std::nullopt).ok());
+    ASSERT_TRUE(store_->l1().CommitStore(kClient, reserved->reservation, std::nullopt).ok());
     absl::Time deadline = absl::Now() + absl::Seconds(10);
     auto writing = [&] { return store_->LowerTiers()[0].queued_writes > 0; };
     while ((lower_->Stats().blocks < keys.size() || writing()) && absl::Now() < deadline) {
@@ -103,7 +103,7 @@ TEST_F(BlockStoreTest, ALoadBringsItsBlocksUpFromBelowByteExact) {
     std::string want = Payload(kBlock, 20 + static_cast<int>(i));
     EXPECT_EQ(std::memcmp(tiered_.region.data() + slot.offset, want.data(), kBlock), 0) << i;
   }
-  EXPECT_TRUE(store_->ReleaseLoad(kClient, loaded->load).ok());
+  EXPECT_TRUE(store_->l1().ReleaseLoad(kClient, loaded->load).ok());
 }
 
 TEST_F(BlockStoreTest, ABlockNoTierHasIsMissingNotAnError) {
@@ -115,7 +115,7 @@ TEST_F(BlockStoreTest, ABlockNoTierHasIsMissingNotAnError) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->slots[0].status, LoadStatus::kReady);
   EXPECT_EQ(loaded->slots[1].status, LoadStatus::kMissing);
-  EXPECT_TRUE(store_->ReleaseLoad(kClient, loaded->load).ok());
+  EXPECT_TRUE(store_->l1().ReleaseLoad(kClient, loaded->load).ok());
 }
 
 TEST_F(BlockStoreTest, PeekNamesTheFastestTierOfEachKey) {
@@ -135,7 +135,7 @@ TEST_F(BlockStoreTest, EvictLeavesPinnedKeysInEveryTier) {
   std::vector<std::string> keys = Keys(3);
   StoreAll(keys, 50);
   std::string_view pinned = keys[0];
-  ASSERT_EQ(*store_->Pin(ns_, absl::MakeConstSpan(&pinned, 1)), 1u);
+  ASSERT_EQ(*store_->l1().Pin(ns_, absl::MakeConstSpan(&pinned, 1)), 1u);
   auto evicted = store_->Evict(ns_, Views(keys), TierSelection{});
   ASSERT_TRUE(evicted.ok()) << evicted.status();
   EXPECT_EQ(evicted->pinned, 1u);

@@ -98,9 +98,9 @@ TEST_F(SharedTierTest, StoreAgainWhileTheFileIsThereWritesOnce) {
   EXPECT_EQ(FilesOnDisk(), 4u);
   EXPECT_EQ(manager_->Status()[0].stats.writes, 4u);
   // Drain of a shared tier checks the disk the same way: nothing to write.
-  EXPECT_EQ(*manager_->Drain(Tier::kL3, [](uint64_t, uint64_t) {}), 0u);
+  EXPECT_EQ(*manager_->write_down().Drain(Tier::kL3, [](uint64_t, uint64_t) {}), 0u);
   DeleteFilesBehindTheDaemon();
-  EXPECT_EQ(*manager_->Drain(Tier::kL3, [](uint64_t, uint64_t) {}), 4u);
+  EXPECT_EQ(*manager_->write_down().Drain(Tier::kL3, [](uint64_t, uint64_t) {}), 4u);
   EXPECT_EQ(FilesOnDisk(), 4u);
 }
 

@@ -96,7 +96,7 @@ class TierManagerTest : public ::testing::Test {
   // Starts the keys' promotions and waits for them (bounded): what a load does first.
   PendingLoad Promote(absl::Span<const std::string_view> views) {
     PendingLoad pending = store_->BeginLoad(ns_, views);
-    manager_->Wait(pending.waits());
+    manager_->promoter().Wait(pending.waits());
     return pending;
   }
   // Loads and checks every key; returns how many were byte-exact.

@@ -250,7 +250,7 @@ TEST_F(TierManagerTest, DrainWritesWhatTheTierLacks) {
   Build(4, /*shared=*/false, options);
   Store(Keys(10), 1200);
   uint64_t last_done = 0, last_total = 0;
-  auto written = manager_->Drain(std::nullopt, [&](uint64_t done, uint64_t total) {
+  auto written = manager_->write_down().Drain(std::nullopt, [&](uint64_t done, uint64_t total) {
     EXPECT_GE(done, last_done);
     last_done = done;
     last_total = total;
@@ -260,9 +260,9 @@ TEST_F(TierManagerTest, DrainWritesWhatTheTierLacks) {
   EXPECT_EQ(last_done, 10u);
   EXPECT_EQ(last_total, 10u);
   EXPECT_EQ(FilesOnDisk(), 10u);
-  EXPECT_EQ(*manager_->Drain(std::nullopt, [](uint64_t, uint64_t) {}), 0u);
-  EXPECT_TRUE(
-      absl::IsFailedPrecondition(manager_->Drain(Tier::kL3, [](uint64_t, uint64_t) {}).status()));
+  EXPECT_EQ(*manager_->write_down().Drain(std::nullopt, [](uint64_t, uint64_t) {}), 0u);
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      manager_->write_down().Drain(Tier::kL3, [](uint64_t, uint64_t) {}).status()));
 }
 
 TEST_F(TierManagerTest, AdminPeekEvictAndClear) {
