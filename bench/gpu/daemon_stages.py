@@ -64,12 +64,12 @@ class ClientTimeline:
     def watch(self, session: Any) -> None:
         """Notes every completion frame; call before the session's job socket exists (it
         binds the callback then)."""
-        filed = session._on_job_completion
+        filed = session._gpu._on_job_completion
 
         def noted(c: Any) -> None:
             self.receipts.append((time.time(), c.job_id))
             filed(c)
-        session._on_job_completion = noted
+        session._gpu._on_job_completion = noted
 
     def note(self, group: str, t0: float, t2: float) -> None:
         """A job of `group` submitted at t0 whose wait returned at t2 (time.time())."""

@@ -99,7 +99,7 @@ def stand_in_session(delay_s: float, name: str, prefix: str):
         child.start()
         while not os.path.exists(path):
             time.sleep(0.01)
-        s._side_sockets[s.open_response.lookup_socket] = path  # Job frames go to the child.
+        s._conn._side_sockets[s.open_response.lookup_socket] = path  # Job frames go to the child.
         yield s, ns
     finally:
         daemon.stop()

@@ -1,13 +1,21 @@
-"""Connection: the session's lifecycle on the daemon (open, session id, lost or not, close).
+"""Connection: a kvstrata.Session's link to the daemon.
 
-The part of kvstrata.Session every other part builds on: it opens the session, answers the
-session id for each call (DaemonUnavailable at once while reconnecting), notices a lost
-daemon or session from any failed call, registers namespaces (kept to be registered again
-after a restart), finds the daemon's side sockets (shared-memory fd socket, fast path) and
-closes everything. The heartbeat thread and the reconnect are in kvstrata.reconnect.
+It opens the session, answers the session id for each call (DaemonUnavailable at once while
+reconnecting), makes the gRPC calls and notices a lost daemon or session from any failed
+one, registers namespaces (kept to be registered again after a restart), finds the daemon's
+side sockets (shared-memory fd socket, fast path), owns the heartbeat thread
+(kvstrata.reconnect.Heartbeat) and moves everything to a new session after a daemon restart.
 
-Parts of the session keep their state on the same object; a part initialises it in
-`_init_parts()` (before the session opens) and releases it in `_close_parts()`.
+The other parts of the session are given the Connection and use its public methods only:
+- sid() / sid_tag(): the session id of a call (and its job-id tag); session_tag() the same
+  without the reconnecting check;
+- call(rpc, sid, **fields): a gRPC call of the session; failed(err, sid) / note_lost(err,
+  sid) for a failure seen elsewhere (fast path, job socket, completion stream);
+- fast_path_address() / lookup_socket(keys): the daemon's fast-path socket, or None (gRPC);
+- keep(sid, what, fn): record something to register again, only if sid is still current.
+A part hears about the connection through kvstrata.session_part.SessionPart (add_part()).
+
+Lock order: the connection's lock before any part's lock (switched() runs under it).
 """
 from __future__ import annotations
 
@@ -24,20 +32,24 @@ from google.protobuf.message import Message
 from .client import Client, TlsRootCert
 from .errors import DaemonUnavailable, KVStrataError, session_unknown
 from .fast_path import FastPathSocket
+from .jobs import job_tag
+from .reconnect import Heartbeat
+from .session_part import SessionPart
 from .spec import RegisteredNamespace, namespace_spec
 
 log = logging.getLogger("kvstrata")
 
 
 class Connection:
-    """Opens a session on construction; see kvstrata.Session for the arguments."""
+    """Opens a session on construction; see kvstrata.Session for the arguments
+    (on_reconnect here takes no argument). The heartbeat thread starts with start()."""
 
     def __init__(self, client: Optional[Client] = None, *, endpoint: Optional[str] = None,
                  client_name: str = "kvstrata-python", heartbeat_timeout_ms: int = 0,
                  hostname: Optional[str] = None, pid: Optional[int] = None,
                  token: Optional[str] = None, tls_root_cert: TlsRootCert = None,
                  timeout: Optional[float] = None, auto_reconnect: bool = True,
-                 on_reconnect: Optional[Callable[[Any], Any]] = None,
+                 on_reconnect: Optional[Callable[[], Any]] = None,
                  reconnect_backoff: Tuple[float, float] = (0.05, 2.0)) -> None:
         self._owns_client = client is None
         if client is None:
@@ -47,22 +59,18 @@ class Connection:
         self.last_error: Optional[BaseException] = None
         self._alive = False
         self._closed = False
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
         # Lookup and job frames on the daemon's fast-path socket (see fast_path.py); False (or
         # KVSTRATA_FAST_PATH=0) to use gRPC only.
         self.fast_path = os.environ.get("KVSTRATA_FAST_PATH", "1") != "0"
         self._fast_sockets: Dict[str, FastPathSocket] = {}
         self._side_sockets: Dict[str, str] = {}  # side_socket(): advertised -> reachable path
-        self._init_parts()
+        self._parts: List[SessionPart] = []
         self.auto_reconnect = bool(auto_reconnect)
         self.on_reconnect = on_reconnect
-        self.reconnect_attempts = 0   # reconnect attempts made (all disconnects together)
-        self._backoff = (float(reconnect_backoff[0]), float(reconnect_backoff[1]))
+        self._heartbeat = Heartbeat(self, reconnect_backoff)
         # Guards open_response (the session id), _connected, _generation and the lists of
         # what to re-register: the heartbeat thread swaps them while callers read them.
         self._lock = threading.RLock()
-        self._wake = threading.Event()
         self._connected = True
         self._generation = 0
         self._session_gone = False    # the daemon no longer knows open_response.session_id
@@ -78,26 +86,15 @@ class Connection:
                 client.close()
             raise
         self._alive = True
-        self._last_ok = time.monotonic()
+
+    def add_part(self, part: SessionPart) -> None:
+        """Tell `part` about lost, resumed and replaced sessions and the close (in order)."""
+        self._parts.append(part)
+
+    def start(self) -> None:
+        """Start heart-beating (with a heartbeat deadline); add the parts first."""
         if self.heartbeat_timeout_ms > 0:
-            self._thread = threading.Thread(target=self._heartbeat_loop, daemon=True,
-                                            name=f"kvstrata-heartbeat-{self.session_id}")
-            self._thread.start()
-
-    # ------------------------------------------------------------------ parts
-
-    def _init_parts(self) -> None:
-        """The other parts' state, set before the session opens (see kvstrata.Session)."""
-
-    def _close_parts(self) -> None:
-        """Release the other parts' state on close (see kvstrata.Session)."""
-
-    def _heartbeat_loop(self) -> None:
-        """The heartbeat thread's body: kvstrata.reconnect.Reconnect defines it."""
-        raise NotImplementedError("a Connection heart-beats through kvstrata.Session")
-
-    def _fail_jobs(self, reason: str) -> None:  # kvstrata.jobs.SessionJobs
-        """Report the session's pending jobs failed (the jobs part overrides this)."""
+            self._heartbeat.start(f"kvstrata-heartbeat-{self.session_id}")
 
     # ------------------------------------------------------------------ properties
 
@@ -136,9 +133,14 @@ class Connection:
         """True after close()."""
         return self._closed
 
+    @property
+    def reconnect_attempts(self) -> int:
+        """Reconnect attempts made (all disconnects together)."""
+        return self._heartbeat.attempts
+
     # ------------------------------------------------------------------ session id
 
-    def _sid(self) -> int:
+    def sid(self) -> int:
         """The current session id; DaemonUnavailable at once while disconnected."""
         with self._lock:
             if self.auto_reconnect and not self._connected and not self._closed:
@@ -149,37 +151,51 @@ class Connection:
                     self.client.endpoint.target)
             return self.open_response.session_id
 
-    def _check_same_session(self, sid: int, what: str) -> None:
-        """DaemonUnavailable when session sid was replaced (call under self._lock)."""
-        if sid != self.open_response.session_id:
-            raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
-                                    f"the session was lost while registering {what}",
-                                    self.client.endpoint.target)
+    def sid_tag(self) -> Tuple[int, int]:
+        """sid() and the job-id tag of its generation (kvstrata.jobs.job_tag)."""
+        with self._lock:
+            return self.sid(), job_tag(self._generation)
 
-    def _call(self, rpc: str, sid: Optional[int] = None, **fields: Any) -> Any:
+    def session_tag(self) -> Tuple[int, int]:
+        """The current session id and job-id tag, also while reconnecting."""
+        with self._lock:
+            return self.open_response.session_id, job_tag(self._generation)
+
+    def keep(self, sid: int, what: str, fn: Callable[[], None]) -> None:
+        """fn() under the lock if session sid is still current (it records something to
+        register again after a restart), else DaemonUnavailable: sid was replaced meanwhile."""
+        with self._lock:
+            if sid != self.open_response.session_id:
+                raise DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
+                                        f"the session was lost while registering {what}",
+                                        self.client.endpoint.target)
+            fn()
+
+    def call(self, rpc: str, sid: Optional[int] = None, **fields: Any) -> Any:
         """self.client.<rpc>(session_id=..., **fields); notices a lost daemon or session."""
         if sid is None:
-            sid = self._sid()
+            sid = self.sid()
         try:
             return getattr(self.client, rpc)(session_id=sid, **fields)
         except KVStrataError as err:
-            raise self._failed(err, sid) from None
+            raise self.failed(err, sid) from None
 
-    def _failed(self, err: KVStrataError, sid: int) -> KVStrataError:
+    def failed(self, err: KVStrataError, sid: int) -> KVStrataError:
         """The error to raise for a failed call of session sid (and notice a lost one)."""
         if not self.auto_reconnect or self._closed:
             return err
         gone = session_unknown(err, sid)
         if err.code == grpc.StatusCode.UNAVAILABLE or gone:
-            self._note_lost(err, sid)
+            self.note_lost(err, sid)
         if gone:
             return DaemonUnavailable(grpc.StatusCode.UNAVAILABLE,
                                      f"the daemon no longer knows session {sid} (restarted?); "
                                      f"reconnecting: {err.message}", err.endpoint)
         return err
 
-    def _note_lost(self, err: BaseException, sid: int) -> None:
-        """Session sid looks lost (err): disconnect, fail its jobs, wake the heartbeat thread."""
+    def note_lost(self, err: BaseException, sid: int, past_deadline: bool = False) -> None:
+        """Session sid looks lost (err): disconnect, fail its jobs, wake the heartbeat thread.
+        past_deadline: no heartbeat got through within the deadline (the session has ended)."""
         gone = session_unknown(err, sid)
         with self._lock:
             if self._closed or sid != self.open_response.session_id:
@@ -191,22 +207,37 @@ class Connection:
                 log.warning("kvstrata session %d: %s; reconnecting to %s", sid,
                             "the daemon no longer knows the session" if gone
                             else f"lost the daemon ({err})", self.client.endpoint.target)
-            if gone:
+            if gone or past_deadline:
                 self._session_gone = True
             # A daemon behind a Unix socket that refuses connections is gone, and so are its
             # jobs; over TCP, wait for the heartbeat deadline before calling them lost.
             fail_jobs = (self._session_gone or self.client.endpoint.kind == "unix"
-                         or time.monotonic() - self._lost_since > self.heartbeat_timeout_ms / 1000)
+                         or self.lost_overdue())
         if fail_jobs:
-            self._fail_jobs(f"kvstratad was lost ({err}): recompute these blocks")
-        self._wake.set()
+            self.fail_jobs(f"kvstratad was lost ({err}): recompute these blocks")
+        self._heartbeat.wake()
+
+    def lost_overdue(self) -> bool:
+        """Lost for longer than the heartbeat deadline (the daemon has dropped the session)."""
+        with self._lock:
+            return (self._lost_since is not None and time.monotonic() - self._lost_since
+                    > self.heartbeat_timeout_ms / 1000.0)
+
+    def fail_jobs(self, reason: str) -> None:
+        """Tell every part the session's pending jobs are lost."""
+        for part in self._parts:
+            part.jobs_lost(reason)
+
+    def mark_dead(self) -> None:
+        """The session is lost for good (auto_reconnect=False): `alive` turns False."""
+        self._alive = False
 
     # ------------------------------------------------------------------ calls
 
     def heartbeat(self) -> Message:
         """One heartbeat now, in the caller's thread (raises KVStrataError)."""
-        response = self._call("heartbeat")
-        self._last_ok = time.monotonic()
+        response = self.call("heartbeat")
+        self._heartbeat.ok()
         return response
 
     def register_namespace(self, spec: Any = None, **spec_fields: Any) -> RegisteredNamespace:
@@ -214,25 +245,121 @@ class Connection:
 
         The session keeps the spec and registers it again after a daemon restart."""
         spec_msg = namespace_spec(spec, **spec_fields)
-        sid = self._sid()
-        response = self._call("register_namespace", sid, spec=spec_msg)
+        sid = self.sid()
+        response = self.call("register_namespace", sid, spec=spec_msg)
         ns = RegisteredNamespace(response.namespace_id, response.fingerprint,
                                  response.bytes_per_block)
-        with self._lock:  # Lost meanwhile: not re-registered.
-            self._check_same_session(sid, "the namespace")
-            self._namespaces.append((spec_msg, ns))
+        self.keep(sid, "the namespace", lambda: self._namespaces.append((spec_msg, ns)))
         return ns
+
+    # ------------------------------------------------------------------ reconnect
+
+    def reconnect(self, probe_timeout: float) -> bool:
+        """One attempt after a loss (heartbeat thread; the daemon answered its health
+        check): the same session back (a blip), or a new one with every namespace and
+        part's state registered again. False: not yet (try again later) or closed."""
+        client = self.client
+        with self._lock:
+            old, gone = self.open_response, self._session_gone
+        if not gone:
+            try:
+                client.heartbeat(session_id=old.session_id, timeout=probe_timeout)
+            except KVStrataError as err:
+                self.last_error = err
+                if not session_unknown(err, old.session_id):
+                    return False
+                with self._lock:
+                    self._session_gone = True
+                self.fail_jobs("kvstratad restarted: recompute these blocks")
+            else:
+                return self._resume(old.session_id)
+        resp = client.open_session(timeout=probe_timeout, **self._open_args)
+        try:
+            applies, namespaces = self._reregister(resp.session_id)
+        except BaseException:
+            self._close_quietly(resp.session_id, probe_timeout)
+            raise
+        with self._lock:
+            if self._closed:
+                self._close_quietly(resp.session_id, probe_timeout)
+                return False
+            self.open_response = resp
+            for apply in applies:
+                apply()
+            self._generation += 1
+            generation = self._generation
+            self._session_gone = False
+            self._lost_since = None
+            self._heartbeat.ok()
+            for part in self._parts:  # Before anyone can call on the new session.
+                part.switched(resp.session_id, job_tag(generation))
+            self._connected = True
+        same = resp.daemon_instance_id == old.daemon_instance_id
+        log.warning("kvstrata: reconnected to %s%s: session %d -> %d (generation %d), "
+                    "%d namespaces re-registered", client.endpoint.target, "" if same else
+                    f" (daemon instance {old.daemon_instance_id} -> {resp.daemon_instance_id})",
+                    old.session_id, resp.session_id, generation, namespaces)
+        for part in self._parts:
+            part.reconnected()
+        if self.on_reconnect is not None:
+            try:
+                self.on_reconnect()
+            except Exception:  # noqa: BLE001 - the callback's problem, not the session's
+                log.exception("kvstrata: the on_reconnect callback failed")
+        return True
+
+    def _resume(self, sid: int) -> bool:
+        """The same daemon still knows session sid: connected again."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._connected = True
+            self._lost_since = None
+            self._heartbeat.ok()
+            tag = job_tag(self._generation)
+        for part in self._parts:
+            part.resumed(sid, tag)
+        log.warning("kvstrata session %d: reachable again at %s (same session)", sid,
+                    self.client.endpoint.target)
+        return True
+
+    def _reregister(self, sid: int) -> Tuple[List[Callable[[], None]], int]:
+        """Register the session's namespaces, then each part's state, on new session sid:
+        what to apply when switching, and how many namespaces were registered. UNAVAILABLE aborts the attempt; other refusals are
+        logged and that handle stays stale (its calls then fail)."""
+        with self._lock:
+            namespaces = list(self._namespaces)
+        applies: List[Callable[[], None]] = []
+        new_ns_ids: Dict[int, int] = {}
+        for spec, ns in namespaces:
+            try:
+                r = self.client.register_namespace(session_id=sid, spec=spec,
+                                                   timeout=self.client.timeout)
+            except KVStrataError as err:
+                if err.code == grpc.StatusCode.UNAVAILABLE:
+                    raise
+                self.last_error = err
+                log.error("kvstrata: re-registering namespace %s failed: %s", ns.fingerprint, err)
+                continue
+            applies.append(lambda ns=ns, r=r: ns._update(r.namespace_id, r.fingerprint,
+                                                         r.bytes_per_block))
+            new_ns_ids[ns.namespace_id] = r.namespace_id
+        namespaces = len(applies)
+        for part in self._parts:
+            apply = part.reregister(sid, new_ns_ids)
+            if apply is not None:
+                applies.append(apply)
+        return applies, namespaces
+
+    def _close_quietly(self, sid: int, timeout: float) -> None:
+        try:
+            self.client.close_session(session_id=sid, timeout=timeout)
+        except KVStrataError:
+            pass
 
     # ------------------------------------------------------------------ side sockets
 
-    def _fast_path_for(self, keys: List[bytes]) -> Optional[str]:
-        """The path of the daemon's fast-path socket for these keys, or None (then use
-        gRPC): see _fast_path; also None for no keys or keys of several lengths."""
-        if not keys or len(set(map(len, keys))) != 1:
-            return None
-        return self._fast_path()
-
-    def _fast_path(self) -> Optional[str]:
+    def fast_path_address(self) -> Optional[str]:
         """The path of the daemon's fast-path socket, or None (then use gRPC): remote or
         old daemons, or fast_path turned off."""
         if (not self.fast_path or not getattr(self.open_response, "packed_transfers", False)
@@ -240,10 +367,13 @@ class Connection:
             return None
         return self.side_socket(getattr(self.open_response, "lookup_socket", "")) or None
 
-    def _fast_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:
+    def lookup_socket(self, keys: List[bytes]) -> Optional[FastPathSocket]:
         """The lookup connection to the daemon's fast-path socket for these keys, or None
-        (see _fast_path_for)."""
-        path = self._fast_path_for(keys)
+        (then use gRPC): see fast_path_address; also None for no keys or keys of several
+        lengths."""
+        if not keys or len(set(map(len, keys))) != 1:
+            return None
+        path = self.fast_path_address()
         if path is None:
             return None
         fast = self._fast_sockets.get(path)
@@ -279,13 +409,12 @@ class Connection:
         with self._lock:
             self._closed = True
             was_connected = self._connected
-        self._stop.set()
-        self._wake.set()
-        self._close_parts()
+        self._heartbeat.stop()
+        for part in self._parts:
+            part.close()
         for fast in self._fast_sockets.values():
             fast.close()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self.client.timeout + 1.0)
+        self._heartbeat.join(self.client.timeout + 1.0)
         try:
             if was_connected or not self.auto_reconnect:  # Else there is nothing to close.
                 self.client.close_session(session_id=self.session_id)
@@ -295,12 +424,6 @@ class Connection:
             self._alive = False
             if self._owns_client:
                 self.client.close()
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("alive" if self.alive else

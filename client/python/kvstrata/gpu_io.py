@@ -19,10 +19,15 @@ for them, or else the job socket's reader thread, instead of a gRPC stream messa
 the WatchCompletions stream. A reconnect registers the
 kept descriptions again on the new session (no CUDA call: the heartbeat thread has no CUDA
 context). torch is imported only by register_cuda_kv_caches.
+
+GpuIO is given the session's kvstrata.connection.Connection (session id, gRPC calls, the
+fast-path socket's address) and its kvstrata.jobs.SessionJobs (where each job is tracked);
+it hears of replaced sessions as a kvstrata.session_part.SessionPart.
 """
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -37,8 +42,9 @@ from .fast_path import (STATUS_CODES, KIND_LOAD, KIND_STORE, VERSION, VERSION_CO
 from .host import key_bytes, key_list
 from .job_ids import client_job_id, is_client_job_id, job_counter
 from .job_socket import JobSocket, Reading, SentJob
-from .jobs import JOB_TAG_MASK, job_tag
+from .jobs import JOB_TAG_MASK, SessionJobs
 from .kv_pieces import TensorPiece
+from .session_part import SessionPart
 from .spec import NamespaceArg, RegisteredNamespace, namespace_id
 
 log = logging.getLogger("kvstrata")
@@ -46,15 +52,20 @@ log = logging.getLogger("kvstrata")
 RegistrationArg = Union[CudaRegistration, int]
 
 
-class GpuIO(Connection):
+class GpuIO(SessionPart):
     """CUDA KV-cache registrations and GPU store/load jobs of a kvstrata.Session."""
 
-    def _init_gpu_io(self) -> None:
+    def __init__(self, conn: Connection, jobs: SessionJobs) -> None:
+        self._conn = conn
+        self._jobs = jobs
+        jobs.reader = self.completion_reader
+        # Guards _cuda_registrations and _job_sockets (after the connection's lock).
+        self._lock = threading.Lock()
         self._cuda_registrations: Dict[int, CudaRegistration] = {}
         self._job_sockets: Dict[str, JobSocket] = {}   # by path: one (the daemon's) at a time
         self._job_numbers = job_counter()
 
-    def _close_gpu_io(self) -> None:
+    def close(self) -> None:
         self._cuda_registrations.clear()  # The daemon drops them with the session.
         for jobs in list(self._job_sockets.values()):
             jobs.close()
@@ -94,23 +105,25 @@ class GpuIO(Connection):
         events = IpcEventPool(desc.device_index, num_events) if num_events else None
         flags = (LayerFlags(desc.device_index, [p.layer for p in desc.pieces], exporter)
                  if layer_flags else None)
-        sid = self._sid()
-        self.completions()  # Start watching before the first job exists.
-        r = self._call("register_kv_memory", sid, namespace_id=namespace_id(ns),
-                       cuda=desc.to_proto(events.handles if events is not None else (),
-                                          flags.to_proto() if flags is not None else None),
-                       timeout=timeout)
+        sid = self._conn.sid()
+        self._jobs.completions()  # Start watching before the first job exists.
+        r = self._conn.call("register_kv_memory", sid, namespace_id=namespace_id(ns),
+                            cuda=desc.to_proto(events.handles if events is not None else (),
+                                               flags.to_proto() if flags is not None else None),
+                            timeout=timeout)
         reg = CudaRegistration(r.registration_id, namespace_id(ns), desc, events, tensors,
                                flags)
-        with self._lock:
-            self._check_same_session(sid, "the KV caches")
-            self._cuda_registrations[reg.registration_id] = reg
+
+        def keep() -> None:
+            with self._lock:
+                self._cuda_registrations[reg.registration_id] = reg
+        self._conn.keep(sid, "the KV caches", keep)
         return reg
 
     def unregister_cuda_kv_caches(self, reg: RegistrationArg) -> None:
         """UnregisterKvMemory; the daemon stops using the memory (jobs must be finished)."""
         reg_id = int(reg)
-        self._call("unregister_kv_memory", registration_id=reg_id)
+        self._conn.call("unregister_kv_memory", registration_id=reg_id)
         with self._lock:
             known = self._cuda_registrations.pop(reg_id, None)
         if known is not None:
@@ -158,14 +171,14 @@ class GpuIO(Connection):
                                  "(the value record_event() answered)")
         else:
             raise TypeError(f"event must be None, True or an int, got {type(event).__name__}")
-        sid, tag = self._sid_tag()
+        sid, tag = self._conn.sid_tag()
         job_id = self._submit_fast(KIND_STORE, sid, tag, ns, reg, keys, ids, event=wait_event)
         if job_id is not None:
             return job_id
-        job_id = int(self._call("submit_store", sid, namespace_id=namespace_id(ns),
-                                registration_id=int(reg), wait_event=wait_event,
-                                **self._job_blocks(keys, ids)).job_id)
-        return self._expect(job_id, tag, pb.JobCompletion.KIND_STORE, len(keys))
+        job_id = int(self._conn.call("submit_store", sid, namespace_id=namespace_id(ns),
+                                     registration_id=int(reg), wait_event=wait_event,
+                                     **self._job_blocks(keys, ids)).job_id)
+        return self._jobs.expect(job_id, tag, pb.JobCompletion.KIND_STORE, len(keys))
 
     def submit_load(self, ns: NamespaceArg, reg: RegistrationArg, keys: Sequence[bytes],
                     block_ids: Sequence[int], lease_id: int = 0,
@@ -193,16 +206,16 @@ class GpuIO(Connection):
         if layer_flag_value and (known is None or known.layer_flags is None):
             raise ValueError("layer_flag_value needs a registration made with "
                              "register_cuda_kv_caches(..., layer_flags=True)")
-        sid, tag = self._sid_tag()
+        sid, tag = self._conn.sid_tag()
         job_id = self._submit_fast(KIND_LOAD, sid, tag, ns, reg, keys, ids,
                                    event=layer_flag_value, lease_id=lease_id)
         if job_id is not None:
             return job_id
-        job_id = int(self._call("submit_load", sid, namespace_id=namespace_id(ns),
-                                registration_id=int(reg), lease_id=lease_id,
-                                layer_flag_value=layer_flag_value,
-                                **self._job_blocks(keys, ids)).job_id)
-        return self._expect(job_id, tag, pb.JobCompletion.KIND_LOAD, len(keys))
+        job_id = int(self._conn.call("submit_load", sid, namespace_id=namespace_id(ns),
+                                     registration_id=int(reg), lease_id=lease_id,
+                                     layer_flag_value=layer_flag_value,
+                                     **self._job_blocks(keys, ids)).job_id)
+        return self._jobs.expect(job_id, tag, pb.JobCompletion.KIND_LOAD, len(keys))
 
     def _submit_fast(self, kind: int, sid: int, tag: int, ns: NamespaceArg,
                      reg: RegistrationArg, keys: List[Any], block_ids: List[int], event: int = 0,
@@ -215,25 +228,26 @@ class GpuIO(Connection):
         jobs = self._job_socket() if packed is not None else None
         if jobs is None:
             return None
-        version = (VERSION_COMPLETIONS if getattr(self.open_response, "socket_completions", False)
+        version = (VERSION_COMPLETIONS if getattr(self._conn.open_response, "socket_completions",
+                                                  False)
                    else VERSION)
         frame = job_frame(kind, sid, namespace_id(ns), int(reg), packed, block_ids,
                           event, lease_id, version)
         job = SentJob(client_job_id(next(self._job_numbers), tag), tag,
                       pb.JobCompletion.KIND_STORE if kind == KIND_STORE
                       else pb.JobCompletion.KIND_LOAD, len(keys), sid)
-        tracker = self.completions()
+        tracker = self._jobs.completions()
         tracker.sent(job.job_id, job.kind, job.num_blocks, tag)
         try:
             jobs.send(frame, job)
         except DaemonUnavailable as err:
             tracker.withdraw(job.job_id)
-            raise self._failed(err, sid) from None
+            raise self._conn.failed(err, sid) from None
         return job.job_id
 
     def _job_socket(self) -> Optional[JobSocket]:
         """The session's JobSocket to the daemon's fast-path socket, or None (use gRPC)."""
-        path = self._fast_path()
+        path = self._conn.fast_path_address()
         if path is None:
             return None
         jobs = self._job_sockets.get(path)
@@ -243,18 +257,18 @@ class GpuIO(Connection):
                 jobs = self._job_sockets.get(path)
                 if jobs is None:  # The first, or the daemon now names another socket.
                     stale = list(self._job_sockets.values())
-                    jobs = JobSocket(path, self.client.timeout, self._on_job_answer,
+                    jobs = JobSocket(path, self._conn.client.timeout, self._on_job_answer,
                                      self._on_jobs_lost, self._on_job_completion)
                     self._job_sockets = {path: jobs}
             for old in stale:
                 old.close()
         return jobs if jobs.spoken else None
 
-    def _completion_reader(self) -> Optional[Callable[[float], Reading]]:
+    def completion_reader(self) -> Optional[Callable[[float], Reading]]:
         """JobSocket.reading of the job socket when job completions come back there (the
         daemon offers socket_completions): a thread waiting for its jobs then reads them
         itself (kvstrata.jobs, CompletionTracker.wait)."""
-        if not getattr(self.open_response, "socket_completions", False):
+        if not getattr(self._conn.open_response, "socket_completions", False):
             return None
         for jobs in list(self._job_sockets.values()):
             if jobs.spoken:
@@ -264,22 +278,22 @@ class GpuIO(Connection):
     def _on_job_answer(self, job: SentJob, status: int, daemon_job_id: int,
                        message: str) -> None:
         """A job frame's answer (in the thread reading the JobSocket)."""
-        tracker = self._tracker
+        tracker = self._jobs.tracker
         if status == 0:
             if tracker is not None:
                 tracker.answered(job.job_id, job.tag, daemon_job_id)
             return
         err = KVStrataError(STATUS_CODES.get(status, grpc.StatusCode.UNKNOWN), message,
-                            self.client.endpoint.target)
+                            self._conn.client.endpoint.target)
         if tracker is not None and tracker.refused(job.job_id, job.tag, job.kind,
                                                    job.num_blocks, f"{err.code.name}: {message}"):
             log.warning("kvstrata: %s job %d refused by the daemon, reported as a failed "
                         "completion: %s", _kind_name(job.kind), job.job_id, err)
-        self._failed(err, job.session_id)  # Notices a session the daemon no longer knows.
+        self._conn.failed(err, job.session_id)  # Notices a session the daemon no longer knows.
 
     def _on_job_completion(self, c: SocketCompletion) -> None:
         """A completion frame from the job socket (in the thread reading it)."""
-        tracker = self._tracker
+        tracker = self._jobs.tracker
         if tracker is not None:
             tracker.delivered(c.session_id, pb.JobCompletion(
                 job_id=c.job_id, kind=c.kind, ok=not c.failed_blocks and not c.error,
@@ -287,7 +301,7 @@ class GpuIO(Connection):
 
     def _on_jobs_lost(self, jobs: List[SentJob], error: BaseException) -> None:
         """Job frames whose answers a broken connection took with it: failed completions."""
-        tracker = self._tracker
+        tracker = self._jobs.tracker
         if isinstance(error, NotSpoken):
             reason = f"{error}; later jobs go through gRPC"
         else:
@@ -306,7 +320,7 @@ class GpuIO(Connection):
         arrays when the daemon reads them (OpenSessionResponse.packed_transfers), else one
         BlockTransfer per block. TypeError for keys that are not bytes."""
         keys = key_bytes(keys)
-        if getattr(self.open_response, "packed_transfers", False):
+        if getattr(self._conn.open_response, "packed_transfers", False):
             return {"keys": keys, "block_ids": block_ids}
         return {"blocks": block_transfers(keys, block_ids, None)}
 
@@ -315,32 +329,36 @@ class GpuIO(Connection):
 
         False for a job of a session lost to a daemon restart (it was reported failed)."""
         job_id = int(job_id)
-        sid, tag = self._sid_tag()
+        sid, tag = self._conn.sid_tag()
         if job_id & JOB_TAG_MASK != tag:
             return False
         if is_client_job_id(job_id):  # Submitted as a job frame: the daemon's id, once answered.
-            daemon_job_id = self.completions().daemon_job_id(job_id, self.client.timeout)
+            daemon_job_id = self._jobs.completions().daemon_job_id(job_id,
+                                                                   self._conn.client.timeout)
             if daemon_job_id is None:
                 return False  # Refused or lost: its failure is reported already.
-            return bool(self._call("cancel_job", sid, job_id=daemon_job_id).cancelled)
-        return bool(self._call("cancel_job", sid, job_id=job_id & ~JOB_TAG_MASK).cancelled)
-
-
-    def _sid_tag(self) -> Tuple[int, int]:
-        with self._lock:
-            return self._sid(), job_tag(self._generation)
+            return bool(self._conn.call("cancel_job", sid, job_id=daemon_job_id).cancelled)
+        return bool(self._conn.call("cancel_job", sid, job_id=job_id & ~JOB_TAG_MASK).cancelled)
 
     # ------------------------------------------------------------------ reconnect
 
-    def _live_cuda_registrations(self) -> List[CudaRegistration]:
-        """The registrations to make again on a new session (call under self._lock)."""
-        return [r for r in self._cuda_registrations.values() if not r.unregistered]
+    def reregister(self, session_id: int,
+                   namespace_ids: Dict[int, int]) -> Optional[Callable[[], None]]:
+        """Register the kept descriptions on new session session_id (see SessionPart); the
+        handles are updated in place once the connection switches. UNAVAILABLE aborts."""
+        with self._lock:
+            live = [r for r in self._cuda_registrations.values() if not r.unregistered]
+        updates = self._reregister_cuda(session_id, live, namespace_ids)
+        if live:
+            log.info("kvstrata: %d of %d CUDA registrations re-registered on session %d",
+                     len(updates), len(live), session_id)
+        return lambda: self._apply_cuda_updates(updates)
 
     def _reregister_cuda(self, sid: int, registrations: List[CudaRegistration],
                          new_ns_ids: Dict[int, int]) -> List[Tuple[CudaRegistration, int, int]]:
         """Register the kept descriptions on new session sid: (registration, new id, new
         namespace id) of each that succeeded. UNAVAILABLE aborts the attempt."""
-        timeout = self.client.timeout
+        timeout = self._conn.client.timeout
         reg_updates: List[Tuple[CudaRegistration, int, int]] = []
         for reg in registrations:
             ns_id = new_ns_ids.get(reg.namespace_id)
@@ -354,13 +372,13 @@ class GpuIO(Connection):
             # session would be refused (each same-step GPU hit a recompute).
             flags = reg.layer_flags.to_proto() if reg.layer_flags is not None else None
             try:
-                r = self.client.register_kv_memory(session_id=sid, namespace_id=ns_id,
-                                                   cuda=reg.description.to_proto(events, flags),
-                                                   timeout=timeout)
+                r = self._conn.client.register_kv_memory(
+                    session_id=sid, namespace_id=ns_id,
+                    cuda=reg.description.to_proto(events, flags), timeout=timeout)
             except KVStrataError as err:
                 if err.code == grpc.StatusCode.UNAVAILABLE:
                     raise
-                self.last_error = err
+                self._conn.last_error = err
                 log.error("kvstrata: re-registering CUDA registration %d failed: %s",
                           reg.registration_id, err)
                 continue
@@ -368,13 +386,14 @@ class GpuIO(Connection):
         return reg_updates
 
     def _apply_cuda_updates(self, reg_updates: List[Tuple[CudaRegistration, int, int]]) -> None:
-        """Update the handles in place for the new session (call under self._lock)."""
+        """Update the handles in place for the new session (under the connection's lock)."""
         regs: Dict[int, CudaRegistration] = {}
         for reg, new_reg_id, new_ns_id in reg_updates:
             reg.registration_id = int(new_reg_id)
             reg.namespace_id = int(new_ns_id)
             regs[reg.registration_id] = reg
-        self._cuda_registrations = regs
+        with self._lock:
+            self._cuda_registrations = regs
 
 
 def _kind_name(kind: int) -> str:

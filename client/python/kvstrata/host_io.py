@@ -7,7 +7,9 @@ torch tensors; kvstrata.host) or as raw addresses (`store_pointers` / `load_poin
 block is a fixed list of pieces in the caller's memory, e.g. SGLang's host pool pages),
 copied with kvstrata.stream_copy or a copy function of the caller's. Both go through the
 same calls, checks and error handling below. The region is mapped on first use
-(shared_region()) and unmapped by close().
+(shared_region()), unmapped by close(), and mapped again right after a reconnect to a new
+session if it was used (a kvstrata.session_part.SessionPart). Given the session's
+kvstrata.connection.Connection (the session id, gRPC calls, the fd socket).
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from . import pb
 from .errors import KVStrataError
 from .host import (LoadResult, RegionAddress, RegionCopier, StoreResult, as_destination,
                    as_source, key_bytes, new_block)
-from .lookups import Lookups
+from .connection import Connection
+from .session_part import SessionPart
 from .shm import SharedRegion, SharedRegionError
 from .spec import NamespaceArg, RegisteredNamespace, block_bytes
 from .stream_copy import Piece, copy_pieces
@@ -34,10 +37,11 @@ CopyFn = Callable[[SharedRegion, Slots], None]
 PieceCopy = Callable[[List[Piece]], None]
 
 
-class HostIO(Lookups):
+class HostIO(SessionPart):
     """Host-mode stores and loads of a kvstrata.Session (lookups and leases: Lookups)."""
 
-    def _init_host_io(self) -> None:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
         self._region: Optional[SharedRegion] = None
         self._region_lock = threading.Lock()
         self._region_used = False  # mapped once: mapped again right after a reconnect
@@ -47,15 +51,26 @@ class HostIO(Lookups):
     def shared_region(self) -> SharedRegion:
         """The daemon's shared-memory region for this session, mapped on first use."""
         with self._region_lock:
-            if self._closed:
+            if self._conn.closed:
                 raise SharedRegionError(grpc.StatusCode.FAILED_PRECONDITION,
                                         "the session is closed")
             if self._region is None or self._region.closed:
-                self._region = SharedRegion(self, timeout=self.client.timeout)
+                self._region = SharedRegion(self._conn, timeout=self._conn.client.timeout)
                 self._region_used = True
             return self._region
 
-    def _close_region(self) -> None:
+    def switched(self, session_id: int, tag: int) -> None:
+        self.close()  # The old daemon's region; mapped again by reconnected() if it was used.
+
+    def reconnected(self) -> None:
+        if self._region_used:
+            try:
+                self.shared_region()
+            except KVStrataError as err:  # Mapped on first use instead.
+                self._conn.last_error = err
+                log.warning("kvstrata: mapping the new daemon's region failed: %s", err)
+
+    def close(self) -> None:
         with self._region_lock:
             region, self._region = self._region, None
         if region is not None:
@@ -159,15 +174,15 @@ class HostIO(Lookups):
         if not keys:
             return StoreResult()
         nbytes = ns.bytes_per_block
-        sid = self._sid()
+        sid = self._conn.sid()
         region = self.shared_region()
-        r = self._call("reserve_store", sid, namespace_id=ns.namespace_id, keys=keys)
+        r = self._conn.call("reserve_store", sid, namespace_id=ns.namespace_id, keys=keys)
         if len(r.slots) != len(keys):
             if r.reservation_id:
                 self._abort_quietly(r.reservation_id, sid)
             raise KVStrataError(grpc.StatusCode.INTERNAL,
                                 f"ReserveStore answered {len(r.slots)} slots for {len(keys)} keys",
-                                self.client.endpoint.target)
+                                self._conn.client.endpoint.target)
         slot = pb.SlotRef
         ok = [s.state == slot.STATE_ALREADY_PRESENT for s in r.slots]
         reserved = [i for i, s in enumerate(r.slots) if s.state == slot.STATE_RESERVED]
@@ -180,8 +195,8 @@ class HostIO(Lookups):
         except BaseException:
             self._abort_quietly(r.reservation_id, sid)
             raise
-        committed = self._call("commit_store", sid,
-                               reservation_id=r.reservation_id).committed_blocks
+        committed = self._conn.call("commit_store", sid,
+                                    reservation_id=r.reservation_id).committed_blocks
         if committed == len(reserved):  # Cut short (session lost meanwhile): claim none.
             for i in reserved:
                 ok[i] = True
@@ -195,16 +210,16 @@ class HostIO(Lookups):
         if not keys:
             return []
         nbytes = ns.bytes_per_block
-        sid = self._sid()
+        sid = self._conn.sid()
         region = self.shared_region()
-        r = self._call("acquire_load", sid, namespace_id=ns.namespace_id, keys=keys,
-                       lease_id=lease_id)
+        r = self._conn.call("acquire_load", sid, namespace_id=ns.namespace_id, keys=keys,
+                            lease_id=lease_id)
         found = [False] * len(keys)
         try:
             if len(r.slots) != len(keys):
                 raise KVStrataError(grpc.StatusCode.INTERNAL,
                                     f"AcquireLoad answered {len(r.slots)} slots for {len(keys)} keys",
-                                    self.client.endpoint.target)
+                                    self._conn.client.endpoint.target)
             ready = [i for i, s in enumerate(r.slots) if s.state == pb.SlotRef.STATE_READY]
             copy_out(region, self._checked_slots(region, r.slots, ready, nbytes))
             for i in ready:
@@ -212,12 +227,12 @@ class HostIO(Lookups):
         except BaseException:
             if r.load_id:  # The copy failed: release, but let the original error win.
                 try:
-                    self._call("release_load", sid, load_id=r.load_id)
+                    self._conn.call("release_load", sid, load_id=r.load_id)
                 except KVStrataError as err:
-                    self.last_error = err
+                    self._conn.last_error = err
             raise
         if r.load_id:
-            self._call("release_load", sid, load_id=r.load_id)
+            self._conn.call("release_load", sid, load_id=r.load_id)
         return found
 
     def _checked_slots(self, region: SharedRegion, slots: Sequence[Any], indices: List[int],
@@ -230,16 +245,16 @@ class HostIO(Lookups):
                 raise KVStrataError(
                     grpc.StatusCode.INTERNAL,
                     f"slot {i} is {s.length} bytes; the namespace's blocks have {nbytes}",
-                    self.client.endpoint.target)
+                    self._conn.client.endpoint.target)
             region.check_range(s.offset, s.length)
             out.append((i, s))
         return out
 
     def _abort_quietly(self, reservation_id: int, sid: int) -> None:
         try:
-            self.client.commit_store(session_id=sid, reservation_id=reservation_id, abort=True)
+            self._conn.client.commit_store(session_id=sid, reservation_id=reservation_id, abort=True)
         except KVStrataError as err:  # The session's end reclaims the slots anyway.
-            self.last_error = err
+            self._conn.last_error = err
             log.warning("kvstrata: aborting reservation %d failed: %s", reservation_id, err)
 
 

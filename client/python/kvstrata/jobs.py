@@ -25,7 +25,8 @@ they never collide with ids of an earlier daemon.
 
 SessionJobs is the part of kvstrata.Session that owns its tracker: completions(),
 poll_completions(), take_completions(), wait_jobs(); the jobs themselves are submitted by
-kvstrata.gpu_io.
+kvstrata.gpu_io (expect(), `tracker`). It is given the session's Connection and hears of
+lost, resumed and replaced sessions as a kvstrata.session_part.SessionPart.
 """
 from __future__ import annotations
 
@@ -39,10 +40,10 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequenc
 import grpc
 
 from . import pb
-from .connection import Connection
 from .errors import KVStrataError, session_unknown
 from .job_ids import HELD, JobIdMap
 from .job_pace import JobPace
+from .session_part import SessionPart
 
 log = logging.getLogger("kvstrata")
 
@@ -506,37 +507,47 @@ def _read_turn(turn: Any, limit: float, spin_at: Optional[float],
     turn.read_for(limit)
 
 
-class SessionJobs(Connection):
-    """The completions of a kvstrata.Session's GPU jobs (its CompletionTracker)."""
+class SessionJobs(SessionPart):
+    """The completions of a kvstrata.Session's GPU jobs (its CompletionTracker), given the
+    session's kvstrata.connection.Connection (`conn`)."""
 
-    def _init_jobs(self) -> None:
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
         self._tracker: Optional[CompletionTracker] = None
         self._tracker_lock = threading.Lock()
+        # Where a waiting thread may read its jobs' completions itself (see
+        # CompletionTracker.wait); kvstrata.gpu_io sets it to its job socket's.
+        self.reader: Callable[[], Optional[Callable[[float], Any]]] = lambda: None
 
-    def _close_jobs(self) -> None:
+    def close(self) -> None:
         with self._tracker_lock:
             tracker, self._tracker = self._tracker, None
         if tracker is not None:
             tracker.close()
 
+    @property
+    def tracker(self) -> Optional[CompletionTracker]:
+        """The CompletionTracker if completions() made one already (no stream is opened)."""
+        return self._tracker
+
     def completions(self) -> CompletionTracker:
         """The session's CompletionTracker; its WatchCompletions stream opens on first use."""
+        conn = self._conn
         with self._tracker_lock:
             if self._tracker is None:
-                with self._lock:
-                    sid, tag = self.open_response.session_id, job_tag(self._generation)
+                sid, tag = conn.session_tag()
                 self._tracker = CompletionTracker(
-                    self.client, sid, on_lost=self._on_tracker_lost if self.auto_reconnect else None,
+                    conn.client, sid, on_lost=self._on_tracker_lost if conn.auto_reconnect else None,
                     tag=tag)
             tracker = self._tracker
-        if self._connected or not self.auto_reconnect:
+        if conn.connected or not conn.auto_reconnect:
             tracker.start()
         return tracker
 
     def _on_tracker_lost(self, err: BaseException, session_id: int) -> None:
         if isinstance(err, KVStrataError) and (err.code == grpc.StatusCode.UNAVAILABLE
                                                or session_unknown(err, session_id)):
-            self._note_lost(err, session_id)
+            self._conn.note_lost(err, session_id)
 
     def poll_completions(self, max_completions: int = 0) -> List[Any]:
         """Every job completion not yet handed out: one PollCompletions RPC plus what the
@@ -545,16 +556,17 @@ class SessionJobs(Connection):
         While reconnecting after a daemon restart: no RPC, the completions at hand (among
         them the failures of the lost session's jobs)."""
         tracker = self.completions()
-        if self.auto_reconnect and not self._connected:
+        auto = self._conn.auto_reconnect
+        if auto and not self._conn.connected:
             return list(tracker.take().values())
         try:
             return tracker.poll(max_completions)
         except KVStrataError as err:
-            if not self.auto_reconnect or err.code not in (grpc.StatusCode.UNAVAILABLE,
-                                                           grpc.StatusCode.NOT_FOUND):
+            if not auto or err.code not in (grpc.StatusCode.UNAVAILABLE,
+                                            grpc.StatusCode.NOT_FOUND):
                 raise
             self._on_tracker_lost(err, tracker.session_id)
-            if self._connected:
+            if self._conn.connected:
                 raise
             return list(tracker.take().values())
 
@@ -567,24 +579,19 @@ class SessionJobs(Connection):
 
         TimeoutError when timeout seconds pass first. Check `.ok` / `.failed_blocks`.
         """
-        return self.completions().wait(job_ids, timeout, reader=self._completion_reader())
-
-    def _completion_reader(self) -> Optional[Callable[[float], Any]]:
-        """Where a waiting thread may read its jobs' completions itself (see
-        CompletionTracker.wait); None here: kvstrata.gpu_io names its job socket's."""
-        return None
+        return self.completions().wait(job_ids, timeout, reader=self.reader())
 
     def wait_job(self, job_id: int, timeout: Optional[float] = None) -> Any:
         """wait_jobs for one job: its JobCompletion."""
         return self.wait_jobs([job_id], timeout)[int(job_id)]
 
-    def _expect(self, daemon_job_id: int, tag: int, kind: int, num_blocks: int) -> int:
+    def expect(self, daemon_job_id: int, tag: int, kind: int, num_blocks: int) -> int:
         """The job id handed to the caller (tagged with the generation) and tracked as pending."""
         job_id = daemon_job_id | tag
         self.completions().expect(job_id, kind, num_blocks, tag)
         return job_id
 
-    def _fail_jobs(self, reason: str) -> None:
+    def jobs_lost(self, reason: str) -> None:
         with self._tracker_lock:
             tracker = self._tracker
         if tracker is not None:
@@ -592,15 +599,14 @@ class SessionJobs(Connection):
             if n:
                 log.info("kvstrata: %d pending jobs reported failed: %s", n, reason)
 
-    def _restart_stream(self) -> None:
+    def resumed(self, session_id: int, tag: int) -> None:
+        """The same session again: reopen the completion stream if it ended."""
         with self._tracker_lock:
             tracker = self._tracker
         if tracker is not None and not tracker.watching:
-            with self._lock:
-                sid, tag = self.open_response.session_id, job_tag(self._generation)
-            tracker.rebind(sid, tag, fail=False)
+            tracker.rebind(session_id, tag, fail=False)
 
-    def _rebind_tracker(self, session_id: int, tag: int) -> None:
+    def switched(self, session_id: int, tag: int) -> None:
         """Move the tracker to a new session (its old jobs reported failed)."""
         with self._tracker_lock:
             tracker = self._tracker

@@ -5,6 +5,9 @@ with lease=True pins them under a lease until a load consumes it (the load may b
 session's of the same tenant, e.g. an engine's worker loading what its scheduler looked up),
 it is released, or it expires. Calls go over the daemon's fast-path socket when it can
 answer them (one frame per call; `fast` in the answer), else over gRPC.
+
+The part of kvstrata.Session given its kvstrata.connection.Connection (the session id,
+gRPC calls, the fast-path socket); it keeps only which frames the daemon refused.
 """
 from __future__ import annotations
 
@@ -34,11 +37,13 @@ class NamespacesLookup:
     fast: bool = False
 
 
-class Lookups(Connection):
-    """lookup, lookup_namespaces, release_lease, release_leases."""
+class Lookups:
+    """lookup, lookup_namespaces, release_lease, release_leases of a kvstrata.Session."""
 
-    _namespaces_frames = True  # False once the daemon refused a version-2 lookup frame
-    _release_frames = True     # False once the daemon refused a release frame
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._namespaces_frames = True  # False once the daemon refused a version-2 lookup frame
+        self._release_frames = True     # False once the daemon refused a release frame
 
     def lookup(self, ns: NamespaceArg, keys: Sequence[bytes], lease: bool = False,
                lease_ttl_ms: int = 0) -> LookupResult:
@@ -46,19 +51,19 @@ class Lookups(Connection):
         (until loaded, released or expired) and answers the lease id (0 when no hit).
         Over the daemon's lookup fast path when it can answer (`.fast`), else gRPC."""
         keys = key_bytes(keys)
-        fast = self._fast_socket(keys)
+        fast = self._conn.lookup_socket(keys)
         if fast is not None:
-            sid = self._sid()
+            sid = self._conn.sid()
             try:
                 hits, tiers, lease_id, expires = fast.lookup(sid, namespace_id(ns), keys,
                                                              lease, lease_ttl_ms)
                 return LookupResult(hits, Tier.of_all(tiers), lease_id, expires, fast=True)
             except NotSpoken:
-                self.fast_path = False  # Then through gRPC below.
+                self._conn.fast_path = False  # Then through gRPC below.
             except KVStrataError as err:
-                raise self._failed(err, sid) from None
-        r = self._call("lookup", namespace_id=namespace_id(ns), keys=keys,
-                       acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
+                raise self._conn.failed(err, sid) from None
+        r = self._conn.call("lookup", namespace_id=namespace_id(ns), keys=keys,
+                            acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
         return LookupResult(r.hit_blocks, Tier.of_all(loc.tier for loc in r.locations),
                             r.lease_id, r.lease_expires_unix_ms)
 
@@ -72,18 +77,18 @@ class Lookups(Connection):
         per namespace."""
         keys = key_bytes(keys)
         ids = [namespace_id(ns) for ns in namespaces]
-        fast = self._fast_socket(keys) if self._namespaces_frames else None
+        fast = self._conn.lookup_socket(keys) if self._namespaces_frames else None
         if fast is not None and 0 < len(ids) <= MAX_LOOKUP_NAMESPACES:
-            sid = self._sid()
+            sid = self._conn.sid()
             try:
                 hits, tiers, leases, expires = fast.lookup_namespaces(sid, ids, keys, lease,
                                                                       lease_ttl_ms)
                 return NamespacesLookup(hits, Tier.of_all(tiers), leases, expires, fast=True)
             except NotSpoken:
-                self.fast_path = False
+                self._conn.fast_path = False
             except KVStrataError as err:
                 if err.code != grpc.StatusCode.INVALID_ARGUMENT:
-                    raise self._failed(err, sid) from None
+                    raise self._conn.failed(err, sid) from None
                 self._namespaces_frames = False  # a daemon without version-2 frames
         return self._lookup_each(ids, keys, lease, lease_ttl_ms)
 
@@ -110,7 +115,7 @@ class Lookups(Connection):
 
     def release_lease(self, lease_id: int) -> None:
         """End a lease from lookup(lease=True) without loading."""
-        self._call("release_lease", lease_id=lease_id)
+        self._conn.call("release_lease", lease_id=lease_id)
 
     def release_leases(self, lease_ids: Sequence[int]) -> int:
         """End several leases of this session without loading: one release frame over the
@@ -119,17 +124,17 @@ class Lookups(Connection):
         ids = [int(x) for x in lease_ids if x]
         if not ids:
             return 0
-        fast = self._fast_socket([b"k"]) if self._release_frames else None
+        fast = self._conn.lookup_socket([b"k"]) if self._release_frames else None
         if fast is not None:
-            sid = self._sid()
+            sid = self._conn.sid()
             try:
                 return sum(fast.release(sid, ids[i:i + MAX_RELEASE_LEASES])
                            for i in range(0, len(ids), MAX_RELEASE_LEASES))
             except NotSpoken:
-                self.fast_path = False
+                self._conn.fast_path = False
             except KVStrataError as err:
                 if err.code != grpc.StatusCode.INVALID_ARGUMENT:
-                    raise self._failed(err, sid) from None
+                    raise self._conn.failed(err, sid) from None
                 self._release_frames = False  # a daemon without release frames
         released = 0
         for lease_id in ids:

@@ -316,7 +316,7 @@ def test_store_copies_reserved_slots_then_commits(fd_server) -> None:
     assert os.pread(srv.fd, N, 0) == blocks[0] and os.pread(srv.fd, N, 2 * N) == blocks[2]
     assert os.pread(srv.fd, N, N) == b"\0" * N, "ALREADY_PRESENT slots are not written"
     s.close()
-    assert s._region is None
+    assert s._host._region is None
 
 
 def test_store_validates_before_any_call(fd_server) -> None:

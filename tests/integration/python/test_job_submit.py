@@ -221,7 +221,7 @@ def late(session: kvstrata.Session) -> Iterator:
 
     def make(delay_s: float, answers: List[tuple]) -> LateServer:
         server = LateServer(tmp / "late.sock", delay_s, answers)
-        session._side_sockets[session.open_response.lookup_socket] = server.path
+        session._conn._side_sockets[session.open_response.lookup_socket] = server.path
         made.append(server)
         return server
 
@@ -336,12 +336,12 @@ def readers(session: kvstrata.Session) -> List[int]:
     """Records the thread that files each completion frame (bind before the first submit:
     the job socket binds the callback when it is made)."""
     seen: List[int] = []
-    filed = session._on_job_completion
+    filed = session._gpu._on_job_completion
 
     def noted(c) -> None:
         seen.append(threading.get_ident())
         filed(c)
-    session._on_job_completion = noted
+    session._gpu._on_job_completion = noted
     return seen
 
 

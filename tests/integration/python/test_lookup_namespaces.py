@@ -120,7 +120,7 @@ def ns_rank(spaces, ns) -> int:
 def raw(session: kvstrata.Session) -> socket.socket:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
-    s.connect(session._fast_path())
+    s.connect(session._conn.fast_path_address())
     return s
 
 
