@@ -3,7 +3,7 @@ stores gathered rows through the daemon's shared memory (kvstrata.Session.store)
 
 Units are gathered from the KV cache into rows during wait_for_save (after the forward pass
 wrote them) and stored in the background; loads copy slots into rows and scatter them into
-the allocated blocks (worker.py).
+the allocated blocks (host_path.py).
 """
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from kvstrata import TensorPiece
 
-if TYPE_CHECKING:
-    from .worker import WorkerSide
+from .worker_book import WorkerBook
 
 log = logging.getLogger("kvstrata_vllm")
 
@@ -64,8 +63,8 @@ class HostCache:
 class StoreThread:
     """Stores gathered rows in the background; drops (counted) when the queue is full."""
 
-    def __init__(self, worker: "WorkerSide") -> None:
-        self.worker = worker
+    def __init__(self, book: WorkerBook) -> None:
+        self.book = book
         # (keys, rows, KV cache group) per submitted batch.
         self.queue: "queue.Queue[Optional[Tuple[List[bytes], Any, int]]]" = queue.Queue()
         self.pending_units = 0
@@ -78,12 +77,12 @@ class StoreThread:
     def fits(self, nbytes: int) -> bool:
         """Whether nbytes more gathered bytes stay within max_pending_store_bytes."""
         with self._lock:
-            return self.pending_bytes + nbytes <= self.worker.cfg.max_pending_store_bytes
+            return self.pending_bytes + nbytes <= self.book.cfg.max_pending_store_bytes
 
     def submit(self, keys: List[bytes], rows: Any, group: int = 0) -> bool:
         nbytes = int(rows.numel())
         with self._lock:
-            if self.pending_bytes + nbytes > self.worker.cfg.max_pending_store_bytes:
+            if self.pending_bytes + nbytes > self.book.cfg.max_pending_store_bytes:
                 return False
             self.pending_units += len(keys)
             self.pending_bytes += nbytes
@@ -91,7 +90,7 @@ class StoreThread:
         return True
 
     def _run(self) -> None:
-        w = self.worker
+        w = self.book
         while True:
             item = self.queue.get()
             if item is None:

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import kvstrata
-from kvstrata.planning import (CPU_FLOPS, GPU_FLOPS, LoadPlanner, Plan, PrefillModel,
-                               PromotionWatch, TierSpeeds)
+from kvstrata.planning import LoadPlanner
 
 from .config import ConnectorConfig, max_offload_tokens, open_link
 from .kv_event_feed import EVENT_GROUP, KvEventFeed
@@ -31,8 +29,9 @@ from .kv_layouts import kv_layout_name
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
 from .namespace import (KvGroup, cache_dtype, hash_seed_problem, hash_tokens, kv_groups,
                         namespace_fields, unit_keys)
-from .model_flops import prefill_flops
+from .load_planning import LoadPlanning
 from .releaser import LeaseReleaser
+from .request_state import RequestState
 from .stats import StatsCounter
 from . import trace
 
@@ -41,32 +40,6 @@ log = logging.getLogger("kvstrata_vllm")
 _WINDOW_ROUNDS = 4
 # How long a lookup's answer serves vLLM's repeated asks for a request still waiting.
 _REUSE_S = 1.0
-
-
-@dataclass
-class _Req:
-    request: Any
-    plan: Optional[Tuple[int, int, int]] = None   # (local computed tokens, first unit, end unit)
-    # Leases its lookups took: ((KV cache group, rank) of the namespace, lease id).
-    leases: List[Tuple[Tuple[int, int], int]] = field(default_factory=list)
-    loading: bool = False
-    stored_units: Optional[int] = None            # leading units handed to the workers to store
-    had_stores: bool = False
-    store_cap: Optional[int] = None               # tokens; None = no cap
-    present_units: int = 0                        # leading units KVStrata held at the lookup
-    tiers: List[int] = field(default_factory=list)  # kvstrata.pb.Tier of each present unit
-    local_tokens: int = 0                         # vLLM's local hit at the lookup
-    # Its blocks per KV cache group, from SchedulerOutput (0: vLLM's null block).
-    block_ids: List[List[int]] = field(default_factory=list)
-    load_blocks: Set[int] = field(default_factory=set)  # blocks of the load in flight
-    load_failed: bool = False                     # a load of it failed: no second attempt
-    sync: bool = False                            # its load runs in the step that uses it
-    # The last lookup: ((computed tokens, tokens) asked for, when, its hit in units).
-    answer: Optional[Tuple[Tuple[int, int], float, int]] = None
-    # Its load in flight: (slowest tier, bytes over every namespace, started, predicted ms,
-    # the number of the step that runs it when it loads in that step, else 0).
-    load_info: Optional[Tuple[int, int, float, float, int]] = None
-    plan_pred: float = 0.0                        # the planner's predicted load ms
 
 
 class SchedulerSide:
@@ -111,27 +84,24 @@ class SchedulerSide:
                                   storing_ranks=len(self.groups[0].ranks(self.tp_size)))
         self.link = open_link(cfg, "vllm-scheduler", on_session=self._register)
         self.releaser = LeaseReleaser(self.link)   # releases leave the step to a thread
-        self._reqs: Dict[str, _Req] = {}
+        self._reqs: Dict[str, RequestState] = {}
         self._loads: List[RequestTransfer] = []
         # Requests whose loads ran in the last built step (sync): their leases are released
         # when the next step is built (the workers have pinned the blocks by then).
-        self._sync_last: List[_Req] = []
-        self._inflight: Dict[str, _Req] = {}  # requests whose load is timed (load_info)
-        self._steps = 0  # steps built (KVStrataMetadata.step)
+        self._sync_last: List[RequestState] = []
         self._delayed: Set[str] = set()
         self.stats = StatsCounter()
-        # The load planner (load_planner.py): on for GPU engines unless turned off.
-        self.planner: Optional[LoadPlanner] = None
-        self.watch: Optional[PromotionWatch] = None
-        if cfg.load_planner == "on" or (cfg.load_planner == "auto" and not self.host_mode):
-            chunk = int(getattr(vllm_config.scheduler_config, "max_num_batched_tokens", 0) or
-                        8192)
-            prefill = PrefillModel(prefill_flops(vllm_config),
-                                   CPU_FLOPS if self.host_mode else GPU_FLOPS, chunk)
-            speeds = TierSpeeds(ranks=len(self.groups[0].ranks(self.tp_size)))
-            self.planner = LoadPlanner(prefill, speeds)
-            self.watch = PromotionWatch(self.link, speeds)
+        # The load planner's plans and load times (load_planning.py).
+        self.plans = LoadPlanning(vllm_config, cfg, self.host_mode,
+                                  len(self.groups[0].ranks(self.tp_size)), self.link,
+                                  list(self.fields), self.stats,
+                                  lambda: self._namespaces(0))
         self.link.session()  # Connect now when possible (logged once otherwise).
+
+    @property
+    def planner(self) -> Optional[LoadPlanner]:
+        """The load planner; None when off (config load_planner)."""
+        return self.plans.planner
 
     def _keys(self, hashes: Any, first: int, end: int) -> List[bytes]:
         return unit_keys(hashes, self.unit_tokens, self.hash_tokens, first, end)
@@ -153,7 +123,7 @@ class SchedulerSide:
         """The (group, rank) keys of one KV cache group's namespaces."""
         return [(group, r) for r in self.groups[group].ranks(self.tp_size)]
 
-    def _release(self, st: _Req) -> None:
+    def _release(self, st: RequestState) -> None:
         leases, st.leases = st.leases, []
         s = self.link.session() if leases else None
         if s is not None:  # else the daemon's session end (or the lease TTL) releases them
@@ -164,7 +134,7 @@ class SchedulerSide:
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[int, bool]:
         st = self._reqs.get(request.request_id)
         if st is None:
-            st = self._reqs[request.request_id] = _Req(request)
+            st = self._reqs[request.request_id] = RequestState(request)
         if st.loading:
             return 0, False
         st.plan = None
@@ -216,7 +186,9 @@ class SchedulerSide:
             hit = st.answer[2]
             self.stats.add("lookup_reused", 1)
         if hit > start_u:
-            hit = self._plan(st, request, keys, start_u, hit, num_computed_tokens, t0, fresh)
+            hit = self.plans.plan(st, request, keys, start_u, hit, num_computed_tokens,
+                                  self.unit_tokens, t0, in_step_ok=self._in_step_allowed(),
+                                  partial_ok=not self.hybrid, fresh=fresh)
         if hit * self.unit_tokens >= request.num_tokens and st.sync and not self.host_mode and \
                 not self.hybrid and \
                 (hit - start_u) * self.unit_tokens > self.cfg.full_hit_max_load_tokens:
@@ -232,7 +204,7 @@ class SchedulerSide:
         st.local_tokens = num_computed_tokens
         return matched, not st.sync
 
-    def _answer_holds(self, st: _Req, asked: Tuple[int, int], lease: bool, start_u: int,
+    def _answer_holds(self, st: RequestState, asked: Tuple[int, int], lease: bool, start_u: int,
                       now: float) -> bool:
         """Whether st's last lookup still answers this call: vLLM asks again, every step, for
         a request that could not be scheduled (no free blocks). The same request state,
@@ -244,7 +216,7 @@ class SchedulerSide:
             return False
         return bool(st.leases) or not lease or st.answer[2] <= start_u
 
-    def _lookup_chain(self, s: kvstrata.Session, st: _Req, ns_keys: List[Tuple[int, int]],
+    def _lookup_chain(self, s: kvstrata.Session, st: RequestState, ns_keys: List[Tuple[int, int]],
                       keys: List[bytes], lease: bool) -> Optional[Tuple[int, List[int]]]:
         """How many leading keys every namespace of `ns_keys` holds, and per unit the slowest
         tier any of them holds it in, in one round trip; None when the lookup failed.
@@ -261,7 +233,7 @@ class SchedulerSide:
         st.leases.extend((k, lease_id) for k, lease_id in zip(ns_keys, r.lease_ids) if lease_id)
         return r.hit_blocks, r.tiers
 
-    def _lookup_groups(self, s: kvstrata.Session, st: _Req, keys: List[bytes], start_u: int,
+    def _lookup_groups(self, s: kvstrata.Session, st: RequestState, keys: List[bytes], start_u: int,
                        num_tokens: int, lease: bool) -> Optional[Tuple[int, List[int]]]:
         """The hit (leading units) every KV cache group can serve, and each unit's tier.
 
@@ -318,118 +290,6 @@ class SchedulerSide:
         if mode == "async" or (mode == "auto" and self.host_mode):
             return False
         return not self.hybrid  # a failed load is reported per request (take_failed_recving)
-
-    def _plan(self, st: _Req, request: Any, keys: List[bytes], start_u: int, hit: int,
-              computed: int, looked_up_at: float, fresh: bool = True) -> int:
-        """Where the load of the hit [start_u, hit) ends (load_planner.py), and st.sync;
-        counted (plan_<kind>) and traced once per lookup (`fresh`), not per reuse of its
-        answer. Without a planner every hit loads, in-step when it is all in L1."""
-        tiers = st.tiers[start_u:hit]
-        if self.planner is None:
-            st.sync = self._in_step_allowed() and all(t == kvstrata.Tier.L1 for t in tiers)
-            return hit
-        unit_bytes = self._unit_bytes()
-        plan: Plan = self.planner.plan(tiers, computed, self.unit_tokens, request.num_tokens,
-                                       unit_bytes, in_step_ok=self._in_step_allowed(),
-                                       partial_ok=not self.hybrid)
-        if fresh:
-            self.stats.add(f"plan_{plan.kind}", 1)
-            trace.event("plan", request.request_id, kind=plan.kind, units=plan.units,
-                        hit_units=len(tiers), load_ms=round(plan.load_ms, 3),
-                        ttft_ms=round(plan.ttft_ms, 3), recompute_ms=round(plan.recompute_ms, 3))
-        if plan.units < len(tiers) and fresh:
-            self.stats.add("plan_unloaded_tokens", (len(tiers) - plan.units) * self.unit_tokens)
-            self._watch_promotion(st, keys, start_u + plan.units, hit, unit_bytes, looked_up_at)
-        st.sync = plan.in_step
-        st.plan_pred = plan.load_ms
-        return start_u + plan.units
-
-    def _unit_bytes(self) -> int:
-        """A unit's bytes over every namespace it loads into (all groups, all ranks)."""
-        return sum(getattr(self.link.namespaces.get(key), "bytes_per_block", 0) or 0
-                   for key in self.fields)
-
-    def _watch_promotion(self, st: _Req, keys: List[bytes], first: int, end: int,
-                         unit_bytes: int, started: float) -> None:
-        """The units [first, end) were not loaded: the lookup's lease started promoting
-        those below L1, which promotion_watch times (the first run of one tier)."""
-        namespaces = self._namespaces(0)
-        if self.watch is None or not namespaces:
-            return
-        u = first
-        while u < end and st.tiers[u] == kvstrata.Tier.L1:
-            u += 1
-        if u >= end:
-            return
-        tier, run_end = st.tiers[u], u
-        while run_end < end and st.tiers[run_end] == tier:
-            run_end += 1
-        self.watch.watch(int(tier), namespaces[0], keys[run_end - 1],
-                         (run_end - u) * unit_bytes, started)
-
-    # ------------------------------------------------------------------ load timing
-
-    def _load_started(self, st: _Req, u0: int, u1: int) -> None:
-        if self.planner is None or u1 <= u0:
-            return
-        tier = int(max(st.tiers[u0:u1]))
-        nbytes = (u1 - u0) * self._unit_bytes()
-        # An in-step load runs in the next step built (build_connector_meta numbers it).
-        st.load_info = (tier, nbytes, time.monotonic(), st.plan_pred,
-                        self._steps + 1 if st.sync else 0)
-        self.planner.queue(tier, nbytes)
-        self._inflight[st.request.request_id] = st
-
-    def _load_ended(self, st: _Req, ms: Optional[float] = None) -> None:
-        """The load of st is over; `ms`: its time as the daemon measured it."""
-        info, st.load_info = st.load_info, None
-        self._inflight.pop(st.request.request_id, None)
-        if info is None or self.planner is None:
-            return
-        tier, nbytes, _, predicted, _ = info
-        self.planner.queue(tier, -nbytes)
-        if ms is not None:
-            self.planner.tiers.add(tier, nbytes, ms, key=st.request.request_id)
-            trace.event("load_time", st.request.request_id, tier=tier, bytes=nbytes,
-                        predicted_ms=round(predicted, 3), ms=round(ms, 3))
-
-    def _load_times(self, timed: List[Tuple[Tuple[str, ...], float]]) -> None:
-        """The workers' load job times (KVStrataWorkerMetadata.loads): one sample per job,
-        the slowest rank's time, its requests' bytes together."""
-        slowest: Dict[Tuple[str, ...], float] = {}
-        for req_ids, ms in timed:
-            slowest[req_ids] = max(ms, slowest.get(req_ids, 0.0))
-        for req_ids, ms in slowest.items():
-            sts = [self._inflight[r] for r in req_ids if r in self._inflight]
-            infos = [st.load_info for st in sts if st.load_info is not None]
-            if not infos or self.planner is None:
-                continue
-            if len(sts) == 1:
-                self._load_ended(sts[0], ms)
-                continue
-            tier = max(i[0] for i in infos)
-            self.planner.tiers.add(tier, sum(i[1] for i in infos), ms, key=req_ids[0])
-            for st in sts:
-                self._load_ended(st)
-
-    def _censor_loads(self, step_done: int) -> None:
-        """Loads running well past their prediction count as at least that slow now. An
-        in-step load is over with its step's output (`step_done`): one the workers sent no
-        time for (it failed) ends untimed."""
-        if self.planner is None:
-            return
-        now = time.monotonic()
-        for req_id, st in list(self._inflight.items()):
-            if st.load_info is None:
-                continue
-            tier, nbytes, started, predicted, in_step = st.load_info
-            if in_step:
-                if step_done and in_step <= step_done:
-                    self._load_ended(st)
-                continue
-            ms = (now - started) * 1e3
-            if ms > 2 * predicted + 50:
-                self.planner.tiers.add(tier, nbytes, ms, key=req_id)
 
     def hit_sources(self, request: Any, num_external_tokens: int) -> Dict[str, int]:
         """Tokens of the external hit by tier: "host" (L1, DRAM) or "disk" (L2/L3)."""
@@ -489,14 +349,14 @@ class SchedulerSide:
             self._hand_leases(st, transfers)
             self._loads.extend(transfers)
             st.loading = True
-            self._load_started(st, u0, u1)
+            self.plans.load_started(st, u0, u1)
             st.load_blocks = {b for r in transfers for u in r.units for b in u.block_ids
                               if b >= 0}
             trace.event("alloc", request.request_id, units=sum(len(r.units) for r in transfers))
         else:
             self._release(st)
 
-    def _hand_leases(self, st: _Req, transfers: List[RequestTransfer]) -> None:
+    def _hand_leases(self, st: RequestState, transfers: List[RequestTransfer]) -> None:
         """Each rank's lease of a transfer's group goes with the transfer: that rank's load
         consumes it (one per namespace; an MLA group's namespace is every rank's, so its
         lease stays here and is released)."""
@@ -513,7 +373,7 @@ class SchedulerSide:
 
     # ------------------------------------------------------------------ stores
 
-    def _store_cap(self, st: _Req) -> Optional[int]:
+    def _store_cap(self, st: RequestState) -> Optional[int]:
         req = st.request
         if req.num_prompt_tokens < self.cfg.store_threshold_tokens:
             return 0
@@ -574,7 +434,7 @@ class SchedulerSide:
                                 finished=set(getattr(so, "finished_req_ids", None) or ()))
         self._loads, self._delayed = [], set()
         for st in self._sync_last:
-            self._release(st)  # its load ends with its time (_load_times) or the request
+            self._release(st)  # its load ends with its time (plans.worker_output) or the request
         self._sync_last = []
         if len({r.req_id for r in meta.loads if r.sync}) > 1:
             # The workers load these in one layer-wise job, which consumes no lease: the
@@ -591,10 +451,7 @@ class SchedulerSide:
                 st.loading = False  # Running in this step; load_blocks kept for the errors.
                 self._sync_last.append(st)
         self._track_blocks(so)
-        if self.planner is not None:
-            self._steps += 1
-            meta.step = self._steps
-            self._step_built(so, meta.step, clean=not any(r.sync for r in meta.loads))
+        meta.step = self.plans.step_built(so, clean=not any(r.sync for r in meta.loads))
         if any(g.sliding_window for g in self.groups):
             meta.new_blocks = _allocated_blocks(so)
         for new in so.scheduled_new_reqs:
@@ -609,18 +466,6 @@ class SchedulerSide:
         if meta.stores:
             self.stats.add("store_units_planned", sum(len(r.units) for r in meta.stores))
         return meta
-
-    def _step_built(self, so: Any, step: int, clean: bool) -> None:
-        """The step's work for the prefill model (each request's new tokens and context)
-        and its size for the in-step decision."""
-        assert self.planner is not None
-        work = [(so.num_scheduled_tokens.get(new.req_id, 0), new.num_computed_tokens)
-                for new in so.scheduled_new_reqs]
-        cached = so.scheduled_cached_reqs
-        work += [(so.num_scheduled_tokens.get(r, 0), cached.num_computed_tokens[i])
-                 for i, r in enumerate(cached.req_ids)]
-        self.planner.prefill.step_built(step, work, clean)
-        self.planner.batch_requests = len(work)
 
     def _track_blocks(self, so: Any) -> None:
         """Each request's block ids, as the model runner learns them from SchedulerOutput
@@ -650,22 +495,19 @@ class SchedulerSide:
 
     def update_connector_output(self, output: Any) -> None:
         wm = getattr(output, "kv_connector_worker_meta", None)
-        if self.planner is not None and isinstance(wm, KVStrataWorkerMetadata):
-            if wm.step:
-                self.planner.prefill.step_done(wm.step)
-            if wm.loads:
-                self._load_times(wm.loads)
+        if isinstance(wm, KVStrataWorkerMetadata):
+            self.plans.worker_output(wm.step, wm.loads)
         invalid = set(getattr(output, "invalid_block_ids", None) or ())
         if invalid:
             for st in self._reqs.values():
                 if (st.loading or st.sync) and st.load_blocks & invalid:
                     st.load_failed = True
-                    self._load_ended(st)
+                    self.plans.load_ended(st)
         for req_id in getattr(output, "failed_recving", None) or ():  # hybrid models
             st = self._reqs.get(req_id)
             if st is not None:
                 st.load_failed = True
-                self._load_ended(st)
+                self.plans.load_ended(st)
         for req_id in output.finished_recving or ():
             trace.event("load_reported", req_id)
             st = self._reqs.get(req_id)
@@ -673,8 +515,8 @@ class SchedulerSide:
                 st.loading = False
                 st.load_blocks = set()
                 self._release(st)
-                self._load_ended(st)
-        self._censor_loads(wm.step if isinstance(wm, KVStrataWorkerMetadata) else 0)
+                self.plans.load_ended(st)
+        self.plans.censor_loads(wm.step if isinstance(wm, KVStrataWorkerMetadata) else 0)
         if isinstance(wm, KVStrataWorkerMetadata) and self.events_enabled:
             self.events.stored(wm.stored)
 
@@ -685,7 +527,7 @@ class SchedulerSide:
         if st is None:
             return False, None
         self._release(st)
-        self._load_ended(st)
+        self.plans.load_ended(st)
         # Host mode copies a block out during wait_for_save: nothing to wait for. The daemon
         # copies GPU blocks itself, so they stay allocated until its stores completed.
         delay = not self.host_mode and st.had_stores
@@ -708,8 +550,7 @@ class SchedulerSide:
     def shutdown(self) -> None:
         for st in list(self._reqs.values()):
             self._release(st)
-        if self.watch is not None:
-            self.watch.close()
+        self.plans.close()
         self.releaser.close()
         self.link.close()
 

@@ -280,8 +280,7 @@ class Engine:
     def drain_stores(self, timeout: float = 30.0) -> None:
         """Wait for the workers' background stores; count their stats."""
         for w in self.workers:
-            thread = w.connector.worker.store_thread
-            assert thread is None or thread.drain(timeout), "stores did not finish"
+            assert w.connector.worker.drain(timeout), "stores did not finish"
             stats = w.connector.get_kv_connector_stats()
             for k, v in (stats.data if stats else {}).items():
                 self.stats[k] = self.stats.get(k, 0) + v

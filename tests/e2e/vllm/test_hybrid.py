@@ -50,8 +50,8 @@ def store_full_attention_only(engine: Engine) -> None:
     """The engine's workers drop their sliding-window group's stores."""
     for w in engine.workers:
         side = w.connector.worker
-        save = side._save_host
-        side._save_host = lambda stores, save=save: save([r for r in stores if r.group == 0])
+        save = side.io.save
+        side.io.save = lambda stores, save=save: save([r for r in stores if r.group == 0])
 
 
 def test_each_group_is_a_namespace_of_its_own(model_dir, daemon, engines):
@@ -167,8 +167,8 @@ def test_a_failed_load_is_reported_per_request_and_recomputed(model_dir, daemon,
     a = stored(engines, model_dir, daemon, PROMPT)
     b = hybrid(engines, model_dir, daemon)
     side = b.workers[0].connector.worker
-    load = side._load_host
-    side._load_host = lambda req: side._fail_load(req, list(range(len(req.units)))) \
+    load = side.io.load
+    side.io.load = lambda req: side.book.fail_load(req, list(range(len(req.units)))) \
         if req.group == 1 else load(req)
     req = b.add(PROMPT, max_tokens=4)
     run_and_verify(b, req.request_id)
@@ -188,19 +188,19 @@ def test_a_failed_load_on_a_vllm_without_failed_receives_is_retried(model_dir, d
     a = stored(engines, model_dir, daemon, PROMPT)
     b = hybrid(engines, model_dir, daemon)
     side = b.workers[0].connector.worker
-    side.retry_failed_loads = True   # what a vLLM without failed receives selects
-    load, failures = side._load_host, []
+    side.book.retry_failed_loads = True  # what a vLLM without failed receives selects
+    load, failures = side.io.load, []
 
     def flaky(req):
         if req.group == 1 and len(failures) < 2:
             failures.append(req.req_id)
-            return side._fail_load(req, list(range(len(req.units))))
+            return side.book.fail_load(req, list(range(len(req.units))))
         return load(req)
 
-    side._load_host = flaky
+    side.io.load = flaky
     req = b.add(PROMPT, max_tokens=4)
     run_and_verify(b, req.request_id)
     assert len(failures) == 2
     assert not b.invalid_reported and not b.failed_reported
     assert b.outputs[req.request_id] == a.outputs["r1"]
-    assert not side._retries.waiting() and not side._retries._attempts
+    assert not side.book.retries.waiting() and not side.book.retries._attempts

@@ -321,14 +321,14 @@ def test_load_errors_are_recomputed(model_dir, daemon, engines, load_mode):
     e = engines(model_dir, ext(daemon, load_mode=load_mode))
     r = e.add(PROMPT)
     w = e.workers[0].connector.worker
-    real = w._load_host
+    real = w.io.load
 
     def lose_units(req):   # The daemon answers a miss for units 3..5 (as after an eviction).
         assert req.sync == (load_mode == "sync")
         req.units = req.units[:3] + [type(u)(b"\x00" * 32, u.block_ids) for u in req.units[3:]]
         real(req)
 
-    w._load_host = lose_units
+    w.io.load = lose_units
     run_and_verify(e, r.request_id)
     assert len(e.invalid_reported) == 3
     assert e.stats["load_failed_units"] == 3 and e.stats["loaded_units"] == 3
@@ -350,18 +350,18 @@ def test_planner_times_loads_and_forgets_failed_ones(model_dir, daemon, engines)
     run_and_verify(e, r.request_id)
     assert e.stats.get("plan_in_step") == 1 and e.stats.get("loaded_units") == 6, e.stats
     l1 = sched.planner.tiers._samples[int(Tier.L1)]
-    assert len(l1) == 1 and l1[0].nbytes == 6 * sched._unit_bytes()
+    assert len(l1) == 1 and l1[0].nbytes == 6 * sched.plans.unit_bytes()
     w = e.workers[0].connector.worker
-    real = w._load_host
+    real = w.io.load
 
     def lose_units(req):   # the daemon answers a miss for every unit: no time is sent
         req.units = [type(u)(b"\x00" * 32, u.block_ids) for u in req.units]
         real(req)
 
-    w._load_host = lose_units
+    w.io.load = lose_units
     r2 = e.add(PROMPT[::-1], max_tokens=40)
     run_and_verify(e, r2.request_id)
-    assert e.invalid_reported and not sched._inflight
+    assert e.invalid_reported and not sched.plans.inflight
     assert len(sched.planner.tiers._samples[int(Tier.L1)]) == 1
     assert sched.planner._queued.get(int(Tier.L1), 0) == 0
 
@@ -448,7 +448,7 @@ def test_tp2_hit_only_when_every_rank_has_it(model_dir, daemon, engines):
 
 def test_tp2_unit_on_one_rank_only_is_a_miss(model_dir, daemon, engines):
     e = engines(model_dir, ext(daemon), tp=2)
-    e.workers[1].connector.worker.mode = None     # rank 1 stores nothing
+    e.workers[1].connector.worker.disable("the test: rank 1 stores nothing")
     e.add(PROMPT)
     e.run()
     drain_stores(e)
@@ -680,9 +680,9 @@ def test_a_failed_load_is_not_retried(model_dir, daemon, engines):
 
     def unreachable(req):
         attempts.append(req.req_id)
-        w._fail_load(req, list(range(len(req.units))))
+        w.book.fail_load(req, list(range(len(req.units))))
 
-    w._load_host = unreachable
+    w.io.load = unreachable
     r = e.add(PROMPT)
     run_and_verify(e, r.request_id)
     assert len(attempts) == 1

@@ -16,6 +16,7 @@ import pytest
 
 from harness import BLOCK, Engine
 from kvs_testing import wait_until
+from kvstrata_vllm.cuda_path import CudaPath
 from prom_text import scrape
 
 WHOLE = [100 + (i * 7) % 300 for i in range(6 * BLOCK)]   # 6 full units, the last one too
@@ -218,19 +219,21 @@ def test_layer_waits_stop_once_the_load_landed(model_dir, daemon, engines, faile
     layers still wait on them (their blocks count as failed)."""
     e = engines(model_dir, ext(daemon))
     w = e.workers[0].connector.worker
-    names = sorted(w._layer_of, key=w._layer_of.get)
+    # The CUDA data path over this (CPU) worker's KV caches and bookkeeping.
+    io = CudaPath(w.book, w.kv_caches, w.layout, pieces_of=lambda g: None)
+    names = sorted(io.layer_of, key=io.layer_of.get)
     assert len(names) == 2
     reg, completions, link_session = _Registration(), _Completions(), w.link._session
-    w.reg, w.link._session = reg, completions
+    io.regs[0], w.link._session = reg, completions
     try:
-        w._sync_job, w._sync_done, w._sync_waited, w._gpu_waits = (7, [3, 4], ["r"], 1), None, set(), 0
-        w.wait_layer(names[0])                     # no completion yet: the stream waits
+        io._sync_job, io._sync_done, io._sync_waited, io._gpu_waits = (7, [3, 4], ["r"], 1), None, set(), 0
+        io.wait_layer(names[0])                    # no completion yet: the stream waits
         completions.arrived[7] = _Done(failed)
-        w.wait_layer(names[1])                     # landed (or failed): wait only if failed
+        io.wait_layer(names[1])                    # landed (or failed): wait only if failed
         assert reg.layer_flags.waits == ([0, 1] if failed else [0])
         # A failed job's words are written by the worker at once (not at get_finished):
         # the stream waiting for them goes on.
         assert reg.layer_flags.released == ([1] if failed else [])
-        assert w._sync_waited == {0, 1} and w._sync_done is not None
+        assert io._sync_waited == {0, 1} and io._sync_done is not None
     finally:
-        w._sync_job, w.reg, w.link._session = None, None, link_session
+        w.link._session = link_session

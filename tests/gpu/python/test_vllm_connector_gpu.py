@@ -55,7 +55,7 @@ def worker(gpu_daemon, salt, fill):
     w = WorkerSide(vc, kvc, parse_config({"endpoint": gpu_daemon.endpoint}))
     caches = kv_caches(fill)
     w.register(caches)
-    assert w.mode == "cuda" and w.reg is not None, w._disabled_reason
+    assert w.mode == "cuda" and w.io.reg is not None, w._disabled_reason
     return w, caches
 
 
@@ -149,7 +149,7 @@ def test_preempted_request_stores_finish_before_reuse(gpu_daemon, salt):
     w.save(KVStrataMetadata(stores=[RequestTransfer("r1", [UnitTransfer(k, [i])
                                                           for i, k in enumerate(keys)])]))
     w.handle_preemptions(KVStrataMetadata(preempted={"r1"}))
-    assert ("store", "r1") not in w._req_jobs        # waited for: the blocks may be reused
+    assert not w.io.busy_locked("store", "r1")       # waited for: the blocks may be reused
     w.shutdown()
 
 

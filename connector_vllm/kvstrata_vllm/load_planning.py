@@ -1,0 +1,192 @@
+"""The scheduler side's use of the load planner (kvstrata.planning): how much of a hit to
+load and whether in the step that uses it, and the timing of each load planned -- started,
+ended with the workers' times (KVStrataWorkerMetadata.loads), or counted as slow while it
+runs late -- which teaches the planner each tier's speed; the prefill model learns each
+step's work. On for GPU engines unless turned off (config load_planner); without it every
+hit loads, in the step that uses it when it is all in L1 and in-step loads are allowed.
+
+Not thread-safe: the scheduler's thread only.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import kvstrata
+from kvstrata.planning import (CPU_FLOPS, GPU_FLOPS, LoadPlanner, Plan, PrefillModel,
+                               PromotionWatch, TierSpeeds)
+
+from .config import ConnectorConfig
+from .model_flops import prefill_flops
+from .request_state import RequestState
+from .stats import StatsCounter
+from . import trace
+
+
+class LoadPlanning:
+    def __init__(self, vllm_config: Any, cfg: ConnectorConfig, host_mode: bool, ranks: int,
+                 link: kvstrata.DaemonLink, ns_keys: List[Any], stats: StatsCounter,
+                 watch_namespaces: Callable[[], Optional[List[kvstrata.RegisteredNamespace]]]
+                 ) -> None:
+        """ranks: the ranks that load a unit; ns_keys: the Link's keys of every namespace a
+        unit loads into; watch_namespaces(): the namespaces whose promotions are timed."""
+        self.link = link
+        self.ns_keys = ns_keys
+        self.stats = stats
+        self.watch_namespaces = watch_namespaces
+        self.planner: Optional[LoadPlanner] = None
+        self.watch: Optional[PromotionWatch] = None
+        if cfg.load_planner == "on" or (cfg.load_planner == "auto" and not host_mode):
+            chunk = int(getattr(vllm_config.scheduler_config, "max_num_batched_tokens", 0) or
+                        8192)
+            prefill = PrefillModel(prefill_flops(vllm_config),
+                                   CPU_FLOPS if host_mode else GPU_FLOPS, chunk)
+            speeds = TierSpeeds(ranks=ranks)
+            self.planner = LoadPlanner(prefill, speeds)
+            self.watch = PromotionWatch(link, speeds)
+        self.inflight: Dict[str, RequestState] = {}  # requests whose load is timed (load_info)
+        self.steps = 0  # steps built (KVStrataMetadata.step)
+
+    # ------------------------------------------------------------------ plans
+
+    def plan(self, st: RequestState, request: Any, keys: List[bytes], start_u: int, hit: int,
+             computed: int, unit_tokens: int, looked_up_at: float, in_step_ok: bool,
+             partial_ok: bool, fresh: bool = True) -> int:
+        """Where the load of the hit [start_u, hit) ends, and st.sync; counted (plan_<kind>)
+        and traced once per lookup (`fresh`), not per reuse of its answer."""
+        tiers = st.tiers[start_u:hit]
+        if self.planner is None:
+            st.sync = in_step_ok and all(t == kvstrata.Tier.L1 for t in tiers)
+            return hit
+        unit_bytes = self.unit_bytes()
+        plan: Plan = self.planner.plan(tiers, computed, unit_tokens, request.num_tokens,
+                                       unit_bytes, in_step_ok=in_step_ok, partial_ok=partial_ok)
+        if fresh:
+            self.stats.add(f"plan_{plan.kind}", 1)
+            trace.event("plan", request.request_id, kind=plan.kind, units=plan.units,
+                        hit_units=len(tiers), load_ms=round(plan.load_ms, 3),
+                        ttft_ms=round(plan.ttft_ms, 3), recompute_ms=round(plan.recompute_ms, 3))
+        if plan.units < len(tiers) and fresh:
+            self.stats.add("plan_unloaded_tokens", (len(tiers) - plan.units) * unit_tokens)
+            self._watch_promotion(st, keys, start_u + plan.units, hit, unit_bytes, looked_up_at)
+        st.sync = plan.in_step
+        st.plan_pred = plan.load_ms
+        return start_u + plan.units
+
+    def unit_bytes(self) -> int:
+        """A unit's bytes over every namespace it loads into (all groups, all ranks)."""
+        return sum(getattr(self.link.namespaces.get(key), "bytes_per_block", 0) or 0
+                   for key in self.ns_keys)
+
+    def _watch_promotion(self, st: RequestState, keys: List[bytes], first: int, end: int,
+                         unit_bytes: int, started: float) -> None:
+        """The units [first, end) were not loaded: the lookup's lease started promoting
+        those below L1, which promotion_watch times (the first run of one tier)."""
+        namespaces = self.watch_namespaces()
+        if self.watch is None or not namespaces:
+            return
+        u = first
+        while u < end and st.tiers[u] == kvstrata.Tier.L1:
+            u += 1
+        if u >= end:
+            return
+        tier, run_end = st.tiers[u], u
+        while run_end < end and st.tiers[run_end] == tier:
+            run_end += 1
+        self.watch.watch(int(tier), namespaces[0], keys[run_end - 1],
+                         (run_end - u) * unit_bytes, started)
+
+    # ------------------------------------------------------------------ steps
+
+    def step_built(self, so: Any, clean: bool) -> int:
+        """A step was built from SchedulerOutput `so`: its number (0 without a planner), its
+        work for the prefill model (each request's new tokens and context) and its size for
+        the in-step decision. clean: no load runs in it."""
+        if self.planner is None:
+            return 0
+        self.steps += 1
+        work = [(so.num_scheduled_tokens.get(new.req_id, 0), new.num_computed_tokens)
+                for new in so.scheduled_new_reqs]
+        cached = so.scheduled_cached_reqs
+        work += [(so.num_scheduled_tokens.get(r, 0), cached.num_computed_tokens[i])
+                 for i, r in enumerate(cached.req_ids)]
+        self.planner.prefill.step_built(self.steps, work, clean)
+        self.planner.batch_requests = len(work)
+        return self.steps
+
+    def worker_output(self, step: int, loads: List[Tuple[Tuple[str, ...], float]]) -> None:
+        """The workers' output (KVStrataWorkerMetadata): the step it ends, the loads timed."""
+        if self.planner is None:
+            return
+        if step:
+            self.planner.prefill.step_done(step)
+        if loads:
+            self._load_times(loads)
+
+    # ------------------------------------------------------------------ load timing
+
+    def load_started(self, st: RequestState, u0: int, u1: int) -> None:
+        if self.planner is None or u1 <= u0:
+            return
+        tier = int(max(st.tiers[u0:u1]))
+        nbytes = (u1 - u0) * self.unit_bytes()
+        # An in-step load runs in the next step built (build_connector_meta numbers it).
+        st.load_info = (tier, nbytes, time.monotonic(), st.plan_pred,
+                        self.steps + 1 if st.sync else 0)
+        self.planner.queue(tier, nbytes)
+        self.inflight[st.request.request_id] = st
+
+    def load_ended(self, st: RequestState, ms: Optional[float] = None) -> None:
+        """The load of st is over; `ms`: its time as the daemon measured it."""
+        info, st.load_info = st.load_info, None
+        self.inflight.pop(st.request.request_id, None)
+        if info is None or self.planner is None:
+            return
+        tier, nbytes, _, predicted, _ = info
+        self.planner.queue(tier, -nbytes)
+        if ms is not None:
+            self.planner.tiers.add(tier, nbytes, ms, key=st.request.request_id)
+            trace.event("load_time", st.request.request_id, tier=tier, bytes=nbytes,
+                        predicted_ms=round(predicted, 3), ms=round(ms, 3))
+
+    def _load_times(self, timed: List[Tuple[Tuple[str, ...], float]]) -> None:
+        """The workers' load job times (KVStrataWorkerMetadata.loads): one sample per job,
+        the slowest rank's time, its requests' bytes together."""
+        slowest: Dict[Tuple[str, ...], float] = {}
+        for req_ids, ms in timed:
+            slowest[req_ids] = max(ms, slowest.get(req_ids, 0.0))
+        for req_ids, ms in slowest.items():
+            sts = [self.inflight[r] for r in req_ids if r in self.inflight]
+            infos = [st.load_info for st in sts if st.load_info is not None]
+            if not infos or self.planner is None:
+                continue
+            if len(sts) == 1:
+                self.load_ended(sts[0], ms)
+                continue
+            tier = max(i[0] for i in infos)
+            self.planner.tiers.add(tier, sum(i[1] for i in infos), ms, key=req_ids[0])
+            for st in sts:
+                self.load_ended(st)
+
+    def censor_loads(self, step_done: int) -> None:
+        """Loads running well past their prediction count as at least that slow now. An
+        in-step load is over with its step's output (`step_done`): one the workers sent no
+        time for (it failed) ends untimed."""
+        if self.planner is None:
+            return
+        now = time.monotonic()
+        for req_id, st in list(self.inflight.items()):
+            if st.load_info is None:
+                continue
+            tier, nbytes, started, predicted, in_step = st.load_info
+            if in_step:
+                if step_done and in_step <= step_done:
+                    self.load_ended(st)
+                continue
+            ms = (now - started) * 1e3
+            if ms > 2 * predicted + 50:
+                self.planner.tiers.add(tier, nbytes, ms, key=req_id)
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()

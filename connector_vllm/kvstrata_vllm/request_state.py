@@ -1,0 +1,32 @@
+"""RequestState: what the scheduler side keeps of a request, from its first lookup to its
+end (scheduler.py); its load plan and timing are load_planning.py's."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Set, Tuple
+
+
+@dataclass
+class RequestState:
+    request: Any
+    plan: Optional[Tuple[int, int, int]] = None   # (local computed tokens, first unit, end unit)
+    # Leases its lookups took: ((KV cache group, rank) of the namespace, lease id).
+    leases: List[Tuple[Tuple[int, int], int]] = field(default_factory=list)
+    loading: bool = False
+    stored_units: Optional[int] = None            # leading units handed to the workers to store
+    had_stores: bool = False
+    store_cap: Optional[int] = None               # tokens; None = no cap
+    present_units: int = 0                        # leading units KVStrata held at the lookup
+    tiers: List[int] = field(default_factory=list)  # kvstrata.pb.Tier of each present unit
+    local_tokens: int = 0                         # vLLM's local hit at the lookup
+    # Its blocks per KV cache group, from SchedulerOutput (0: vLLM's null block).
+    block_ids: List[List[int]] = field(default_factory=list)
+    load_blocks: Set[int] = field(default_factory=set)  # blocks of the load in flight
+    load_failed: bool = False                     # a load of it failed: no second attempt
+    sync: bool = False                            # its load runs in the step that uses it
+    # The last lookup: ((computed tokens, tokens) asked for, when, its hit in units).
+    answer: Optional[Tuple[Tuple[int, int], float, int]] = None
+    # Its load in flight: (slowest tier, bytes over every namespace, started, predicted ms,
+    # the number of the step that runs it when it loads in that step, else 0).
+    load_info: Optional[Tuple[int, int, float, float, int]] = None
+    plan_pred: float = 0.0                        # the planner's predicted load ms
