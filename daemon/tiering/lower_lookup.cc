@@ -23,7 +23,7 @@ LowerLookup::LowerLookup(TierStack* stack)
     : stack_(stack), prober_(std::make_unique<IoPool>(kProbeThreads)) {}
 
 std::vector<Tier> LowerLookup::Prefix(const TierNamespace& tn, Keys keys,
-                                      const std::vector<bool>& in_l1) {
+                                      const std::vector<bool>& in_l1, bool trust_stale) {
   std::vector<Tier> found;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (i < in_l1.size() && in_l1[i]) {
@@ -31,7 +31,7 @@ std::vector<Tier> LowerLookup::Prefix(const TierNamespace& tn, Keys keys,
       continue;
     }
     bool unknown = false;
-    std::optional<Tier> tier = stack_->Where(tn, Raw(keys[i]), &unknown);
+    std::optional<Tier> tier = stack_->Where(tn, Raw(keys[i]), &unknown, trust_stale);
     if (!tier.has_value()) break;
     found.push_back(*tier);
   }
@@ -40,7 +40,7 @@ std::vector<Tier> LowerLookup::Prefix(const TierNamespace& tn, Keys keys,
 
 std::vector<Tier> LowerLookup::FindChain(const TierNamespace& tn, Keys keys,
                                          const std::vector<bool>& in_l1) {
-  std::vector<Tier> found = Prefix(tn, keys, in_l1);
+  std::vector<Tier> found = Prefix(tn, keys, in_l1, /*trust_stale=*/false);
   if (found.size() < keys.size()) {
     bool unknown = false;
     stack_->Where(tn, Raw(keys[found.size()]), &unknown);
@@ -50,7 +50,9 @@ std::vector<Tier> LowerLookup::FindChain(const TierNamespace& tn, Keys keys,
         timeout = std::max(timeout, lower->options.probe_timeout);
       }
       Probe(tn, keys.subspan(found.size()), timeout);
-      found = Prefix(tn, keys, in_l1);  // L1's answer stands: a probe only adds disk hits
+      // L1's answer stands: a probe only adds disk hits. A shared tier's entry whose probe
+      // did not answer in time counts as its index says (kStale).
+      found = Prefix(tn, keys, in_l1, /*trust_stale=*/true);
     }
   }
   return found;
@@ -77,8 +79,10 @@ void LowerLookup::Probe(const TierNamespace& tn, Keys keys, absl::Duration timeo
         bool present = stack_->Where(chain->tn, key, &unknown).has_value();
         for (size_t t = 0; !present && t < stack_->tiers().size(); ++t) {
           BlockTier& storage = *stack_->tiers()[t]->storage;
-          present = storage.Cached(chain->tn.fingerprint, key) == BlockTier::Presence::kUnknown &&
-                    storage.Probe(chain->tn.fingerprint, key);
+          const BlockTier::Presence cached = storage.Cached(chain->tn.fingerprint, key);
+          present =
+              (cached == BlockTier::Presence::kUnknown || cached == BlockTier::Presence::kStale) &&
+              storage.Probe(chain->tn.fingerprint, key);
         }
         size_t seen = chain->first_absent.load(std::memory_order_acquire);
         while (!present && i < seen &&

@@ -1,8 +1,10 @@
 // LowerLookup: which lower tier holds each block past L1's hits. The tiers' indexes answer
-// first, without I/O; where an index cannot tell (a shared tier, a local tier still
-// scanning after a restart) the block files are probed: a chain's keys in parallel on a
-// pool of probe threads of its own, skipping the keys past the first one no tier has,
-// waiting at most a timeout (answers arriving later still land in the tiers' indexes).
+// first, without I/O; where an index cannot tell (a shared tier's entry not seen within
+// its presence_ttl, kStale, or a key it does not know; a local tier still scanning after
+// a restart) the block files are probed: a chain's keys in parallel on a pool of probe
+// threads of its own, skipping the keys past the first one no tier has, waiting at most a
+// timeout (answers arriving later still land in the tiers' indexes; a kStale entry whose
+// probe did not answer in time counts as the index says).
 // Thread-safe. FindChain blocks up to the tiers' largest probe_timeout, Probe up to its
 // `timeout`, Peek on one probe per unknown key.
 #ifndef KVSTRATA_DAEMON_TIERING_LOWER_LOOKUP_H_
@@ -45,8 +47,10 @@ class LowerLookup {
   void Peek(const TierNamespace& tn, Keys keys, std::vector<std::optional<Tier>>* where);
 
  private:
-  // The leading keys present per `in_l1` and the indexes, without I/O.
-  std::vector<Tier> Prefix(const TierNamespace& tn, Keys keys, const std::vector<bool>& in_l1);
+  // The leading keys present per `in_l1` and the indexes, without I/O (kStale entries
+  // count with `trust_stale`).
+  std::vector<Tier> Prefix(const TierNamespace& tn, Keys keys, const std::vector<bool>& in_l1,
+                           bool trust_stale);
 
   TierStack* const stack_;
   std::unique_ptr<IoPool> prober_;

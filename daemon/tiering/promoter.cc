@@ -123,7 +123,8 @@ Promoter::LoadPlan Promoter::PlanLoad(NamespaceId ns, const TierNamespace& tn,
     }
     bool unknown = false;
     std::optional<Tier> tier =
-        stack_->Where(tn, absl::string_view(keys[i].data(), keys[i].size()), &unknown);
+        stack_->Where(tn, absl::string_view(keys[i].data(), keys[i].size()), &unknown,
+                      /*trust_stale=*/true);  // The read is the check.
     if (tier.has_value()) {
       plan.promote.emplace_back(keys[i]);
       plan.tiers.push_back(*tier);

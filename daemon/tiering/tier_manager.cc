@@ -81,7 +81,9 @@ Promoter::LoadPlan TierManager::PlanLoad(NamespaceId ns, Keys keys) {
     if ((*in_l1)[i].has_value()) continue;
     bool unknown = false;
     const absl::string_view key(keys[i].data(), keys[i].size());
-    if (!stack_.Where(*tn, key, &unknown).has_value() && unknown) unknown_keys.push_back(keys[i]);
+    if (!stack_.Where(*tn, key, &unknown, /*trust_stale=*/true).has_value() && unknown) {
+      unknown_keys.push_back(keys[i]);
+    }
   }
   if (!unknown_keys.empty()) lookup_.Probe(*tn, unknown_keys, promoter_.promotion_wait());
   return promoter_.PlanLoad(ns, *tn, keys, *in_l1);

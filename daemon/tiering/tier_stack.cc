@@ -58,12 +58,16 @@ NamespaceId TierStack::NamespaceByFingerprint(absl::string_view fingerprint) {
   return info->id;
 }
 
-std::optional<Tier> TierStack::Where(const TierNamespace& tn, absl::string_view key,
-                                     bool* unknown) const {
+std::optional<Tier> TierStack::Where(const TierNamespace& tn, absl::string_view key, bool* unknown,
+                                     bool trust_stale) const {
   for (const auto& lower : tiers_) {
     switch (lower->storage->Cached(tn.fingerprint, key)) {
       case BlockTier::Presence::kPresent:
         return lower->level();
+      case BlockTier::Presence::kStale:
+        if (trust_stale) return lower->level();
+        *unknown = true;
+        break;
       case BlockTier::Presence::kUnknown:
         *unknown = true;
         break;

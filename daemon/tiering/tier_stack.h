@@ -90,8 +90,11 @@ class TierStack {
   NamespaceId NamespaceByFingerprint(absl::string_view fingerprint);
 
   // The fastest lower tier whose index holds `key`, without I/O; nullopt = none does,
-  // and then `unknown` is set when a probe of some tier could tell more.
-  std::optional<Tier> Where(const TierNamespace& tn, absl::string_view key, bool* unknown) const;
+  // and then `unknown` is set when a probe of some tier could tell more. A shared tier's
+  // entry not seen lately (kStale) counts only with `trust_stale` (a load, whose read is
+  // the check; a lookup whose probe did not answer in time); else it is unknown.
+  std::optional<Tier> Where(const TierNamespace& tn, absl::string_view key, bool* unknown,
+                            bool trust_stale = false) const;
 
   // Metrics: one copy between L1 and `tier` that took `took`. (Dropped writes are counted in
   // LowerTier::dropped, which the daemon's metrics read at scrape time.)

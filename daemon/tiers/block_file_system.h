@@ -65,6 +65,13 @@ class BlockFileSystem {
                                                       absl::string_view fingerprint) = 0;
   // stat(2); nullopt when nothing is there.
   virtual std::optional<FileInfo> Stat(const std::string& path) = 0;
+  // Stat, answered by the file's server rather than a client's caches: a shared tier's
+  // probe. A network client can answer stat(2), even with AT_STATX_FORCE_SYNC, from caches
+  // for a second or more after another node deleted the file (GlusterFS FUSE: its attribute
+  // and metadata caches), so the POSIX implementation opens the file and reads its first
+  // 4 KiB with O_DIRECT (a plain read where the filesystem has no O_DIRECT): nullopt when
+  // that fails (gone: ENOENT, ESTALE; or unreadable now). This default calls Stat.
+  virtual std::optional<FileInfo> StatUncached(const std::string& path) { return Stat(path); }
   // Calls fn(name, is_dir) for each entry of `dir` but "." and "..". False when unreadable.
   virtual bool ListDirectory(const std::string& dir,
                              const std::function<void(absl::string_view, bool)>& fn) = 0;

@@ -14,8 +14,10 @@
 // - Read fills `dest` (exactly ns.payload_bytes) and returns true, or returns false: a miss
 //   (absent, removed, failed verification). Never wrong bytes, never a partial hit.
 // - Cached answers from memory only, never blocking on I/O: kPresent = a Read is expected
-//   to hit (a shared tier may still miss, when another node removed the block); kAbsent =
-//   known to miss for now; kUnknown = only Probe can tell.
+//   to hit (a shared tier: the file was seen within its short presence_ttl); kStale (a
+//   shared tier) = indexed but not seen lately: another node may have removed it, so a
+//   lookup probes it, and counts it only where the probe does not answer in time (a load
+//   just reads it); kAbsent = known to miss for now; kUnknown = only Probe can tell.
 // - Probe may do I/O and records its answer, so Cached knows it afterwards.
 // - Remove deletes one block (true when this call removed it); Clear deletes every block of
 //   one namespace, or of all, and returns how many.
@@ -68,7 +70,7 @@ struct TierStats {
 
 class BlockTier {
  public:
-  enum class Presence { kPresent, kAbsent, kUnknown };
+  enum class Presence { kPresent, kStale, kAbsent, kUnknown };
 
   virtual ~BlockTier() = default;
 

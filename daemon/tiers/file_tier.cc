@@ -121,11 +121,13 @@ FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_
   if (!k.ok()) return Presence::kAbsent;
   auto indexed = index_.find(*k);
   if (indexed != index_.end()) {
+    if (!options_.shared) return Presence::kPresent;
     const absl::Time now = clock_->Now();
-    const absl::Duration ttl =
-        now < follow_ok_until_ ? options_.followed_presence_ttl : options_.presence_ttl;
-    const bool stale = options_.shared && now - indexed->second.verified > ttl;
-    return stale ? Presence::kUnknown : Presence::kPresent;
+    const absl::Duration age = now - indexed->second.verified;
+    if (age < options_.presence_ttl) return Presence::kPresent;
+    const absl::Duration counts =
+        now < follow_ok_until_ ? options_.followed_presence_ttl : options_.stale_presence_ttl;
+    return age < counts ? Presence::kStale : Presence::kUnknown;
   }
   if (complete) return Presence::kAbsent;
   auto absent = absent_until_.find(*k);
@@ -136,7 +138,7 @@ FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_
 bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
   const std::string path = PathOf(fingerprint, key);
   if (path.empty()) return false;
-  std::optional<FileInfo> info = fs_->Stat(path);
+  std::optional<FileInfo> info = options_.shared ? fs_->StatUncached(path) : fs_->Stat(path);
   const bool present = info.has_value() && info->regular;
   MutexLock lock(&mu_);
   absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
@@ -152,7 +154,7 @@ bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
     return true;
   }
   // Gone since it was indexed (another daemon's trim, an rm): forget it.
-  if (index_.contains(*k)) EraseLocked(*k, RemovalCause::kEvicted);
+  EraseLocked(*k, RemovalCause::kEvicted);
   if (absent_until_.size() > (1u << 20)) absent_until_.clear();
   absent_until_[*k] = clock_->Now() + options_.negative_cache_ttl;
   return false;
@@ -170,6 +172,7 @@ void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool annou
   meta.verified = meta.recorded_access;
   meta.announced = announce;
   index_.emplace(key, meta);
+  removed_at_.erase(key);  // Seen on disk by this daemon since.
   if (announce) AnnounceLocked(key, /*stored=*/true, RemovalCause::kEvicted);
   used_bytes_ += file_bytes;
   if (!options_.shared) {
@@ -179,6 +182,9 @@ void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool annou
 }
 
 void FileTier::EraseLocked(const BlockKey& key, RemovalCause cause) {
+  // A shared tier remembers the removal, indexed or not: no older journal line of another
+  // daemon undoes it.
+  TombstoneLocked(key, clock_->Now());
   auto it = index_.find(key);
   if (it == index_.end()) return;
   if (it->second.announced) AnnounceLocked(key, /*stored=*/false, cause);
@@ -192,6 +198,21 @@ void FileTier::EraseLocked(const BlockKey& key, RemovalCause cause) {
       policy_->OnErase(id);
     }
   }
+}
+
+void FileTier::TombstoneLocked(const BlockKey& key, absl::Time when) {
+  if (!options_.shared) return;
+  if (removed_at_.size() >= (1u << 20)) {
+    absl::erase_if(removed_at_, [&](const auto& r) { return when - r.second >= kTombstoneTtl; });
+    if (removed_at_.size() >= (1u << 20)) removed_at_.clear();  // A mass removal: let go.
+  }
+  absl::Time& at = removed_at_[key];
+  at = std::max(at, when);
+}
+
+bool FileTier::TombstonedLocked(const BlockKey& key, absl::Time now) const {
+  auto it = removed_at_.find(key);
+  return it != removed_at_.end() && now - it->second < kTombstoneTtl;
 }
 
 bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) {

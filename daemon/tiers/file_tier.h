@@ -9,9 +9,16 @@
 // absent files are remembered for `negative_cache_ttl`, and a read may still miss. A shared
 // tier also follows the other daemons' write journals (journal_follower.h) every
 // `follow_interval`, and once at Open: the blocks they write or use enter its index and the
-// ones they delete leave it, without a stat. An entry is trusted for `presence_ttl` since it
-// was last seen, `followed_presence_ttl` while the following keeps up (the others'
-// deletions then reach the index within a few intervals); past that it is probed again.
+// ones they delete leave it, without a stat. A shared tier's entry counts as present
+// (kPresent) for `presence_ttl` (100 ms) since this daemon last saw the file (its write, a
+// read, a probe); past that it is kStale: a lookup probes it again (StatUncached: past the
+// client's caches, which can hide another node's deletion, or an operator's rm, for a
+// second or more), and counts it unprobed only where that probe does not answer in time,
+// while the entry is younger than `followed_presence_ttl` (the following keeps up) or
+// `stale_presence_ttl` (it does not). A removal this daemon learns of (a failed read or
+// probe, its own removal, another daemon's removal line) is remembered for kTombstoneTtl:
+// no journal line of another daemon puts that block back in the index meanwhile (the line
+// may be older than the removal); only this daemon's own write, read or probe does.
 //
 // Capacity: a local tier evicts with the configured policy (lru/arc/s3fifo) before a write
 // would pass the high watermark, down to the low one. A shared tier admits a write only
@@ -83,12 +90,16 @@ struct FileTierOptions {
   bool shared = false;  // L3 semantics (see above)
   FsyncPolicy fsync = FsyncPolicy::kNone;
   absl::Duration negative_cache_ttl = absl::Seconds(2);
-  // Shared tier: another daemon may delete an indexed block at any time (its trim, an
-  // rm), so an index entry older than this is re-probed (Cached() says kUnknown).
-  absl::Duration presence_ttl = absl::Seconds(10);
+  // Shared tier: another daemon may delete an indexed block at any time (its trim, a
+  // clear, an rm), so an index entry not seen on disk for this long is kStale (a lookup
+  // probes it again).
+  absl::Duration presence_ttl = absl::Milliseconds(100);
+  // Shared tier: how long a kStale entry still counts where its probe does not answer in
+  // time, without following (or while it lags).
+  absl::Duration stale_presence_ttl = absl::Seconds(10);
   // Shared tier: how often this daemon appends its journal lines and reads the others' (0:
-  // it never reads them and appends every eviction round), and how long an index entry is
-  // trusted while it does.
+  // it never reads them and appends every eviction round), and how long a kStale entry
+  // counts unprobed while it does.
   absl::Duration follow_interval = absl::Seconds(1);
   absl::Duration followed_presence_ttl = absl::Minutes(10);
   absl::Duration access_record_interval = absl::Seconds(60);
@@ -113,6 +124,11 @@ struct FileTierOptions {
 
 class FileTier : public BlockTier {
  public:
+  // How long a shared tier remembers a removal against other daemons' journal lines (a
+  // bucket's minute and the two until it closes): a line is appended within a flush
+  // interval of being recorded and read within one of being appended, far sooner.
+  static constexpr absl::Duration kTombstoneTtl = absl::Minutes(3);
+
   // Creates the root if needed and starts the background threads (warm-up scan for a
   // local tier, the eviction loop for a shared one). FAILED_PRECONDITION when the root
   // cannot be created or is not a directory.
@@ -123,11 +139,11 @@ class FileTier : public BlockTier {
 
   // BlockTier (block_tier.h), for files:
   Tier level() const override { return options_.tier; }
-  // What the index says, without I/O. kUnknown: only a Probe can tell (for a shared tier
-  // also an entry not verified within presence_ttl).
+  // What the index says, without I/O. kUnknown: only a Probe can tell; kStale (shared
+  // tier): indexed, not seen within presence_ttl.
   Presence Cached(absl::string_view fingerprint, absl::string_view key) const override;
-  // stat(2)s the block's file and records the answer (a file gone since it was indexed
-  // leaves the index).
+  // stat(2)s the block's file (a shared tier: StatUncached) and records the answer (a
+  // file gone since it was indexed leaves the index).
   bool Probe(absl::string_view fingerprint, absl::string_view key) override;
   // Reads and verifies the block file into `dest`.
   bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
@@ -176,6 +192,11 @@ class FileTier : public BlockTier {
   void InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(const BlockKey& key, RemovalCause cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shared tier: the block was removed (as far as this daemon knows) at `when`.
+  void TombstoneLocked(const BlockKey& key, absl::Time when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shared tier: a removal of the block was learned within kTombstoneTtl.
+  bool TombstonedLocked(const BlockKey& key, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Local tier: evicts until `incoming` more bytes fit under the high watermark. Returns
@@ -241,7 +262,8 @@ class FileTier : public BlockTier {
   absl::flat_hash_set<std::string> namespace_files_ ABSL_GUARDED_BY(mu_);  // written
   absl::flat_hash_map<BlockKey, FileMeta> index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BlockKey, absl::Time> absent_until_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<EvictionPolicy> policy_ ABSL_GUARDED_BY(mu_);  // local tier
+  absl::flat_hash_map<BlockKey, absl::Time> removed_at_ ABSL_GUARDED_BY(mu_);  // tombstones
+  std::unique_ptr<EvictionPolicy> policy_ ABSL_GUARDED_BY(mu_);                // local tier
   absl::flat_hash_map<uint64_t, BlockKey> by_id_ ABSL_GUARDED_BY(mu_);
   uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room granted to writes in progress

@@ -110,22 +110,30 @@ size_t FileTier::FollowJournals(absl::Duration budget) {
     absl::StatusOr<BlockKey> k = KeyOfLocked(block.first, block.second);
     if (!k.ok()) continue;
     auto it = index_.find(*k);
-    // When the line was written, at the latest: what this daemon saw of the file later wins.
-    const absl::Time when = std::min(now, WriteJournal::BucketEnd(f.bucket));
+    // A line names only its minute: a write or use happened at the minute's start at the
+    // earliest (so a followed entry is kStale, probed by a lookup, never trusted as just
+    // seen), a removal at min(now, the minute's end) at the latest (what this daemon saw
+    // of the file later wins).
+    const absl::Time latest = std::min(now, WriteJournal::BucketEnd(f.bucket));
+    const absl::Time earliest = WriteJournal::BucketEnd(f.bucket) - WriteJournal::kBucket;
     switch (f.verdict) {
       case Verdict::kPresent:
+        // A removal this daemon learned of may be newer than the line: the block comes
+        // back only through this daemon's own probe, read or write.
+        if (TombstonedLocked(*k, now)) break;
         absent_until_.erase(*k);
         if (it != index_.end()) {
-          it->second.verified = std::max(it->second.verified, when);
-        } else if (now - when <= options_.followed_presence_ttl &&
+          it->second.verified = std::max(it->second.verified, earliest);
+        } else if (now - earliest <= options_.followed_presence_ttl &&
                    index_.size() < kMaxFollowedIndex) {
           InsertLocked(*k, f.file_bytes);
-          index_.find(*k)->second.verified = when;
+          index_.find(*k)->second.verified = earliest;
         }
         break;
       case Verdict::kGone:
-        if (it != index_.end() && it->second.verified < when)
+        if (it == index_.end() || it->second.verified < latest) {
           EraseLocked(*k, RemovalCause::kEvicted);
+        }
         break;
       case Verdict::kConflict:
         if (it != index_.end()) it->second.verified = absl::InfinitePast();

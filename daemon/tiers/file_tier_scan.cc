@@ -269,9 +269,14 @@ size_t FileTier::Clear(std::optional<absl::string_view> fingerprint) {
       if (!key.empty() && fs_->Remove(absl::StrCat(dir, "/", name))) {
         RecordRemoval(fp, key);
         ++removed;
+        MutexLock lock(&mu_);
+        absl::StatusOr<BlockKey> k = KeyOfLocked(fp, key);
+        if (k.ok()) EraseLocked(*k, RemovalCause::kCleared);
       }
     });
   });
+  // The other daemons learn of the removals now, not at the next tick.
+  if (journal_ != nullptr) journal_->Flush();
   MutexLock lock(&mu_);
   std::vector<BlockKey> doomed;
   for (const auto& [key, meta] : index_) {

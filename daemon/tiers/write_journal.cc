@@ -78,6 +78,7 @@ void WriteJournal::RecordRemoval(absl::Time when, absl::string_view fingerprint,
 }
 
 size_t WriteJournal::Flush() {
+  MutexLock flushing(&flush_mu_);
   std::map<int64_t, std::string> lines;
   size_t dropped = 0;
   {

@@ -89,6 +89,7 @@ class WriteJournal {
   BlockFileSystem* const fs_;
   const std::string dir_;  // <root>/.kvstrata-journal
   const std::string holder_;
+  Mutex flush_mu_;  // One Flush at a time: a holder's lines stay in order. Before mu_.
   Mutex mu_;
   std::map<int64_t, std::string> buffered_ ABSL_GUARDED_BY(mu_);  // bucket -> lines
   size_t buffered_lines_ ABSL_GUARDED_BY(mu_) = 0;

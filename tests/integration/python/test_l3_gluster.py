@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Tuple
 
 import numpy as np
 import pytest
@@ -210,6 +210,54 @@ def test_store_right_after_a_deletion_elsewhere_writes_again(shared, workdir) ->
         assert l3(a).blocks == len(shared.block_files(1)), l3(a)
     finally:
         a.close()
+
+
+def lookup_and_load(node: Node, keys, data) -> Tuple[int, int]:
+    """A lookup with a lease, then a load of what it found: (hits, blocks loaded)."""
+    hit = node.session.lookup(node.ns, keys, lease=True)
+    if hit.hit_blocks == 0:
+        return 0, 0
+    got = node.session.load(node.ns, keys[:hit.hit_blocks], lease_id=hit.lease_id)
+    return hit.hit_blocks, assert_exact_or_missing(got, data, "after a removal")
+
+
+@pytest.mark.parametrize("remover", ["rm", "other-daemon-clear"])
+def test_no_unloadable_hit_from_0_1_s_after_a_removal(shared, workdir, remover) -> None:
+    """Issue 46 items 5-7: an operator's rm stayed a hit for 25 s (the index trusted an
+    entry for 10 minutes while following the journals), a peer's clear for up to ~0.5 s, and
+    a late journal line put blocks that failed to load back as present. Now a shared tier's
+    entry not seen within 100 ms is probed past the client's caches before a lookup counts
+    it, and no older line undoes a removal: from 0.1 s after the removal on, neither daemon
+    reports a hit it cannot load."""
+    n = 48
+    salt, keys, data = fresh_salt("gone"), chain_keys(f"gone-{remover}", n), blocks(47, n)
+    a = Node(workdir, gl_settings(shared.roots[0]), salt, "a")
+    b = Node(workdir, gl_settings(shared.roots[1]), salt, "b")
+    try:
+        a.session.store(a.ns, keys, data)
+        assert wait_l3_idle(a) and l3(a).written_blocks == n, l3(a)
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+        assert wait_until(lambda: b.session.lookup(b.ns, keys).hit_blocks == n, 15.0)
+        assert lookup_and_load(a, keys, data) == (n, n)  # A read them all just now
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=pb.TIER_L1_DRAM))
+        files = shared.block_files(1)
+        assert len(files) == n
+        if remover == "rm":
+            for p in files:
+                p.unlink()
+        else:
+            list(b.client.clear(fingerprint=b.ns.fingerprint, tier=pb.TIER_L3_SHARED))
+        removed_at = time.monotonic()
+        seen = []
+        for at in (0.1, 0.2, 0.5, 1.0, 1.5, 2.5, 4.0):
+            time.sleep(max(0.0, removed_at + at - time.monotonic()))
+            for name, node in (("a", a), ("b", b)):
+                hits, loaded = lookup_and_load(node, keys, data)
+                seen.append((at, name, hits, hits - loaded))
+        assert all(unloadable == 0 for *_, unloadable in seen), \
+            f"(s after the removal, daemon, hits, unloadable): {seen}"
+    finally:
+        close_all(b, a)
 
 
 def test_dropped_writes_are_counted_once(shared, workdir) -> None:

@@ -342,9 +342,9 @@ TEST_F(FileTierTest, SharedTierForgetsBlocksAnotherDaemonDeleted) {
   ASSERT_TRUE(other->Probe(ns_.fingerprint, Key(1)));
   ASSERT_TRUE(other->Remove(ns_.fingerprint, Key(1)));
   ASSERT_TRUE(fs::remove(PathOf(Key(2))));
-  // Past presence_ttl the entry is unknown again, and a probe drops it.
+  // Past presence_ttl the entry is stale (a lookup probes it), and a probe drops it.
   absl::SleepFor(absl::Milliseconds(250));
-  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kUnknown);
+  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kStale);
   EXPECT_FALSE(x->Probe(ns_.fingerprint, Key(1)));
   EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
   EXPECT_EQ(x->Stats().blocks, 1u);
