@@ -1,7 +1,7 @@
 """Job ids of submits that return before the daemon answered (job frames, kvstrata.job_socket).
 
 A job sent as a job frame gets its id from the client at once: CLIENT_JOB_BIT, a counter of
-the session and the session generation's tag (kvstrata.jobs.job_tag). The daemon's own id
+the session and the session generation's tag (job_tag). The daemon's own id
 for it comes later, in its answer to the frame. The daemon reports completions under its
 ids, so the CompletionTracker asks a JobIdMap which client id a completion belongs to. A
 completion can reach the client before the answer that names its id (the stream and the
@@ -15,8 +15,8 @@ Not thread-safe: the CompletionTracker's lock guards it.
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
-from typing import Any, Dict, Iterator, List, Optional, Set
+from collections import OrderedDict, deque
+from typing import Any, Deque, Dict, Iterator, List, Optional, Set
 
 # Set in every client-made job id: the daemon's ids (a counter from 1) never reach it, so a
 # client id never equals the id of a job submitted through gRPC. Below the tag's bits 48..62.
@@ -24,6 +24,37 @@ CLIENT_JOB_BIT = 1 << 47
 _COUNTER_MASK = CLIENT_JOB_BIT - 1
 _REMEMBERED = 1 << 16  # answered jobs whose daemon id is remembered (late second deliveries)
 HELD = -1              # JobIdMap.route(): kept until an answer names the daemon id
+# A session generation's tag in every job id of its sessions (job_tag): bits 48..62.
+JOB_TAG_SHIFT = 48
+JOB_TAG_MASK = ((1 << 15) - 1) << JOB_TAG_SHIFT
+# Job ids handed out already (taken / waited for): a second delivery of the same
+# completion (stream and poll) is dropped instead of piling up in the table.
+_RECENT_IDS = 1 << 16
+
+
+def job_tag(generation: int) -> int:
+    """The bits a session generation adds to the daemon's job ids (0 for generation 0)."""
+    return (int(generation) % (1 << 15)) << JOB_TAG_SHIFT
+
+
+class RecentIds:
+    """A bounded set: remembers the last `limit` ids added."""
+
+    def __init__(self, limit: int = _RECENT_IDS) -> None:
+        self._order: Deque[int] = deque()
+        self._set: Set[int] = set()
+        self._limit = limit
+
+    def add(self, job_id: int) -> None:
+        if job_id in self._set:
+            return
+        self._order.append(job_id)
+        self._set.add(job_id)
+        while len(self._order) > self._limit:
+            self._set.discard(self._order.popleft())
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._set
 
 
 def job_counter() -> Iterator[int]:

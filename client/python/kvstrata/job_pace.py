@@ -8,16 +8,25 @@ a cold CPU, ~0.1 ms later than one that was running (bench/RESULTS.md, "A waitin
 that reads its own completions"). The pace per job kind is the fastest time per block seen
 from a frame's sending to its completion filed; it drifts slower when jobs get slower, so
 one fast job does not keep later waits polling early. Jobs of fewer blocks take longer per
-block (their fixed costs), so their polling starts early rather than late.
+block (their fixed costs), so their polling starts early rather than late. read_turn is one
+such read: asleep in poll() until shortly before the job is due, then without sleeping.
 
 Not thread-safe: its owner (the CompletionTracker) calls it under its lock.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+import math
+import time
+from typing import Any, Dict, Optional
 
 # How much of a slower job's time per block the pace takes on.
 _SLOWER_WEIGHT = 0.1
+# A thread that reads its own completions polls the job socket without sleeping from
+# SPIN_EARLY_S before its first job is due (poll() sleeps whole milliseconds, so up to 1 ms
+# earlier) until the completion came, or CompletionTracker.spin_s (SPIN_S unless set) after
+# it was due.
+SPIN_EARLY_S = 0.0001
+SPIN_S = 0.001
 
 
 class JobPace:
@@ -42,3 +51,17 @@ class JobPace:
         None before any job of its kind completed."""
         per_block = self._per_block.get(kind)
         return None if per_block is None else per_block * num_blocks
+
+
+def read_turn(turn: Any, limit: float, spin_at: Optional[float],
+              spin_end: Optional[float]) -> None:
+    """One read of a waiting thread's turn (a job_socket.Reading) of at most `limit` s: it
+    sleeps in poll() until spin_at (time.monotonic()) and polls without sleeping from then
+    until spin_end (both None: never)."""
+    now = time.monotonic()
+    if spin_at is not None and spin_end is not None and now < spin_end:
+        if spin_at - now < 0.001:  # poll() would sleep past spin_at.
+            turn.spin_for(min(limit, spin_end - now))
+            return
+        limit = min(limit, math.floor((spin_at - now) * 1000) / 1000)
+    turn.read_for(limit)

@@ -20,7 +20,7 @@ Daemon restarts (see Session(auto_reconnect=True)): the tracker remembers the jo
 told about (expect()) until their completion arrives; fail_pending() files a failed
 completion (every block in failed_blocks) for each of them, so waiters never hang on jobs
 of a daemon that is gone. rebind() moves the tracker to the session opened on the new
-daemon; job ids of later sessions carry a generation tag in bits 48..62 (JOB_TAG_SHIFT) so
+daemon; job ids of later sessions carry a generation tag in bits 48..62 (job_ids.job_tag) so
 they never collide with ids of an earlier daemon.
 
 SessionJobs is the part of kvstrata.Session that owns its tracker: completions(),
@@ -31,25 +31,21 @@ lost, resumed and replaced sessions as a kvstrata.session_part.SessionPart.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
-from collections import deque
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import grpc
 
 from . import pb
 from .errors import KVStrataError, session_unknown
-from .job_ids import HELD, JobIdMap
-from .job_pace import JobPace
+# job_tag, JOB_TAG_MASK: also kvstrata.jobs's names for them.
+from .job_ids import HELD, JOB_TAG_MASK, JobIdMap, RecentIds, job_tag  # noqa: F401
+from .job_pace import SPIN_EARLY_S, SPIN_S, JobPace, read_turn
 from .session_part import SessionPart
 
 log = logging.getLogger("kvstrata")
 
-# Job ids handed out already (taken / waited for): a second delivery of the same
-# completion (stream and poll) is dropped instead of piling up in the table.
-_RECENT_IDS = 1 << 16
 _MIN_POLL_BACKOFF_S = 0.0005
 _MAX_POLL_BACKOFF_S = 0.02
 # wait() wakes this often for its first _WARM_LIMIT_S: a thread that slept for a whole job
@@ -60,40 +56,7 @@ _WARM_WAIT_S = 0.001
 _WARM_LIMIT_S = 5.0
 # How long a waiting thread waits for the job socket's reader thread to hand over its role.
 _READER_HANDOVER_S = 0.1
-# A thread that reads its own completions polls the job socket without sleeping from
-# _SPIN_EARLY_S before its first job is due (kvstrata.job_pace; poll() sleeps whole
-# milliseconds, so up to 1 ms earlier) until the completion came, or CompletionTracker.spin_s
-# after it was due.
-_SPIN_EARLY_S = 0.0001
-_SPIN_S = 0.001
-JOB_TAG_SHIFT = 48
-JOB_TAG_MASK = ((1 << 15) - 1) << JOB_TAG_SHIFT
 _LOST_CODES = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE)
-
-
-def job_tag(generation: int) -> int:
-    """The bits a session generation adds to the daemon's job ids (0 for generation 0)."""
-    return (int(generation) % (1 << 15)) << JOB_TAG_SHIFT
-
-
-class _RecentIds:
-    """A bounded set: remembers the last `limit` ids added."""
-
-    def __init__(self, limit: int = _RECENT_IDS) -> None:
-        self._order: Deque[int] = deque()
-        self._set: Set[int] = set()
-        self._limit = limit
-
-    def add(self, job_id: int) -> None:
-        if job_id in self._set:
-            return
-        self._order.append(job_id)
-        self._set.add(job_id)
-        while len(self._order) > self._limit:
-            self._set.discard(self._order.popleft())
-
-    def __contains__(self, job_id: object) -> bool:
-        return job_id in self._set
 
 
 class CompletionTracker:
@@ -117,14 +80,14 @@ class CompletionTracker:
         self._sent_at: Dict[int, float] = {}  # job-frame job id -> time.monotonic() of sent()
         self._pace = JobPace()
         # How long wait() polls the job socket without sleeping after a job was due (0: never).
-        self.spin_s = _SPIN_S
+        self.spin_s = SPIN_S
         self._ids = JobIdMap()     # client ids of job-frame submits <-> the daemon's ids
         self._want_stream = False
         self.watch_error: Optional[BaseException] = None  # why the stream ended, if it did
         self.poll_error: Optional[BaseException] = None   # last failed PollCompletions
         self._cond = threading.Condition()
         self._done: Dict[int, Any] = {}
-        self._taken = _RecentIds()
+        self._taken = RecentIds()
         self._stream: Any = None
         self._thread: Optional[threading.Thread] = None
         self._watching = False
@@ -434,7 +397,7 @@ class CompletionTracker:
             with self._cond:
                 due = self._due(ids)
             if due is not None:
-                spin_at, spin_end = due - _SPIN_EARLY_S, due + self.spin_s
+                spin_at, spin_end = due - SPIN_EARLY_S, due + self.spin_s
         warm_until = time.monotonic() + _WARM_LIMIT_S
         backoff = _MIN_POLL_BACKOFF_S
         next_poll = time.monotonic() + (self.poll_interval if self._watching else 0.0)
@@ -480,7 +443,7 @@ class CompletionTracker:
                     turn = reader(max(0.0, min(_READER_HANDOVER_S, left)))
                     continue
                 if limit > 0:
-                    _read_turn(turn, limit, spin_at, spin_end)
+                    read_turn(turn, limit, spin_at, spin_end)
                     continue
                 self._poll_quietly(missing)  # Outside the lock: the reader thread keeps filing.
                 if self._watching:
@@ -491,20 +454,6 @@ class CompletionTracker:
         finally:
             if turn is not None:
                 turn.end()
-
-
-def _read_turn(turn: Any, limit: float, spin_at: Optional[float],
-               spin_end: Optional[float]) -> None:
-    """One read of a waiting thread's turn (a job_socket.Reading) of at most `limit` s: it
-    sleeps in poll() until spin_at (time.monotonic()) and polls without sleeping from then
-    until spin_end (both None: never)."""
-    now = time.monotonic()
-    if spin_at is not None and spin_end is not None and now < spin_end:
-        if spin_at - now < 0.001:  # poll() would sleep past spin_at.
-            turn.spin_for(min(limit, spin_end - now))
-            return
-        limit = min(limit, math.floor((spin_at - now) * 1000) / 1000)
-    turn.read_for(limit)
 
 
 class SessionJobs(SessionPart):
