@@ -237,8 +237,8 @@ def rpc_means(client: Any) -> Dict[str, float]:
         log(f"metrics not read: {err}")
         return {}
     out = {}
-    for method in ("Control.SubmitLoad", "Control.SubmitStore", "LookupSocket.SubmitLoad",
-                   "LookupSocket.SubmitStore", "Control.Heartbeat"):
+    for method in ("Control.SubmitLoad", "Control.SubmitStore", "FastPath.SubmitLoad",
+                   "FastPath.SubmitStore", "Control.Heartbeat"):
         total = m.get("kvstrata_rpc_duration_seconds_sum", method=method)
         count = m.get("kvstrata_rpc_duration_seconds_count", method=method)
         if total is not None and count:

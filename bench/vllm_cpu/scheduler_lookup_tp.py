@@ -10,7 +10,7 @@ the request's 1,000 units (opaque blocks stored from a separate session), and th
 scheduler answers `get_num_new_matched_tokens` for a fresh request state each call (its
 lookup, the leases it takes, the answer), timed per call; the leases are released after
 each call outside the timed part. The daemon's own counters give the lookup round trips
-per call (kvstrata_rpc_requests_total of LookupSocket.Lookup and Control.Lookup). Issue 44's target: one round trip whatever the TP, p50
+per call (kvstrata_rpc_requests_total of FastPath.Lookup and Control.Lookup). Issue 44's target: one round trip whatever the TP, p50
 at TP=8 <= 1.2x the TP=1 figure. --connector DIR puts another kvstrata_vllm first on the
 path (an older commit's connector_vllm/) for a same-run before/after.
 """
@@ -64,7 +64,7 @@ def run_tp(tp: int, d, model: str, calls: int) -> Dict[str, float]:
             m = scrape(c.get_status().metrics_address)
         return sum(v for (name, labels), v in m.samples.items()
                    if name == "kvstrata_rpc_requests_total" and
-                   dict(labels).get("method") in ("LookupSocket.Lookup", "Control.Lookup"))
+                   dict(labels).get("method") in ("FastPath.Lookup", "Control.Lookup"))
 
     s = side.link.session()
     out: List[float] = []

@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/lookup_wire.h"
 #include "daemon/common/spin_wait.h"
+#include "daemon/rpc/fast_path/lookup_wire.h"
 
 namespace kvstrata {
 namespace {
@@ -81,7 +81,7 @@ bool ReadAll(int fd, char* data, size_t size) {
 
 absl::Status Lost(const std::string& path, const char* what) {
   return absl::UnavailableError(
-      absl::StrCat("lookup socket '", path, "': ", what, ": ", std::strerror(errno)));
+      absl::StrCat("fast-path socket '", path, "': ", what, ": ", std::strerror(errno)));
 }
 
 }  // namespace
@@ -141,7 +141,7 @@ absl::Status LookupClient::ReadReplyLocked(FastLookupResult* result) {
   if (h.magic != wire::kMagic || h.tier_count != h.hit_blocks || h.tier_count > kMaxKeys ||
       h.message_bytes > wire::kMaxMessageBytes || h.status > 16) {
     DisconnectLocked();
-    return absl::DataLossError("lookup socket: malformed answer header");
+    return absl::DataLossError("fast-path socket: malformed answer header");
   }
   frame_.resize(h.tier_count + h.message_bytes);
   if (!ReadAll(fd_, frame_.data(), frame_.size())) {

@@ -1,5 +1,5 @@
-// C++ client of the lookup fast path (OpenSessionResponse.lookup_socket; frames in
-// daemon/common/lookup_wire.h, docs/wire-protocol.md): one persistent Unix-socket
+// C++ client of the fast path (OpenSessionResponse.lookup_socket; frames in
+// daemon/rpc/fast_path/lookup_wire.h, docs/wire-protocol.md): one persistent Unix-socket
 // connection, connected on first use and again after it was lost. Answers are those of
 // Control.Lookup; a daemon error comes back as its absl::Status (NOT_FOUND for an unknown
 // session, FAILED_PRECONDITION for another session's namespace, ...). INVALID_ARGUMENT

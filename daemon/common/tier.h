@@ -1,7 +1,7 @@
 // The daemon's one vocabulary for where a block lives and how it moves: the Tier enum and
 // the one table that maps it to every name it has outside the core (the metric label, the
 // KV-event medium and locality, the wire number of common.proto's Tier, which is also the
-// lookup fast path's byte, and the CLI's name), plus how a block leaves a tier and which
+// fast path's byte, and the CLI's name), plus how a block leaves a tier and which
 // way a copy goes. Header-only, constexpr; no other module defines a tier encoding.
 #ifndef KVSTRATA_DAEMON_COMMON_TIER_H_
 #define KVSTRATA_DAEMON_COMMON_TIER_H_

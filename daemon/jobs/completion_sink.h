@@ -1,5 +1,5 @@
 // Where a job's completion goes when its submitter asked for it on its own connection (a
-// fast-path job frame of version 2, daemon/common/job_wire.h). The JobManager offers the
+// fast-path job frame of version 2, daemon/rpc/fast_path/job_wire.h). The JobManager offers the
 // completion to the job's sink first; when Deliver answers false (the connection is gone,
 // or has no room now) it queues the completion for the session instead (PollCompletions /
 // WatchCompletions), so a completion is never lost and goes one way only.

@@ -87,7 +87,7 @@ struct PrometheusMetrics::Impl {
                   .Register(r);
     lookups = &prometheus::BuildCounter()
                    .Name("kvstrata_lookups_total")
-                   .Help("Lookups served (gRPC and the lookup fast path).")
+                   .Help("Lookups served (gRPC and the fast path).")
                    .Register(r)
                    .Add({});
     lookup_blocks = &prometheus::BuildCounter()

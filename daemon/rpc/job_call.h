@@ -1,5 +1,5 @@
 // The one SubmitStore / SubmitLoad: what Control.SubmitStore / Control.SubmitLoad (gRPC)
-// and the fast-path socket's job frames (LookupServer) both run after decoding their
+// and the fast-path socket's job frames (FastPathServer) both run after decoding their
 // request. Checks the session and namespace (RequireSessionNamespace) and the blocks
 // (JobBlocks: keys as ValidateKeys, one block id per key), in that order, then hands the
 // job to the JobManager, which answers at once (it never waits for copies or disks). The

@@ -1,4 +1,4 @@
-// The one Lookup: what Control.Lookup (gRPC) and the lookup fast path (LookupServer) both
+// The one Lookup: what Control.Lookup (gRPC) and the fast path (FastPathServer) both
 // run after decoding their request. Checks the session and namespace
 // (RequireSessionNamespace) and the keys (ValidateKeys), in that order, turns the lease
 // request into a TTL (0 = sessions.lease_ttl_ms, clamped to sessions.max_lease_ttl_ms) and
@@ -35,7 +35,7 @@ struct LookupAnswer {
 
 absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const LookupCall& call);
 
-// One chain in several namespaces (the lookup fast path's version-2 frame): RunLookup for
+// One chain in several namespaces (the fast path's version-2 frame): RunLookup for
 // each of `namespaces` in order (call.namespace_id is ignored), each asked for the leading
 // keys every namespace before it holds; a namespace that holds none ends it (the later
 // ones are not asked).

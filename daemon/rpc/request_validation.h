@@ -1,4 +1,4 @@
-// Checks shared by the RPC handlers and the lookup fast path. Each returns
+// Checks shared by the RPC handlers and the fast path. Each returns
 // INVALID_ARGUMENT / NOT_FOUND / FAILED_PRECONDITION with a message naming the field.
 #ifndef KVSTRATA_DAEMON_RPC_REQUEST_VALIDATION_H_
 #define KVSTRATA_DAEMON_RPC_REQUEST_VALIDATION_H_

@@ -49,7 +49,7 @@ struct ServiceContext {
   BlockStore* store = nullptr;           // Lookup, store and load across every tier.
   const ShmRegion* region = nullptr;     // The shared-memory region (its partitions).
   std::string shm_fd_socket;             // Where host-mode clients receive the region's fd.
-  std::string lookup_socket;             // The lookup fast path (LookupServer); "" when absent.
+  std::string lookup_socket;             // The fast path (FastPathServer); "" when absent.
   JobManager* jobs = nullptr;            // GPU store/load jobs and KV memory registrations.
   EventPublisher* events = nullptr;      // KV events; nullptr when [events] is disabled.
   MetricsSink* metrics = nullptr;        // lookups and hits; nullptr reports nothing.

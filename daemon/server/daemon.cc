@@ -133,10 +133,10 @@ absl::Status Daemon::StartServing() {
                          jobs_.get(),
                          events_.get(),
                          metrics_.get()};
-  absl::StatusOr<std::unique_ptr<LookupServer>> lookup_server = LookupServer::Start(
+  absl::StatusOr<std::unique_ptr<FastPathServer>> fast_path = FastPathServer::Start(
       context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
-  if (!lookup_server.ok()) return NamingKey(lookup_server.status(), "'server.socket'");
-  lookup_server_ = std::move(*lookup_server);
+  if (!fast_path.ok()) return NamingKey(fast_path.status(), "'server.socket'");
+  fast_path_ = std::move(*fast_path);
   control_ = std::make_unique<ControlService>(context);
   admin_ = std::make_unique<AdminService>(context);
   builder.RegisterService(control_.get());
@@ -445,7 +445,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   if (!stop_reaper_.HasBeenNotified()) stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   if (fd_server_ != nullptr) fd_server_->Stop();
-  if (lookup_server_ != nullptr) lookup_server_->Stop();
+  if (fast_path_ != nullptr) fast_path_->Stop();
   sessions_.CloseAll();
   if (tiers_ != nullptr) tiers_->Stop();    // No file I/O touches the pool after this.
   if (events_ != nullptr) events_->Stop();  // Publishes what is queued.

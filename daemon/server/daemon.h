@@ -22,9 +22,9 @@
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/rpc/admin_service.h"
 #include "daemon/rpc/control_service.h"
+#include "daemon/rpc/fast_path/fast_path_server.h"
 #include "daemon/server/fd_server.h"
 #include "daemon/server/l1_pool.h"
-#include "daemon/server/lookup_server.h"
 #include "daemon/server/metrics_tier_listener.h"
 #include "daemon/server/socket_lock.h"
 #include "daemon/server/tenant_servers.h"
@@ -83,7 +83,7 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<FdServer> fd_server_;
-  std::unique_ptr<LookupServer> lookup_server_;    // Stopped in Shutdown, before l1_ goes.
+  std::unique_ptr<FastPathServer> fast_path_;      // Stopped in Shutdown, before l1_ goes.
   std::unique_ptr<TenantServers> tenant_servers_;  // multi-tenant Unix socket; else null
   std::unique_ptr<grpc::Server> server_;  // Unix socket (single-tenant) and TCP; may be null
   absl::Notification stop_reaper_;

@@ -8,7 +8,7 @@
 
 #include <endian.h>
 #include "absl/time/clock.h"
-#include "daemon/server/unix_listener.h"
+#include "daemon/common/unix_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {

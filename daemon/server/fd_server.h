@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "daemon/common/connection_threads.h"
 #include "daemon/pool/shm_region.h"
-#include "daemon/server/connection_threads.h"
 #include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/session/tenant_table.h"

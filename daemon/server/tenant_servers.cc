@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/server/unix_listener.h"
+#include "daemon/common/unix_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {

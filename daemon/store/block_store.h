@@ -1,5 +1,5 @@
 // BlockStore: looking up and loading blocks across every tier, leases included, for the
-// daemon's callers (rpc/, the lookup fast path, jobs/). What is L1's alone -- stores
+// daemon's callers (rpc/, the fast path, jobs/). What is L1's alone -- stores
 // (reserve -> the caller copies -> commit / abort), releasing loads and leases, pins -- the
 // callers make on L1 itself (l1()); what spans the tiers goes through here:
 // - Lookup asks L1 once (its answer covers the keys past its first miss too), and when the

@@ -18,10 +18,10 @@
 #include "daemon/jobs/job_manager.h"
 #include "daemon/metrics/prometheus_metrics.h"
 #include "daemon/namespaces/namespace_registry.h"
+#include "daemon/rpc/fast_path/fast_path_server.h"
 #include "daemon/rpc/service_context.h"
 #include "daemon/server/fd_server.h"
 #include "daemon/server/l1_pool.h"
-#include "daemon/server/lookup_server.h"
 #include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/session/tenant_table.h"
@@ -43,7 +43,7 @@ struct FuzzDaemon {
   std::unique_ptr<BlockStore> store;
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<FdServer> fd_server;
-  std::unique_ptr<LookupServer> lookup_server;
+  std::unique_ptr<FastPathServer> fast_path;
   ServiceContext context;
   std::string dir;
   uint64_t session = 0;
@@ -88,7 +88,7 @@ struct FuzzDaemon {
                              jobs.get(),
                              nullptr,
                              metrics.get()};
-    lookup_server = *LookupServer::Start(context.lookup_socket, 0600, context, metrics.get());
+    fast_path = *FastPathServer::Start(context.lookup_socket, 0600, context, metrics.get());
     session = sessions.Open(kDefaultTenant, "fuzz", 1, "fuzz", absl::ZeroDuration())->id;
     jobs->OpenSession(session);
     NamespaceSpec spec;

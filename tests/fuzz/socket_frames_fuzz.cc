@@ -1,6 +1,6 @@
-// libFuzzer target: any bytes on the daemon's own sockets — the lookup fast path (lookup
-// and job frames, daemon/common/lookup_wire.h and job_wire.h) and the shared-memory fd
-// protocol — against a live LookupServer and FdServer (tests/fuzz/fuzz_daemon.h).
+// libFuzzer target: any bytes on the daemon's own sockets — the fast path (lookup
+// and job frames, daemon/rpc/fast_path/lookup_wire.h and job_wire.h) and the shared-memory fd
+// protocol — against a live FastPathServer and FdServer (tests/fuzz/fuzz_daemon.h).
 // Byte 0 picks the socket (bit 0: fd socket) and whether the input is aimed at the live
 // session and namespace (bit 1); the rest is sent, the write side shut, and the answer
 // read to the end. A crash, a hang past the frame timeout or a sanitizer report fails.

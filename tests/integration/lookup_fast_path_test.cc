@@ -1,4 +1,4 @@
-// The lookup fast path (<socket>.lookup) against a real daemon: the same answers as
+// The fast path (<socket>.lookup) against a real daemon: the same answers as
 // Control.Lookup (hits, tiers, a lease that AcquireLoad consumes), persistent
 // connections, and one test per class of bad input, each checking that the daemon still
 // answers afterwards (TearDown).
@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/cpp/lookup_client.h"
-#include "daemon/common/lookup_wire.h"
+#include "daemon/rpc/fast_path/lookup_wire.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/proto_specs.h"
 
@@ -96,7 +96,7 @@ class LookupFastPathTest : public ::testing::Test {
     return client_->Call(&v1::Control::Stub::Lookup, client_->control(), request);
   }
 
-  // A raw connection to the lookup socket.
+  // A raw connection to the fast-path socket.
   int RawConnect() {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;

@@ -48,7 +48,7 @@ def submit_both_ways(session: kvstrata.Session, ns, submit: str, keys, ids):
 
 @pytest.mark.parametrize("submit", ["submit_load", "submit_store"])
 def test_job_frames_answer_as_grpc_does(session, client, ns, submit) -> None:
-    method = "LookupSocket.SubmitLoad" if submit == "submit_load" else "LookupSocket.SubmitStore"
+    method = "FastPath.SubmitLoad" if submit == "submit_load" else "FastPath.SubmitStore"
     before = rpc_count(client, method)
     keys = [os.urandom(16) for _ in range(8)]
     fast, slow = submit_both_ways(session, ns, submit, keys, list(range(8)))
@@ -133,7 +133,7 @@ def test_job_socket_reports_a_gone_daemon_as_unavailable(tmp_path) -> None:
 def test_lookups_over_the_socket_answer_as_grpc_does(session, client, ns) -> None:
     keys = [os.urandom(16) for _ in range(6)]
     assert session.store(ns, keys[:4], [bytes([i]) * ns.bytes_per_block for i in range(4)]).stored == 4
-    before = rpc_count(client, "LookupSocket.Lookup")
+    before = rpc_count(client, "FastPath.Lookup")
     answers = []
     for fast in (True, False):
         session.fast_path = fast
@@ -144,7 +144,7 @@ def test_lookups_over_the_socket_answer_as_grpc_does(session, client, ns) -> Non
         assert session.load(ns, keys[:leased.hit_blocks], lease_id=leased.lease_id).hit_blocks == 4
     session.fast_path = True
     assert answers[0] == answers[1] == (4, [1] * 4, 4, [1] * 4, True, True), answers
-    assert rpc_count(client, "LookupSocket.Lookup") == before + 2
+    assert rpc_count(client, "FastPath.Lookup") == before + 2
     with pytest.raises(kvstrata.KVStrataError) as exc:  # Errors too: a namespace never registered.
         session.lookup(kvstrata.RegisteredNamespace(9999, "f" * 32, 16), keys)
     assert exc.value.code == grpc.StatusCode.NOT_FOUND

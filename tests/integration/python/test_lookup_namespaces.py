@@ -47,9 +47,9 @@ def chain(session, spaces, held: List[int], n: int = 8) -> List[bytes]:
 
 def test_one_round_trip_answers_as_one_lookup_per_namespace(session, client, three) -> None:
     keys = chain(session, three, [6, 4, 5])
-    before = metric(client, "kvstrata_rpc_requests_total", "LookupSocket.Lookup")
+    before = metric(client, "kvstrata_rpc_requests_total", "FastPath.Lookup")
     one = session.lookup_namespaces(three, keys)
-    assert metric(client, "kvstrata_rpc_requests_total", "LookupSocket.Lookup") == before + 1
+    assert metric(client, "kvstrata_rpc_requests_total", "FastPath.Lookup") == before + 1
     assert (one.hit_blocks, one.tiers, one.lease_ids, one.fast, one.round_trips) == \
         (4, [kvstrata.Tier.L1] * 4, [0, 0, 0], True, 1)
     session.fast_path = False
@@ -66,10 +66,10 @@ def test_each_namespace_leases_what_it_was_asked_and_one_frame_ends_them(session
     assert leased.hit_blocks == 4 and all(leased.lease_ids) and leased.lease_expires_unix_ms
     assert len(set(leased.lease_ids)) == 3
     assert metric(client, "kvstrata_leases_active") >= 3
-    before = metric(client, "kvstrata_rpc_requests_total", "LookupSocket.ReleaseLeases")
+    before = metric(client, "kvstrata_rpc_requests_total", "FastPath.ReleaseLeases")
     assert session.release_leases(leased.lease_ids) == 3
     assert session.release_leases(leased.lease_ids) == 0          # ended: skipped
-    assert metric(client, "kvstrata_rpc_requests_total", "LookupSocket.ReleaseLeases") == \
+    assert metric(client, "kvstrata_rpc_requests_total", "FastPath.ReleaseLeases") == \
         before + 2
     session.fast_path = False                                       # the gRPC way, the same
     leased = session.lookup_namespaces(three, keys, lease=True)

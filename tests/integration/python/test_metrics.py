@@ -107,7 +107,7 @@ def test_traffic_moves_the_counters(mdaemon: Daemon) -> None:
                  reason="no_space") == dropped
     assert delta(after, before, "kvstrata_errors_total", kind="rpc_invalid_argument") >= 1
     # The session looks up over the fast-path socket (docs/wire-protocol.md).
-    assert after.value("kvstrata_rpc_requests_total", method="LookupSocket.Lookup", code="OK") > 0
+    assert after.value("kvstrata_rpc_requests_total", method="FastPath.Lookup", code="OK") > 0
     assert after.value("kvstrata_tier_capacity_bytes", tier="l1") == 8 << 20
     assert after.value("kvstrata_tier_blocks", tier="l1") == 0        # right after the clear
     assert after.value("kvstrata_leases_active") == 0

@@ -1,12 +1,13 @@
-// The lookup fast path: Lookup answered on a plain Unix stream socket beside the gRPC one
-// (<socket>.lookup), in the binary frames of daemon/common/lookup_wire.h
-// (docs/wire-protocol.md, "Lookup fast path"), on persistent connections. Each frame runs
+// FastPathServer: the fast path, the daemon's second transport beside gRPC
+// (docs/wire-protocol.md, "The fast path"): binary frames on a plain Unix stream socket
+// (<socket>.lookup, advertised as OpenSessionResponse.lookup_socket), persistent
+// connections. Lookup frames (daemon/rpc/fast_path/lookup_wire.h, magic "KVSL") run
 // RunLookup — the same checks and BlockCache::Lookup as Control.Lookup (a version-2 frame,
-// several namespaces, RunLookups). Release frames ("KVSR") end a session's leases unused,
-// as Control.ReleaseLease does. Job frames
-// (daemon/common/job_wire.h, magic "KVSJ") on the same connections run RunSubmitJob, as
-// Control.SubmitStore / Control.SubmitLoad do; a version-2 job frame's completion comes back
-// on its connection (ConnectionWriter), where the client's reader already waits.
+// several namespaces, RunLookups). Release frames ("KVSR") end a session's leases unused, as
+// Control.ReleaseLease does. Job frames (daemon/rpc/fast_path/job_wire.h, magic "KVSJ") run
+// RunSubmitJob, as Control.SubmitStore / Control.SubmitLoad do; a version-2 job frame's
+// completion comes back on its connection (ConnectionWriter), where the client's reader
+// already waits. Calls are counted as methods "FastPath.<call>".
 //
 // A connection is admitted by its peer credentials (TenantTable::ForConnection: a peer no
 // tenant claims gets a PERMISSION_DENIED frame and is closed); its frames may only name
@@ -23,8 +24,8 @@
 //
 // Thread-safe; Stop is idempotent and waits for every connection thread. Everything the
 // ServiceContext points to (and `metrics`) must outlive the server.
-#ifndef KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
-#define KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
+#ifndef KVSTRATA_DAEMON_RPC_FAST_PATH_FAST_PATH_SERVER_H_
+#define KVSTRATA_DAEMON_RPC_FAST_PATH_FAST_PATH_SERVER_H_
 
 #include <atomic>
 #include <memory>
@@ -33,14 +34,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/common/connection_threads.h"
 #include "daemon/metrics/metrics_sink.h"
+#include "daemon/rpc/fast_path/connection_writer.h"
 #include "daemon/rpc/service_context.h"
-#include "daemon/server/connection_threads.h"
-#include "daemon/server/connection_writer.h"
 
 namespace kvstrata {
 
-class LookupServer {
+class FastPathServer {
  public:
   // Idle and half-open connections each hold a thread (blocked, a few KiB resident): 1,024
   // of them leave room for a node's engines (issue 46: 1,000 idle or half-open
@@ -56,14 +57,15 @@ class LookupServer {
   static constexpr absl::Duration kWarmSleep = absl::Microseconds(200);
 
   // Listens on `path` (a stale file there is replaced) with permissions `mode`.
-  static absl::StatusOr<std::unique_ptr<LookupServer>> Start(const std::string& path, uint32_t mode,
-                                                             ServiceContext context,
-                                                             MetricsSink* metrics);
-  ~LookupServer();
+  static absl::StatusOr<std::unique_ptr<FastPathServer>> Start(const std::string& path,
+                                                               uint32_t mode,
+                                                               ServiceContext context,
+                                                               MetricsSink* metrics);
+  ~FastPathServer();
   void Stop();
 
  private:
-  LookupServer(std::string path, int listen_fd, ServiceContext context, MetricsSink* metrics);
+  FastPathServer(std::string path, int listen_fd, ServiceContext context, MetricsSink* metrics);
   void AcceptLoop();
   void Admit(int fd);
   struct FrameBuffers;  // Per connection, reused from frame to frame.
@@ -101,4 +103,4 @@ class LookupServer {
 
 }  // namespace kvstrata
 
-#endif  // KVSTRATA_DAEMON_SERVER_LOOKUP_SERVER_H_
+#endif  // KVSTRATA_DAEMON_RPC_FAST_PATH_FAST_PATH_SERVER_H_

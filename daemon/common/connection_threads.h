@@ -1,5 +1,5 @@
 // One thread per accepted connection, at most `max` at once: what the fd server and the
-// lookup socket both run, so that a slow or silent client only ever holds its own thread.
+// fast-path socket both run, so that a slow or silent client only ever holds its own thread.
 // The connection's fd is closed after its thread was joined (never while it may run).
 // A serve() that waits for requests may publish since when it has been idle (milliseconds
 // of absl::Now(), 0 while busy); when the table is full, the connection idle the longest
@@ -7,8 +7,8 @@
 // out.
 // Not thread-safe: the owning server's accept thread calls everything; the destructor
 // wakes (shutdown) and joins every connection thread.
-#ifndef KVSTRATA_DAEMON_SERVER_CONNECTION_THREADS_H_
-#define KVSTRATA_DAEMON_SERVER_CONNECTION_THREADS_H_
+#ifndef KVSTRATA_DAEMON_COMMON_CONNECTION_THREADS_H_
+#define KVSTRATA_DAEMON_COMMON_CONNECTION_THREADS_H_
 
 #include <atomic>
 #include <cstddef>
@@ -56,4 +56,4 @@ class ConnectionThreads {
 
 }  // namespace kvstrata
 
-#endif  // KVSTRATA_DAEMON_SERVER_CONNECTION_THREADS_H_
+#endif  // KVSTRATA_DAEMON_COMMON_CONNECTION_THREADS_H_

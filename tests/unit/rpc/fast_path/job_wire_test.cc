@@ -1,6 +1,6 @@
 // Job frames: headers survive encode/decode, sit where docs/wire-protocol.md says, and are
 // little-endian.
-#include "daemon/common/job_wire.h"
+#include "daemon/rpc/fast_path/job_wire.h"
 
 #include <gtest/gtest.h>
 

@@ -19,13 +19,13 @@
 //   u32 magic "KVSC" | u16 kind (1 store, 2 load) | u16 reserved (0) | u64 session_id |
 //   u64 job_id | u64 elapsed_us | u32 failed_count | u32 error_bytes |
 //   failed block indices, failed_count u32 | error, error_bytes bytes.
-#ifndef KVSTRATA_DAEMON_COMMON_JOB_WIRE_H_
-#define KVSTRATA_DAEMON_COMMON_JOB_WIRE_H_
+#ifndef KVSTRATA_DAEMON_RPC_FAST_PATH_JOB_WIRE_H_
+#define KVSTRATA_DAEMON_RPC_FAST_PATH_JOB_WIRE_H_
 
 #include <cstddef>
 #include <cstdint>
 
-#include "daemon/common/lookup_wire.h"
+#include "daemon/rpc/fast_path/lookup_wire.h"
 
 namespace kvstrata::job_wire {
 
@@ -120,4 +120,4 @@ inline CompletionHeader DecodeCompletionHeader(const char* in) {
 
 }  // namespace kvstrata::job_wire
 
-#endif  // KVSTRATA_DAEMON_COMMON_JOB_WIRE_H_
+#endif  // KVSTRATA_DAEMON_RPC_FAST_PATH_JOB_WIRE_H_

@@ -2,7 +2,7 @@
 // (docs/wire-protocol.md, "Job frames"), a long error is cut, nothing is written after Close,
 // and a socket without room gets no byte of a completion (it goes to the queue instead of
 // waiting for a slow reader, and the peer never sees a torn frame).
-#include "daemon/server/connection_writer.h"
+#include "daemon/rpc/fast_path/connection_writer.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "daemon/common/job_wire.h"
-#include "daemon/common/lookup_wire.h"
+#include "daemon/rpc/fast_path/job_wire.h"
+#include "daemon/rpc/fast_path/lookup_wire.h"
 #include "gtest/gtest.h"
 
 namespace kvstrata {

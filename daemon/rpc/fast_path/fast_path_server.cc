@@ -1,4 +1,4 @@
-#include "daemon/server/lookup_server.h"
+#include "daemon/rpc/fast_path/fast_path_server.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -12,13 +12,13 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/common/job_wire.h"
-#include "daemon/common/lookup_wire.h"
+#include "daemon/common/unix_listener.h"
 #include "daemon/rpc/cache_convert.h"
+#include "daemon/rpc/fast_path/job_wire.h"
+#include "daemon/rpc/fast_path/lookup_wire.h"
 #include "daemon/rpc/job_call.h"
 #include "daemon/rpc/lookup_call.h"
 #include "daemon/rpc/request_validation.h"
-#include "daemon/server/unix_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
@@ -26,7 +26,7 @@ namespace {
 
 namespace wire = lookup_wire;
 
-constexpr char kMethod[] = "LookupSocket.Lookup";
+constexpr char kMethod[] = "FastPath.Lookup";
 
 absl::Status CheckJobHeader(const job_wire::RequestHeader& h) {
   if (h.version != job_wire::kVersion && h.version != job_wire::kVersionCompletionsHere) {
@@ -146,7 +146,7 @@ void SendRefusal(int fd, const absl::Status& status) {
 
 }  // namespace
 
-struct LookupServer::FrameBuffers {
+struct FastPathServer::FrameBuffers {
   std::string keys;
   std::vector<std::string_view> views;
   std::vector<uint32_t> block_ids;
@@ -155,27 +155,28 @@ struct LookupServer::FrameBuffers {
   std::string reply;
 };
 
-absl::StatusOr<std::unique_ptr<LookupServer>> LookupServer::Start(const std::string& path,
-                                                                  uint32_t mode,
-                                                                  ServiceContext context,
-                                                                  MetricsSink* metrics) {
+absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::Start(const std::string& path,
+                                                                      uint32_t mode,
+                                                                      ServiceContext context,
+                                                                      MetricsSink* metrics) {
   absl::StatusOr<int> fd = ListenUnix(path, mode);
   if (!fd.ok()) return fd.status();
-  std::unique_ptr<LookupServer> server(new LookupServer(path, *fd, std::move(context), metrics));
+  std::unique_ptr<FastPathServer> server(
+      new FastPathServer(path, *fd, std::move(context), metrics));
   server->accept_thread_ = std::thread([raw = server.get()] { raw->AcceptLoop(); });
   return server;
 }
 
-LookupServer::LookupServer(std::string path, int listen_fd, ServiceContext context,
-                           MetricsSink* metrics)
+FastPathServer::FastPathServer(std::string path, int listen_fd, ServiceContext context,
+                               MetricsSink* metrics)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       context_(std::move(context)),
       metrics_(metrics) {}
 
-LookupServer::~LookupServer() { Stop(); }
+FastPathServer::~FastPathServer() { Stop(); }
 
-void LookupServer::Stop() {
+void FastPathServer::Stop() {
   if (stop_.exchange(true)) return;
   if (accept_thread_.joinable()) accept_thread_.join();
   connections_.StopAll();
@@ -183,7 +184,7 @@ void LookupServer::Stop() {
   unlink(path_.c_str());
 }
 
-void LookupServer::AcceptLoop() {
+void FastPathServer::AcceptLoop() {
   while (!stop_.load()) {
     connections_.ReapFinished();
     pollfd waiting{listen_fd_, POLLIN, 0};
@@ -193,12 +194,12 @@ void LookupServer::AcceptLoop() {
   }
 }
 
-void LookupServer::Admit(int fd) {
+void FastPathServer::Admit(int fd) {
   // Full: make room by closing the connection idle the longest (at least 1 s), so idle
   // connections cannot lock new callers out; refuse only when every one is busy.
   if (connections_.full() && !connections_.EvictIdlest(absl::Seconds(1))) {
     spdlog::warn("lookup_socket_refused reason=\"{} connections open\"", connections_.size());
-    SendRefusal(fd, absl::ResourceExhaustedError(absl::StrCat("the lookup socket serves at most ",
+    SendRefusal(fd, absl::ResourceExhaustedError(absl::StrCat("the fast-path socket serves at most ",
                                                               kMaxConnections, " connections")));
     close(fd);
     return;
@@ -222,8 +223,8 @@ void LookupServer::Admit(int fd) {
   }
 }
 
-bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start,
-                            std::atomic<int64_t>* idle_since_ms) const {
+bool FastPathServer::ReadFull(int fd, char* data, size_t size, bool frame_start,
+                              std::atomic<int64_t>* idle_since_ms) const {
   if (idle_since_ms != nullptr) idle_since_ms->store(absl::ToUnixMillis(absl::Now()));
   size_t got = 0;
   int stalls = 0;
@@ -244,8 +245,9 @@ bool LookupServer::ReadFull(int fd, char* data, size_t size, bool frame_start,
   return true;
 }
 
-bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes, FrameBuffers& buffers,
-                            const std::shared_ptr<ConnectionWriter>& writer) const {
+bool FastPathServer::ServeJob(int fd, TenantId tenant, const char* first_bytes,
+                              FrameBuffers& buffers,
+                              const std::shared_ptr<ConnectionWriter>& writer) const {
   absl::Time start = absl::Now();
   char header_bytes[job_wire::kRequestHeaderBytes];
   std::copy(first_bytes, first_bytes + wire::kRequestHeaderBytes, header_bytes);
@@ -255,7 +257,7 @@ bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes, Fr
   }
   job_wire::RequestHeader h = job_wire::DecodeRequestHeader(header_bytes);
   const char* method =
-      h.kind == job_wire::kKindStore ? "LookupSocket.SubmitStore" : "LookupSocket.SubmitLoad";
+      h.kind == job_wire::kKindStore ? "FastPath.SubmitStore" : "FastPath.SubmitLoad";
   if (absl::Status s = CheckJobHeader(h); !s.ok()) {
     metrics_->RecordRpc(method, absl::StatusCodeToString(s.code()), absl::Now() - start);
     EncodeJobReply(s, 0, &buffers.reply);
@@ -288,9 +290,9 @@ bool LookupServer::ServeJob(int fd, TenantId tenant, const char* first_bytes, Fr
   return writer->Send(buffers.reply);
 }
 
-bool LookupServer::ServeRelease(int fd, TenantId tenant, const char* first_bytes,
-                                FrameBuffers& buffers, ConnectionWriter& writer) const {
-  constexpr char kReleaseMethod[] = "LookupSocket.ReleaseLeases";
+bool FastPathServer::ServeRelease(int fd, TenantId tenant, const char* first_bytes,
+                                  FrameBuffers& buffers, ConnectionWriter& writer) const {
+  constexpr char kReleaseMethod[] = "FastPath.ReleaseLeases";
   absl::Time start = absl::Now();
   static_assert(wire::kReleaseHeaderBytes <= wire::kRequestHeaderBytes);
   wire::ReleaseHeader h = wire::DecodeReleaseHeader(first_bytes);
@@ -328,7 +330,7 @@ bool LookupServer::ServeRelease(int fd, TenantId tenant, const char* first_bytes
   return writer.Send(buffers.reply);
 }
 
-void LookupServer::WaitWarm(int fd, absl::Time last_frame) const {
+void FastPathServer::WaitWarm(int fd, absl::Time last_frame) const {
   const timespec sleep = absl::ToTimespec(kWarmSleep);
   while (!stop_.load() && absl::Now() - last_frame < kWarmWindow) {
     pollfd readable{fd, POLLIN, 0};
@@ -336,7 +338,7 @@ void LookupServer::WaitWarm(int fd, absl::Time last_frame) const {
   }
 }
 
-void LookupServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const {
+void FastPathServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_since_ms) const {
   FrameBuffers buffers;
   // Completions of this connection's jobs may still come after it ends: they go to the queue.
   auto writer = std::make_shared<ConnectionWriter>(fd);

@@ -1,6 +1,6 @@
-// The write side of one fast-path connection (LookupServer). The connection's own thread
+// The write side of one fast-path connection (FastPathServer). The connection's own thread
 // sends its answers through Send; the JobManager hands it the completions of the
-// connection's version-2 job frames (daemon/common/job_wire.h) from whichever thread
+// connection's version-2 job frames (daemon/rpc/fast_path/job_wire.h) from whichever thread
 // finished the job. Frames are written whole, one at a time (a mutex held while writing).
 // Deliver never waits for a slow reader before the first byte: when the socket has no room,
 // or another frame is being written (an answer waiting for room), it writes nothing and
@@ -10,8 +10,8 @@
 // connection, not a torn frame, and the completion goes to the queue.
 // Thread-safe. Does not own the fd: its connection thread calls Close before the fd is
 // closed, and every later Send / Deliver answers false.
-#ifndef KVSTRATA_DAEMON_SERVER_CONNECTION_WRITER_H_
-#define KVSTRATA_DAEMON_SERVER_CONNECTION_WRITER_H_
+#ifndef KVSTRATA_DAEMON_RPC_FAST_PATH_CONNECTION_WRITER_H_
+#define KVSTRATA_DAEMON_RPC_FAST_PATH_CONNECTION_WRITER_H_
 
 #include <string>
 #include <string_view>
@@ -55,4 +55,4 @@ class ConnectionWriter final : public CompletionSink {
 
 }  // namespace kvstrata
 
-#endif  // KVSTRATA_DAEMON_SERVER_CONNECTION_WRITER_H_
+#endif  // KVSTRATA_DAEMON_RPC_FAST_PATH_CONNECTION_WRITER_H_

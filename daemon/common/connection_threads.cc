@@ -1,4 +1,4 @@
-#include "daemon/server/connection_threads.h"
+#include "daemon/common/connection_threads.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

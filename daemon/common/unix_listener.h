@@ -1,7 +1,7 @@
 // Listening Unix stream sockets for the daemon's side channels (the shared-memory fd
-// hand-off, the lookup fast path). Thread-safe (no state).
-#ifndef KVSTRATA_DAEMON_SERVER_UNIX_LISTENER_H_
-#define KVSTRATA_DAEMON_SERVER_UNIX_LISTENER_H_
+// hand-off, the fast path). Thread-safe (no state).
+#ifndef KVSTRATA_DAEMON_COMMON_UNIX_LISTENER_H_
+#define KVSTRATA_DAEMON_COMMON_UNIX_LISTENER_H_
 
 #include <cstdint>
 #include <string>
@@ -17,4 +17,4 @@ absl::StatusOr<int> ListenUnix(const std::string& path, uint32_t mode);
 
 }  // namespace kvstrata
 
-#endif  // KVSTRATA_DAEMON_SERVER_UNIX_LISTENER_H_
+#endif  // KVSTRATA_DAEMON_COMMON_UNIX_LISTENER_H_

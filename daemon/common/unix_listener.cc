@@ -1,4 +1,4 @@
-#include "daemon/server/unix_listener.h"
+#include "daemon/common/unix_listener.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
-// The lookup fast path's frames (docs/wire-protocol.md, "Lookup fast path"): a plain Unix
+// The fast path's frames (docs/wire-protocol.md, "The fast path"): a plain Unix
 // stream socket beside the gRPC one, persistent connections, one request frame answered by
-// one response frame. All integers little-endian. Shared by kvstratad (LookupServer) and
+// one response frame. All integers little-endian. Shared by kvstratad (FastPathServer) and
 // the C++ client (LookupClient). Pure functions; thread-safe.
 //
 // Request  (32 bytes + key_count * key_bytes):
@@ -26,8 +26,8 @@
 //   u64 session_id | u32 lease_count (1..kMaxReleaseLeases) | u32 reserved (0) | u64 ids.
 //   Response: a lookup response header, hit_blocks = the leases released (one that already
 //   ended, or is another session's, is skipped), tier_count 0, then the message.
-#ifndef KVSTRATA_DAEMON_COMMON_LOOKUP_WIRE_H_
-#define KVSTRATA_DAEMON_COMMON_LOOKUP_WIRE_H_
+#ifndef KVSTRATA_DAEMON_RPC_FAST_PATH_LOOKUP_WIRE_H_
+#define KVSTRATA_DAEMON_RPC_FAST_PATH_LOOKUP_WIRE_H_
 
 #include <endian.h>
 
@@ -151,4 +151,4 @@ inline ReleaseHeader DecodeReleaseHeader(const char* in) {
 
 }  // namespace kvstrata::lookup_wire
 
-#endif  // KVSTRATA_DAEMON_COMMON_LOOKUP_WIRE_H_
+#endif  // KVSTRATA_DAEMON_RPC_FAST_PATH_LOOKUP_WIRE_H_

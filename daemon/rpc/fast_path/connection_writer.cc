@@ -1,4 +1,4 @@
-#include "daemon/server/connection_writer.h"
+#include "daemon/rpc/fast_path/connection_writer.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,8 +7,8 @@
 #include <cerrno>
 
 #include "absl/time/time.h"
-#include "daemon/common/job_wire.h"
-#include "daemon/common/lookup_wire.h"
+#include "daemon/rpc/fast_path/job_wire.h"
+#include "daemon/rpc/fast_path/lookup_wire.h"
 
 namespace kvstrata {
 
