@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,23 @@ class PosixFileLock final : public FileLock {
  private:
   const int fd_;
 };
+
+// flock(LOCK_EX) without ever waiting inside the call: LOCK_NB, retried after a pause
+// (0.2 ms doubling to 20 ms). A process killed while threads of it waited in a blocking
+// flock on a GlusterFS 10 FUSE mount hung the brick (no answer to any call on that mount
+// until the client's 42 s ping timeout, then a dead mount; the killed process a zombie):
+// tests/torture/crash_loop.py, docs/crash-contract.md.
+absl::Status LockPolling(int fd, const std::string& path) {
+  useconds_t pause_us = 200;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
+    }
+    ::usleep(pause_us);
+    pause_us = std::min<useconds_t>(pause_us * 2, 20'000);
+  }
+  return absl::OkStatus();
+}
 
 class PosixBlockFileSystem final : public BlockFileSystem {
  public:
@@ -126,11 +144,7 @@ class PosixBlockFileSystem final : public BlockFileSystem {
     if (fd < 0 && errno == EINVAL) fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
     PosixFileLock closer(fd);  // Closing releases the flock too.
-    int locked;
-    do {
-      locked = ::flock(fd, LOCK_EX);
-    } while (locked != 0 && errno == EINTR);
-    if (locked != 0) return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
+    if (absl::Status s = LockPolling(fd, path); !s.ok()) return s;
     constexpr size_t kMax = 16 << 10, kAlign = 4096, kBuffer = kMax + kAlign;
     std::unique_ptr<char, decltype(&std::free)> buffer(
         static_cast<char*>(std::aligned_alloc(kAlign, kBuffer)), &std::free);
