@@ -68,6 +68,7 @@ struct FileTierConfig : TierConfig {
   int64_t eviction_interval_ms = 10000;       // L3 only
   int64_t audit_interval_s = 3600;            // L3 only
   int64_t follow_interval_ms = 1000;          // L3 only; 0 = do not follow
+  std::string presence_check = "async";       // L3 only; "async" or "sync"
 };
 
 // The GPU data path (daemon/transfer).

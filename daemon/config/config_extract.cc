@@ -183,6 +183,7 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
     t.eviction_interval_ms = r.Int("eviction_interval_ms", 100, 86'400'000);
     t.audit_interval_s = r.Int("audit_interval_s", 60, 31'536'000);
     t.follow_interval_ms = r.Int("follow_interval_ms", 0, 60'000);
+    t.presence_check = r.OneOf("presence_check", {"async", "sync"});
     if (r.Ok({"follow_interval_ms"}) && t.follow_interval_ms > 0 && t.follow_interval_ms < 100) {
       r.Fail("follow_interval_ms", "must be 0 (off) or 100 .. 60000");
     }

@@ -49,6 +49,7 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   options.write_queue_blocks = static_cast<size_t>(c.write_queue_blocks);
   options.defer_when_full = c.backlog_policy == "defer";
   options.probe_timeout = absl::Milliseconds(c.probe_timeout_ms);
+  options.presence_check_sync = c.presence_check == "sync";
   spdlog::info("tier_ready tier={} path=\"{}\" capacity=\"{}\" write_policy={}", c.name, c.path,
                HumanByteSize(c.capacity_bytes), c.write_back ? "write-back" : "write-through");
   manager.AddTier(*std::move(opened), options);

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace kvstrata {
 namespace {
 
@@ -38,9 +40,54 @@ std::vector<Tier> LowerLookup::Prefix(const TierNamespace& tn, Keys keys,
   return found;
 }
 
+bool LowerLookup::SyncPresenceCheck() const {
+  for (const auto& lower : stack_->tiers()) {
+    if (lower->options.presence_check_sync) return true;
+  }
+  return false;
+}
+
+bool LowerLookup::ProbeKey(const TierNamespace& tn, absl::string_view key) {
+  bool unknown = false;
+  bool present = stack_->Where(tn, key, &unknown).has_value();
+  for (size_t t = 0; !present && t < stack_->tiers().size(); ++t) {
+    BlockTier& storage = *stack_->tiers()[t]->storage;
+    const BlockTier::Presence cached = storage.Cached(tn.fingerprint, key);
+    present = (cached == BlockTier::Presence::kUnknown || cached == BlockTier::Presence::kStale) &&
+              storage.Probe(tn.fingerprint, key);
+  }
+  return present;
+}
+
+void LowerLookup::RecheckStale(const TierNamespace& tn, Keys keys) {
+  for (size_t i = 0; i < keys.size() && i < kMaxProbedKeys; ++i) {
+    const absl::string_view key = Raw(keys[i]);
+    bool stale = false;
+    for (const auto& lower : stack_->tiers()) {
+      stale = stale || lower->storage->Cached(tn.fingerprint, key) == BlockTier::Presence::kStale;
+    }
+    if (!stale) continue;
+    std::string id = absl::StrCat(tn.fingerprint, "/", key);
+    {
+      MutexLock lock(&recheck_mu_);
+      if (rechecking_.size() >= kMaxRechecks || !rechecking_.insert(id).second) continue;
+    }
+    prober_->Submit(IoPool::Priority::kBackground,
+                    [this, tn, id = std::move(id), k = std::string(key)]() mutable {
+                      ProbeKey(tn, k);
+                      MutexLock lock(&recheck_mu_);
+                      rechecking_.erase(id);
+                    });
+  }
+}
+
 std::vector<Tier> LowerLookup::FindChain(const TierNamespace& tn, Keys keys,
                                          const std::vector<bool>& in_l1) {
-  std::vector<Tier> found = Prefix(tn, keys, in_l1, /*trust_stale=*/false);
+  // presence_check "async" (the default): a stale entry counts as its index says and is
+  // checked after this lookup answered; "sync": checked by the probes below.
+  const bool sync = SyncPresenceCheck();
+  std::vector<Tier> found = Prefix(tn, keys, in_l1, /*trust_stale=*/!sync);
+  if (!sync) RecheckStale(tn, keys.first(found.size()));
   if (found.size() < keys.size()) {
     bool unknown = false;
     stack_->Where(tn, Raw(keys[found.size()]), &unknown);
@@ -75,15 +122,7 @@ void LowerLookup::Probe(const TierNamespace& tn, Keys keys, absl::Duration timeo
   for (size_t i = 0; i < count; ++i) {
     prober_->Submit(IoPool::Priority::kUrgent, [this, chain, i, key = std::string(keys[i])] {
       if (i < chain->first_absent.load(std::memory_order_acquire)) {
-        bool unknown = false;
-        bool present = stack_->Where(chain->tn, key, &unknown).has_value();
-        for (size_t t = 0; !present && t < stack_->tiers().size(); ++t) {
-          BlockTier& storage = *stack_->tiers()[t]->storage;
-          const BlockTier::Presence cached = storage.Cached(chain->tn.fingerprint, key);
-          present =
-              (cached == BlockTier::Presence::kUnknown || cached == BlockTier::Presence::kStale) &&
-              storage.Probe(chain->tn.fingerprint, key);
-        }
+        const bool present = ProbeKey(chain->tn, key);
         size_t seen = chain->first_absent.load(std::memory_order_acquire);
         while (!present && i < seen &&
                !chain->first_absent.compare_exchange_weak(seen, i, std::memory_order_acq_rel)) {

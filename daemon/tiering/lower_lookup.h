@@ -1,10 +1,12 @@
 // LowerLookup: which lower tier holds each block past L1's hits. The tiers' indexes answer
-// first, without I/O; where an index cannot tell (a shared tier's entry not seen within
-// its presence_ttl, kStale, or a key it does not know; a local tier still scanning after
-// a restart) the block files are probed: a chain's keys in parallel on a pool of probe
-// threads of its own, skipping the keys past the first one no tier has, waiting at most a
-// timeout (answers arriving later still land in the tiers' indexes; a kStale entry whose
-// probe did not answer in time counts as the index says).
+// first, without I/O; where an index cannot tell (a key it does not know; a local tier
+// still scanning after a restart) the block files are probed: a chain's keys in parallel on
+// a pool of probe threads of its own, skipping the keys past the first one no tier has,
+// waiting at most a timeout (answers arriving later still land in the tiers' indexes). A
+// shared tier's entry not seen within its presence_ttl (kStale) counts as the index says
+// and is probed in the background after the lookup (presence_check "async", the default),
+// or is probed with the unknown keys before the lookup answers ("sync"; one whose probe
+// does not answer in time counts as the index says).
 // Thread-safe. FindChain blocks up to the tiers' largest probe_timeout, Probe up to its
 // `timeout`, Peek on one probe per unknown key.
 #ifndef KVSTRATA_DAEMON_TIERING_LOWER_LOOKUP_H_
@@ -12,11 +14,15 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "daemon/common/mutex.h"
 #include "daemon/tiering/tier_stack.h"
 #include "daemon/tiers/io_pool.h"
 
@@ -51,9 +57,20 @@ class LowerLookup {
   // count with `trust_stale`).
   std::vector<Tier> Prefix(const TierNamespace& tn, Keys keys, const std::vector<bool>& in_l1,
                            bool trust_stale);
+  // Whether a tier checks stale entries within the lookup (presence_check "sync").
+  bool SyncPresenceCheck() const;
+  // Whether some tier holds `key` (its index, else a probe of its file: blocks on I/O).
+  bool ProbeKey(const TierNamespace& tn, absl::string_view key);
+  // Starts background probes of the stale entries among `keys` (each key once at a time)
+  // and returns: the indexes know the answers by the next lookup.
+  void RecheckStale(const TierNamespace& tn, Keys keys);
+
+  static constexpr size_t kMaxRechecks = 4096;  // background probes queued at once
 
   TierStack* const stack_;
   std::unique_ptr<IoPool> prober_;
+  Mutex recheck_mu_;
+  absl::flat_hash_set<std::string> rechecking_ ABSL_GUARDED_BY(recheck_mu_);
 };
 
 }  // namespace kvstrata

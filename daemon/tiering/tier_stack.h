@@ -41,6 +41,11 @@ struct LowerTierOptions {
   // "defer" / "drop").
   bool defer_when_full = true;
   absl::Duration probe_timeout = absl::Milliseconds(5);
+  // A shared tier's entry not seen within its presence_ttl (kStale): checked within the
+  // lookup (up to probe_timeout; a removed file is then never a hit), or, by default,
+  // counted as the index says and checked after the lookup answered, so that the next
+  // lookup knows (the lookup costs no I/O for it).
+  bool presence_check_sync = false;
 };
 
 // One tier below L1.

@@ -184,6 +184,7 @@ const std::vector<BadCase>& BadCases() {
         BadCase{"", {"l3.audit_interval_s=10"}, "l3.audit_interval_s"},
         BadCase{"", {"l3.follow_interval_ms=50"}, "l3.follow_interval_ms"},
         BadCase{"", {"l3.follow_interval_ms=-1"}, "l3.follow_interval_ms"},
+        BadCase{"", {"l3.presence_check=maybe"}, "l3.presence_check"},
         BadCase{"", {"l1.promotion_wait_ms=-1"}, "l1.promotion_wait_ms"},
         BadCase{"", {"gpu.copy_streams=0"}, "gpu.copy_streams"},
         BadCase{"", {"gpu.copy_streams=9"}, "gpu.copy_streams"},
@@ -337,12 +338,13 @@ TEST(ConfigLoaderTest, ADirectoryIsNotAConfigFile) {
 }
 
 TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
-  absl::StatusOr<Config> config =
-      LoadConfig("", {"l2.write_policy=write-back", "l2.admission_threshold=3", "l3.enabled=true",
-                      "l3.path=/mnt/shared", "l3.negative_cache_ms=500", "l3.fsync=file-and-dir",
-                      "l3.probe_timeout_ms=7", "l3.follow_interval_ms=0"});
+  absl::StatusOr<Config> config = LoadConfig(
+      "", {"l2.write_policy=write-back", "l2.admission_threshold=3", "l3.enabled=true",
+           "l3.path=/mnt/shared", "l3.negative_cache_ms=500", "l3.fsync=file-and-dir",
+           "l3.probe_timeout_ms=7", "l3.follow_interval_ms=0", "l3.presence_check=sync"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->l3.follow_interval_ms, 0);
+  EXPECT_EQ(config->l3.presence_check, "sync");
   EXPECT_TRUE(config->l2.write_back);
   EXPECT_EQ(config->l2.write_down_min_hits, 3);
   EXPECT_FALSE(config->l3.write_back);
