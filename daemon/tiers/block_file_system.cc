@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/tiers/namespace_file.h"
@@ -28,14 +29,24 @@ class PosixFileLock final : public FileLock {
   const int fd_;
 };
 
-// flock(LOCK_EX) without ever waiting inside the call: LOCK_NB, retried after a pause
-// (0.2 ms doubling to 20 ms). A process killed while threads of it waited in a blocking
-// flock on a GlusterFS 10 FUSE mount hung the brick (no answer to any call on that mount
-// until the client's 42 s ping timeout, then a dead mount; the killed process a zombie):
-// tests/torture/crash_loop.py, docs/crash-contract.md.
+// A process killed while two or more of its threads had a flock request in flight on a
+// GlusterFS 10.3 FUSE mount (the kernel sends the filesystem an INTERRUPT for each; its
+// SETLK interrupt handler) hung the mount: no answer to any call, the killed process a
+// zombie (tests/torture/crash_loop.py, docs/crash-contract.md). So one flock call at a
+// time per process (flock_call_mu), none waiting inside the call (LOCK_NB, retried after a
+// pause of 0.2 ms doubling to 20 ms), and one ledger update at a time per process
+// (ledger_update_mu, taken before flock_call_mu).
+std::mutex flock_call_mu;
+std::mutex ledger_update_mu;
+
+int FlockOnce(int fd, int operation) {
+  std::lock_guard<std::mutex> one_at_a_time(flock_call_mu);
+  return ::flock(fd, operation);
+}
+
 absl::Status LockPolling(int fd, const std::string& path) {
   useconds_t pause_us = 200;
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  while (FlockOnce(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) {
       return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
     }
@@ -131,7 +142,7 @@ class PosixBlockFileSystem final : public BlockFileSystem {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return nullptr;
     auto lock = std::make_unique<PosixFileLock>(fd);
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return nullptr;  // Another holder has it.
+    if (FlockOnce(fd, LOCK_EX | LOCK_NB) != 0) return nullptr;  // Another holder has it.
     return lock;
   }
   absl::Status UpdateLockedFile(
@@ -143,6 +154,7 @@ class PosixBlockFileSystem final : public BlockFileSystem {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, 0644);
     if (fd < 0 && errno == EINVAL) fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+    std::lock_guard<std::mutex> one_update_at_a_time(ledger_update_mu);
     PosixFileLock closer(fd);  // Closing releases the flock too.
     if (absl::Status s = LockPolling(fd, path); !s.ok()) return s;
     constexpr size_t kMax = 16 << 10, kAlign = 4096, kBuffer = kMax + kAlign;
