@@ -17,8 +17,7 @@ LeaseId LeaseTable::Create(SessionId session, std::vector<BlockKey> keys, absl::
   return id;
 }
 
-absl::StatusOr<Lease> LeaseTable::Consume(SessionId session, LeaseId id) {
-  MutexLock lock(&mu_);
+absl::StatusOr<Lease*> LeaseTable::OwnedLocked(LeaseId id, SessionId session) {
   auto it = leases_.find(id);
   if (it == leases_.end()) {
     return absl::NotFoundError(absl::StrCat("lease ", id, " is unknown or has ended"));
@@ -26,10 +25,17 @@ absl::StatusOr<Lease> LeaseTable::Consume(SessionId session, LeaseId id) {
   if (it->second.session != session) {
     return absl::FailedPreconditionError(absl::StrCat("lease ", id, " belongs to another session"));
   }
+  return &it->second;
+}
+
+absl::StatusOr<Lease> LeaseTable::Consume(SessionId session, LeaseId id) {
+  MutexLock lock(&mu_);
+  absl::StatusOr<Lease*> found = OwnedLocked(id, session);
+  if (!found.ok()) return found.status();
   // An expired lease that the reaper has not reached yet is still honoured: its pins
   // were held the whole time, so the blocks are intact.
-  Lease lease = std::move(it->second);
-  leases_.erase(it);
+  Lease lease = std::move(**found);
+  leases_.erase(id);
   return lease;
 }
 
@@ -44,14 +50,9 @@ absl::StatusOr<SessionId> LeaseTable::Owner(LeaseId id) const {
 
 absl::Status LeaseTable::Transfer(LeaseId id, SessionId from, SessionId to) {
   MutexLock lock(&mu_);
-  auto it = leases_.find(id);
-  if (it == leases_.end()) {
-    return absl::NotFoundError(absl::StrCat("lease ", id, " is unknown or has ended"));
-  }
-  if (it->second.session != from) {
-    return absl::FailedPreconditionError(absl::StrCat("lease ", id, " changed hands"));
-  }
-  it->second.session = to;
+  absl::StatusOr<Lease*> found = OwnedLocked(id, from);
+  if (!found.ok()) return found.status();
+  (*found)->session = to;
   return absl::OkStatus();
 }
 

@@ -54,7 +54,7 @@ class LeaseTable {
   absl::StatusOr<SessionId> Owner(LeaseId id) const;
   // Hands a live lease of `from` to `to` (the load of another session of the same engine
   // consumes it: the caller checks that they may share it). NOT_FOUND when unknown or
-  // ended; FAILED_PRECONDITION when it is no longer `from`'s.
+  // ended; FAILED_PRECONDITION when it is not `from`'s (any more).
   absl::Status Transfer(LeaseId id, SessionId from, SessionId to);
   // Same as Consume; named for the "client gives it back unused" path.
   absl::StatusOr<Lease> Release(SessionId session, LeaseId id) { return Consume(session, id); }
@@ -69,6 +69,10 @@ class LeaseTable {
   size_t Size() const;
 
  private:
+  // The live lease `id` of `session`; NOT_FOUND / FAILED_PRECONDITION.
+  absl::StatusOr<Lease*> OwnedLocked(LeaseId id, SessionId session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   Clock* const clock_;
   mutable Mutex mu_;
   LeaseId next_id_ ABSL_GUARDED_BY(mu_);
