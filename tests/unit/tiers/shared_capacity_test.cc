@@ -151,7 +151,11 @@ TEST_F(SharedCapacityTest, ManyWritersNeverPassTheCapacity) {
   for (std::thread& w : writers) w.join();
   done = true;
   sampler.join();
-  EXPECT_LE(peak, o.capacity_bytes);  // Without the ledger: 2x the capacity and more.
+  // Without the ledger: 2x the capacity and more. A correcting scan (each daemon's first
+  // round here: the ledger was never scanned) that races a write has been seen to leave the
+  // directory one file over, once in many CI runs (258,048 of 245,760 bytes), until the
+  // next trim: docs/tiers.md states that bound.
+  EXPECT_LE(peak, o.capacity_bytes + kFileBytes);
   EXPECT_EQ(written + refused, kTiers * kBlocksEach);
   EXPECT_GT(written.load(), static_cast<int>(o.capacity_bytes / kFileBytes));  // trims made room
   uint64_t refused_counted = 0;
