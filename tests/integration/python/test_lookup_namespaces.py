@@ -129,15 +129,19 @@ def closed_with(sock: socket.socket, status: int) -> None:
     magic, got, _, tiers, _, _, message = RESPONSE.unpack(head)
     assert (magic, got) == (LOOKUP_MAGIC, status)
     sock.recv(tiers + message, socket.MSG_WAITALL)
-    assert sock.recv(1) == b""
+    try:
+        assert sock.recv(1) == b""          # closed by the daemon
+    except ConnectionResetError:
+        pass                                # closed with bytes of ours unread: also closed
     sock.close()
 
 
 @pytest.mark.parametrize("count", [0, 65])
 def test_a_namespace_count_out_of_range_is_rejected_and_closed(session, three, count) -> None:
     s = raw(session)
-    s.sendall(LOOKUP.pack(LOOKUP_MAGIC, 2, 0, session.session_id, count, 1, 32, 0) +
-              b"\0" * (4 * count) + b"k" * 32)
+    # The header alone: the daemon reads no further than it (bytes of ours it never read
+    # would turn its close into a reset that can overtake its answer).
+    s.sendall(LOOKUP.pack(LOOKUP_MAGIC, 2, 0, session.session_id, count, 1, 32, 0))
     closed_with(s, grpc.StatusCode.INVALID_ARGUMENT.value[0])
     assert session.lookup_namespaces(three, [b"k" * 32]).hit_blocks == 0
 
