@@ -3,7 +3,7 @@
 (kvstrata.Session.lookup, over the daemon's fast-path socket) after the caller slept
 `gap` ms, as an engine's next step follows its last one. Each gap's p50 / p90 round trip,
 over --calls calls; the gap of 0 ms (calls back to back) is the baseline of the same run. The daemon's connection thread waits for the next frame; one that slept
-through the whole gap wakes on a CPU in a deep idle state (LookupServer::kWarmWindow).
+through the whole gap wakes on a CPU in a deep idle state (FastPathServer::kWarmWindow).
 Without a GPU. Run it once per daemon build, in turn, for an A/B on one machine:
 
     KVSTRATA_DAEMON=build/daemon/server/kvstratad python3 bench/rpc/frame_wake.py
