@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -89,17 +91,29 @@ absl::Status FsyncDir(const std::string& dir) {
   return fd.Close();
 }
 
+// A directory on the way missing (ENOENT) or replaced through another mount (ESTALE).
+bool IsDirectoryRace(const absl::Status& status) {
+  return absl::IsNotFound(status) || absl::IsAborted(status);
+}
+
+int RealOpen(const char* path, int flags, mode_t mode) { return ::open(path, flags, mode); }
+void RealSleepMs(int ms) { ::usleep(static_cast<useconds_t>(ms) * 1000u); }
+
+constexpr internal::DirectoryCalls kRealDirectoryCalls = {::mkdir, ::stat, RealOpen, RealSleepMs};
+std::atomic<const internal::DirectoryCalls*> directory_calls{&kRealDirectoryCalls};
+
 // Opens a new temp file, with O_DIRECT when asked and the filesystem allows it.
 absl::StatusOr<int> OpenTemp(const std::string& tmp, bool* direct) {
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  const internal::DirectoryCalls& calls = internal::CurrentDirectoryCalls();
   if (*direct) {
-    const int fd = ::open(tmp.c_str(), kFlags | O_DIRECT, 0644);
+    const int fd = calls.open(tmp.c_str(), kFlags | O_DIRECT, 0644);
     if (fd >= 0) return fd;
     if (errno != EINVAL) return ErrnoToStatus(errno, absl::StrCat("open ", tmp));
     ::unlink(tmp.c_str());  // Some filesystems create the file before refusing O_DIRECT.
     *direct = false;
   }
-  const int fd = ::open(tmp.c_str(), kFlags, 0644);
+  const int fd = calls.open(tmp.c_str(), kFlags, 0644);
   if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", tmp));
   return fd;
 }
@@ -195,6 +209,8 @@ absl::Status ErrnoToStatus(int error, absl::string_view what) {
       return absl::UnavailableError(message);
     case ENOENT:
       return absl::NotFoundError(message);
+    case ESTALE:
+      return absl::AbortedError(message);
     case EACCES:
     case EPERM:
     case EROFS:
@@ -204,39 +220,54 @@ absl::Status ErrnoToStatus(int error, absl::string_view what) {
   }
 }
 
-absl::Status MakeDirectories(const std::string& dir) {
-  if (dir.empty()) return absl::InvalidArgumentError("empty directory path");
+namespace {
+
+// One pass of mkdir -p, then a stat of `dir`. EEXIST from a mkdir is fine: whether the path
+// is a directory is settled by the stat. ENOENT or ESTALE, from a mkdir or the stat, is a
+// race with another client of a network filesystem creating or replacing a directory on
+// the way: `*racing` is set and the status says where.
+absl::Status MakeDirectoriesOnce(const internal::DirectoryCalls& calls, const std::string& dir,
+                                 bool* racing) {
+  *racing = false;
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     const std::string prefix = dir.substr(0, pos);
-    // A directory another client of a network filesystem creates at the same moment can
-    // answer ENOENT or ESTALE for a moment (GlusterFS, two daemons writing into a new
-    // <xx>/<yy>): such a mkdir is tried again, a few times, before it counts as failed.
-    int error = 0;
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      error = ::mkdir(prefix.c_str(), 0755) == 0 ? 0 : errno;
-      if (error != ENOENT && error != ESTALE) break;
-      ::usleep(1000u << (2 * attempt));  // 1, 4, 16, 64 ms
-    }
-    if (error == ENOENT || error == ESTALE) {  // Still racing: not a failing disk.
-      return absl::AbortedError(
-          absl::StrCat("directory race: mkdir ", prefix, ": ", std::strerror(error)));
-    }
-    if (error != 0 && error != EEXIST) {
-      return ErrnoToStatus(error, absl::StrCat("mkdir ", prefix));
-    }
+    if (calls.mkdir(prefix.c_str(), 0755) == 0) continue;
+    const int error = errno;
+    if (error == EEXIST) continue;
+    *racing = error == ENOENT || error == ESTALE;
+    return ErrnoToStatus(error, absl::StrCat("mkdir ", prefix));
   }
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) {
+  if (calls.stat(dir.c_str(), &st) != 0) {
     const int error = errno;
-    if (error == ENOENT || error == ESTALE) {
-      return absl::AbortedError(
-          absl::StrCat("directory race: stat ", dir, ": ", std::strerror(error)));
-    }
+    *racing = error == ENOENT || error == ESTALE;
     return ErrnoToStatus(error, absl::StrCat("stat ", dir));
   }
   if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(dir + " is not a directory");
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MakeDirectories(const std::string& dir) {
+  if (dir.empty()) return absl::InvalidArgumentError("empty directory path");
+  const internal::DirectoryCalls& calls = internal::CurrentDirectoryCalls();
+  // A directory another client of a network filesystem creates at the same moment can
+  // answer EEXIST to our mkdir and then ENOENT or ESTALE to the next step for a while
+  // (GlusterFS, two daemons writing into a new <xx>/<yy>; a FUSE mount caches entries for
+  // up to 1 s): the whole pass is tried again, backing off, before it counts as a race.
+  constexpr int kBackoffMs[] = {1, 4, 16, 64, 256, 1000};
+  absl::Status status;
+  for (size_t attempt = 0;; ++attempt) {
+    bool racing = false;
+    status = MakeDirectoriesOnce(calls, dir, &racing);
+    if (!racing) return status;
+    if (attempt == std::size(kBackoffMs)) break;
+    calls.sleep_ms(kBackoffMs[attempt]);
+  }
+  // Still racing: not a failing disk.
+  return absl::AbortedError(absl::StrCat("directory race: ", status.message()));
 }
 
 namespace {
@@ -255,6 +286,12 @@ absl::Status FallBackToBuffered(int fd, bool* direct) {
 }  // namespace
 
 namespace internal {
+
+const DirectoryCalls& CurrentDirectoryCalls() { return *directory_calls.load(); }
+
+void SetDirectoryCallsForTest(const DirectoryCalls* calls) {
+  directory_calls.store(calls != nullptr ? calls : &kRealDirectoryCalls);
+}
 
 absl::Status WriteFullyAt(int fd, const char* data, size_t size, uint64_t offset, bool* direct) {
   size_t done = 0;
@@ -309,11 +346,20 @@ absl::StatusOr<BlockWriteInfo> WriteBlockFile(const std::string& path, const Blo
       absl::StrCat(path, ".tmp.", ::getpid(), ".", absl::Hex(RandomU64(), absl::kZeroPad16));
   bool direct = options.try_direct_io;
   absl::StatusOr<int> opened = OpenTemp(tmp, &direct);
-  if (!opened.ok()) {  // Directories are made when missing, not checked on every write.
+  // Directories are made when missing, not checked on every write. A directory missing
+  // (ENOENT) or replaced through another mount (ESTALE) is made again and the open retried;
+  // one that keeps racing drops this write as a race, not as a failing disk.
+  for (int attempt = 0; !opened.ok() && attempt < 3; ++attempt) {
     if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
-    if (absl::IsNotFound(opened.status())) opened = OpenTemp(tmp, &direct);
+    if (!IsDirectoryRace(opened.status())) break;
+    opened = OpenTemp(tmp, &direct);
   }
-  if (!opened.ok()) return opened.status();
+  if (!opened.ok()) {
+    if (IsDirectoryRace(opened.status())) {
+      return absl::AbortedError(absl::StrCat("directory race: ", opened.status().message()));
+    }
+    return opened.status();
+  }
   UniqueFd fd(*opened);
   TempFileGuard guard(tmp);
   const std::string encoded = EncodeBlockHeader(header);

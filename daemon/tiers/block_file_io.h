@@ -13,6 +13,8 @@
 #ifndef KVSTRATA_DAEMON_TIERS_BLOCK_FILE_IO_H_
 #define KVSTRATA_DAEMON_TIERS_BLOCK_FILE_IO_H_
 
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -45,7 +47,9 @@ struct BlockWriteInfo {
 
 // Writes header + payload atomically at `path`, creating missing parent directories.
 // REQUIRES: header was built for `payload` (MakeBlockHeader). Errors: RESOURCE_EXHAUSTED
-// for ENOSPC/EDQUOT/EFBIG, UNAVAILABLE for EIO, others per ErrnoToStatus. On any error no
+// for ENOSPC/EDQUOT/EFBIG, UNAVAILABLE for EIO, ABORTED ("directory race") when the
+// parent directory keeps answering ENOENT or ESTALE (MakeDirectories) or is replaced through
+// another mount (ESTALE), others per ErrnoToStatus. On any error no
 // temp file is left behind and an existing file at `path` is untouched.
 absl::StatusOr<BlockWriteInfo> WriteBlockFile(const std::string& path, const BlockHeader& header,
                                               absl::string_view payload,
@@ -91,16 +95,30 @@ BlockReadResult ReadBlockFileInto(const std::string& path, absl::string_view exp
 absl::StatusOr<std::string> Quarantine(const std::string& path, const std::string& root);
 
 // errno -> status: ENOSPC, EDQUOT, EFBIG -> RESOURCE_EXHAUSTED; EIO -> UNAVAILABLE;
-// ENOENT -> NOT_FOUND; EACCES, EPERM, EROFS -> PERMISSION_DENIED; else INTERNAL.
+// ENOENT -> NOT_FOUND; ESTALE (replaced through another mount of a network filesystem) ->
+// ABORTED; EACCES, EPERM, EROFS -> PERMISSION_DENIED; else INTERNAL.
 absl::Status ErrnoToStatus(int error, absl::string_view what);
 
-// mkdir -p. Existing directories are fine.
-// ABORTED ("directory race") when a directory still answers ENOENT or ESTALE after a few
-// retries: another client of a network filesystem is creating or replacing it; the write
-// that needed it is dropped, and the tier does not count it as failing.
+// mkdir -p. Existing directories are fine: EEXIST is success once a stat finds a directory.
+// ENOENT or ESTALE from a mkdir or that stat (another client of a network filesystem is
+// creating or replacing a directory on the way) retries the whole pass, backing off 1, 4,
+// 16, 64, 256 and 1000 ms; past those, ABORTED ("directory race"): the write that needed it
+// is dropped, and the tier does not count it as failing.
 absl::Status MakeDirectories(const std::string& dir);
 
 namespace internal {
+// The calls MakeDirectories and WriteBlockFile's open go through, with the usual -1 and
+// errno on failure: a test replaces them to inject a network filesystem's races.
+struct DirectoryCalls {
+  int (*mkdir)(const char* path, mode_t mode);
+  int (*stat)(const char* path, struct stat* st);
+  int (*open)(const char* path, int flags, mode_t mode);
+  void (*sleep_ms)(int ms);
+};
+const DirectoryCalls& CurrentDirectoryCalls();
+// Tests only: `calls` (which must outlive its use) until the next call; nullptr restores
+// the real ones.
+void SetDirectoryCallsForTest(const DirectoryCalls* calls);
 // The miss a failed open/fstat/read with `error` is: kAbsent for ENOENT and ESTALE (the
 // file is gone: deleted, or replaced through another mount of a network filesystem),
 // kIoError otherwise.

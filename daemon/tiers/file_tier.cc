@@ -519,8 +519,9 @@ void FileTier::OnWriteError(const absl::Status& error) {
     spdlog::warn("{}: disk full ({}); capacity shrunk to {}", options_.name,
                  std::string(error.message()), HumanByteSize(shrunk_capacity_));
   } else if (absl::IsAborted(error)) {
-    // A directory another daemon was creating through its own mount (ENOENT / ESTALE past
-    // MakeDirectories' retries): this write is lost, the tier is fine.
+    // A directory another daemon was creating or replacing through its own mount (ENOENT /
+    // ESTALE past MakeDirectories' and the open's retries, or ESTALE anywhere in the write):
+    // this write is lost, the tier is fine.
     spdlog::info("{}: write dropped ({}); the tier stays writable", options_.name,
                  std::string(error.message()));
   } else {

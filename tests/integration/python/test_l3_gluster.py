@@ -1,7 +1,8 @@
 """L3 on a real GlusterFS 10 volume (gluster_fixture.py): one brick, two FUSE mounts, real
 kvstratad processes with [l3] on the separate mounts (outside the volume's network
 namespace). Sharing with the defaults, an index made stale by another daemon or an `rm`,
-kill -9 mid-write, a corrupted file, a full brick, and the shared cap with two writers.
+kill -9 mid-write, a corrupted file, a full brick, the shared cap with two writers, and
+two-writer starts racing to create the same hash directories.
 
 Skips the module, saying why, without root, /dev/fuse, `ip netns` or GlusterFS
 (scripts/setup_gluster.sh installs it). Each test has its own directory on the volume.
@@ -426,3 +427,38 @@ def test_two_writers_under_a_small_cap(shared, workdir) -> None:
         assert not over, f"over 1.1x the cap at {[(round(t, 1), b / CAP) for t, b, _ in over]}"
     finally:
         close_all(*nodes)
+
+
+def test_two_writer_starts_never_make_the_tier_read_only(volume, workdir) -> None:
+    """Issue 46 item 8: two daemons started together on a fresh directory write the same
+    keys, so both create the same hash directories through their own mounts at once (EEXIST,
+    then ESTALE / ENOENT for a moment). Seen once in 17 starts: both tiers read-only for
+    30 s, ~95 % of the writes dropped. A directory race is never a tier failure: over
+    KVSTRATA_GLUSTER_STARTS starts (default 4) no daemon logs a read-only episode."""
+    starts = int(os.environ.get("KVSTRATA_GLUSTER_STARTS", "4"))
+    keys, data = chain_keys("mkdir-race", 128), blocks(70, 128)
+    episodes, dropped = [], 0
+    for start in range(starts):
+        shared = SharedDir(volume, f"mkdir-race-{start}-{next(_dirs)}")
+        salt = fresh_salt(f"race{start}")
+        nodes = [Node(workdir, gl_settings(shared.roots[i]), salt, n)
+                 for i, n in enumerate("ab")]
+        try:
+            threads = [threading.Thread(target=store_in_batches, args=(n, keys, data, 16))
+                       for n in nodes]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert all(wait_l3_idle(n) for n in nodes)
+            for n in nodes:
+                info = l3(n)
+                dropped += info.dropped_writes
+                log = n.daemon.log_path.read_text(errors="replace")
+                if "read-only for" in log or info.state == "read-only":
+                    episodes.append((start, info.state, log_warnings(n)))
+        finally:
+            close_all(*nodes)
+    print(f"\n{starts} two-writer starts: {len(episodes)} read-only episodes, "
+          f"{dropped} of {2 * 128 * starts} writes dropped")
+    assert not episodes, episodes

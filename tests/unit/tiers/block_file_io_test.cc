@@ -9,10 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "daemon/tiers/block_path.h"
 #include "tests/unit/tiers/tier_test_data.h"
 
@@ -124,6 +126,98 @@ TEST(BlockFileIoTest, AnUnreadableFileIsAnIoErrorThatSaysWhy) {
   EXPECT_EQ(result.miss, BlockMiss::kIoError);
   EXPECT_EQ(result.detail, "open: Permission denied");
   fs::remove(path);
+}
+
+// Issue 46 item 8: two daemons creating the same hash directory through two GlusterFS
+// mounts. Our mkdir answers EEXIST (the other node made it) and our stat of it answers
+// ESTALE / ENOENT for a while; or our open in it answers ESTALE (the other mount replaced
+// it). RacingCalls injects both, counting down, and creates the directory for real.
+struct Race {
+  std::atomic<int> mkdir_errors{0};  // mkdirs of `target` that make it and answer EEXIST
+  std::atomic<int> mkdir_error{EEXIST};
+  std::atomic<int> stat_errors{0};  // stats of `target` that answer ESTALE
+  std::atomic<int> open_errors{0};  // opens under `target` that answer ESTALE
+  std::atomic<int> sleeps_ms{0};
+  std::string target;
+};
+Race* race = nullptr;
+
+int RacingMkdir(const char* path, mode_t mode) {
+  if (race->target == path && race->mkdir_errors.fetch_sub(1) > 0) {
+    if (race->mkdir_error == EEXIST) ::mkdir(path, mode);
+    errno = race->mkdir_error;
+    return -1;
+  }
+  return ::mkdir(path, mode);
+}
+int RacingStat(const char* path, struct stat* st) {
+  if (race->target == path && race->stat_errors.fetch_sub(1) > 0) {
+    errno = ESTALE;
+    return -1;
+  }
+  return ::stat(path, st);
+}
+int RacingOpen(const char* path, int flags, mode_t mode) {
+  if (absl::string_view(path).substr(0, race->target.size()) == race->target &&
+      race->open_errors.fetch_sub(1) > 0) {
+    errno = ESTALE;
+    return -1;
+  }
+  return ::open(path, flags, mode);
+}
+void CountSleep(int ms) { race->sleeps_ms += ms; }
+
+class DirectoryRaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = FreshRoot(::testing::TempDir(), "dir_race");
+    fs::create_directories(root_);
+    race_.target = root_ + "/ab/cd";
+    race = &race_;
+    internal::SetDirectoryCallsForTest(&kCalls);
+  }
+  void TearDown() override {
+    internal::SetDirectoryCallsForTest(nullptr);
+    race = nullptr;
+    fs::remove_all(root_);
+  }
+  static constexpr internal::DirectoryCalls kCalls = {RacingMkdir, RacingStat, RacingOpen,
+                                                      CountSleep};
+  std::string root_;
+  Race race_;
+};
+
+TEST_F(DirectoryRaceTest, EexistIsSuccessOnceTheStatFindsADirectory) {
+  race_.mkdir_errors = 1;
+  race_.stat_errors = 3;  // ESTALE past the old 1+4+16+64 ms
+  ASSERT_TRUE(MakeDirectories(race_.target).ok());
+  EXPECT_TRUE(fs::is_directory(race_.target));
+  EXPECT_EQ(race_.sleeps_ms, 1 + 4 + 16);
+}
+
+TEST_F(DirectoryRaceTest, AWriteSucceedsThroughADirectoryAnotherNodeIsCreating) {
+  race_.mkdir_errors = 1;
+  race_.stat_errors = 2;
+  race_.open_errors = 2;  // The first open (no directory) and one after it was made.
+  const std::string path = race_.target + "/block.kv";
+  ASSERT_TRUE(Write(path, "payload").ok());
+  std::string read;
+  EXPECT_TRUE(ReadBlockFile(path, kFp, kKey, &read).hit());
+  EXPECT_EQ(read, "payload");
+}
+
+TEST_F(DirectoryRaceTest, ARaceThatDoesNotSettleIsAbortedNeverAnIoError) {
+  race_.mkdir_errors = 1000;
+  race_.mkdir_error = ESTALE;
+  absl::Status made = MakeDirectories(race_.target);
+  EXPECT_TRUE(absl::IsAborted(made)) << made;
+  EXPECT_EQ(race_.sleeps_ms, 1 + 4 + 16 + 64 + 256 + 1000);
+  race_.mkdir_errors = 0;
+  race_.open_errors = 1000;  // The directory is there; every open in it is stale.
+  absl::StatusOr<BlockWriteInfo> written = Write(race_.target + "/block.kv", "payload");
+  EXPECT_TRUE(absl::IsAborted(written.status())) << written.status();
+  EXPECT_EQ(FilesUnder(root_), 0u);
+  EXPECT_TRUE(absl::IsAborted(ErrnoToStatus(ESTALE, "rename")));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/testing/fake_clock.h"
 #include "daemon/testing/fault_file_system.h"
+#include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_path.h"
 #include "gtest/gtest.h"
 #include "tests/unit/tiers/file_tier_fixture.h"
@@ -224,6 +225,42 @@ TEST_F(FileTierTest, ADirectoryRaceDropsOneWriteAndKeepsTheTierWritable) {
   ASSERT_TRUE(tier->Write(ns_, Key(2), data).ok());  // No cooldown.
   EXPECT_EQ(tier->Stats().refused_writes, 0u);
   EXPECT_TRUE(ReadBack(*tier, Key(2), data));
+}
+
+// The same race at the syscall level: every open in a hash directory answers ESTALE (the
+// other node's mount replaced it), then a mkdir keeps answering ESTALE. Each drops that
+// write and nothing more; before, an ESTALE from open(2) made the tier read-only for 30 s.
+int StaleOpen(const char* path, int flags, mode_t mode) {
+  if ((flags & O_CREAT) != 0) {
+    errno = ESTALE;
+    return -1;
+  }
+  return ::open(path, flags, mode);
+}
+int StaleMkdir(const char*, mode_t) {
+  errno = ESTALE;
+  return -1;
+}
+int PlainOpen(const char* path, int flags, mode_t mode) { return ::open(path, flags, mode); }
+void NoSleep(int) {}
+
+TEST_F(FileTierTest, AStaleHashDirectoryNeverMakesTheTierReadOnly) {
+  auto tier = Open(Options());
+  std::string data = Payload(kPayload, 15);
+  static constexpr internal::DirectoryCalls kStaleOpen = {::mkdir, ::stat, StaleOpen, NoSleep};
+  static constexpr internal::DirectoryCalls kStaleMkdir = {StaleMkdir, ::stat, PlainOpen, NoSleep};
+  internal::SetDirectoryCallsForTest(&kStaleOpen);
+  absl::Status stale_open = tier->Write(ns_, Key(1), data);
+  internal::SetDirectoryCallsForTest(&kStaleMkdir);
+  absl::Status stale_mkdir = tier->Write(ns_, Key(2), data);
+  internal::SetDirectoryCallsForTest(nullptr);
+  EXPECT_TRUE(absl::IsAborted(stale_open)) << stale_open;
+  EXPECT_TRUE(absl::IsAborted(stale_mkdir)) << stale_mkdir;
+  EXPECT_EQ(tier->Stats().state, TierState::kOk);
+  EXPECT_EQ(tier->Stats().write_errors, 2u);
+  ASSERT_TRUE(tier->Write(ns_, Key(3), data).ok());
+  EXPECT_EQ(tier->Stats().refused_writes, 0u);
+  EXPECT_TRUE(ReadBack(*tier, Key(3), data));
 }
 
 TEST_F(FileTierTest, ATornWriteIsAMissNeverWrongBytes) {
