@@ -55,7 +55,9 @@ def main() -> None:
             out["needle_found"] = bytes(region.buffer).find(bytes.fromhex(args["needle"])) >= 0
     except kvstrata.KVStrataError as err:
         out["store_error"] = err.code.name
-    out["hits"] = session.lookup(ns, keys).hit_blocks
+    # With "lease", the lookup pins its hits under a lease (reported; released at the end).
+    leased = session.lookup(ns, keys, lease=bool(args.get("lease")), lease_ttl_ms=30000)
+    out["hits"], out["lease_id"] = leased.hit_blocks, leased.lease_id
     foreign, foreign_ns = int(args.get("foreign_session", 0)), int(args.get("foreign_namespace", 0))
     if foreign:
         out["foreign_lookup"] = code_of(lambda: client.lookup(
@@ -67,6 +69,14 @@ def main() -> None:
         out["foreign_close"] = code_of(lambda: client.close_session(session_id=foreign))
         out["foreign_acquire"] = code_of(lambda: client.acquire_load(
             session_id=foreign, namespace_id=foreign_ns, keys=keys))
+    foreign_lease = int(args.get("foreign_lease", 0))
+    if foreign_lease:
+        # A load of its own naming another tenant's lease (job frame; no GPU: refused, as
+        # its completion) must not take that lease over; a release frame skips it.
+        job = session.submit_load(ns, 7, keys[:4], range(4), lease_id=foreign_lease)
+        done = session.wait_job(job, timeout=10)
+        out["foreign_lease_load"] = done.error.split(":")[0]
+        out["foreign_lease_released"] = session.release_leases([foreign_lease])
     out["listed_sessions"] = [s.session_id for s in client.list_sessions().sessions]
     out["listed_namespaces"] = [n.fingerprint for n in client.list_namespaces().namespaces]
     out["listed_salts"] = [n.spec.salt for n in client.list_namespaces().namespaces]
@@ -77,7 +87,9 @@ def main() -> None:
     print(json.dumps(out), flush=True)
     if args.get("hold"):
         sys.stdin.readline()
-        print(json.dumps({"hits_after": session.lookup(ns, keys).hit_blocks}), flush=True)
+        print(json.dumps({"hits_after": session.lookup(ns, keys).hit_blocks,
+                          "lease_released": session.release_leases([leased.lease_id])}),
+              flush=True)
     session.close()
 
 

@@ -92,12 +92,14 @@ def result(proc: subprocess.Popen) -> dict:
 
 
 def test_tenants_never_reach_each_other(tenant_daemon: Daemon) -> None:
-    a = child(tenant_daemon, GID_A, chain="a", count=8, hold=True)
+    a = child(tenant_daemon, GID_A, chain="a", count=8, hold=True, lease=True)
     try:
         ra = result(a)
         assert ra["store"]["stored"] == 8 and ra["hits"] == 8, ra
+        assert ra["lease_id"]
         b = child(tenant_daemon, GID_B, chain="a", count=8,
-                  foreign_session=ra["session_id"], foreign_namespace=ra["namespace_id"])
+                  foreign_session=ra["session_id"], foreign_namespace=ra["namespace_id"],
+                  foreign_lease=ra["lease_id"])
         rb = result(b)
         assert b.wait(timeout=30) == 0, b.stderr.read()
         # The same spec (salt included) is another namespace for another tenant: none of
@@ -110,6 +112,10 @@ def test_tenants_never_reach_each_other(tenant_daemon: Daemon) -> None:
         for key in ("foreign_lookup", "foreign_fast_lookup", "foreign_heartbeat", "foreign_close",
                     "foreign_acquire"):
             assert rb[key] == "NOT_FOUND", (key, rb)
+        # A's lease: a load of B's naming it is refused and does not take it over (a lease
+        # passes only between sessions of one tenant), and B's release frame skips it.
+        assert rb["foreign_lease_load"] == "FAILED_PRECONDITION", rb
+        assert rb["foreign_lease_released"] == 0
         assert rb["listed_sessions"] == [rb["session_id"]]
         assert rb["listed_namespaces"] == [rb["fingerprint"]]
         assert rb["listed_salts"] == ["<redacted>"]
@@ -119,7 +125,8 @@ def test_tenants_never_reach_each_other(tenant_daemon: Daemon) -> None:
         # B's attempts neither ended A's session nor touched its blocks.
         a.stdin.write("go\n")
         a.stdin.flush()
-        assert result(a)["hits_after"] == 8
+        after = result(a)
+        assert after["hits_after"] == 8 and after["lease_released"] == 1, after
         assert a.wait(timeout=30) == 0, a.stderr.read()
     finally:
         a.kill()
