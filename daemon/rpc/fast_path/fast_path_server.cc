@@ -131,10 +131,9 @@ void EncodeNamespacesReply(const absl::Status& status, const NamespacesAnswer* a
 
 // The answer to a release frame: a lookup response, hit_blocks = leases released.
 void EncodeReleaseReply(const absl::Status& status, uint32_t released, std::string* out) {
-  EncodeReply(status, nullptr, out);
-  wire::ResponseHeader h = wire::DecodeResponseHeader(out->data());
-  h.hit_blocks = status.ok() ? released : 0;
-  wire::EncodeResponseHeader(h, out->data());
+  LookupAnswer answer;  // no tiers, no lease
+  answer.result.hits = released;
+  EncodeReply(status, &answer, out);
 }
 
 // The refusal of a connection about to be closed: written only if the socket has room now.
@@ -199,8 +198,8 @@ void FastPathServer::Admit(int fd) {
   // connections cannot lock new callers out; refuse only when every one is busy.
   if (connections_.full() && !connections_.EvictIdlest(absl::Seconds(1))) {
     spdlog::warn("lookup_socket_refused reason=\"{} connections open\"", connections_.size());
-    SendRefusal(fd, absl::ResourceExhaustedError(absl::StrCat("the fast-path socket serves at most ",
-                                                              kMaxConnections, " connections")));
+    SendRefusal(fd, absl::ResourceExhaustedError(absl::StrCat(
+                        "the fast-path socket serves at most ", kMaxConnections, " connections")));
     close(fd);
     return;
   }
