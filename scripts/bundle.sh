@@ -4,15 +4,18 @@
 # transfer_gpu_test, copy_bench and lookup_latency, stripped, with every non-glibc shared library they
 # need in .bundle/lib and bin/ wrappers that point LD_LIBRARY_PATH there.
 #   scripts/bundle.sh            # -> .bundle/{bin,libexec,lib}
-# Env: KVSTRATA_BUNDLE_BUILD_DIR (default build-bundle/), KVSTRATA_BUNDLE_JOBS (default 1).
+# Env: KVSTRATA_BUNDLE_BUILD_DIR (default build-bundle/), KVSTRATA_BUNDLE_JOBS (default 1),
+# KVSTRATA_BUNDLE_BUILD_TYPE (default Release; e.g. RelWithDebInfo to reuse scripts/build.sh's
+# build/ with KVSTRATA_BUNDLE_BUILD_DIR=build instead of a fresh Release build).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVSTRATA_BUNDLE_BUILD_DIR:-$repo/build-bundle}"
 jobs="${KVSTRATA_BUNDLE_JOBS:-1}"
+build_type="${KVSTRATA_BUNDLE_BUILD_TYPE:-Release}"
 out="$repo/.bundle"
 targets=(kvstratad kvstrata transfer_gpu_test copy_bench lookup_latency)
 
-cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSTRATA_ENABLE_CUDA=ON \
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DKVSTRATA_ENABLE_CUDA=ON \
   -DKVSTRATA_BUILD_TESTS=ON -DKVSTRATA_BUILD_BENCH=ON >/dev/null
 grep -q '^KVSTRATA_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt"
 ninja -C "$build" -j "$jobs" "${targets[@]}"

@@ -2,7 +2,8 @@
 load and whether in the step that uses it, and the timing of each load planned -- started,
 ended with the workers' times (KVStrataWorkerMetadata.loads), or counted as slow while it
 runs late -- which teaches the planner each tier's speed; the prefill model learns each
-step's work. On for GPU engines unless turned off (config load_planner); without it every
+step's work; and the compute queued in front of a request (the prefill still to run of the
+requests that arrived before it), which a recompute waits for and a load runs beside. On for GPU engines unless turned off (config load_planner); without it every
 hit loads, in the step that uses it when it is all in L1 and in-step loads are allowed.
 
 Not thread-safe: the scheduler's thread only.
@@ -10,7 +11,8 @@ Not thread-safe: the scheduler's thread only.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from bisect import bisect_left
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import kvstrata
 from kvstrata.planning import (CPU_FLOPS, GPU_FLOPS, LoadPlanner, Plan, PrefillModel,
@@ -26,10 +28,11 @@ from . import trace
 class LoadPlanning:
     def __init__(self, vllm_config: Any, cfg: ConnectorConfig, host_mode: bool, ranks: int,
                  link: kvstrata.DaemonLink, ns_keys: List[Any], stats: StatsCounter,
-                 watch_namespaces: Callable[[], Optional[List[kvstrata.RegisteredNamespace]]]
-                 ) -> None:
+                 watch_namespaces: Callable[[], Optional[List[kvstrata.RegisteredNamespace]]],
+                 request_states: Callable[[], Iterable[RequestState]] = lambda: ()) -> None:
         """ranks: the ranks that load a unit; ns_keys: the Link's keys of every namespace a
-        unit loads into; watch_namespaces(): the namespaces whose promotions are timed."""
+        unit loads into; watch_namespaces(): the namespaces whose promotions are timed;
+        request_states(): the scheduler's requests not finished (the compute queue)."""
         self.link = link
         self.ns_keys = ns_keys
         self.stats = stats
@@ -46,6 +49,10 @@ class LoadPlanning:
             self.watch = PromotionWatch(link, speeds)
         self.inflight: Dict[str, RequestState] = {}  # requests whose load is timed (load_info)
         self.steps = 0  # steps built (KVStrataMetadata.step)
+        self.request_states = request_states
+        # The compute queue as of a step: (step, arrival times sorted, running sums of
+        # (tokens, FLOPs) to prefill in that order); built once per step built.
+        self._backlog: Optional[Tuple[int, List[float], List[Tuple[int, float]]]] = None
 
     # ------------------------------------------------------------------ plans
 
@@ -60,18 +67,52 @@ class LoadPlanning:
             return hit
         unit_bytes = self.unit_bytes()
         plan: Plan = self.planner.plan(tiers, computed, unit_tokens, request.num_tokens,
-                                       unit_bytes, in_step_ok=in_step_ok, partial_ok=partial_ok)
+                                       unit_bytes, in_step_ok=in_step_ok, partial_ok=partial_ok,
+                                       backlog_ms=self.backlog_ms(request))
         if fresh:
             self.stats.add(f"plan_{plan.kind}", 1)
             trace.event("plan", request.request_id, kind=plan.kind, units=plan.units,
                         hit_units=len(tiers), load_ms=round(plan.load_ms, 3),
-                        ttft_ms=round(plan.ttft_ms, 3), recompute_ms=round(plan.recompute_ms, 3))
+                        ttft_ms=round(plan.ttft_ms, 3), recompute_ms=round(plan.recompute_ms, 3),
+                        backlog_ms=round(plan.backlog_ms, 3))
         if plan.units < len(tiers) and fresh:
             self.stats.add("plan_unloaded_tokens", (len(tiers) - plan.units) * unit_tokens)
             self._watch_promotion(st, keys, start_u + plan.units, hit, unit_bytes, looked_up_at)
         st.sync = plan.in_step
         st.plan_pred = plan.load_ms
         return start_u + plan.units
+
+    def backlog_ms(self, request: Any) -> float:
+        """The predicted compute queued in front of `request`: the prefill still to run
+        (beyond what each has computed or is loading: RequestState.ready_tokens) of the
+        requests that arrived before it. The queue is read once per step built; a request
+        in its decode phase has none left."""
+        if self.planner is None:
+            return 0.0
+        if self._backlog is None or self._backlog[0] != self.steps:
+            rows = []
+            for st in self.request_states():
+                r = st.request
+                done = max(int(getattr(r, "num_computed_tokens", 0) or 0), st.ready_tokens)
+                left = int(getattr(r, "num_tokens", 0) or 0) - 1 - done
+                if left > 0:
+                    rows.append((float(getattr(r, "arrival_time", 0.0) or 0.0), left, done))
+            rows.sort()
+            arrivals: List[float] = []
+            sums: List[Tuple[int, float]] = []
+            tokens, flops = 0, 0.0
+            for arrival, left, done in rows:
+                tokens += left
+                flops += self.planner.prefill.work(left, done)
+                arrivals.append(arrival)
+                sums.append((tokens, flops))
+            self._backlog = (self.steps, arrivals, sums)
+        _, arrivals, sums = self._backlog
+        ahead = bisect_left(arrivals, float(getattr(request, "arrival_time", 0.0) or 0.0))
+        if ahead == 0:
+            return 0.0
+        tokens, flops = sums[ahead - 1]
+        return self.planner.prefill.queue_ms(tokens, flops)
 
     def unit_bytes(self) -> int:
         """A unit's bytes over every namespace it loads into (all groups, all ranks)."""
@@ -131,8 +172,10 @@ class LoadPlanning:
         tier = int(max(st.tiers[u0:u1]))
         nbytes = (u1 - u0) * self.unit_bytes()
         # An in-step load runs in the next step built (build_connector_meta numbers it).
+        # Its time will include the bytes ahead of it (the planner predicts it so): a sample
+        # counts them too, so a tier's speed is not its queue's.
         st.load_info = (tier, nbytes, time.monotonic(), st.plan_pred,
-                        self.steps + 1 if st.sync else 0)
+                        self.steps + 1 if st.sync else 0, self.planner.queued(tier))
         self.planner.queue(tier, nbytes)
         self.inflight[st.request.request_id] = st
 
@@ -142,10 +185,10 @@ class LoadPlanning:
         self.inflight.pop(st.request.request_id, None)
         if info is None or self.planner is None:
             return
-        tier, nbytes, _, predicted, _ = info
+        tier, nbytes, _, predicted, _, ahead = info
         self.planner.queue(tier, -nbytes)
         if ms is not None:
-            self.planner.tiers.add(tier, nbytes, ms, key=st.request.request_id)
+            self.planner.tiers.add(tier, nbytes + ahead, ms, key=st.request.request_id)
             trace.event("load_time", st.request.request_id, tier=tier, bytes=nbytes,
                         predicted_ms=round(predicted, 3), ms=round(ms, 3))
 
@@ -164,7 +207,8 @@ class LoadPlanning:
                 self.load_ended(sts[0], ms)
                 continue
             tier = max(i[0] for i in infos)
-            self.planner.tiers.add(tier, sum(i[1] for i in infos), ms, key=req_ids[0])
+            self.planner.tiers.add(tier, sum(i[1] for i in infos) + min(i[5] for i in infos), ms,
+                                   key=req_ids[0])
             for st in sts:
                 self.load_ended(st)
 
@@ -178,14 +222,14 @@ class LoadPlanning:
         for req_id, st in list(self.inflight.items()):
             if st.load_info is None:
                 continue
-            tier, nbytes, started, predicted, in_step = st.load_info
+            tier, nbytes, started, predicted, in_step, ahead = st.load_info
             if in_step:
                 if step_done and in_step <= step_done:
                     self.load_ended(st)
                 continue
             ms = (now - started) * 1e3
             if ms > 2 * predicted + 50:
-                self.planner.tiers.add(tier, nbytes, ms, key=req_id)
+                self.planner.tiers.add(tier, nbytes + ahead, ms, key=req_id)
 
     def close(self) -> None:
         if self.watch is not None:

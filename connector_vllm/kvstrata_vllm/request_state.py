@@ -27,6 +27,10 @@ class RequestState:
     # The last lookup: ((computed tokens, tokens) asked for, when, its hit in units).
     answer: Optional[Tuple[Tuple[int, int], float, int]] = None
     # Its load in flight: (slowest tier, bytes over every namespace, started, predicted ms,
-    # the number of the step that runs it when it loads in that step, else 0).
-    load_info: Optional[Tuple[int, int, float, float, int]] = None
+    # the number of the step that runs it when it loads in that step, else 0, the bytes this
+    # engine was already loading from that tier when it started).
+    load_info: Optional[Tuple[int, int, float, float, int, int]] = None
+    # Tokens it will not prefill: vLLM's local hit plus the hit its last lookup offered
+    # (the compute queue, load_planning.backlog_ms).
+    ready_tokens: int = 0
     plan_pred: float = 0.0                        # the planner's predicted load ms

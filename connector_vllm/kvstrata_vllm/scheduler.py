@@ -95,7 +95,7 @@ class SchedulerSide:
         self.plans = LoadPlanning(vllm_config, cfg, self.host_mode,
                                   len(self.groups[0].ranks(self.tp_size)), self.link,
                                   list(self.fields), self.stats,
-                                  lambda: self._namespaces(0))
+                                  lambda: self._namespaces(0), lambda: self._reqs.values())
         self.link.session()  # Connect now when possible (logged once otherwise).
 
     @property
@@ -194,6 +194,7 @@ class SchedulerSide:
                 (hit - start_u) * self.unit_tokens > self.cfg.full_hit_max_load_tokens:
             hit -= 1  # A long layer-wise load: the last unit's forward pass overlaps it.
         matched = min(hit * self.unit_tokens, request.num_tokens - 1) - num_computed_tokens
+        st.ready_tokens = num_computed_tokens + max(0, matched)
         if hit <= start_u or matched <= 0:
             self._release(st)   # the answer stands: a miss needs no lease
             st.sync = False

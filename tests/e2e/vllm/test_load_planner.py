@@ -214,7 +214,7 @@ def test_busy_engine_loads_l1_asynchronously():
     units = 8192 // UNIT
     p.batch_requests = 0
     assert p.plan([L1] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True).kind == "in_step"
-    for _ in range(20):   # decode steps of 16 requests, 30 ms each
+    for _ in range(60):   # decode steps of 16 requests, 30 ms each (the step time settles)
         step = next_step(p)
         p.prefill.step_built(step, [(1, 4096)] * 16, clean=True)
         clock.t += 0.03
@@ -240,3 +240,120 @@ def test_tier_speeds_drop_old_samples_and_scale_l1_by_ranks():
     one.add(L2, 0, 5.0)      # nothing moved: no sample
     one.add(99, 1 << 20, 5.0)   # a tier this client does not know: ignored
     assert one.gb_per_s(L2) == pytest.approx(prior)
+
+
+def test_a_busy_engine_loads_what_it_would_wait_to_recompute():
+    """A disk hit an idle engine recomputes sooner loads once compute is queued in front of
+    the request: recomputing waits for that queue, the load runs beside it."""
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    for _ in range(8):   # a 0.5 GB/s disk: 1 GiB in ~2.1 s, 8K tokens recompute in ~0.3 s
+        p.tiers.add(L3, 256 * UNIT_BYTES, 256 * UNIT_BYTES / 0.5e6 + 5)
+    units = 8192 // UNIT
+    idle = p.plan([L3] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True)
+    assert idle.kind == "recompute" and idle.backlog_ms == 0
+    # 16 requests of 8K tokens ahead of it: seconds of prefill.
+    backlog = p.prefill.queue_ms(16 * 8192, 16 * p.prefill.work(8192, 0))
+    assert backlog > p.load_ms([L3] * units, UNIT_BYTES)
+    busy = p.plan([L3] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True, backlog_ms=backlog)
+    assert busy.kind == "async" and busy.units == units
+    assert busy.ttft_ms < busy.recompute_ms
+    assert busy.recompute_ms == pytest.approx(backlog + idle.recompute_ms)
+    # A short queue does not hide a 2 s load.
+    short = p.plan([L3] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True, backlog_ms=50.0)
+    assert short.kind == "recompute"
+
+
+def test_queue_ms_is_the_prefill_of_the_queue_in_chunks():
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    m = p.prefill
+    assert m.queue_ms(0, 0.0) == 0.0
+    one = m.queue_ms(4096, m.work(4096, 0))
+    assert one == pytest.approx(m.predict_ms(4096, 0))
+    two = m.queue_ms(2 * 8192, 2 * m.work(8192, 0))
+    assert two == pytest.approx(2 * m.predict_ms(8192, 0))
+
+
+# ---------------------------------------------------------------- the scheduler's side
+
+
+def _planning(states):
+    from kvstrata_vllm.load_planning import LoadPlanning
+    from kvstrata_vllm.stats import StatsCounter
+    vllm_config = SimpleNamespace(
+        scheduler_config=SimpleNamespace(max_num_batched_tokens=8192),
+        model_config=LLAMA_8B.model_config)
+    link = SimpleNamespace(namespaces={(0, 0): SimpleNamespace(bytes_per_block=UNIT_BYTES)})
+    return LoadPlanning(vllm_config, SimpleNamespace(load_planner="on"), False, 1, link,
+                        [(0, 0)], StatsCounter(), lambda: None, lambda: states)
+
+
+def _state(req_id, arrival, tokens, computed=0, ready=0):
+    from kvstrata_vllm.request_state import RequestState
+    st = RequestState(SimpleNamespace(request_id=req_id, arrival_time=arrival,
+                                      num_tokens=tokens, num_computed_tokens=computed))
+    st.ready_tokens = ready
+    return st
+
+
+def test_backlog_counts_the_prefill_of_requests_that_arrived_before():
+    states = [_state("a", 1.0, 8193), _state("b", 2.0, 8193, ready=8192),  # b loads it all
+              _state("c", 3.0, 4097, computed=4096),                       # decoding
+              _state("d", 4.0, 8193, computed=4096), _state("e", 5.0, 8193)]
+    lp = _planning(states)
+    m = lp.planner.prefill
+    assert lp.backlog_ms(states[0].request) == 0.0          # nothing ahead of the first
+    a = m.queue_ms(8192, m.work(8192, 0))
+    assert lp.backlog_ms(states[1].request) == pytest.approx(a)
+    assert lp.backlog_ms(states[3].request) == pytest.approx(a)   # b and c have none left
+    ad = m.queue_ms(8192 + 4096, m.work(8192, 0) + m.work(4096, 4096))
+    assert lp.backlog_ms(states[4].request) == pytest.approx(ad)
+    # The queue is read once per step built: a request's progress counts from the next.
+    states[0].request.num_computed_tokens = 8192
+    assert lp.backlog_ms(states[4].request) == pytest.approx(ad)
+    lp.steps += 1
+    d = m.queue_ms(4096, m.work(4096, 4096))
+    assert lp.backlog_ms(states[4].request) == pytest.approx(d)
+
+
+def test_a_load_sample_counts_the_bytes_queued_ahead_of_it():
+    """Loads queued behind each other each take the queue's time: their samples count the
+    bytes ahead, so the tier's speed stays the copy's, not the queue's."""
+    states = [_state(f"r{i}", float(i), 8193) for i in range(4)]
+    lp = _planning(states)
+    gbps = 50.0
+    nbytes = 512 * UNIT_BYTES
+    for i, st in enumerate(states):
+        st.tiers = [L1] * 512
+        lp.load_started(st, 0, 512)
+    assert lp.planner.queued(L1) == 4 * nbytes
+    for i, st in enumerate(states):   # served one after the other at 50 GB/s
+        lp.load_ended(st, (i + 1) * nbytes / (gbps * 1e6))
+    assert lp.planner.queued(L1) == 0
+    assert lp.planner.tiers.gb_per_s(L1) > 0.8 * gbps
+
+
+def test_a_copy_shorter_than_a_busy_step_loads_in_the_step():
+    """The layer-wise copy runs beside the step's compute: a busy batch of long steps waits
+    only for what the copy takes beyond a step, so a copy shorter than a step loads in it."""
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    for _ in range(8):
+        p.tiers.add(L1, 512 * UNIT_BYTES, 512 * UNIT_BYTES / 50e6)
+    for _ in range(40):   # prefill-heavy steps of 16 requests, 120 ms each
+        step = next_step(p)
+        p.prefill.step_built(step, [(512, 4096)] * 16, clean=True)
+        clock.t += 0.12
+        p.prefill.step_done(step)
+    p.batch_requests = 16
+    units = 8192 // UNIT          # 1 GiB at 50 GB/s: ~21 ms, well inside a 120 ms step
+    plan = p.plan([L1] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "in_step" and plan.load_ms < p.prefill.step_ms
+    # A copy a few steps long into the same batch would stall it: asynchronous.
+    units = 65536 // UNIT         # 8 GiB: ~170 ms
+    plan = p.plan([L1] * units, 0, UNIT, 65537, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "async"

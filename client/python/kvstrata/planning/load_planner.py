@@ -9,7 +9,11 @@ predicted time to the first token of loading the leading k units and computing t
 where load_ms is the slowest tier's latency plus each tier's bytes at its measured speed
 (TierSpeeds) plus what this engine already has in flight from that tier (the queue in front
 of it), and prefill_ms is the engine's own measured compute (PrefillModel). Loading nothing
-(k = 0) is recomputing. The planner takes the k with the smallest prediction, among the
+(k = 0) is recomputing. Both ways the request also waits for the compute queued in front of
+it on a busy engine (`backlog_ms`: the prefill still to run of the requests ahead): a
+recompute runs after it, a load runs beside it (the copy engines, not the SMs), so the
+prediction is `max(load_ms(k), backlog) + prefill_ms(rest)` against `backlog +
+prefill_ms(all)`. The planner takes the k with the smallest prediction, among the
 ends of the hit's runs of one tier (the cost is concave between them: loading is linear in
 k, computing the rest shrinks faster than linearly), and loads only when that beats
 recomputing by MARGIN of the compute (both ways pay one step's overhead at least). A
@@ -17,10 +21,14 @@ hybrid model's hit is all or nothing (a shorter hit would need other sliding-win
 than the lookup checked).
 
 How a chosen L1 load runs: in the step that uses it, layer by layer (the lowest time to
-first token), unless the engine is busy -- then the in-step copy would hold every other
-request of the batch for its duration, so it loads asynchronously (before the request is
-scheduled) while the batch runs: in-step when `load_ms * requests in the last step <= a
-step's time` (what an asynchronous load costs this request: it joins a later step).
+first token), unless that would stall a busy batch -- the copy of layer i runs while the
+step computes the layers before it, so the batch waits only for what the copy takes beyond
+the step's own time, and every request of the batch waits for it; loading asynchronously
+(before the request is scheduled, while the batch runs) costs this request about one step
+instead. In-step when `max(0, load_ms - step) * requests in the last step <= step` (step: the
+engine's recent step time). On the node bench (two H200s, 16 requests per GPU, steps of
+~100 ms, loads of ~15 ms) every load in the step beat every load asynchronous: 15.7 against
+16.7 s, later turns' TTFT p50 666 against 831 ms (bench/RESULTS.md, "Node: two H200s").
 
 Decisions (Plan.kind): "in_step", "async", "partial" (the leading part loads
 asynchronously or in-step; the engine computes the rest), "recompute". Not thread-safe:
@@ -46,8 +54,9 @@ class Plan:
     in_step: bool         # the load runs in the step that uses it
     kind: str             # "in_step", "async", "partial", "recompute"
     load_ms: float        # predicted load time of `units`
-    ttft_ms: float        # predicted load + compute of the rest
-    recompute_ms: float   # predicted compute of the whole of it
+    ttft_ms: float        # predicted time to the first token: the plan's
+    recompute_ms: float   # predicted time to the first token recomputing all of it
+    backlog_ms: float = 0.0  # of both: the wait for the compute queued in front of it
 
 
 class LoadPlanner:
@@ -56,6 +65,10 @@ class LoadPlanner:
         self.tiers = tiers
         self.batch_requests = 0     # requests in the last step the engine scheduled
         self._queued: Dict[int, int] = {}  # tier -> bytes this engine is loading from it
+
+    def queued(self, tier: int) -> int:
+        """The bytes this engine is loading from `tier` now (the queue a new load joins)."""
+        return self._queued.get(tier, 0)
 
     def queue(self, tier: int, nbytes: int) -> None:
         """A load of nbytes from `tier` started (negative: it ended)."""
@@ -80,36 +93,41 @@ class LoadPlanner:
         return latency + total
 
     def plan(self, tiers: List[int], first: int, unit_tokens: int, num_tokens: int,
-             unit_bytes: int, in_step_ok: bool, partial_ok: bool = True) -> Plan:
+             unit_bytes: int, in_step_ok: bool, partial_ok: bool = True,
+             backlog_ms: float = 0.0) -> Plan:
         """tiers: the tier of each unit of the hit, in order, the first starting at token
         `first` (the engine's own hit); num_tokens: the request's; unit_bytes: a unit's bytes over
         every namespace it loads into; in_step_ok: the mode, engine and tiers allow an
-        in-step load of a leading part that is all L1."""
+        in-step load of a leading part that is all L1; backlog_ms: the engine's compute
+        queued in front of this request (PrefillModel.queue_ms)."""
         end = num_tokens - 1  # the engine computes at least the last token
-        recompute = self.prefill.predict_ms(end - first + 1, first)
+        wait = max(0.0, backlog_ms)
+        compute = self.prefill.predict_ms(end - first + 1, first)
+        recompute = wait + compute
         # Both ways run a step at least: the margin is of the compute, not of its overhead.
-        margin = MARGIN * max(0.0, recompute - self.prefill.overhead_ms)
+        margin = MARGIN * max(0.0, compute - self.prefill.overhead_ms)
         best: Tuple[float, int, float] = (recompute - margin, 0, 0.0)
         cuts = [k for k in range(1, len(tiers) + 1)
                 if k == len(tiers) or (partial_ok and tiers[k] != tiers[k - 1])]
         for k in cuts:
             loaded = min(first + k * unit_tokens, end)
             load = self.load_ms(tiers[:k], unit_bytes)
-            ttft = load + self.prefill.predict_ms(end - loaded + 1, loaded)
+            ttft = max(load, wait) + self.prefill.predict_ms(end - loaded + 1, loaded)
             if ttft < best[0]:
                 best = (ttft, k, load)
         ttft, k, load = best
         if k == 0:
-            return Plan(0, False, "recompute", 0.0, recompute, recompute)
+            return Plan(0, False, "recompute", 0.0, recompute, recompute, wait)
         l1_only = all(t == int(Tier.L1) for t in tiers[:k])
         in_step = in_step_ok and l1_only and self._in_step_pays(load)
         if k < len(tiers):
             kind = "partial"
         else:
             kind = "in_step" if in_step else "async"
-        return Plan(k, in_step, kind, load, ttft, recompute)
+        return Plan(k, in_step, kind, load, ttft, recompute, wait)
 
     def _in_step_pays(self, load_ms: float) -> bool:
         others = self.batch_requests
-        return others == 0 or load_ms * others <= self.prefill.step_ms
+        step = self.prefill.step_ms
+        return others == 0 or max(0.0, load_ms - step) * others <= step
 

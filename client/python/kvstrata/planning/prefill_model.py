@@ -140,6 +140,14 @@ class PrefillModel:
         self.overhead_ms = max(0.0, overhead)
         self.ms_per_flop = slope
 
+    def queue_ms(self, tokens: int, flops: float) -> float:
+        """Milliseconds to compute a queue of prefill work: `tokens` new tokens of several
+        requests together, `flops` their work() summed, in chunks of chunk_tokens."""
+        if tokens <= 0:
+            return 0.0
+        steps = math.ceil(tokens / self.chunk_tokens)
+        return steps * self.overhead_ms + self.ms_per_flop * max(0.0, flops)
+
     def predict_ms(self, tokens: int, context: int) -> float:
         """Milliseconds to compute `tokens` tokens after `context` tokens, in chunks of
         chunk_tokens (one step's overhead each)."""
