@@ -15,15 +15,16 @@
 # Faults (issue 41 item 3: a rolling restart of one replica, time to its first hit after
 # /health; a SIGKILL of one replica during its loads, the others' TTFT around it and the
 # daemon's cleanup; bench/node/faults.py, README "Faults"), after calls 1-3 on the same
-# machine, carry [".bundle", ".vllmcarry/serve"], ~8.5-9.5 min (estimated, not yet run):
+# machine, carry [".bundle", ".vllmcarry/serve"], 6.7 min on two H200s (bench/node/README.md
+# "Faults"):
 #                    bash scripts/gpu_node.sh --plan native:sticky,kvstrata:sticky --faults restart,kill
 #   and, only if it says "run again with --continue" (~2-4 min):  bash scripts/gpu_node.sh --continue
 #
 # Options go to bench/node/run.py (see bench/node/README.md), e.g.
 #   bash scripts/gpu_node.sh --plan none:rr,kvstrata:rr+sticky --conversations 48
 # The default plan (none:rr, native:rr+sticky, kvstrata:rr+least+sticky) is sized for one
-# call (~7-8 min of its 600 s); run.py stops before a role or mode that would pass its
-# --budget-s (560 s) and call 5 runs the rest. LMCache (bench/node/lmcache_role.py, carried
+# call (~6-7 min of its 600 s, estimated from the measured role and mode times); run.py stops
+# before a role or mode that would pass its --budget-s (560 s) and call 5 runs the rest. LMCache (bench/node/lmcache_role.py, carried
 # by scripts/lmcache_carry/prepare.sh) joins a finished run in one more call, reported with
 # the other roles:
 #   call 6, carry [".bundle", ".vllmcarry/serve", ".lmcachecarry"]:

@@ -453,18 +453,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--serve-args", default="",
                     help="more arguments for every replica's `vllm serve`, one string "
                          "given with '=', e.g. --serve-args='--max-num-batched-tokens 8192'")
-    ap.add_argument("--conversations", type=int, default=48)
-    ap.add_argument("--turns", type=int, default=4)
+    ap.add_argument("--conversations", type=int, default=64)
+    ap.add_argument("--turns", type=int, default=6)
     ap.add_argument("--prefix-tokens", type=int, default=2048,
                     help="the shared prefix (a system prompt / document) of every conversation")
     ap.add_argument("--documents", type=int, default=1,
                     help="distinct shared prefixes (conversation i reads document i %% N)")
-    ap.add_argument("--first-user-tokens", type=int, default=1024)
-    ap.add_argument("--user-tokens", type=int, default=512, help="each later user message")
+    ap.add_argument("--first-user-tokens", type=int, default=2048)
+    ap.add_argument("--user-tokens", type=int, default=1024, help="each later user message")
     ap.add_argument("--max-tokens", type=int, default=16, help="answer tokens of every turn")
-    ap.add_argument("--concurrency", type=int, default=16, help="requests in flight")
+    ap.add_argument("--concurrency", type=int, default=32, help="requests in flight")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cpu-gib", type=float, default=16.0,
+    ap.add_argument("--cpu-gib", type=float, default=32.0,
                     help="host KV cache per replica: native's cpu_bytes_to_use; kvstratad's L1 "
                          "is replicas x this (the same host memory)")
     ap.add_argument("--daemon", default=os.environ.get(
