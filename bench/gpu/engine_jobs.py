@@ -49,22 +49,18 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import load_latency  # noqa: E402  (start_daemon, stop_daemon, log, process_cpu_seconds)
 from daemon_stages import ClientTimeline, report_stages  # noqa: E402
-from load_latency import REPO, log, process_cpu_seconds  # noqa: E402
+from load_latency import log, process_cpu_seconds  # noqa: E402
 
-# The engines' layouts, from the connectors' sources (neither needs its engine installed).
-sys.path.insert(0, str(REPO / "connector_vllm"))    # kvstrata_vllm.kv_layouts
-sys.path.insert(0, str(REPO / "connector_sglang"))  # kvstrata_sglang.device_pool
+# The KV caches of the engines' layouts (the connectors' sources), ceilings, wait_ok.
+from kv_caches import (HEAD, KV_HEADS, LAYERS, LAYOUTS, LLAMA, build_cache,  # noqa: E402
+                       measure_ceilings, wait_ok)
 
-LAYERS, KV_HEADS, HEAD, MLA_DIM = 32, 8, 128, 576  # MLA: kv_lora_rank 512 + rope 64
-LLAMA, DEEPSEEK = "meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V3"
-LAYOUTS = ("nhd16", "hnd16", "nhd32", "flashinfer", "mla", "cross_layer", "sglang", "sglang_mla")
 SKIPPED = {  # Asked for, but no connector has such a GPU layout.
     "sglang_layer_first": "SGLang's layer_first is a host-pool layout; kvstrata_sglang.device_pool "
     "takes the per-layer device pool and always fills L1 in page_first_direct order",
@@ -75,95 +71,6 @@ TIMELINE = ClientTimeline()  # --timeline: the client's side of each timed job.
 TARGETS = {"load_8k_pct_h2d": 0.90, "p99_over_p50": 1.2, "load_1k_over_ceiling": 1.3,
            "submit_us_512_blocks": 300.0, "store_pct_d2h": 0.85}
 _evict_ok = True
-
-
-@dataclass
-class Cache:
-    pieces: Callable[[], List[Any]]  # what register_cuda_kv_caches gets (TensorPieces)
-    layout: str              # the connector's layout the pieces come from
-    spec: Dict[str, Any]     # register_namespace fields
-    parts: List[Tuple[Any, int, int]]  # (uint8 view, block dim, rows per block): poison/verify
-    tpb: int                 # tokens per block
-
-
-def build_cache(name: str, nb: int) -> Cache:
-    """The KV cache of one layout with nb blocks, allocated on cuda:0."""
-    import torch
-    from kvstrata_sglang.device_pool import device_pool_pieces
-    from kvstrata_vllm.kv_layouts import kv_cache_pieces
-
-    def bf16(*shape: int) -> Any:
-        return torch.empty(*shape, dtype=torch.bfloat16, device="cuda")
-
-    def vllm(kv: Any, kv_layout: str) -> Tuple[Callable[[], List[Any]], str]:
-        """vLLM's caches (per-layer: a dict by layer name) as pieces, by kv_layout."""
-        if isinstance(kv, list):
-            kv = {f"model.layers.{i}.self_attn.attn": t for i, t in enumerate(kv)}
-        return lambda: kv_cache_pieces(kv, kv_layout), f"kvstrata_vllm.kv_layouts {kv_layout}"
-
-    def sglang(buffers: Any, page: int) -> Tuple[Callable[[], List[Any]], str]:
-        return (lambda: device_pool_pieces(buffers, page),
-                f"kvstrata_sglang.device_pool page_size={page}")
-
-    def u8(ts: List[Any], dim: int, rows: int = 1) -> List[Tuple[Any, int, int]]:
-        return [(t.view(torch.uint8), dim, rows) for t in ts]
-
-    spec = dict(engine="vllm", model=LLAMA, dtype="bfloat16", num_layers=LAYERS,
-                num_kv_heads=KV_HEADS, head_size=HEAD, tokens_per_block=16, kv_layout="vllm_nhd")
-    mla = dict(model=DEEPSEEK, num_kv_heads=1, head_size=MLA_DIM, attention="mla")
-    if name in ("nhd16", "nhd32"):
-        tpb = 16 if name == "nhd16" else 32
-        ts = [bf16(2, nb, tpb, KV_HEADS, HEAD) for _ in range(LAYERS)]
-        return Cache(*vllm(ts, "vllm_nhd"), {**spec, "tokens_per_block": tpb}, u8(ts, 1), tpb)
-    if name == "hnd16":
-        ts = [bf16(2, nb, KV_HEADS, 16, HEAD) for _ in range(LAYERS)]
-        views = [t.permute(0, 1, 3, 2, 4) for t in ts]  # logical [2, N, 16, 8, 128]
-        return Cache(*vllm(views, "vllm_hnd"), {**spec, "kv_layout": "vllm_hnd"}, u8(ts, 1), 16)
-    if name == "flashinfer":
-        ts = [bf16(nb, 2, 16, KV_HEADS, HEAD) for _ in range(LAYERS)]
-        return Cache(*vllm(ts, "vllm_nhd"), spec, u8(ts, 0), 16)
-    if name == "mla":
-        ts = [bf16(nb, 16, MLA_DIM) for _ in range(LAYERS)]
-        return Cache(*vllm(ts, "vllm_nhd"), {**spec, **mla}, u8(ts, 0), 16)
-    if name == "cross_layer":
-        t = bf16(nb, LAYERS, 2, 16, KV_HEADS, HEAD)
-        return Cache(*vllm(t, "vllm_cross_layer"), {**spec, "kv_layout": "vllm_cross_layer"},
-                     u8([t], 0), 16)
-    sgl = {**spec, "engine": "sglang", "kv_layout": "sglang_page_first_direct"}
-    if name == "sglang":
-        k = [bf16(nb * 16, KV_HEADS, HEAD) for _ in range(LAYERS)]
-        v = [bf16(nb * 16, KV_HEADS, HEAD) for _ in range(LAYERS)]
-        return Cache(*sglang((k, v), 16), sgl, u8(k + v, 0, 16), 16)
-    if name == "sglang_mla":
-        kv = [bf16(nb * 16, 1, MLA_DIM) for _ in range(LAYERS)]
-        return Cache(*sglang(kv, 16), {**sgl, **mla}, u8(kv, 0, 16), 16)
-    raise ValueError(f"unknown layout {name!r}")
-
-
-# ---------------------------------------------------------------------- measurements
-
-
-def measure_ceilings() -> Dict[str, float]:
-    """GB/s of torch copies pinned host <-> GPU, 1 GiB and 128 MiB, median of 5."""
-    import torch
-
-    host = torch.empty(1 << 30, dtype=torch.uint8, pin_memory=True)
-    dev = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    out: Dict[str, float] = {}
-    for label, nbytes in (("1GiB", 1 << 30), ("128MiB", 128 << 20)):
-        for direction, dst, src in (("h2d", dev, host), ("d2h", host, dev)):
-            times = []
-            for i in range(6):  # The first is a warm-up.
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                dst[:nbytes].copy_(src[:nbytes], non_blocking=True)
-                torch.cuda.synchronize()
-                if i:
-                    times.append(time.perf_counter() - t0)
-            out[f"{direction}_{label}_gbps"] = nbytes / statistics.median(times) / 1e9
-    del host, dev
-    torch.cuda.empty_cache()
-    return out
 
 
 def measure_floors(s: Any, calls: int = 200) -> Dict[str, float]:
@@ -283,8 +190,6 @@ def make_row(layout: str, op: str, tokens: int, blocks: int, nbytes: int, subs: 
 def run_layout(s: Any, name: str, sizes: List[int], args: argparse.Namespace,
                ceil: Dict[str, float], pid: Optional[int]) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
     """Every measurement of one layout: (its summary, its rows). Raises on failed jobs."""
-    import torch
-
     import kvstrata
 
     tpb = 32 if name == "nhd32" else 16
@@ -315,21 +220,11 @@ def run_layout(s: Any, name: str, sizes: List[int], args: argparse.Namespace,
     rows: List[Dict[str, Any]] = []
     daemon_s: List[float] = []  # Daemon job times of the current row (timed() appends).
 
-    def poison(start: int, n: int, fill: Callable[[Any], Any] = lambda v: v.fill_(0xA5)) -> None:
-        for t, d_, r in cache.parts:
-            fill(t.narrow(d_, start * r, n * r))
-        torch.cuda.synchronize()
-
-    def same(a: int, b: int, n: int) -> bool:
-        return all(torch.equal(t.narrow(d_, a * r, n * r), t.narrow(d_, b * r, n * r))
-                   for t, d_, r in cache.parts)
+    poison, same = cache.poison, cache.same
 
     def done(job: int, what: str) -> float:
         """Waits for the job; returns the daemon's own time for it (s; 0 if not reported)."""
-        c = s.wait_job(job, timeout=120)
-        if not c.ok:
-            raise RuntimeError(f"{name}: {what} failed: blocks {list(c.failed_blocks)[:8]}: {c.error}")
-        return getattr(c, "elapsed_us", 0) / 1e6
+        return wait_ok(s, job, f"{name}: {what}")
 
     def timed(submit: Callable[..., int], keys: List[bytes], ids: range, what: str) -> Tuple[float, float]:
         w0 = time.time()
