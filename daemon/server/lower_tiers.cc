@@ -15,7 +15,8 @@ FsyncPolicy FsyncOf(const std::string& name) {
   return FsyncPolicy::kNone;
 }
 
-void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manager) {
+void AddTier(const FileTierConfig& c, Tier tier, bool shared, NamespaceRegistry* namespaces,
+             TierManager& manager) {
   if (!c.enabled) return;
   FileTierOptions files;
   files.name = c.name;
@@ -32,6 +33,7 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
   files.shared_eviction_interval = absl::Milliseconds(c.eviction_interval_ms);
   files.shared_audit_interval = absl::Seconds(c.audit_interval_s);
   files.follow_interval = absl::Milliseconds(c.follow_interval_ms);
+  files.namespace_ids = namespaces;  // one id space with L1 and the wire
   files.observer = [m = &manager, tier](absl::string_view fingerprint, absl::string_view key,
                                         bool stored, RemovalCause cause) {
     m->OnLowerTierChange(tier, fingerprint, key, stored, cause);
@@ -60,8 +62,8 @@ void AddTier(const FileTierConfig& c, Tier tier, bool shared, TierManager& manag
 std::unique_ptr<TierManager> MakeTierManager(const Config& config, NamespaceRegistry* namespaces) {
   auto manager =
       std::make_unique<TierManager>(namespaces, absl::Milliseconds(config.l1.promotion_wait_ms));
-  AddTier(config.l2, Tier::kL2, /*shared=*/false, *manager);
-  AddTier(config.l3, Tier::kL3, /*shared=*/true, *manager);
+  AddTier(config.l2, Tier::kL2, /*shared=*/false, namespaces, *manager);
+  AddTier(config.l3, Tier::kL3, /*shared=*/true, namespaces, *manager);
   return manager;
 }
 

@@ -33,12 +33,12 @@ class MemoryTier final : public BlockTier {
   }
 
   Tier level() const override { return level_; }
-  Presence Cached(absl::string_view fingerprint, absl::string_view key) const override {
+  Presence Cached(const TierNamespace& ns, absl::string_view key) const override {
     MutexLock lock(&mu_);
-    return Find(fingerprint, key) != nullptr ? Presence::kPresent : Presence::kAbsent;
+    return Find(ns.fingerprint, key) != nullptr ? Presence::kPresent : Presence::kAbsent;
   }
-  bool Probe(absl::string_view fingerprint, absl::string_view key) override {
-    return Cached(fingerprint, key) == Presence::kPresent;
+  bool Probe(const TierNamespace& ns, absl::string_view key) override {
+    return Cached(ns, key) == Presence::kPresent;
   }
   bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override {
     MutexLock lock(&mu_);
@@ -73,9 +73,9 @@ class MemoryTier final : public BlockTier {
     stats_.write_bytes += payload.size();
     return absl::OkStatus();
   }
-  bool Remove(absl::string_view fingerprint, absl::string_view key) override {
+  bool Remove(const TierNamespace& ns, absl::string_view key) override {
     MutexLock lock(&mu_);
-    auto it = blocks_.find(fingerprint);
+    auto it = blocks_.find(ns.fingerprint);
     return it != blocks_.end() && it->second.erase(key) > 0;
   }
   size_t Clear(std::optional<absl::string_view> fingerprint) override {

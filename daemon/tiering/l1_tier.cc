@@ -14,8 +14,15 @@ std::optional<NamespaceId> L1Tier::IdOf(absl::string_view fingerprint) const {
   return info->id;
 }
 
-BlockTier::Presence L1Tier::Cached(absl::string_view fingerprint, absl::string_view key) const {
-  std::optional<NamespaceId> ns = IdOf(fingerprint);
+std::optional<NamespaceId> L1Tier::IdOf(const TierNamespace& ns) const {
+  if (ns.id == 0) return IdOf(ns.fingerprint);
+  std::optional<NamespaceInfo> info = namespaces_->Find(ns.id);
+  if (!info.has_value() || info->fingerprint != ns.fingerprint) return std::nullopt;
+  return info->id;
+}
+
+BlockTier::Presence L1Tier::Cached(const TierNamespace& tn, absl::string_view key) const {
+  std::optional<NamespaceId> ns = IdOf(tn);
   if (!ns.has_value()) return Presence::kAbsent;
   std::string_view view(key.data(), key.size());
   absl::StatusOr<std::vector<std::optional<Tier>>> where =
@@ -25,7 +32,7 @@ BlockTier::Presence L1Tier::Cached(absl::string_view fingerprint, absl::string_v
 }
 
 bool L1Tier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) {
-  std::optional<NamespaceId> id = IdOf(ns.fingerprint);
+  std::optional<NamespaceId> id = IdOf(ns);
   if (!id.has_value() || dest.size() != ns.payload_bytes) return false;
   std::string_view view(key.data(), key.size());
   absl::StatusOr<LoadResult> load =
@@ -40,7 +47,7 @@ bool L1Tier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<cha
 
 absl::Status L1Tier::Write(const TierNamespace& ns, absl::string_view key,
                            absl::string_view payload) {
-  std::optional<NamespaceId> id = IdOf(ns.fingerprint);
+  std::optional<NamespaceId> id = IdOf(ns);
   if (!id.has_value()) {
     return absl::NotFoundError(absl::StrCat("namespace ", ns.fingerprint, " is not registered"));
   }
@@ -69,8 +76,8 @@ absl::Status L1Tier::Write(const TierNamespace& ns, absl::string_view key,
   return committed.ok() ? absl::OkStatus() : committed.status();
 }
 
-bool L1Tier::Remove(absl::string_view fingerprint, absl::string_view key) {
-  std::optional<NamespaceId> id = IdOf(fingerprint);
+bool L1Tier::Remove(const TierNamespace& ns, absl::string_view key) {
+  std::optional<NamespaceId> id = IdOf(ns);
   if (!id.has_value()) return false;
   std::string_view view(key.data(), key.size());
   absl::StatusOr<size_t> evicted = cache_->Evict(*id, absl::MakeConstSpan(&view, 1));

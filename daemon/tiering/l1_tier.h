@@ -24,18 +24,20 @@ class L1Tier : public BlockTier {
       : cache_(cache), region_(region), namespaces_(namespaces) {}
 
   Tier level() const override { return Tier::kL1; }
-  Presence Cached(absl::string_view fingerprint, absl::string_view key) const override;
-  bool Probe(absl::string_view fingerprint, absl::string_view key) override {
-    return Cached(fingerprint, key) == Presence::kPresent;
+  Presence Cached(const TierNamespace& ns, absl::string_view key) const override;
+  bool Probe(const TierNamespace& ns, absl::string_view key) override {
+    return Cached(ns, key) == Presence::kPresent;
   }
   bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
   absl::Status Write(const TierNamespace& ns, absl::string_view key,
                      absl::string_view payload) override;
-  bool Remove(absl::string_view fingerprint, absl::string_view key) override;
+  bool Remove(const TierNamespace& ns, absl::string_view key) override;
   size_t Clear(std::optional<absl::string_view> fingerprint) override;
   TierStats Stats() const override;
 
  private:
+  // The namespace's id when it is registered (by ns.id, else by its fingerprint).
+  std::optional<NamespaceId> IdOf(const TierNamespace& ns) const;
   std::optional<NamespaceId> IdOf(absl::string_view fingerprint) const;
 
   PartitionedCache* const cache_;

@@ -52,9 +52,9 @@ bool LowerLookup::ProbeKey(const TierNamespace& tn, absl::string_view key) {
   bool present = stack_->Where(tn, key, &unknown).has_value();
   for (size_t t = 0; !present && t < stack_->tiers().size(); ++t) {
     BlockTier& storage = *stack_->tiers()[t]->storage;
-    const BlockTier::Presence cached = storage.Cached(tn.fingerprint, key);
+    const BlockTier::Presence cached = storage.Cached(tn, key);
     present = (cached == BlockTier::Presence::kUnknown || cached == BlockTier::Presence::kStale) &&
-              storage.Probe(tn.fingerprint, key);
+              storage.Probe(tn, key);
   }
   return present;
 }
@@ -64,7 +64,7 @@ void LowerLookup::RecheckStale(const TierNamespace& tn, Keys keys) {
     const absl::string_view key = Raw(keys[i]);
     bool stale = false;
     for (const auto& lower : stack_->tiers()) {
-      stale = stale || lower->storage->Cached(tn.fingerprint, key) == BlockTier::Presence::kStale;
+      stale = stale || lower->storage->Cached(tn, key) == BlockTier::Presence::kStale;
     }
     if (!stale) continue;
     std::string id = absl::StrCat(tn.fingerprint, "/", key);
@@ -144,7 +144,7 @@ void LowerLookup::Peek(const TierNamespace& tn, Keys keys,
     (*where)[i] = stack_->Where(tn, Raw(keys[i]), &unknown);
     if ((*where)[i].has_value() || !unknown) continue;
     for (const auto& lower : stack_->tiers()) {
-      if (lower->storage->Probe(tn.fingerprint, Raw(keys[i]))) {
+      if (lower->storage->Probe(tn, Raw(keys[i]))) {
         (*where)[i] = lower->level();
         break;
       }

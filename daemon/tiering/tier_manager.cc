@@ -103,7 +103,7 @@ size_t TierManager::Evict(NamespaceId ns, Keys keys, std::optional<Tier> tier,
     if (tier.has_value() && lower->level() != *tier) continue;
     for (size_t i = 0; i < keys.size(); ++i) {
       const std::string_view key = keys[i];
-      if (!lower->storage->Remove(tn->fingerprint, absl::string_view(key.data(), key.size()))) {
+      if (!lower->storage->Remove(*tn, absl::string_view(key.data(), key.size()))) {
         continue;
       }
       ++removed;

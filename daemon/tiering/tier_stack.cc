@@ -39,7 +39,7 @@ std::optional<TierNamespace> TierStack::NamespaceOf(NamespaceId ns) {
   }
   std::optional<NamespaceInfo> info = namespaces_->Find(ns);
   if (!info.has_value()) return std::nullopt;
-  TierNamespace tn{info->fingerprint, info->spec, info->bytes_per_block};
+  TierNamespace tn{info->fingerprint, info->spec, info->bytes_per_block, info->id};
   MutexLock lock(&ns_mu_);
   ns_cache_.emplace(ns, tn);
   return tn;
@@ -61,7 +61,7 @@ NamespaceId TierStack::NamespaceByFingerprint(absl::string_view fingerprint) {
 std::optional<Tier> TierStack::Where(const TierNamespace& tn, absl::string_view key, bool* unknown,
                                      bool trust_stale) const {
   for (const auto& lower : tiers_) {
-    switch (lower->storage->Cached(tn.fingerprint, key)) {
+    switch (lower->storage->Cached(tn, key)) {
       case BlockTier::Presence::kPresent:
         return lower->level();
       case BlockTier::Presence::kStale:

@@ -190,11 +190,11 @@ bool WriteDown::Preempt(Queue& queue) {
 }
 
 bool WriteDown::AlreadyThere(LowerTier& lower, const TierNamespace& tn, absl::string_view key) {
-  if (lower.storage->Cached(tn.fingerprint, key) != BlockTier::Presence::kPresent) return false;
+  if (lower.storage->Cached(tn, key) != BlockTier::Presence::kPresent) return false;
   // A shared tier's index may name a file another node deleted since it was last seen
   // (its trim, an rm): ask the disk (one stat) rather than skip the write for good. A
   // probe that finds it gone drops it from the index, so the write below goes through.
-  return !lower.storage->shared() || lower.storage->Probe(tn.fingerprint, key);
+  return !lower.storage->shared() || lower.storage->Probe(tn, key);
 }
 
 bool WriteDown::WriteFromL1(Queue& queue, NamespaceId ns, const TierNamespace& tn,

@@ -6,8 +6,9 @@
 // TierManager::AddTier; nothing inside TierManager names a concrete tier.
 //
 // The contract:
-// - A block is named by (namespace fingerprint, key bytes); its payload is exactly
-//   ns.payload_bytes long.
+// - A block is named by (namespace, key bytes): every call names the namespace by its
+//   TierNamespace (the daemon's NamespaceId and its fingerprint: one id space, NamespaceIds),
+//   except Clear (a fingerprint); its payload is exactly ns.payload_bytes long.
 // - Write stores the payload so that Read returns exactly those bytes; writing a key that is
 //   present succeeds and keeps one block. A refusal (no room, read-only, bad size) or a
 //   failure returns an error and leaves no partial block that Read could return.
@@ -38,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "daemon/common/ids.h"
 #include "daemon/common/tier.h"
 #include "daemon/namespaces/namespace_spec.h"
 
@@ -48,6 +50,9 @@ struct TierNamespace {
   std::string fingerprint;  // 32 lowercase hex
   NamespaceSpec spec;       // written beside the blocks (namespace.json) by file tiers
   uint64_t payload_bytes = 0;
+  // The daemon's id of it (NamespaceIds: the registry's); 0 = the caller does not know it,
+  // and the tier asks its NamespaceIds for the fingerprint's.
+  NamespaceId id = 0;
 };
 
 enum class TierState { kOk, kDegraded, kReadOnly };
@@ -75,12 +80,12 @@ class BlockTier {
   virtual ~BlockTier() = default;
 
   virtual Tier level() const = 0;
-  virtual Presence Cached(absl::string_view fingerprint, absl::string_view key) const = 0;
-  virtual bool Probe(absl::string_view fingerprint, absl::string_view key) = 0;
+  virtual Presence Cached(const TierNamespace& ns, absl::string_view key) const = 0;
+  virtual bool Probe(const TierNamespace& ns, absl::string_view key) = 0;
   virtual bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) = 0;
   virtual absl::Status Write(const TierNamespace& ns, absl::string_view key,
                              absl::string_view payload) = 0;
-  virtual bool Remove(absl::string_view fingerprint, absl::string_view key) = 0;
+  virtual bool Remove(const TierNamespace& ns, absl::string_view key) = 0;
   virtual size_t Clear(std::optional<absl::string_view> fingerprint) = 0;
   virtual TierStats Stats() const = 0;
   virtual bool shared() const { return false; }

@@ -59,6 +59,8 @@ FileTier::FileTier(FileTierOptions options)
     : options_(std::move(options)),
       fs_(options_.files != nullptr ? options_.files : BlockFileSystem::Default()),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      own_ids_(options_.namespace_ids == nullptr ? std::make_unique<NamespaceRegistry>() : nullptr),
+      ids_(options_.namespace_ids != nullptr ? options_.namespace_ids : own_ids_.get()),
       usage_(options_.shared
                  ? std::make_unique<SharedUsage>(fs_, options_.root, SharedUsage::MakeHolderId())
                  : nullptr),
@@ -91,20 +93,20 @@ void FileTier::Stop() {
   if (usage_ != nullptr) (void)usage_->Release(unused, in_flight, NowMillis());
 }
 
-absl::StatusOr<BlockKey> FileTier::KeyOf(absl::string_view fingerprint,
-                                         absl::string_view key) const {
-  MutexLock lock(&mu_);
-  auto it = ns_ids_.find(fingerprint);
-  if (it == ns_ids_.end()) return absl::NotFoundError("namespace unknown to this tier");
-  return BlockKey::Make(it->second, StdView(key));
+NamespaceId FileTier::IdOf(absl::string_view fingerprint, NamespaceId known) const {
+  return known != 0 && own_ids_ == nullptr ? known : ids_->IdOf(fingerprint);
 }
 
-absl::StatusOr<BlockKey> FileTier::KeyOfLocked(absl::string_view fingerprint,
-                                               absl::string_view key) {
-  auto [it, inserted] =
-      ns_ids_.try_emplace(std::string(fingerprint), static_cast<NamespaceId>(ns_names_.size() + 1));
-  if (inserted) ns_names_.emplace_back(fingerprint);
-  return BlockKey::Make(it->second, StdView(key));
+absl::StatusOr<BlockKey> FileTier::KeyOfLocked(absl::string_view fingerprint, absl::string_view key,
+                                               NamespaceId known) {
+  const NamespaceId id = IdOf(fingerprint, known);
+  if (id == 0) return absl::NotFoundError("no namespace id left for this namespace");
+  fingerprints_.try_emplace(id, fingerprint);
+  return BlockKey::Make(id, StdView(key));
+}
+
+const std::string& FileTier::FingerprintOfLocked(NamespaceId id) const {
+  return fingerprints_.at(id);
 }
 
 std::string FileTier::PathOf(absl::string_view fingerprint, absl::string_view key) const {
@@ -112,13 +114,13 @@ std::string FileTier::PathOf(absl::string_view fingerprint, absl::string_view ke
   return path.ok() ? *std::move(path) : std::string();
 }
 
-FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_view key) const {
+FileTier::Presence FileTier::Cached(const TierNamespace& ns, absl::string_view key) const {
   const bool complete = !options_.shared && warm_.load(std::memory_order_acquire);
-  MutexLock lock(&mu_);
-  auto ns = ns_ids_.find(fingerprint);
-  if (ns == ns_ids_.end()) return complete ? Presence::kAbsent : Presence::kUnknown;
-  absl::StatusOr<BlockKey> k = BlockKey::Make(ns->second, StdView(key));
+  const NamespaceId id = IdOf(ns.fingerprint, ns.id);
+  if (id == 0) return complete ? Presence::kAbsent : Presence::kUnknown;
+  absl::StatusOr<BlockKey> k = BlockKey::Make(id, StdView(key));
   if (!k.ok()) return Presence::kAbsent;
+  MutexLock lock(&mu_);
   auto indexed = index_.find(*k);
   if (indexed != index_.end()) {
     if (!options_.shared) return Presence::kPresent;
@@ -135,13 +137,13 @@ FileTier::Presence FileTier::Cached(absl::string_view fingerprint, absl::string_
   return Presence::kUnknown;
 }
 
-bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
-  const std::string path = PathOf(fingerprint, key);
+bool FileTier::Probe(const TierNamespace& ns, absl::string_view key) {
+  const std::string path = PathOf(ns.fingerprint, key);
   if (path.empty()) return false;
   std::optional<FileInfo> info = options_.shared ? fs_->StatUncached(path) : fs_->Stat(path);
   const bool present = info.has_value() && info->regular;
   MutexLock lock(&mu_);
-  absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
+  absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
   if (!k.ok()) return false;
   if (present) {
     absent_until_.erase(*k);
@@ -162,7 +164,7 @@ bool FileTier::Probe(absl::string_view fingerprint, absl::string_view key) {
 
 void FileTier::AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cause) {
   if (!options_.observer) return;
-  options_.observer(ns_names_[key.ns() - 1], KeyBytes(key), stored, cause);
+  options_.observer(FingerprintOfLocked(key.ns()), KeyBytes(key), stored, cause);
 }
 
 void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce) {
@@ -220,7 +222,7 @@ bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<c
   BlockKey k;
   {
     MutexLock lock(&mu_);
-    absl::StatusOr<BlockKey> made = KeyOfLocked(ns.fingerprint, key);
+    absl::StatusOr<BlockKey> made = KeyOfLocked(ns, key);
     if (path.empty() || !made.ok()) return false;
     k = *made;
     auto it = index_.find(k);
@@ -270,7 +272,7 @@ void FileTier::RecordAccess(const BlockKey& key, const std::string& path) {
     if (now - it->second.recorded_access < options_.access_record_interval) return;
     it->second.recorded_access = now;
     file_bytes = it->second.file_bytes;
-    fingerprint = ns_names_[key.ns() - 1];
+    fingerprint = FingerprintOfLocked(key.ns());
   }
   // The mtime is the access time every daemon of the shared tier orders eviction by; the
   // journal names the file again in this minute's bucket, which a trim reaches later.
@@ -292,7 +294,7 @@ void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
   {
     MutexLock lock(&mu_);
     if (moved.ok()) ++counters_.quarantined;
-    fingerprint = ns_names_[key.ns() - 1];
+    fingerprint = FingerprintOfLocked(key.ns());
     EraseLocked(key, RemovalCause::kEvicted);
   }
   if (moved.ok()) RecordRemoval(fingerprint, KeyBytes(key));
@@ -329,14 +331,14 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
   bool indexed = false;
   {
     MutexLock lock(&mu_);
-    absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);
+    absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
     if (!k.ok()) return k.status();
     indexed = index_.contains(*k);
   }
-  if (indexed && (!options_.shared || Probe(ns.fingerprint, key))) return absl::OkStatus();
+  if (indexed && (!options_.shared || Probe(ns, key))) return absl::OkStatus();
   {
     MutexLock lock(&mu_);
-    absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);
+    absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
     if (!k.ok()) return k.status();
     if (index_.contains(*k)) return absl::OkStatus();
     room = StateLocked() != TierState::kReadOnly && MakeRoomLocked(file_bytes, &doomed);
@@ -386,7 +388,7 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
   if (journal_ != nullptr) journal_->Record(clock_->Now(), ns.fingerprint, key, file_bytes);
   MutexLock lock(&mu_);
   if (holds_room) in_flight_bytes_ -= file_bytes;  // Now a file: the scans see it.
-  absl::StatusOr<BlockKey> k = KeyOfLocked(ns.fingerprint, key);
+  absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
   absent_until_.erase(*k);
   if (!index_.contains(*k)) InsertLocked(*k, file_bytes, /*announce=*/true);
   ++counters_.writes;
@@ -500,7 +502,7 @@ bool FileTier::MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doome
     if (it->second.announced) AnnounceLocked(key, /*stored=*/false, RemovalCause::kEvicted);
     used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
     index_.erase(it);
-    doomed->push_back(PathOf(ns_names_[key.ns() - 1], KeyBytes(key)));
+    doomed->push_back(PathOf(FingerprintOfLocked(key.ns()), KeyBytes(key)));
     ++counters_.evictions;
   }
   return static_cast<double>(used_bytes_ + incoming) <= options_.high_watermark * capacity;
@@ -531,16 +533,16 @@ void FileTier::OnWriteError(const absl::Status& error) {
   }
 }
 
-bool FileTier::Remove(absl::string_view fingerprint, absl::string_view key) {
-  const std::string path = PathOf(fingerprint, key);
+bool FileTier::Remove(const TierNamespace& ns, absl::string_view key) {
+  const std::string path = PathOf(ns.fingerprint, key);
   if (path.empty()) return false;
   {
     MutexLock lock(&mu_);
-    absl::StatusOr<BlockKey> k = KeyOfLocked(fingerprint, key);
+    absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
     if (k.ok()) EraseLocked(*k, RemovalCause::kAdminEvict);
   }
   if (!fs_->Remove(path)) return false;
-  RecordRemoval(fingerprint, key);
+  RecordRemoval(ns.fingerprint, key);
   return true;
 }
 

@@ -69,6 +69,8 @@
 #include "daemon/eviction/eviction_policy.h"
 #include "daemon/index/block_entry.h"
 #include "daemon/index/block_key.h"
+#include "daemon/namespaces/namespace_ids.h"
+#include "daemon/namespaces/namespace_registry.h"
 #include "daemon/namespaces/namespace_spec.h"
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_file_system.h"
@@ -120,6 +122,11 @@ struct FileTierOptions {
   // The time source of the index's ages, cooldowns and rechecks (nullptr = the system
   // clock; file mtimes are the filesystem's own). Not owned; outlives the tier.
   Clock* clock = nullptr;
+  // The daemon's namespace ids (its NamespaceRegistry): the index keys blocks by the same
+  // (NamespaceId, key) as L1, and a namespace found on disk first gets its id there. Not
+  // owned; outlives the tier. nullptr = an id space of the tier's own (a tier used alone:
+  // tests, tools), where a TierNamespace's id is ignored and its fingerprint decides.
+  NamespaceIds* namespace_ids = nullptr;
 };
 
 class FileTier : public BlockTier {
@@ -141,10 +148,10 @@ class FileTier : public BlockTier {
   Tier level() const override { return options_.tier; }
   // What the index says, without I/O. kUnknown: only a Probe can tell; kStale (shared
   // tier): indexed, not seen within presence_ttl.
-  Presence Cached(absl::string_view fingerprint, absl::string_view key) const override;
+  Presence Cached(const TierNamespace& ns, absl::string_view key) const override;
   // stat(2)s the block's file (a shared tier: StatUncached) and records the answer (a
   // file gone since it was indexed leaves the index).
-  bool Probe(absl::string_view fingerprint, absl::string_view key) override;
+  bool Probe(const TierNamespace& ns, absl::string_view key) override;
   // Reads and verifies the block file into `dest`.
   bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
   // Writes the block (atomically; see block_file_io.h), making room first. A refusal or
@@ -152,7 +159,7 @@ class FileTier : public BlockTier {
   absl::Status Write(const TierNamespace& ns, absl::string_view key,
                      absl::string_view payload) override;
   // Deletes the block's file.
-  bool Remove(absl::string_view fingerprint, absl::string_view key) override;
+  bool Remove(const TierNamespace& ns, absl::string_view key) override;
   // Deletes every block file of one namespace (or all).
   size_t Clear(std::optional<absl::string_view> fingerprint) override;
   // Runs one shared-tier eviction pass now if this daemon gets the lock (tests, drain),
@@ -185,9 +192,19 @@ class FileTier : public BlockTier {
   };
 
   explicit FileTier(FileTierOptions options);
-  absl::StatusOr<BlockKey> KeyOf(absl::string_view fingerprint, absl::string_view key) const;
-  absl::StatusOr<BlockKey> KeyOfLocked(absl::string_view fingerprint, absl::string_view key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The index key of (namespace, key): the namespace's id from NamespaceIds (`known` when
+  // the caller gave it and the ids are the daemon's), its fingerprint remembered for paths
+  // and notices. NOT_FOUND when the id space is full, INVALID_ARGUMENT for a bad key.
+  absl::StatusOr<BlockKey> KeyOfLocked(absl::string_view fingerprint, absl::string_view key,
+                                       NamespaceId known = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<BlockKey> KeyOfLocked(const TierNamespace& ns, absl::string_view key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return KeyOfLocked(ns.fingerprint, key, ns.id);
+  }
+  // The id of a namespace the caller names (without interning when `known` is usable).
+  NamespaceId IdOf(absl::string_view fingerprint, NamespaceId known) const;
+  // The fingerprint of a namespace id this tier indexed a block of.
+  const std::string& FingerprintOfLocked(NamespaceId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PathOf(absl::string_view fingerprint, absl::string_view key) const;
   void InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -257,8 +274,10 @@ class FileTier : public BlockTier {
   BlockFileSystem* const fs_;
   Clock* const clock_;
   mutable Mutex mu_;
-  absl::flat_hash_map<std::string, NamespaceId> ns_ids_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> ns_names_ ABSL_GUARDED_BY(mu_);                 // ns_names_[id - 1]
+  std::unique_ptr<NamespaceRegistry> own_ids_;  // only without options_.namespace_ids
+  NamespaceIds* const ids_;
+  // The fingerprint of every namespace id the index holds blocks of.
+  absl::flat_hash_map<NamespaceId, std::string> fingerprints_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> namespace_files_ ABSL_GUARDED_BY(mu_);  // written
   absl::flat_hash_map<BlockKey, FileMeta> index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BlockKey, absl::Time> absent_until_ ABSL_GUARDED_BY(mu_);

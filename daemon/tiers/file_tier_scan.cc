@@ -280,7 +280,8 @@ size_t FileTier::Clear(std::optional<absl::string_view> fingerprint) {
   MutexLock lock(&mu_);
   std::vector<BlockKey> doomed;
   for (const auto& [key, meta] : index_) {
-    if (!fingerprint.has_value() || ns_names_[key.ns() - 1] == *fingerprint) doomed.push_back(key);
+    if (!fingerprint.has_value() || FingerprintOfLocked(key.ns()) == *fingerprint)
+      doomed.push_back(key);
   }
   for (const BlockKey& key : doomed) EraseLocked(key, RemovalCause::kCleared);
   absent_until_.clear();

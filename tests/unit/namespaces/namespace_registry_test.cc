@@ -57,6 +57,42 @@ TEST(NamespaceRegistryTest, LimitIsResourceExhausted) {
   EXPECT_EQ(registry.Register(1, other).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+TEST(NamespaceRegistryTest, AFingerprintATierFoundFirstKeepsItsIdWhenRegistered) {
+  NamespaceRegistry registry;
+  NamespaceSpec spec = Llama8bSpec();
+  ASSERT_TRUE(ValidateAndNormalize(spec).ok());
+  const std::string fingerprint = Fingerprint(spec);
+  const NamespaceId early = registry.IdOf(fingerprint);  // a tier's scan found its blocks
+  ASSERT_NE(early, 0u);
+  EXPECT_EQ(registry.IdOf(fingerprint), early);
+  // Not registered yet: not listed, not found, not counted.
+  EXPECT_FALSE(registry.Find(early).has_value());
+  EXPECT_FALSE(registry.FindByFingerprint(fingerprint).has_value());
+  EXPECT_TRUE(registry.List().empty());
+  EXPECT_EQ(registry.size(), 0u);
+  EXPECT_FALSE(registry.IsRegisteredBy(early, 1));
+  auto a = registry.Register(1, Llama8bSpec());
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->id, early);
+  EXPECT_EQ(a->bytes_per_block, BytesPerBlock(Llama8bSpec()));
+  ASSERT_TRUE(registry.Find(early).has_value());
+  EXPECT_EQ(registry.Find(early)->fingerprint, fingerprint);
+  EXPECT_EQ(registry.size(), 1u);
+  EXPECT_EQ(registry.IdOf(fingerprint), early);
+  // Another namespace registered afterwards takes the next id.
+  NamespaceSpec other = Llama8bSpec();
+  other.salt = "x";
+  EXPECT_EQ(registry.Register(1, other)->id, early + 1);
+}
+
+TEST(NamespaceRegistryTest, IdsForTiersCountTowardTheLimit) {
+  NamespaceRegistry registry(1);
+  ASSERT_NE(registry.IdOf("00000000000000000000000000000001"), 0u);
+  EXPECT_EQ(registry.IdOf("00000000000000000000000000000002"), 0u);  // full
+  EXPECT_EQ(registry.Register(1, Llama8bSpec()).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 TEST(NamespaceRegistryTest, InvalidSpecIsRejected) {
   NamespaceRegistry registry;
   NamespaceSpec bad = Llama8bSpec();

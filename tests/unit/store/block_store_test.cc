@@ -110,7 +110,7 @@ TEST_F(BlockStoreTest, ABlockNoTierHasIsMissingNotAnError) {
   std::vector<std::string> keys = Keys(2);
   StoreAll(keys, 30);
   ASSERT_EQ(tiered_.l1->Clear(ns_), 2u);
-  ASSERT_TRUE(lower_->Remove(namespaces_.Find(ns_)->fingerprint, "k1"));
+  ASSERT_TRUE(lower_->Remove(TierNamespace{namespaces_.Find(ns_)->fingerprint, {}, 0, ns_}, "k1"));
   auto loaded = store_->AcquireLoad(kClient, ns_, Views(keys), std::nullopt);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->slots[0].status, LoadStatus::kReady);

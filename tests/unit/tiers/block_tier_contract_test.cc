@@ -141,7 +141,7 @@ TYPED_TEST(BlockTierContractTest, AWrittenBlockReadsBackByteExact) {
   }
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(this->Read(this->ns_, "key-" + std::to_string(i)), Payload(kPayload, i)) << i;
-    EXPECT_EQ(this->tier().Cached(this->ns_.fingerprint, "key-" + std::to_string(i)),
+    EXPECT_EQ(this->tier().Cached(this->ns_, "key-" + std::to_string(i)),
               BlockTier::Presence::kPresent);
   }
   EXPECT_EQ(this->tier().Stats().blocks, 5u);
@@ -150,9 +150,8 @@ TYPED_TEST(BlockTierContractTest, AWrittenBlockReadsBackByteExact) {
 TYPED_TEST(BlockTierContractTest, AnAbsentBlockMisses) {
   std::string dest(kPayload, 'x');
   EXPECT_FALSE(this->tier().Read(this->ns_, "never-written", absl::MakeSpan(dest)));
-  EXPECT_FALSE(this->tier().Probe(this->ns_.fingerprint, "never-written"));
-  EXPECT_EQ(this->tier().Cached(this->ns_.fingerprint, "never-written"),
-            BlockTier::Presence::kAbsent);
+  EXPECT_FALSE(this->tier().Probe(this->ns_, "never-written"));
+  EXPECT_EQ(this->tier().Cached(this->ns_, "never-written"), BlockTier::Presence::kAbsent);
 }
 
 TYPED_TEST(BlockTierContractTest, WritingAPresentKeySucceedsAndKeepsOneBlock) {
@@ -172,10 +171,10 @@ TYPED_TEST(BlockTierContractTest, AWrongSizeIsRefusedAndLeavesNothing) {
 TYPED_TEST(BlockTierContractTest, RemoveDeletesOneBlockOnce) {
   ASSERT_TRUE(this->tier().Write(this->ns_, "a", Payload(kPayload, 1)).ok());
   ASSERT_TRUE(this->tier().Write(this->ns_, "b", Payload(kPayload, 2)).ok());
-  EXPECT_TRUE(this->tier().Remove(this->ns_.fingerprint, "a"));
-  EXPECT_FALSE(this->tier().Remove(this->ns_.fingerprint, "a"));
+  EXPECT_TRUE(this->tier().Remove(this->ns_, "a"));
+  EXPECT_FALSE(this->tier().Remove(this->ns_, "a"));
   EXPECT_EQ(this->Read(this->ns_, "a"), "");
-  EXPECT_NE(this->tier().Cached(this->ns_.fingerprint, "a"), BlockTier::Presence::kPresent);
+  EXPECT_NE(this->tier().Cached(this->ns_, "a"), BlockTier::Presence::kPresent);
   EXPECT_EQ(this->Read(this->ns_, "b"), Payload(kPayload, 2));
   EXPECT_EQ(this->tier().Stats().blocks, 1u);
 }

@@ -32,8 +32,8 @@ class FileTierJournalTest : public FileTierTest {
 TEST_F(FileTierJournalTest, BlocksAnotherDaemonWroteAreKnownAtOpenWithoutAProbe) {
   WrittenByAnother(20);
   auto b = Open(Options(/*shared=*/true));
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(b->Cached(ns_.fingerprint, Key(i)), Presence::kStale);
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(20)), Presence::kUnknown);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(b->Cached(ns_, Key(i)), Presence::kStale);
+  EXPECT_EQ(b->Cached(ns_, Key(20)), Presence::kUnknown);
   TierStats st = b->Stats();
   EXPECT_EQ(st.blocks, 20u);
   EXPECT_EQ(st.followed_lines, 20u);
@@ -49,12 +49,12 @@ TEST_F(FileTierJournalTest, ADeletionByAnotherDaemonLeavesTheIndex) {
   ASSERT_TRUE(b->Write(ns_, Key(2), Payload(kPayload, 2)).ok());
   {
     auto other = Open(Options(/*shared=*/true));
-    ASSERT_TRUE(other->Remove(ns_.fingerprint, Key(1)));
+    ASSERT_TRUE(other->Remove(ns_, Key(1)));
     other->Stop();
   }
   b->FollowJournals(absl::Seconds(10));
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(1)), Presence::kUnknown);
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(2)), Presence::kPresent);
+  EXPECT_EQ(b->Cached(ns_, Key(1)), Presence::kUnknown);
+  EXPECT_EQ(b->Cached(ns_, Key(2)), Presence::kPresent);
   EXPECT_EQ(b->Stats().blocks, 1u);
 }
 
@@ -68,7 +68,7 @@ TEST_F(FileTierJournalTest, ADeletionOlderThanWhatThisDaemonSawIsIgnored) {
   other.RecordRemoval(absl::Now() - absl::Minutes(5), ns_.fingerprint, Key(1));
   ASSERT_EQ(other.Flush(), 1u);
   EXPECT_EQ(b->FollowJournals(absl::Seconds(10)), 1u);
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(1)), Presence::kPresent);
+  EXPECT_EQ(b->Cached(ns_, Key(1)), Presence::kPresent);
 }
 
 TEST_F(FileTierJournalTest, AWriteAndADeletionItCannotOrderAreProbedAgain) {
@@ -85,10 +85,10 @@ TEST_F(FileTierJournalTest, AWriteAndADeletionItCannotOrderAreProbedAgain) {
   ASSERT_EQ(x.Flush(), 4u);
   ASSERT_EQ(y.Flush(), 1u);
   EXPECT_EQ(b->FollowJournals(absl::Seconds(10)), 5u);
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(1)), Presence::kUnknown);
-  EXPECT_TRUE(b->Probe(ns_.fingerprint, Key(1)));  // still there: the probe decides
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(2)), Presence::kUnknown);
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(3)), Presence::kStale);
+  EXPECT_EQ(b->Cached(ns_, Key(1)), Presence::kUnknown);
+  EXPECT_TRUE(b->Probe(ns_, Key(1)));  // still there: the probe decides
+  EXPECT_EQ(b->Cached(ns_, Key(2)), Presence::kUnknown);
+  EXPECT_EQ(b->Cached(ns_, Key(3)), Presence::kStale);
 }
 
 // A stale entry counts (where its probe does not answer in time) for followed_presence_ttl
@@ -102,13 +102,13 @@ TEST_F(FileTierJournalTest, TheLongerTrustLastsWhileTheFollowingKeepsUp) {
   o.follow_interval = absl::Seconds(1);
   auto b = Open(o);
   b->Stop();  // Only the test follows from here.
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kStale);
+  EXPECT_EQ(b->Cached(ns_, Key(0)), Presence::kStale);
   clock.Advance(absl::Seconds(3));  // past stale_presence_ttl; the last follow 3 s ago
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kStale);
+  EXPECT_EQ(b->Cached(ns_, Key(0)), Presence::kStale);
   clock.Advance(absl::Seconds(10));  // no follow for 13 s: stale_presence_ttl again
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kUnknown);
+  EXPECT_EQ(b->Cached(ns_, Key(0)), Presence::kUnknown);
   b->FollowJournals(absl::Seconds(10));  // keeping up again (nothing new)
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kStale);
+  EXPECT_EQ(b->Cached(ns_, Key(0)), Presence::kStale);
 }
 
 // Issue 46 items 5 and 7: while the following keeps up, an entry counted as present for
@@ -124,16 +124,16 @@ TEST_F(FileTierJournalTest, AFileRemovedElsewhereIsNotPresentPastPresenceTtl) {
   ASSERT_TRUE(b->Write(ns_, Key(1), Payload(kPayload, 1)).ok());
   ASSERT_TRUE(b->Write(ns_, Key(2), Payload(kPayload, 2)).ok());
   b->FollowJournals(absl::Seconds(10));  // keeping up
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(1)), Presence::kPresent);
+  EXPECT_EQ(b->Cached(ns_, Key(1)), Presence::kPresent);
   ASSERT_TRUE(std::filesystem::remove(PathOf(Key(1))));  // an operator's rm
   auto peer = Open(Options(/*shared=*/true));
-  ASSERT_TRUE(peer->Remove(ns_.fingerprint, Key(2)));  // its line not followed yet
+  ASSERT_TRUE(peer->Remove(ns_, Key(2)));  // its line not followed yet
   clock.Advance(absl::Milliseconds(100));
   b->FollowJournals(absl::ZeroDuration());  // still keeping up (read nothing)
   for (int i : {1, 2}) {
-    EXPECT_NE(b->Cached(ns_.fingerprint, Key(i)), Presence::kPresent) << i;
-    EXPECT_FALSE(b->Probe(ns_.fingerprint, Key(i))) << i;
-    EXPECT_EQ(b->Cached(ns_.fingerprint, Key(i)), Presence::kAbsent) << i;
+    EXPECT_NE(b->Cached(ns_, Key(i)), Presence::kPresent) << i;
+    EXPECT_FALSE(b->Probe(ns_, Key(i))) << i;
+    EXPECT_EQ(b->Cached(ns_, Key(i)), Presence::kAbsent) << i;
   }
 }
 
@@ -144,7 +144,7 @@ TEST_F(FileTierJournalTest, AnOlderWriteLineDoesNotUndoAFailedRead) {
   b->Stop();  // Only the test follows from here.
   WrittenByAnother(1);
   EXPECT_EQ(b->FollowJournals(absl::Seconds(10)), 1u);
-  ASSERT_NE(b->Cached(ns_.fingerprint, Key(0)), Presence::kAbsent);
+  ASSERT_NE(b->Cached(ns_, Key(0)), Presence::kAbsent);
   ASSERT_TRUE(std::filesystem::remove(PathOf(Key(0))));
   EXPECT_FALSE(ReadBack(*b, Key(0), Payload(kPayload, 0)));
   EXPECT_EQ(b->Stats().blocks, 0u);
@@ -152,12 +152,12 @@ TEST_F(FileTierJournalTest, AnOlderWriteLineDoesNotUndoAFailedRead) {
   late.Record(absl::Now() - absl::Seconds(5), ns_.fingerprint, Key(0), kFileBytes);
   ASSERT_EQ(late.Flush(), 1u);
   EXPECT_EQ(b->FollowJournals(absl::Seconds(10)), 1u);
-  const Presence now = b->Cached(ns_.fingerprint, Key(0));
+  const Presence now = b->Cached(ns_, Key(0));
   EXPECT_TRUE(now == Presence::kAbsent || now == Presence::kUnknown) << static_cast<int>(now);
   EXPECT_EQ(b->Stats().blocks, 0u);
   // The block comes back through this daemon's own evidence: a write (or a probe).
   ASSERT_TRUE(b->Write(ns_, Key(0), Payload(kPayload, 0)).ok());
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kPresent);
+  EXPECT_EQ(b->Cached(ns_, Key(0)), Presence::kPresent);
 }
 
 TEST_F(FileTierJournalTest, WithoutFollowingNothingIsLearned) {
@@ -165,7 +165,7 @@ TEST_F(FileTierJournalTest, WithoutFollowingNothingIsLearned) {
   FileTierOptions o = Options(/*shared=*/true);
   o.follow_interval = absl::ZeroDuration();
   auto b = Open(o);
-  EXPECT_EQ(b->Cached(ns_.fingerprint, Key(0)), Presence::kUnknown);
+  EXPECT_EQ(b->Cached(ns_, Key(0)), Presence::kUnknown);
   EXPECT_EQ(b->FollowJournals(absl::Seconds(1)), 0u);
   EXPECT_EQ(b->Stats().blocks, 0u);
 }

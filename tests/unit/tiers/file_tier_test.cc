@@ -37,7 +37,7 @@ TEST_F(FileTierTest, WriteThenReadByteExact) {
   auto tier = Open(Options());
   std::string data = Payload(kPayload, 1);
   ASSERT_TRUE(tier->Write(ns_, Key(1), data).ok());
-  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  EXPECT_EQ(tier->Cached(ns_, Key(1)), FileTier::Presence::kPresent);
   EXPECT_TRUE(ReadBack(*tier, Key(1), data));
   EXPECT_TRUE(fs::exists(fs::path(root_) / ns_.fingerprint / "namespace.json"));
   TierStats st = tier->Stats();
@@ -48,7 +48,7 @@ TEST_F(FileTierTest, WriteThenReadByteExact) {
 
 TEST_F(FileTierTest, LocalTierKnowsItsAbsentKeysOnceWarm) {
   auto tier = Open(Options());
-  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(9)), FileTier::Presence::kAbsent);
+  EXPECT_EQ(tier->Cached(ns_, Key(9)), FileTier::Presence::kAbsent);
   std::string buf(kPayload, '\0');
   EXPECT_FALSE(tier->Read(ns_, Key(9), absl::MakeSpan(buf)));
   EXPECT_EQ(tier->Stats().misses, 1u);
@@ -86,7 +86,7 @@ TEST_F(MemoryFileTierTest, LocalCapacityEvictsLeastRecentlyUsed) {
   EXPECT_GE(st.evictions, 2u);
   EXPECT_TRUE(memory_.Stat(PathOf(Key(0))).has_value());
   EXPECT_FALSE(memory_.Stat(PathOf(Key(1))).has_value());
-  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  EXPECT_EQ(tier->Cached(ns_, Key(1)), FileTier::Presence::kAbsent);
 }
 
 TEST_F(FileTierTest, FullDiskShrinksTheTier) {
@@ -131,8 +131,8 @@ TEST_F(FileTierTest, EveryFullDiskShrinksTheTierToWhatItHolds) {
   EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(4), data)));
   EXPECT_EQ(tier->Stats().effective_bytes, four);  // Exactly what it holds: no floor.
   // Something else fills the disk further: the next failure shrinks the tier again.
-  ASSERT_TRUE(tier->Remove(ns_.fingerprint, Key(0)));
-  ASSERT_TRUE(tier->Remove(ns_.fingerprint, Key(1)));
+  ASSERT_TRUE(tier->Remove(ns_, Key(0)));
+  ASSERT_TRUE(tier->Remove(ns_, Key(1)));
   const uint64_t two = tier->Stats().used_bytes;
   EXPECT_TRUE(absl::IsResourceExhausted(tier->Write(ns_, Key(5), data)));
   EXPECT_EQ(tier->Stats().effective_bytes, two);
@@ -275,7 +275,7 @@ TEST_F(FileTierTest, ATornWriteIsAMissNeverWrongBytes) {
   EXPECT_FALSE(tier->Read(ns_, Key(1), absl::MakeSpan(buf)));
   EXPECT_EQ(tier->Stats().quarantined, 1u);
   EXPECT_FALSE(fs::exists(PathOf(Key(1))));
-  EXPECT_NE(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  EXPECT_NE(tier->Cached(ns_, Key(1)), FileTier::Presence::kPresent);
   // Written again whole, it reads back.
   ASSERT_TRUE(tier->Write(ns_, Key(1), data).ok());
   EXPECT_TRUE(ReadBack(*tier, Key(1), data));
@@ -329,7 +329,7 @@ TEST_F(FileTierTest, CorruptFileIsQuarantinedAndForgotten) {
   EXPECT_FALSE(tier->Read(ns_, Key(1), absl::MakeSpan(buf)));
   EXPECT_FALSE(fs::exists(PathOf(Key(1))));
   EXPECT_EQ(tier->Stats().quarantined, 1u);
-  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  EXPECT_EQ(tier->Cached(ns_, Key(1)), FileTier::Presence::kAbsent);
   EXPECT_FALSE(fs::is_empty(fs::path(root_) / ".quarantine"));
 }
 
@@ -344,22 +344,22 @@ TEST_F(FileTierTest, SharedTierProbesAndCachesAbsence) {
   auto writer = Open(Options(/*shared=*/true));
   auto reader = Open(Options(/*shared=*/true));
   std::string data = Payload(kPayload, 9);
-  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kUnknown);
-  EXPECT_FALSE(reader->Probe(ns_.fingerprint, Key(1)));
-  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  EXPECT_EQ(reader->Cached(ns_, Key(1)), FileTier::Presence::kUnknown);
+  EXPECT_FALSE(reader->Probe(ns_, Key(1)));
+  EXPECT_EQ(reader->Cached(ns_, Key(1)), FileTier::Presence::kAbsent);
   ASSERT_TRUE(writer->Write(ns_, Key(1), data).ok());
   // Still remembered as absent until the negative cache expires.
-  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  EXPECT_EQ(reader->Cached(ns_, Key(1)), FileTier::Presence::kAbsent);
   absl::SleepFor(absl::Milliseconds(250));
-  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kUnknown);
-  EXPECT_TRUE(reader->Probe(ns_.fingerprint, Key(1)));
-  EXPECT_EQ(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  EXPECT_EQ(reader->Cached(ns_, Key(1)), FileTier::Presence::kUnknown);
+  EXPECT_TRUE(reader->Probe(ns_, Key(1)));
+  EXPECT_EQ(reader->Cached(ns_, Key(1)), FileTier::Presence::kPresent);
   EXPECT_TRUE(ReadBack(*reader, Key(1), data));
   // Another daemon evicts it: the stale positive entry turns into a miss on read.
-  ASSERT_TRUE(writer->Remove(ns_.fingerprint, Key(1)));
+  ASSERT_TRUE(writer->Remove(ns_, Key(1)));
   std::string buf(kPayload, '\0');
   EXPECT_FALSE(reader->Read(ns_, Key(1), absl::MakeSpan(buf)));
-  EXPECT_NE(reader->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  EXPECT_NE(reader->Cached(ns_, Key(1)), FileTier::Presence::kPresent);
 }
 
 TEST_F(FileTierTest, SharedTierForgetsBlocksAnotherDaemonDeleted) {
@@ -375,15 +375,15 @@ TEST_F(FileTierTest, SharedTierForgetsBlocksAnotherDaemonDeleted) {
   std::string data = Payload(kPayload, 5);
   ASSERT_TRUE(x->Write(ns_, Key(1), data).ok());
   ASSERT_TRUE(x->Write(ns_, Key(2), data).ok());
-  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
-  ASSERT_TRUE(other->Probe(ns_.fingerprint, Key(1)));
-  ASSERT_TRUE(other->Remove(ns_.fingerprint, Key(1)));
+  EXPECT_EQ(x->Cached(ns_, Key(1)), FileTier::Presence::kPresent);
+  ASSERT_TRUE(other->Probe(ns_, Key(1)));
+  ASSERT_TRUE(other->Remove(ns_, Key(1)));
   ASSERT_TRUE(fs::remove(PathOf(Key(2))));
   // Past presence_ttl the entry is stale (a lookup probes it), and a probe drops it.
   absl::SleepFor(absl::Milliseconds(250));
-  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kStale);
-  EXPECT_FALSE(x->Probe(ns_.fingerprint, Key(1)));
-  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kAbsent);
+  EXPECT_EQ(x->Cached(ns_, Key(1)), FileTier::Presence::kStale);
+  EXPECT_FALSE(x->Probe(ns_, Key(1)));
+  EXPECT_EQ(x->Cached(ns_, Key(1)), FileTier::Presence::kAbsent);
   EXPECT_EQ(x->Stats().blocks, 1u);
   // Storing a block whose file is gone writes it again (at once, whatever the TTL says).
   ASSERT_TRUE(x->Write(ns_, Key(2), data).ok());
@@ -392,7 +392,7 @@ TEST_F(FileTierTest, SharedTierForgetsBlocksAnotherDaemonDeleted) {
   // A block still on disk is not rewritten, and stays present.
   ASSERT_TRUE(x->Write(ns_, Key(2), data).ok());
   EXPECT_EQ(x->Stats().writes, 3u);
-  EXPECT_EQ(x->Cached(ns_.fingerprint, Key(2)), FileTier::Presence::kPresent);
+  EXPECT_EQ(x->Cached(ns_, Key(2)), FileTier::Presence::kPresent);
 }
 
 TEST_F(FileTierTest, AReadOfAFileDeletedElsewhereIsAMissThatFixesTheIndex) {
@@ -401,7 +401,7 @@ TEST_F(FileTierTest, AReadOfAFileDeletedElsewhereIsAMissThatFixesTheIndex) {
   auto x = Open(Options(/*shared=*/true));
   std::string data = Payload(kPayload, 6);
   ASSERT_TRUE(x->Write(ns_, Key(1), data).ok());
-  ASSERT_EQ(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  ASSERT_EQ(x->Cached(ns_, Key(1)), FileTier::Presence::kPresent);
   ASSERT_TRUE(fs::remove(PathOf(Key(1))));
   EXPECT_FALSE(ReadBack(*x, Key(1), data));
   TierStats st = x->Stats();
@@ -409,7 +409,7 @@ TEST_F(FileTierTest, AReadOfAFileDeletedElsewhereIsAMissThatFixesTheIndex) {
   EXPECT_EQ(st.read_errors, 0u);
   EXPECT_EQ(st.quarantined, 0u);
   EXPECT_EQ(st.blocks, 0u);
-  EXPECT_NE(x->Cached(ns_.fingerprint, Key(1)), FileTier::Presence::kPresent);
+  EXPECT_NE(x->Cached(ns_, Key(1)), FileTier::Presence::kPresent);
 }
 
 TEST_F(FileTierTest, ConcurrentWritersOfOneKeyNeverTearIt) {
@@ -454,10 +454,10 @@ TEST_F(FileTierTest, SlowDiskProbeDoesNotHoldTheIndex) {
   });
   o.files = &faults_;
   auto tier = Open(o);
-  std::thread slow([&] { tier->Probe(ns_.fingerprint, Key(1)); });
+  std::thread slow([&] { tier->Probe(ns_, Key(1)); });
   absl::SleepFor(absl::Milliseconds(50));
   absl::Time start = absl::Now();
-  EXPECT_EQ(tier->Cached(ns_.fingerprint, Key(2)), FileTier::Presence::kUnknown);
+  EXPECT_EQ(tier->Cached(ns_, Key(2)), FileTier::Presence::kUnknown);
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
   slow.join();
 }
@@ -494,7 +494,7 @@ TEST_F(FileTierTest, ObserverHearsOneRemovalPerAnnouncedStore) {
     auto tier = Open(o);
     // Key 4 makes room down to 3 files: keys 0 and 1 are evicted.
     for (int i = 0; i < 5; ++i) ASSERT_TRUE(tier->Write(ns_, Key(i), data).ok());
-    ASSERT_TRUE(tier->Remove(ns_.fingerprint, Key(2)));
+    ASSERT_TRUE(tier->Remove(ns_, Key(2)));
     EXPECT_EQ(tier->Clear(ns_.fingerprint), 2u);
   }
   std::map<std::string, int> balance;
@@ -510,7 +510,7 @@ TEST_F(FileTierTest, ObserverHearsOneRemovalPerAnnouncedStore) {
   heard.clear();
   ASSERT_TRUE(Open(Options())->Write(ns_, Key(7), data).ok());
   auto restarted = Open(o);
-  EXPECT_TRUE(restarted->Remove(ns_.fingerprint, Key(7)));
+  EXPECT_TRUE(restarted->Remove(ns_, Key(7)));
   EXPECT_TRUE(heard.empty());
 }
 
@@ -520,6 +520,41 @@ TEST_F(FileTierTest, RootThatIsAFileIsRefused) {
   FileTierOptions o = Options();
   o.root = file;
   EXPECT_TRUE(absl::IsFailedPrecondition(FileTier::Open(o).status()));
+}
+
+// Issue 44 item 4: the tier keys its index by the daemon's namespace ids (one id space with
+// L1 and the wire): blocks a scan finds before any engine registered their namespace are
+// found under the id that namespace then gets.
+TEST_F(FileTierTest, BlocksFoundOnDiskUseTheDaemonsNamespaceIds) {
+  const std::string data = Payload(kPayload, 9);
+  {
+    auto writer = Open(Options());  // a daemon before a restart
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(writer->Write(ns_, Key(i), data).ok());
+  }
+  NamespaceRegistry registry;
+  // Another namespace first, so that the ids of the registry and of a tier alone differ.
+  NamespaceSpec other = ns_.spec;
+  other.salt = "another";
+  ASSERT_TRUE(registry.Register(7, other).ok());
+  FileTierOptions o = Options();
+  o.namespace_ids = &registry;
+  auto tier = Open(o);  // its warm-up scan finds the three files
+  const NamespaceId found = registry.IdOf(ns_.fingerprint);
+  EXPECT_EQ(found, 2u);
+  auto registered = registry.Register(8, ns_.spec);
+  ASSERT_TRUE(registered.ok());
+  EXPECT_EQ(registered->id, found);
+  TierNamespace tn = ns_;
+  tn.id = registered->id;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(tier->Cached(tn, Key(i)), FileTier::Presence::kPresent) << i;
+    EXPECT_TRUE(ReadBack(*tier, Key(i), data)) << i;
+  }
+  EXPECT_EQ(tier->Cached(tn, Key(3)), FileTier::Presence::kAbsent);
+  // A namespace id the registry never gave this fingerprint names nothing here.
+  TierNamespace wrong = tn;
+  wrong.id = 1;
+  EXPECT_NE(tier->Cached(wrong, Key(0)), FileTier::Presence::kPresent);
 }
 
 }  // namespace

@@ -244,7 +244,7 @@ TEST_F(SharedCapacityTest, TrimDeletesOldestAccessedFirst) {
     ASSERT_EQ(utimensat(AT_FDCWD, PathOf(Key(i)).c_str(), times, 0), 0);
   }
   // A hit recorded by b makes key 0 the newest.
-  ASSERT_TRUE(b->Probe(ns_.fingerprint, Key(0)));
+  ASSERT_TRUE(b->Probe(ns_, Key(0)));
   ASSERT_TRUE(ReadBack(*b, Key(0), data));
   absl::SleepFor(absl::Milliseconds(100));  // the trims the writes asked for have skipped
   ::close(fd);
@@ -299,7 +299,7 @@ TEST_F(SharedCapacityTest, TheJournalsTrimOldestMinuteFirstWithoutAScan) {
     set_mtime(i);
   }
   clock.Advance(absl::Minutes(2));  // Minute 3: b serves key 0 (its use is recorded).
-  ASSERT_TRUE(b->Probe(ns_.fingerprint, Key(0)));
+  ASSERT_TRUE(b->Probe(ns_, Key(0)));
   ASSERT_TRUE(ReadBack(*b, Key(0), data));
   set_mtime(0);
   a->Stop();  // Both flush their journals and give their room back.
