@@ -105,26 +105,28 @@ std::vector<Tier> LowerLookup::FindChain(const TierNamespace& tn, Keys keys,
   return found;
 }
 
-void LowerLookup::Probe(const TierNamespace& tn, Keys keys, absl::Duration timeout) {
+void LowerLookup::Probe(const TierNamespace& tn, Keys keys, absl::Duration timeout,
+                        Probing probing) {
   if (keys.empty() || timeout <= absl::ZeroDuration()) return;
-  // One probe task per key, run in parallel; a key past the first absent one is skipped
-  // (the chain ends there), so a miss costs at most kProbeThreads wasted stat(2)s.
+  // One probe task per key, run in parallel; in a chain a key past the first absent one is
+  // skipped (the chain ends there), so a miss costs at most kProbeThreads wasted stat(2)s.
   struct Chain {
-    explicit Chain(const TierNamespace& n, size_t count) : tn(n), pending(count) {}
+    Chain(const TierNamespace& n, size_t count, bool c) : tn(n), chain(c), pending(count) {}
     const TierNamespace tn;
+    const bool chain;  // a key past the first absent one is not probed
     std::atomic<size_t> first_absent{std::numeric_limits<size_t>::max()};
     std::mutex mu;
     std::condition_variable cv;
     size_t pending;  // by mu
   };
   const size_t count = std::min(keys.size(), kMaxProbedKeys);
-  auto chain = std::make_shared<Chain>(tn, count);
+  auto chain = std::make_shared<Chain>(tn, count, probing == Probing::kChain);
   for (size_t i = 0; i < count; ++i) {
     prober_->Submit(IoPool::Priority::kUrgent, [this, chain, i, key = std::string(keys[i])] {
       if (i < chain->first_absent.load(std::memory_order_acquire)) {
         const bool present = ProbeKey(chain->tn, key);
         size_t seen = chain->first_absent.load(std::memory_order_acquire);
-        while (!present && i < seen &&
+        while (!present && chain->chain && i < seen &&
                !chain->first_absent.compare_exchange_weak(seen, i, std::memory_order_acq_rel)) {
         }
       }

@@ -46,8 +46,12 @@ class LowerLookup {
   // cannot tell. REQUIRES: in_l1.size() == keys.size().
   std::vector<Tier> FindChain(const TierNamespace& tn, Keys keys, const std::vector<bool>& in_l1);
   // Probes the keys whose presence the indexes cannot tell (up to 1024), waiting at most
-  // `timeout`: afterwards the indexes know what the probes found.
-  void Probe(const TierNamespace& tn, Keys keys, absl::Duration timeout);
+  // `timeout`: afterwards the indexes know what the probes found. `chain` (a lookup: the
+  // keys are a prefix chain, which ends at its first absent key): keys past the first
+  // absent one are not probed. Otherwise (a load of any keys) every key is probed.
+  enum class Probing { kChain, kEveryKey };
+  void Probe(const TierNamespace& tn, Keys keys, absl::Duration timeout,
+             Probing probing = Probing::kChain);
   // Admin: the lower tier holding each key whose `where` entry is unset (set entries are
   // kept), probing each unknown key's files one after another.
   void Peek(const TierNamespace& tn, Keys keys, std::vector<std::optional<Tier>>* where);

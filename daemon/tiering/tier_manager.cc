@@ -74,8 +74,10 @@ Promoter::LoadPlan TierManager::PlanLoad(NamespaceId ns, Keys keys) {
   if (!in_l1.ok()) return {};
   std::optional<TierNamespace> tn = stack_.NamespaceOf(ns);
   if (!tn.has_value()) return {};
-  // While a tier's index is still being scanned (after a restart), a block on disk is
-  // "unknown", not absent: probe the files first, as a lookup does (a load may wait).
+  // While a tier's index is still being scanned (after a restart), or for a shared tier
+  // whose index only caches what it saw, a block on disk is "unknown", not absent: probe
+  // the files first, as a lookup does (a load may wait) -- every key: a load's keys are
+  // not a chain that ends at its first absent one.
   std::vector<std::string_view> unknown_keys;
   for (size_t i = 0; i < keys.size(); ++i) {
     if ((*in_l1)[i].has_value()) continue;
@@ -85,7 +87,9 @@ Promoter::LoadPlan TierManager::PlanLoad(NamespaceId ns, Keys keys) {
       unknown_keys.push_back(keys[i]);
     }
   }
-  if (!unknown_keys.empty()) lookup_.Probe(*tn, unknown_keys, promoter_.promotion_wait());
+  if (!unknown_keys.empty()) {
+    lookup_.Probe(*tn, unknown_keys, promoter_.promotion_wait(), LowerLookup::Probing::kEveryKey);
+  }
   return promoter_.PlanLoad(ns, *tn, keys, *in_l1);
 }
 
