@@ -91,8 +91,11 @@ class BlockFileSystem {
   // update(current contents) returns the new contents (at most 16 KiB) or nullopt to leave
   // it. The file is always 16 KiB, the contents zero-padded (update() sees them without
   // the padding), written and fdatasync'd before the lock is released, with O_DIRECT where
-  // the filesystem has it (past a network client's caches). Errors: the file cannot be
-  // opened, locked, read, is larger, or the write fails.
+  // the filesystem has it. Before the read, under the lock, the POSIX implementation sets
+  // the file's size to 16 KiB (a new file is then 16 KiB of zeros, which update() sees as
+  // ""): a truncate drops what a network client cached of the file, contents and size,
+  // which O_DIRECT alone did not (GlusterFS: block_file_system.cc). Errors: the file
+  // cannot be opened, locked, truncated, read, is larger, or the write fails.
   virtual absl::Status UpdateLockedFile(
       const std::string& path,
       const std::function<std::optional<std::string>(absl::string_view current)>& update) = 0;
