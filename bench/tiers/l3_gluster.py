@@ -435,9 +435,9 @@ def bench_store_to_hit(vol, work: Path, trials: int) -> None:
 # ---------------------------------------------------------------------- cap and drops
 
 
-def bench_cap(vol, work: Path, writers: int, per_writer: int, cap: int) -> None:
-    shared = SharedDir(vol, f"cap{writers}")
-    salt = fresh_salt(f"bench-cap{writers}")
+def bench_cap(vol, work: Path, writers: int, per_writer: int, cap: int, tag: str = "") -> None:
+    shared = SharedDir(vol, f"cap{writers}{tag}")
+    salt = fresh_salt(f"bench-cap{writers}{tag}")
     nodes = [Node(work, gl_settings(shared.roots[i % 2], **{"l3.capacity": f"{cap >> 20}MiB"}),
                   salt, f"w{i}") for i in range(writers)]
     try:
