@@ -341,6 +341,75 @@ def test_kill9_mid_write_serves_no_partial_file(shared, workdir) -> None:
         b.close()
 
 
+def test_two_daemons_one_killed_the_other_serves_on(shared, workdir) -> None:
+    """Issue 46: two daemons share L3 (one per mount); A is killed -9 while it writes. B
+    loads A's finished blocks from L3 byte-exact all along, never waits long on A's death
+    (A's ledger flock goes with its process), goes on writing (its writes are admitted), and
+    A, started again, loads B's blocks written after the kill byte-exact."""
+    salt = fresh_salt("two-kill")
+    a = Node(workdir, gl_settings(shared.roots[0]), salt, "a")
+    b = Node(workdir, gl_settings(shared.roots[1]), salt, "b")
+    try:
+        early = 12  # A's blocks before the kill, in L3 and not in B's L1
+        for batch in range(early):
+            a.session.store(a.ns, chain_keys(f"two-a-{batch}", 8), blocks(batch, 8))
+        assert wait_l3_idle(a)
+        stop, killed = threading.Event(), threading.Event()
+        worst_ms, loads, found = [0.0], [0], [0]
+
+        def writer() -> None:  # A keeps writing until it dies
+            for batch in range(early, 4000):
+                if stop.is_set():
+                    return
+                try:
+                    a.session.store(a.ns, chain_keys(f"two-a-{batch}", 8), blocks(batch, 8))
+                except kvstrata.KVStrataError:
+                    return
+
+        def reader() -> None:  # B loads A's early blocks through the kill
+            i = 0
+            while not stop.is_set():
+                batch = i % early
+                t0 = time.monotonic()
+                got = b.session.load(b.ns, chain_keys(f"two-a-{batch}", 8))
+                worst_ms[0] = max(worst_ms[0], (time.monotonic() - t0) * 1e3)
+                found[0] += assert_exact_or_missing(got, blocks(batch, 8), f"A's batch {batch}")
+                loads[0] += 1
+                b.client.evict(fingerprint=b.ns.fingerprint,  # the next load reads L3 again
+                               keys=chain_keys(f"two-a-{batch}", 8), tier=pb.TIER_L1_DRAM)
+                i += 1
+
+        threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+        for t in threads:
+            t.start()
+        try:
+            assert wait_until(lambda: len(shared.block_files(1)) >= 8 * early + 40, 60.0)
+            os.kill(a.daemon.proc.pid, signal.SIGKILL)  # L3 writes and ledger updates in flight
+            killed.set()
+            time.sleep(3.0)  # B serves on
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+        a.close(expect_clean=False)
+        assert loads[0] > 0 and found[0] == 8 * loads[0], (loads[0], found[0])
+        assert worst_ms[0] < 5000, f"a load of B took {worst_ms[0]:.0f} ms around A's kill"
+        # B goes on writing after A's death: admitted and written.
+        before = l3(b).written_blocks
+        for batch in range(6):
+            b.session.store(b.ns, chain_keys(f"two-b-{batch}", 8), blocks(100 + batch, 8))
+        assert wait_l3_idle(b)
+        assert l3(b).written_blocks - before == 48, (l3(b), log_warnings(b))
+        sizes = {p.stat().st_size for p in shared.block_files(1)}
+        assert sizes == {FILE_BYTES}, f"block files of other sizes: {sizes}"
+        a = Node(workdir, gl_settings(shared.roots[0]), salt, "a2")
+        for batch in range(6):
+            got = a.session.load(a.ns, chain_keys(f"two-b-{batch}", 8))
+            assert assert_exact_or_missing(got, blocks(100 + batch, 8), f"B's {batch}") == 8
+    finally:
+        close_all(a, b)
+
+
 def test_corrupted_file_is_a_miss(shared, workdir) -> None:
     """A byte flipped through mount 1 in a file daemon A (mount 0) wrote and still has
     open-able through its own mount."""
