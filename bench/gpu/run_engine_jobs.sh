@@ -26,13 +26,8 @@
 #                                         # stream), in the order socket stream socket stream
 # Needs .bundle/ (scripts/bundle.sh, scripts/bundle_python.sh); writes under $OUT.
 set -uo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo" || exit 1
-out="${OUT:-$repo/gpu-out}"
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 KVSTRATA_SITE="${KVSTRATA_SITE:-/tmp/kvsite}"
-export PYTHONPATH="$KVSTRATA_SITE${PYTHONPATH:+:$PYTHONPATH}"
-export KVSTRATA_DAEMON="$repo/.bundle/bin/kvstratad"
+# shellcheck source=../../scripts/lib/bundle_env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/bundle_env.sh"
 jobs_args=(--repeats "${REPEATS:-20}" --sizes "${SIZES:-1024,8192,32768}")
 
 daemon_wrapper() {  # daemon_wrapper NAME BINARY: /tmp/kvstratad-NAME runs BINARY with .bundle/lib

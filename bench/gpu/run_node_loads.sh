@@ -7,13 +7,8 @@
 # runs node_loads.py with its defaults under $NODE_LOADS_LIMIT s (300); $OUT gets
 # node_loads.json, summary.txt and node_loads.log (this script's whole output).
 set -uo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo" || exit 1
-out="${OUT:-$repo/gpu-out}"
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 KVSTRATA_SITE="${KVSTRATA_SITE:-/tmp/kvsite}"
-export PYTHONPATH="$KVSTRATA_SITE${PYTHONPATH:+:$PYTHONPATH}"
-export KVSTRATA_DAEMON="$repo/.bundle/bin/kvstratad"
+# shellcheck source=../../scripts/lib/bundle_env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/bundle_env.sh"
 {
   bash scripts/gpu_run.sh --install-python | tail -n 3
   nvidia-smi --query-gpu=index,name,pcie.link.gen.current,pcie.link.width.current,memory.used \
