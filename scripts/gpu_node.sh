@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# The node benchmark on the lent 2-GPU machine (nvidia-h100-x2 or nvidia-h200-x2):
+# The node benchmark on a lent multi-GPU machine (nvidia-h100-x2 / nvidia-h200-x2, or the
+# 4-GPU kinds nvidia-h100-x4 / nvidia-h200-x4 where `status` lists them: the same calls with
+# that kind; every GPU gets a replica, kvstratad's L1 is replicas x --cpu-gib):
 # bench/node/run.py, real `vllm serve` replicas (one per GPU) behind a router, one kvstratad
 # for the node. Prepared here (network, no GPU), then device calls sent one right after the
-# other (a machine keeps /tmp only while warm):
+# other (a machine keeps /tmp only while warm; .vllmcarry/p3 and .bundle together pass a
+# call's 64 MiB: carry them in separate calls):
 #
 #   bash scripts/vllm_carry/prepare.sh .vllmcarry            # here: vLLM 0.26 in three parts
 #   bash scripts/vllm_carry/prepare_serve.sh                 # here: .vllmcarry/serve (~4 MB)
 #   bash scripts/bundle.sh && bash scripts/bundle_python.sh  # here: the daemon + client wheel
 #   calls 1-3, kind nvidia-h100-x2, carry [".vllmcarry/pN"]:  bash scripts/gpu_vllm.sh --part N
 #   call 4, carry [".bundle", ".vllmcarry/serve"]:           bash scripts/gpu_node.sh
+#   (on the same machine, every GPU loading at once: carry [".bundle"],
+#                                                 bash bench/gpu/run_node_loads.sh)
 #   call 5 (if call 4 stopped before the end of the plan), the same carry:
 #                                                            bash scripts/gpu_node.sh --continue
 #
