@@ -3,7 +3,8 @@ load and whether in the step that uses it, and the timing of each load planned -
 ended with the workers' times (KVStrataWorkerMetadata.loads), or counted as slow while it
 runs late -- which teaches the planner each tier's speed; the prefill model learns each
 step's work; and the compute queued in front of a request (the prefill still to run of the
-requests that arrived before it), which a recompute waits for and a load runs beside. On for GPU engines unless turned off (config load_planner); without it every
+requests that arrived before it), which a recompute waits for and a load runs beside. On
+for GPU engines unless turned off (config load_planner); without it every
 hit loads, in the step that uses it when it is all in L1 and in-step loads are allowed.
 
 Not thread-safe: the scheduler's thread only.
@@ -93,10 +94,10 @@ class LoadPlanning:
             rows = []
             for st in self.request_states():
                 r = st.request
-                done = max(int(getattr(r, "num_computed_tokens", 0) or 0), st.ready_tokens)
-                left = int(getattr(r, "num_tokens", 0) or 0) - 1 - done
+                done = max(r.num_computed_tokens, st.ready_tokens)
+                left = r.num_tokens - 1 - done
                 if left > 0:
-                    rows.append((float(getattr(r, "arrival_time", 0.0) or 0.0), left, done))
+                    rows.append((r.arrival_time, left, done))
             rows.sort()
             arrivals: List[float] = []
             sums: List[Tuple[int, float]] = []
@@ -108,7 +109,7 @@ class LoadPlanning:
                 sums.append((tokens, flops))
             self._backlog = (self.steps, arrivals, sums)
         _, arrivals, sums = self._backlog
-        ahead = bisect_left(arrivals, float(getattr(request, "arrival_time", 0.0) or 0.0))
+        ahead = bisect_left(arrivals, request.arrival_time)
         if ahead == 0:
             return 0.0
         tokens, flops = sums[ahead - 1]

@@ -326,7 +326,7 @@ def test_a_load_sample_counts_the_bytes_queued_ahead_of_it():
     lp = _planning(states)
     gbps = 50.0
     nbytes = 512 * UNIT_BYTES
-    for i, st in enumerate(states):
+    for st in states:
         st.tiers = [L1] * 512
         lp.load_started(st, 0, 512)
     assert lp.planner.queued(L1) == 4 * nbytes
