@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -52,6 +54,46 @@ int Usage(const absl::Status& status) {
   return kExitUsage;
 }
 
+// The load planner's decisions (the connectors' plan_* counters, docs/load-planner.md),
+// then any other counter the clients report.
+void PrintClientCounters(const v1::GetStatsResponse& r) {
+  std::map<std::string, uint64_t> counters;
+  for (const v1::Counter& counter : r.client_counters()) counters[counter.name()] = counter.value();
+  static constexpr const char* kDecisions[] = {"in_step", "async", "partial", "recompute"};
+  uint64_t decisions = 0;
+  bool reported = false;
+  for (const char* kind : kDecisions) {
+    auto it = counters.find(absl::StrCat("plan_", kind));
+    reported = reported || it != counters.end();
+    decisions += it == counters.end() ? 0 : it->second;
+  }
+  std::cout << "\nLoad planner (the connectors' decisions, every session since the daemon "
+               "started)\n";
+  if (!reported) {
+    std::cout << "no connector has reported load planner decisions\n";
+  } else {
+    Table table({"DECISION", "HITS", "SHARE"});
+    for (const char* kind : kDecisions) {
+      const uint64_t n = counters[absl::StrCat("plan_", kind)];
+      table.AddRow({std::string(kind), absl::StrCat(n),
+                    decisions == 0 ? "-" : absl::StrFormat("%.1f%%", 100.0 * n / decisions)});
+    }
+    table.Print(std::cout);
+    std::cout << "tokens left to compute: " << counters["plan_unloaded_tokens"] << "\n";
+  }
+  Table others({"CLIENT COUNTER", "VALUE"});
+  bool any = false;
+  for (const auto& [name, value] : counters) {
+    if (absl::StartsWith(name, "plan_")) continue;
+    others.AddRow({name, absl::StrCat(value)});
+    any = true;
+  }
+  if (any) {
+    std::cout << "\n";
+    others.Print(std::cout);
+  }
+}
+
 int Stats(CommandContext& c) {
   auto r = c.client->Call(&v1::Admin::Stub::GetStats, c.client->admin(), v1::GetStatsRequest());
   if (!r.ok()) return PrintError(r.status());
@@ -61,6 +103,7 @@ int Stats(CommandContext& c) {
     table.AddRow({counter.name(), absl::StrCat(counter.value())});
   }
   table.Print(std::cout);
+  PrintClientCounters(*r);
   return kExitOk;
 }
 
@@ -178,7 +221,9 @@ int Drain(CommandContext& c) {
 }  // namespace
 
 void AddCacheCommands(std::map<std::string, Command>& commands) {
-  commands["stats"] = {"cache counters (hits, misses, evictions, drops, leases)", Stats};
+  commands["stats"] = {
+      "cache counters (hits, misses, evictions, drops, leases), the load planner's decisions",
+      Stats};
   commands["lookup"] = {"FINGERPRINT KEYHEX...: which tier holds each key", Lookup};
   commands["evict"] = {"FINGERPRINT KEYHEX...: evict blocks (not those in use or pinned)", Evict};
   commands["clear"] = {"FINGERPRINT | all: drop every block not in use, with progress", Clear};

@@ -39,17 +39,46 @@ double OpenFds() {
 
 }  // namespace
 
-void CallbackCollectable::Add(const std::string& name, const std::string& help,
-                              prometheus::MetricType type, MetricLabels labels,
-                              std::function<double()> read) {
-  MutexLock lock(&mu_);
+CallbackCollectable::Family& CallbackCollectable::FamilyOf(const std::string& name,
+                                                           const std::string& help,
+                                                           prometheus::MetricType type) {
   auto [it, inserted] = families_.try_emplace(name);
   if (inserted) {
     it->second.help = help;
     it->second.type = type;
   }
-  it->second.series.push_back({std::move(labels), std::move(read)});
+  return it->second;
 }
+
+void CallbackCollectable::Add(const std::string& name, const std::string& help,
+                              prometheus::MetricType type, MetricLabels labels,
+                              std::function<double()> read) {
+  MutexLock lock(&mu_);
+  FamilyOf(name, help, type).series.push_back({std::move(labels), std::move(read)});
+}
+
+void CallbackCollectable::AddFamily(
+    const std::string& name, const std::string& help, prometheus::MetricType type,
+    std::string label, std::function<std::vector<std::pair<std::string, double>>()> read) {
+  MutexLock lock(&mu_);
+  FamilyOf(name, help, type).sets.push_back({std::move(label), std::move(read)});
+}
+
+namespace {
+
+prometheus::ClientMetric Metric(const MetricLabels& labels, prometheus::MetricType type,
+                                double value) {
+  prometheus::ClientMetric metric;
+  for (const auto& [key, label_value] : labels) metric.label.push_back({key, label_value});
+  if (type == prometheus::MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  return metric;
+}
+
+}  // namespace
 
 std::vector<prometheus::MetricFamily> CallbackCollectable::Collect() const {
   MutexLock lock(&mu_);
@@ -57,15 +86,12 @@ std::vector<prometheus::MetricFamily> CallbackCollectable::Collect() const {
   for (const auto& [name, family] : families_) {
     prometheus::MetricFamily out{name, family.help, family.type, {}};
     for (const Series& series : family.series) {
-      prometheus::ClientMetric metric;
-      for (const auto& [key, value] : series.labels) metric.label.push_back({key, value});
-      double value = series.read();
-      if (family.type == prometheus::MetricType::Counter) {
-        metric.counter.value = value;
-      } else {
-        metric.gauge.value = value;
+      out.metric.push_back(Metric(series.labels, family.type, series.read()));
+    }
+    for (const SeriesSet& set : family.sets) {
+      for (const auto& [label_value, value] : set.read()) {
+        out.metric.push_back(Metric({{set.label, label_value}}, family.type, value));
       }
-      out.metric.push_back(std::move(metric));
     }
     families.push_back(std::move(out));
   }

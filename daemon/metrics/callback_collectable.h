@@ -23,6 +23,10 @@ class CallbackCollectable : public prometheus::Collectable {
   // The first Add of a name fixes its help and type; later ones add series.
   void Add(const std::string& name, const std::string& help, prometheus::MetricType type,
            MetricLabels labels, std::function<double()> read);
+  // Series read together: `read` answers (value of `label`, value) pairs at each scrape.
+  void AddFamily(const std::string& name, const std::string& help, prometheus::MetricType type,
+                 std::string label,
+                 std::function<std::vector<std::pair<std::string, double>>()> read);
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
@@ -30,11 +34,18 @@ class CallbackCollectable : public prometheus::Collectable {
     MetricLabels labels;
     std::function<double()> read;
   };
+  struct SeriesSet {
+    std::string label;
+    std::function<std::vector<std::pair<std::string, double>>()> read;
+  };
   struct Family {
     std::string help;
     prometheus::MetricType type = prometheus::MetricType::Gauge;
     std::vector<Series> series;
+    std::vector<SeriesSet> sets;
   };
+  Family& FamilyOf(const std::string& name, const std::string& help, prometheus::MetricType type)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   mutable Mutex mu_;
   std::map<std::string, Family> families_ ABSL_GUARDED_BY(mu_);
 };

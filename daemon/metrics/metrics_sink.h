@@ -29,6 +29,7 @@ struct LookupSample {
 };
 
 using MetricLabelPairs = std::vector<std::pair<std::string, std::string>>;
+using LabelledValues = std::vector<std::pair<std::string, double>>;  // label value, value
 
 class MetricsSink {
  public:
@@ -58,6 +59,11 @@ class MetricsSink {
                         std::function<double()> /*read*/) {}
   virtual void AddCounter(std::string /*name*/, std::string /*help*/, MetricLabelPairs /*labels*/,
                           std::function<double()> /*read*/) {}
+  // A counter family whose series are read at scrape time, one per value of the label
+  // `label`: `read` answers (label value, count) pairs, and a series exists from the first
+  // scrape that answers its value. Same REQUIRES as AddCounter.
+  virtual void AddCounterFamily(std::string /*name*/, std::string /*help*/, std::string /*label*/,
+                                std::function<LabelledValues()> /*read*/) {}
 
   // The sum of the counter series named `name` whose labels include every `match` pair,
   // as a scrape would read them now (Admin.GetStats serves these; `kvstrata top` turns them

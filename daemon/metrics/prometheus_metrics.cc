@@ -229,6 +229,12 @@ void PrometheusMetrics::AddCounter(std::string name, std::string help, MetricLab
                         std::move(read));
 }
 
+void PrometheusMetrics::AddCounterFamily(std::string name, std::string help, std::string label,
+                                         std::function<LabelledValues()> read) {
+  impl_->callbacks->AddFamily(name, help, prometheus::MetricType::Counter, std::move(label),
+                              std::move(read));
+}
+
 double PrometheusMetrics::CounterTotal(absl::string_view name,
                                        const MetricLabelPairs& match) const {
   std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();

@@ -32,6 +32,8 @@ class PrometheusMetrics : public MetricsSink {
                 std::function<double()> read) override;
   void AddCounter(std::string name, std::string help, MetricLabelPairs labels,
                   std::function<double()> read) override;
+  void AddCounterFamily(std::string name, std::string help, std::string label,
+                        std::function<LabelledValues()> read) override;
 
   double CounterTotal(absl::string_view name, const MetricLabelPairs& match) const override;
 

@@ -91,6 +91,13 @@ grpc::Status AdminService::GetStats(grpc::ServerContext* ctx, const v1::GetStats
     AddCounter(response, "namespaces", context_.namespaces->size());
     if (context_.metrics != nullptr) AddActivity(*context_.metrics, response);
     FillTiers(response->mutable_tiers());
+    if (context_.client_counters != nullptr) {
+      for (const auto& [name, value] : context_.client_counters->Totals()) {
+        v1::Counter* counter = response->add_client_counters();
+        counter->set_name(name);
+        counter->set_value(value);
+      }
+    }
     return absl::OkStatus();
   });
 }

@@ -65,9 +65,16 @@ grpc::Status ControlService::OpenSession(grpc::ServerContext* ctx,
 grpc::Status ControlService::Heartbeat(grpc::ServerContext* ctx,
                                        const v1::HeartbeatRequest* request,
                                        v1::HeartbeatResponse* response) {
-  return context_.guard->Run("Control.Heartbeat", ctx, [&](const Caller& caller) {
+  return context_.guard->Run("Control.Heartbeat", ctx, [&](const Caller& caller) -> absl::Status {
+    ClientCounterValues counters(request->counters().begin(), request->counters().end());
+    if (absl::Status s = ValidateClientCounters(counters); !s.ok()) return s;
     response->set_server_time_unix_ms(UnixMillis(absl::Now()));
-    return context_.sessions->Heartbeat(request->session_id(), caller.tenant);
+    if (counters.empty() || context_.client_counters == nullptr) {
+      return context_.sessions->Heartbeat(request->session_id(), caller.tenant);
+    }
+    return context_.sessions->Heartbeat(request->session_id(), caller.tenant, [&] {
+      return context_.client_counters->Report(request->session_id(), counters);
+    });
   });
 }
 

@@ -15,6 +15,7 @@
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/pool/shm_region.h"
 #include "daemon/rpc/call_guard.h"
+#include "daemon/session/client_counters.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/session/tenant_table.h"
 #include "daemon/store/block_store.h"
@@ -44,15 +45,16 @@ struct ServiceContext {
   SessionRegistry* sessions = nullptr;
   NamespaceRegistry* namespaces = nullptr;
   CallGuard* guard = nullptr;
-  const TenantTable* tenants = nullptr;  // who a connection is (docs/security.md)
-  PartitionedCache* cache = nullptr;     // The L1 tier (one partition per tenant share).
-  BlockStore* store = nullptr;           // Lookup, store and load across every tier.
-  const ShmRegion* region = nullptr;     // The shared-memory region (its partitions).
-  std::string shm_fd_socket;             // Where host-mode clients receive the region's fd.
-  std::string lookup_socket;             // The fast path (FastPathServer); "" when absent.
-  JobManager* jobs = nullptr;            // GPU store/load jobs and KV memory registrations.
-  EventPublisher* events = nullptr;      // KV events; nullptr when [events] is disabled.
-  MetricsSink* metrics = nullptr;        // lookups and hits; nullptr reports nothing.
+  const TenantTable* tenants = nullptr;       // who a connection is (docs/security.md)
+  PartitionedCache* cache = nullptr;          // The L1 tier (one partition per tenant share).
+  BlockStore* store = nullptr;                // Lookup, store and load across every tier.
+  const ShmRegion* region = nullptr;          // The shared-memory region (its partitions).
+  std::string shm_fd_socket;                  // Where host-mode clients receive the region's fd.
+  std::string lookup_socket;                  // The fast path (FastPathServer); "" when absent.
+  JobManager* jobs = nullptr;                 // GPU store/load jobs and KV memory registrations.
+  EventPublisher* events = nullptr;           // KV events; nullptr when [events] is disabled.
+  MetricsSink* metrics = nullptr;             // lookups and hits; nullptr reports nothing.
+  ClientCounters* client_counters = nullptr;  // heartbeats' counters; nullptr keeps none.
 };
 
 }  // namespace kvstrata

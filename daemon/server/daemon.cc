@@ -60,6 +60,7 @@ Daemon::Daemon(Config config, TenantTable tenants)
   identity_.start_time = absl::Now();
   identity_.pid = static_cast<uint32_t>(getpid());
   sessions_.AddListener(this);
+  sessions_.AddListener(&client_counters_);
 }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
@@ -132,7 +133,8 @@ absl::Status Daemon::StartServing() {
                          config_.server.socket + ".lookup",
                          jobs_.get(),
                          events_.get(),
-                         metrics_.get()};
+                         metrics_.get(),
+                         &client_counters_};
   absl::StatusOr<std::unique_ptr<FastPathServer>> fast_path = FastPathServer::Start(
       context.lookup_socket, config_.server.socket_mode, context, metrics_.get());
   if (!fast_path.ok()) return NamingKey(fast_path.status(), "'server.socket'");
@@ -316,6 +318,16 @@ void Daemon::RegisterGauges() {
              {}, stat(&CacheStats::fenced_bytes));
   m.AddGauge("kvstrata_sessions_active", "Open client sessions.",
              [this] { return static_cast<double>(sessions_.size()); });
+  m.AddCounterFamily("kvstrata_client_counter_total",
+                     "Counters the clients report in their heartbeats (e.g. the load planner's "
+                     "plan_in_step), by name, summed over every session, ended ones included.",
+                     "name", [this] {
+                       LabelledValues out;
+                       for (const auto& [name, value] : client_counters_.Totals()) {
+                         out.emplace_back(name, static_cast<double>(value));
+                       }
+                       return out;
+                     });
   m.AddGauge("kvstrata_namespaces", "Registered namespaces.",
              [this] { return static_cast<double>(namespaces_.size()); });
   m.AddGauge("kvstrata_registrations_active", "KV memory registrations (CUDA and host).",

@@ -29,6 +29,7 @@
 #include "daemon/server/socket_lock.h"
 #include "daemon/server/tenant_servers.h"
 #include "daemon/server/tier_listener_fanout.h"
+#include "daemon/session/client_counters.h"
 #include "daemon/session/process_fence.h"
 #include "daemon/session/session_registry.h"
 #include "daemon/store/block_store.h"
@@ -65,6 +66,7 @@ class Daemon : private SessionEndListener {
   const TenantTable tenants_;
   ServerIdentity identity_;
   std::unique_ptr<PrometheusMetrics> metrics_;
+  ClientCounters client_counters_;  // the heartbeats' counters; outlives sessions_ (a listener)
   SessionRegistry sessions_;
   ProcessFence fence_;  // Processes the region was handed to; outlives l1_ (its cache asks).
   NamespaceRegistry namespaces_;

@@ -52,9 +52,15 @@ absl::StatusOr<SessionInfo> SessionRegistry::Open(TenantId tenant, std::string c
 }
 
 absl::Status SessionRegistry::Heartbeat(uint64_t session_id, TenantId tenant) {
+  return Heartbeat(session_id, tenant, [] { return absl::OkStatus(); });
+}
+
+absl::Status SessionRegistry::Heartbeat(uint64_t session_id, TenantId tenant,
+                                        absl::FunctionRef<absl::Status()> while_live) {
   MutexLock lock(&mu_);
   SessionInfo* session = Owned(sessions_, session_id, tenant);
   if (session == nullptr) return UnknownSession(session_id);
+  if (absl::Status s = while_live(); !s.ok()) return s;
   session->last_heartbeat = clock_();
   return absl::OkStatus();
 }

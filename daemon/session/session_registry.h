@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -65,6 +66,12 @@ class SessionRegistry {
                                    absl::Duration requested_heartbeat_timeout);
   // NOT_FOUND when unknown, ended, or another tenant's.
   absl::Status Heartbeat(uint64_t session_id, TenantId tenant);
+  // The same, running `while_live` first while the session is live, under the registry's
+  // lock: whatever it records happens before the session's end is told to the listeners.
+  // An error of `while_live` is answered and the heartbeat is not counted. `while_live`
+  // must not call back into the registry.
+  absl::Status Heartbeat(uint64_t session_id, TenantId tenant,
+                         absl::FunctionRef<absl::Status()> while_live);
   absl::Status Check(uint64_t session_id, TenantId tenant) const;
   absl::Status Close(uint64_t session_id, TenantId tenant);
 

@@ -110,6 +110,7 @@ TEST_F(CliTest, CacheCommandsLookupPinEvictClearAndStats) {
   EXPECT_THAT(clear.output, HasSubstr("cleared 1 blocks"));
   ExitResult stats = Cli(daemon_.socket(), "stats");
   EXPECT_THAT(stats.output, HasSubstr("l1_blocks"));
+  EXPECT_THAT(stats.output, HasSubstr("no connector has reported load planner decisions"));
   EXPECT_THAT(Cli(daemon_.socket(), "stats --json").output, HasSubstr("\"counters\""));
   EXPECT_EQ(Cli(daemon_.socket(), "lookup " + ns->fingerprint() + " xyz").exit_code, 1);
   ExitResult unknown = Cli(daemon_.socket(), "lookup 00000000000000000000000000000000 01");

@@ -32,6 +32,7 @@ from google.protobuf.message import Message
 from .client import Client, TlsRootCert
 from .errors import DaemonUnavailable, KVStrataError, session_unknown
 from .fast_path import FastPathSocket
+from .heartbeat_counters import HeartbeatCounters
 from .jobs import job_tag
 from .reconnect import Heartbeat
 from .session_part import SessionPart
@@ -68,6 +69,7 @@ class Connection:
         self.auto_reconnect = bool(auto_reconnect)
         self.on_reconnect = on_reconnect
         self._heartbeat = Heartbeat(self, reconnect_backoff)
+        self.counters = HeartbeatCounters()  # what the heartbeats report (set_provider)
         # Guards open_response (the session id), _connected, _generation and the lists of
         # what to re-register: the heartbeat thread swaps them while callers read them.
         self._lock = threading.RLock()
@@ -235,9 +237,31 @@ class Connection:
     # ------------------------------------------------------------------ calls
 
     def heartbeat(self) -> Message:
-        """One heartbeat now, in the caller's thread (raises KVStrataError)."""
-        response = self.call("heartbeat")
+        """One heartbeat now, in the caller's thread, with the counters (raises
+        KVStrataError)."""
+        sid = self.sid()
+        try:
+            response = self.send_heartbeat(sid)
+        except KVStrataError as err:
+            raise self.failed(err, sid) from None
         self._heartbeat.ok()
+        return response
+
+    def send_heartbeat(self, sid: int, timeout: Optional[float] = None) -> Message:
+        """Heartbeat of session sid with the provider's counters (kvstrata.heartbeat_counters);
+        counters the daemon refuses are dropped and the heartbeat sent again without them."""
+        counters, absolute = self.counters.report(sid)
+        if not counters:
+            return self.client.heartbeat(session_id=sid, timeout=timeout)
+        try:
+            response = self.client.heartbeat(session_id=sid, counters=counters, timeout=timeout)
+        except KVStrataError as err:
+            if err.code not in (grpc.StatusCode.INVALID_ARGUMENT,
+                                grpc.StatusCode.RESOURCE_EXHAUSTED):
+                raise
+            self.counters.refused(err)
+            return self.client.heartbeat(session_id=sid, timeout=timeout)
+        self.counters.taken(sid, absolute)
         return response
 
     def register_namespace(self, spec: Any = None, **spec_fields: Any) -> RegisteredNamespace:
@@ -417,6 +441,7 @@ class Connection:
         self._heartbeat.join(self.client.timeout + 1.0)
         try:
             if was_connected or not self.auto_reconnect:  # Else there is nothing to close.
+                self._last_report()
                 self.client.close_session(session_id=self.session_id)
         except KVStrataError as err:  # Gone already (expired, daemon restarted) or unreachable.
             self.last_error = err
@@ -424,6 +449,14 @@ class Connection:
             self._alive = False
             if self._owns_client:
                 self.client.close()
+
+    def _last_report(self) -> None:
+        """The counters counted since the last heartbeat, before the session ends with them."""
+        if self.counters.report(self.session_id)[0]:
+            try:
+                self.send_heartbeat(self.session_id)
+            except KVStrataError as err:
+                log.debug("kvstrata: the last heartbeat before closing failed: %s", err)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("alive" if self.alive else

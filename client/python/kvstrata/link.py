@@ -11,6 +11,9 @@ the engine. Both connectors (kvstrata_vllm, kvstrata_sglang) hold their sessions
   kept with `set_namespace` and registered whenever a session is there.
 - Lookups go over the daemon's lookup fast path (kvstrata.fast_path) unless fast_lookup is
   False.
+- Counters for the daemon's `kvstrata stats` (e.g. the load planner's decisions):
+  set_heartbeat_counters(provider) gives every session of the link that provider
+  (Session.set_heartbeat_counters).
 - raise_refused=True: a refusal that is not "unreachable" (credentials, a bad namespace
   spec) raises from session() instead of degrading: the operator must know.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, TypeVar
 
 import grpc
 
@@ -74,6 +77,7 @@ class DaemonLink:
         self._specs_registered = True     # every namespace of _specs is in `namespaces`
         self.namespaces: Dict[Any, RegisteredNamespace] = {}
         self.errors = 0
+        self._counters: Optional[Callable[[], Mapping[str, int]]] = None
 
     @property
     def endpoint(self) -> str:
@@ -129,6 +133,7 @@ class DaemonLink:
                     tls_root_cert=self.tls_root_cert, timeout=self.timeout,
                     auto_reconnect=True, reconnect_backoff=self.reconnect_backoff)
         s.fast_path = s.fast_path and self.fast_lookup  # lookups over the fast path
+        s.set_heartbeat_counters(self._counters)
         try:
             if self.on_session is not None:
                 self.on_session(s)
@@ -136,6 +141,15 @@ class DaemonLink:
             s.close()
             raise
         return s
+
+    def set_heartbeat_counters(self,
+                               provider: Optional[Callable[[], Mapping[str, int]]]) -> None:
+        """The counters the link's sessions send with their heartbeats (now and from then
+        on): provider() -> {name: cumulative count} (Session.set_heartbeat_counters)."""
+        self._counters = provider
+        s = self._session
+        if s is not None:
+            s.set_heartbeat_counters(provider)
 
     # ------------------------------------------------------------------ namespaces
 

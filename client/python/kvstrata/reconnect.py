@@ -1,6 +1,8 @@
 """Heartbeat: a kvstrata.Session's heartbeat thread, which also drives the reconnect.
 
-With heartbeat_timeout_ms > 0 the thread heart-beats every third of the daemon's deadline.
+With heartbeat_timeout_ms > 0 the thread heart-beats every third of the daemon's deadline,
+with the counters of the connection's provider (kvstrata.heartbeat_counters; a provider that
+fails costs a heartbeat its counters, never the heartbeat).
 Heartbeat failures never raise: they are kept in the connection's `last_error`. With
 auto_reconnect=True a lost daemon or session (UNAVAILABLE, NOT_FOUND for the session, a
 heartbeat past the deadline, or a failed call noticed by a caller thread, see
@@ -78,7 +80,7 @@ class Heartbeat:
             return True
         sid, _ = conn.session_tag()
         try:
-            conn.client.heartbeat(session_id=sid, timeout=max(interval, 0.05))
+            conn.send_heartbeat(sid, timeout=max(interval, 0.05))
             self.ok()
             return True
         except Exception as err:  # Never let anything escape this thread.

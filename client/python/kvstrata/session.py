@@ -37,7 +37,7 @@ DaemonUnavailable at once and `connected` is False; `generation` counts the reco
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from google.protobuf.message import Message
 
@@ -131,6 +131,12 @@ class Session:
 
     def heartbeat(self) -> Message:
         return self._conn.heartbeat()
+
+    def set_heartbeat_counters(self, provider: Optional[Callable[[], Mapping[str, int]]]) -> None:
+        """provider() -> {name: count}, cumulative: sent with every heartbeat, summed by the
+        daemon into `kvstrata stats` (kvstrata.heartbeat_counters); None stops it. A provider
+        that raises never stops the heartbeats."""
+        self._conn.counters.set_provider(provider)
 
     def register_namespace(self, spec: Any = None, **spec_fields: Any) -> RegisteredNamespace:
         return self._conn.register_namespace(spec, **spec_fields)

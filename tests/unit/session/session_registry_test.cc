@@ -69,6 +69,31 @@ TEST_F(SessionRegistryTest, MissedHeartbeatsExpire) {
   EXPECT_EQ(listener_.ended.size(), 2u);
 }
 
+TEST_F(SessionRegistryTest, HeartbeatRunsWhileLiveOnlyForALiveSession) {
+  auto a = registry_.Open(kDefaultTenant, "a", 1, "h", absl::Seconds(2));
+  int runs = 0;
+  auto count = [&] {
+    ++runs;
+    return absl::OkStatus();
+  };
+  now_ += absl::Seconds(1.5);
+  ASSERT_TRUE(registry_.Heartbeat(a->id, kDefaultTenant, count).ok());
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(registry_.Heartbeat(a->id, 7, count).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(runs, 1);
+  // An error of while_live is answered and the heartbeat does not count.
+  now_ += absl::Seconds(1.5);
+  EXPECT_EQ(registry_
+                .Heartbeat(a->id, kDefaultTenant,
+                           [] { return absl::InvalidArgumentError("bad counters"); })
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  now_ += absl::Seconds(1);  // 2.5 s since the last counted heartbeat
+  EXPECT_EQ(registry_.ExpireStale(), std::vector<uint64_t>{a->id});
+  EXPECT_EQ(registry_.Heartbeat(a->id, kDefaultTenant, count).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(runs, 1);
+}
+
 TEST_F(SessionRegistryTest, HeartbeatTimeoutIsClamped) {
   EXPECT_EQ(registry_.Open(kDefaultTenant, "a", 1, "h", absl::Milliseconds(1))->heartbeat_timeout,
             absl::Milliseconds(100));
