@@ -90,6 +90,8 @@ class KVStrataStorage(HiCacheStorage):
         if self.planner is None and planner_wanted(self.options.load_planner, model):
             self.planner = PagePlanner(self._link, layout.page_size, layout.bytes_per_page,
                                        model)
+            # Its decisions go with the heartbeats: the daemon's `kvstrata stats`.
+            self._link.set_heartbeat_counters(self._planner_counters)
             log.info("kvstrata: load planner on (%s, device %s)", model.source,
                      model.device or "unknown")
 
@@ -106,6 +108,11 @@ class KVStrataStorage(HiCacheStorage):
         if self.layout is None:
             raise RuntimeError("kvstrata: register_mem_pool_host() must be called first")
         return self.layout
+
+    def _planner_counters(self) -> Dict[str, int]:
+        """The load planner's counters (plan_*) since the start, for the heartbeats."""
+        with self._metrics_lock:
+            return {k: v for k, v in self.counters.items() if k.startswith("plan_")}
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._metrics_lock:

@@ -96,6 +96,8 @@ class SchedulerSide:
                                   len(self.groups[0].ranks(self.tp_size)), self.link,
                                   list(self.fields), self.stats,
                                   lambda: self._namespaces(0), lambda: self._reqs.values())
+        if self.plans.planner is not None:  # its decisions go with the heartbeats
+            self.link.set_heartbeat_counters(self.stats.planner_totals)  # (`kvstrata stats`)
         self.link.session()  # Connect now when possible (logged once otherwise).
 
     @property

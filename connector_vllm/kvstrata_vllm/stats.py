@@ -13,6 +13,8 @@ Counters (all sums over the interval and over the workers):
   plan_in_step / plan_async / plan_partial / plan_recompute
                                    the load planner's decisions, one per hit it priced
   plan_unloaded_tokens             hit tokens the planner left to compute
+The scheduler also sends the plan_* totals with its session's heartbeats: kvstratad sums
+them over its sessions (`kvstrata stats`, docs/load-planner.md).
 """
 from __future__ import annotations
 
@@ -49,17 +51,30 @@ COUNTERS = {
 }
 
 
+PLANNER_COUNTERS = ("plan_in_step", "plan_async", "plan_partial", "plan_recompute",
+                    "plan_unloaded_tokens")
+
+
 class StatsCounter:
-    """Thread-safe counters taken as a KVStrataStats each interval."""
+    """Thread-safe counters taken as a KVStrataStats each interval; the planner's also kept
+    as running totals (planner_totals: the heartbeats' counters, `kvstrata stats`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._data: Dict[str, int] = {}
+        self._planner: Dict[str, int] = dict.fromkeys(PLANNER_COUNTERS, 0)
 
     def add(self, name: str, value: int) -> None:
         if value:
             with self._lock:
                 self._data[name] = self._data.get(name, 0) + int(value)
+                if name in self._planner:
+                    self._planner[name] += int(value)
+
+    def planner_totals(self) -> Dict[str, int]:
+        """The load planner's counters since the start (never reset)."""
+        with self._lock:
+            return dict(self._planner)
 
     def take(self) -> "KVStrataStats | None":
         with self._lock:
