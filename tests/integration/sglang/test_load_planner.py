@@ -124,6 +124,12 @@ def test_a_hit_only_in_a_stalled_tier_is_recomputed(daemon_factory, backends, tm
     assert b.counters["plan_recompute"] == 1
     assert b.counters["plan_unloaded_tokens"] == 16 * PAGE
     assert wait_until(lambda: tiers_of(b, keys) == [L1] * 16, 10.0), tiers_of(b, keys)
+    # The decision goes with the session's heartbeats: the daemon's `kvstrata stats`.
+    b.session.heartbeat()
+    with d.client(timeout=10.0) as c:
+        counters = {x.name: x.value for x in c.get_stats().client_counters}
+    assert counters == {"plan_async": 0, "plan_partial": 0, "plan_recompute": 1,
+                        "plan_unloaded_tokens": 16 * PAGE}, counters
 
 
 @pytest.mark.parametrize("mode", ["off", "auto"])
