@@ -33,7 +33,8 @@ class RequestTransfer:
     sync: bool = False
     group: int = 0  # the KV cache group (namespace.KvGroup.index) of the block ids
     # Loads: the lease the scheduler's lookup took on each rank's namespace of the group
-    # (rank -> lease id): that rank's load consumes it (the first attempt only).
+    # (rank -> lease id; the rank in the engine, stages.Ranks): that rank's load consumes it
+    # (the first attempt only).
     leases: Dict[int, int] = field(default_factory=dict)
 
 

@@ -1,12 +1,13 @@
-"""The KVStrata namespaces of a vLLM KV cache: one per KV cache group and tensor-parallel rank.
+"""The KVStrata namespaces of a vLLM KV cache: one per KV cache group, pipeline stage and
+tensor-parallel rank (stages.py: which ranks, which layers per stage).
 
 The scheduler and every worker derive the same specs from vLLM's config and KV cache config,
 so the scheduler can look up each rank's namespaces and a worker stores into its own. A
 stored unit holds `tokens_per_unit` tokens (a multiple of vLLM's block size) of every layer
-of one group of the rank; its key is the vLLM block hash of its last block (hashes chain, so
-that key names the whole prefix, cache_salt and LoRA included). A hybrid model (vLLM's
-hybrid KV cache manager: full-attention and sliding-window layers in separate groups) has
-one namespace per group, told apart by the spec's kv_group.
+of one group of the rank (its stage's layers); its key is the vLLM block hash of its last
+block (hashes chain, so that key names the whole prefix, cache_salt and LoRA included). A
+hybrid model (vLLM's hybrid KV cache manager: full-attention and sliding-window layers in
+separate groups) has one namespace per group, told apart by the spec's kv_group.
 """
 from __future__ import annotations
 
@@ -78,14 +79,10 @@ class KvGroup:
 
     @property
     def replicated(self) -> bool:
-        """MLA: every tensor-parallel rank holds the same latent KV, so the ranks share one
-        namespace (tp_rank 0 of the engine's tp_size), rank 0 stores it once and every
-        rank loads it."""
+        """MLA: every tensor-parallel rank (of a stage) holds the same latent KV, so the
+        ranks share one namespace (tp_rank 0 of the engine's tp_size), rank 0 stores it
+        once and every rank loads it."""
         return self.geometry.mla
-
-    def ranks(self, tp_size: int) -> range:
-        """The ranks whose namespaces hold this group's units (and are looked up)."""
-        return range(1) if self.replicated else range(tp_size)
 
     def first_needed_token(self, computed_tokens: int) -> int:
         """The first token whose KV the next token's attention reads after
@@ -164,9 +161,11 @@ def cache_dtype(vllm_config: Any) -> Optional[str]:
 
 def namespace_fields(group: KvGroup, cfg: ConnectorConfig, model: str,
                      unit_tokens: int, tp_size: int, tp_rank: int,
-                     layout: str, kv_dtype: Optional[str] = None) -> Dict[str, Any]:
+                     layout: str, kv_dtype: Optional[str] = None, pp_size: int = 1,
+                     pp_rank: int = 0) -> Dict[str, Any]:
     """NamespaceSpec fields (kvstrata.namespace_spec keywords) of one KV cache group of one
-    rank: the group's layers, and its kv_group label when the engine has several groups.
+    rank of one pipeline stage: the group's layers of that stage (stages.stage_groups), and
+    its kv_group label when the engine has several groups.
     kv_dtype: cache_dtype(vllm_config), the dtype of an fp8 cache (its spec says uint8).
 
     When vLLM's pages are padded or otherwise not the plain K/V geometry, the namespace is
@@ -177,7 +176,7 @@ def namespace_fields(group: KvGroup, cfg: ConnectorConfig, model: str,
         engine="vllm", model=model, num_layers=geometry.num_layers,
         num_kv_heads=geometry.num_kv_heads, head_size=geometry.head_size,
         tokens_per_block=unit_tokens, tp_size=tp_size,
-        tp_rank=0 if group.replicated else tp_rank, pp_size=1, pp_rank=0,
+        tp_rank=0 if group.replicated else tp_rank, pp_size=pp_size, pp_rank=pp_rank,
         attention="mla" if geometry.mla else "mha")
     if group.label:
         fields["kv_group"] = group.label

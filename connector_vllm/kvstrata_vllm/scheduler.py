@@ -1,13 +1,14 @@
 """Scheduler side: lookups with leases, load plans, store plans, events and lookup stats.
 
 One Link (session) for the scheduler process; it registers the namespace of every KV cache
-group of every tensor-parallel rank, looks them all up in one round trip
-(Session.lookup_namespaces), and counts a unit as a hit only when every rank has it -- in
-every full-attention group, and in every sliding-window group when the unit lies inside the
-window before the first token to compute (hybrid models: vLLM's hybrid KV cache manager,
-SupportsHMA). The lookup takes one lease per namespace; each goes to the worker that loads
-that namespace (RequestTransfer.leases), whose load consumes it, so nothing releases it. The
-leases no load takes (an MLA group's, shared by every rank; the loads of a step that runs
+group of every rank -- each tensor-parallel rank of each pipeline stage (stages.py) -- looks
+them all up in one round trip (Session.lookup_namespaces), and counts a unit as a hit only
+when every rank of every stage has it -- in every full-attention group, and in every
+sliding-window group when the unit lies inside the window before the first token to
+compute (hybrid models: vLLM's hybrid KV cache manager, SupportsHMA). The lookup takes one
+lease per namespace; each goes to the worker that loads that namespace
+(RequestTransfer.leases), whose load consumes it, so nothing releases it. The leases no
+load takes (an MLA group's, shared by every rank; the loads of a step that runs
 several requests' loads as one layer-wise job; a request that loads nothing after all) pin
 the hits until the load is reported, the request ends, or the lease expires (lease_ttl_ms);
 a thread sends those releases (releaser.py), so no step waits for one. A request with
@@ -29,6 +30,7 @@ from .kv_layouts import kv_layout_name
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
 from .namespace import (KvGroup, cache_dtype, hash_seed_problem, hash_tokens, kv_groups,
                         namespace_fields, unit_keys)
+from .stages import engine_ranks, stage_groups
 from .load_planning import LoadPlanning
 from .releaser import LeaseReleaser
 from .request_state import RequestState
@@ -57,23 +59,26 @@ class SchedulerSide:
                         "instances or after a restart). Set PYTHONHASHSEED to the same value "
                         "(e.g. 0) in every vLLM instance that shares kvstratad.", problem)
         parallel = vllm_config.parallel_config
-        if getattr(parallel, "pipeline_parallel_size", 1) > 1:
-            raise ValueError("KVStrataConnector does not support pipeline parallelism yet "
-                             "(pipeline_parallel_size > 1)")
         if (getattr(parallel, "decode_context_parallel_size", 1) or 1) > 1 and \
                 any(g.replicated for g in self.groups):
             raise ValueError("KVStrataConnector does not support decode context parallelism "
                              "(decode_context_parallel_size > 1): it splits the MLA cache by "
                              "tokens across ranks")
-        self.tp_size = int(getattr(parallel, "tensor_parallel_size", 1))
+        self.ranks = engine_ranks(vllm_config)
+        # Each stage's groups: vLLM hands the scheduler stage 0's KV cache config.
+        stages = stage_groups(vllm_config, self.groups, self.ranks.pp_size, 0)
         layout = kv_layout_name(vllm_config)
         model = str(vllm_config.model_config.model)
-        # One namespace per (KV cache group, rank), registered under that key; one for all
-        # ranks of an MLA group (KvGroup.replicated).
+        # One namespace per (KV cache group, rank), registered under that key; one per stage
+        # for all ranks of an MLA group (KvGroup.replicated).
         kv_dtype = cache_dtype(vllm_config)
-        self.fields = {(g.index, r): namespace_fields(g, cfg, model, self.unit_tokens,
-                                                      self.tp_size, r, layout, kv_dtype)
-                       for g in self.groups for r in g.ranks(self.tp_size)}
+        self.fields: Dict[Tuple[int, int], Dict[str, Any]] = {}
+        for g in self.groups:
+            for r in self.ranks.of_group(g):
+                pp, tp = self.ranks.split(r)
+                self.fields[(g.index, r)] = namespace_fields(
+                    stages[pp][g.index], cfg, model, self.unit_tokens, self.ranks.tp_size, tp,
+                    layout, kv_dtype, pp_size=self.ranks.pp_size, pp_rank=pp)
         self.hybrid = len(self.groups) > 1
         self.host_mode = str(getattr(vllm_config.device_config, "device_type", "")) == "cpu"
         events = getattr(vllm_config, "kv_events_config", None)
@@ -81,7 +86,7 @@ class SchedulerSide:
                                                                    False))
         # KV events (take_events); a unit's event once group 0's storing ranks stored it.
         self.events = KvEventFeed(kv_cache_config, self.unit_tokens,
-                                  storing_ranks=len(self.groups[0].ranks(self.tp_size)))
+                                  storing_ranks=len(self.ranks.of_group(self.groups[0])))
         self.link = open_link(cfg, "vllm-scheduler", on_session=self._register)
         self.releaser = LeaseReleaser(self.link)   # releases leave the step to a thread
         self._reqs: Dict[str, RequestState] = {}
@@ -93,7 +98,7 @@ class SchedulerSide:
         self.stats = StatsCounter()
         # The load planner's plans and load times (load_planning.py).
         self.plans = LoadPlanning(vllm_config, cfg, self.host_mode,
-                                  len(self.groups[0].ranks(self.tp_size)), self.link,
+                                  len(self.ranks.of_group(self.groups[0])), self.link,
                                   list(self.fields), self.stats,
                                   lambda: self._namespaces(0), lambda: self._reqs.values())
         if self.plans.planner is not None:  # its decisions go with the heartbeats
@@ -115,7 +120,8 @@ class SchedulerSide:
             self.link.register_namespace(s, key, f)
 
     def _namespaces(self, group: int) -> Optional[List[kvstrata.RegisteredNamespace]]:
-        """Every rank's namespace of one KV cache group (None without a session)."""
+        """Every rank's namespace of one KV cache group, every stage's (None without a
+        session)."""
         s = self.link.session()
         if s is None:
             return None
@@ -123,7 +129,7 @@ class SchedulerSide:
 
     def _ns_keys(self, group: int) -> List[Tuple[int, int]]:
         """The (group, rank) keys of one KV cache group's namespaces."""
-        return [(group, r) for r in self.groups[group].ranks(self.tp_size)]
+        return [(group, r) for r in self.ranks.of_group(self.groups[group])]
 
     def _release(self, st: RequestState) -> None:
         leases, st.leases = st.leases, []
@@ -252,7 +258,7 @@ class SchedulerSide:
         # a turn of a long conversation asks for its new units, not its whole context. When
         # it does not (e.g. a restarted daemon), the lookup starts again at unit 0.
         probe = max(0, start_u - 1)
-        if full:  # Every full-attention group's every rank, in one round trip.
+        if full:  # Every full-attention group's every rank of every stage, in one round trip.
             ns_keys = [k for g in full for k in self._ns_keys(g.index)]
             found = self._lookup_chain(s, st, ns_keys, keys[probe:hit], lease)
             if found is not None and probe and found[0] == 0:
@@ -361,8 +367,8 @@ class SchedulerSide:
 
     def _hand_leases(self, st: RequestState, transfers: List[RequestTransfer]) -> None:
         """Each rank's lease of a transfer's group goes with the transfer: that rank's load
-        consumes it (one per namespace; an MLA group's namespace is every rank's, so its
-        lease stays here and is released)."""
+        consumes it (one per namespace; an MLA group's namespace is every rank's of a stage,
+        so its lease stays here and is released)."""
         for r in transfers:
             if self.groups[r.group].replicated:
                 continue

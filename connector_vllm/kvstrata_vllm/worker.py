@@ -1,4 +1,5 @@
-"""Worker side: registration, loads, stores and their completions, per tensor-parallel rank.
+"""Worker side: registration, loads, stores and their completions, per tensor-parallel rank
+of a pipeline stage (its namespaces hold that stage's layers: stages.py).
 
 Two data paths, chosen by where vLLM's KV cache lives, each a DataPath (data_path.py):
 host_path.HostPath for CPU tensors (vLLM's CPU engine: the daemon's shared memory) and
@@ -30,6 +31,7 @@ from .host_path import HostPath
 from .kv_layouts import CROSS_LAYER, kv_cache_pieces, kv_layout_name
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata
 from .namespace import KvGroup, cache_dtype, kv_groups, namespace_fields
+from .stages import engine_ranks, stage_groups
 from .stats import StatsCounter
 from .worker_book import WorkerBook, ns_key
 from . import trace
@@ -49,6 +51,19 @@ def tp_rank() -> int:
     return 0
 
 
+def pp_rank() -> Optional[int]:
+    """This worker's pipeline stage (vLLM's get_pp_group().rank_in_group); None when vLLM's
+    groups are not initialised."""
+    try:
+        from vllm.distributed.parallel_state import (  # noqa: PLC0415
+            get_pp_group, model_parallel_is_initialized)
+        if model_parallel_is_initialized():
+            return int(get_pp_group().rank_in_group)
+    except (ImportError, AssertionError, RuntimeError):
+        pass
+    return None
+
+
 class WorkerSide:
     def __init__(self, vllm_config: Any, kv_cache_config: Any, cfg: ConnectorConfig) -> None:
         self.cfg = cfg
@@ -56,21 +71,33 @@ class WorkerSide:
         self.block_size = self.groups[0].geometry.block_size
         self.unit_tokens = cfg.unit_tokens(self.block_size)
         self.blocks_per_unit = self.unit_tokens // self.block_size
-        self.tp_size = int(getattr(vllm_config.parallel_config, "tensor_parallel_size", 1))
+        ranks = engine_ranks(vllm_config)
+        self.tp_size = ranks.tp_size
         self.tp_rank = tp_rank()
+        stage = pp_rank()
+        if stage is None and ranks.pp_size > 1:
+            raise ValueError(f"KVStrataConnector: pipeline_parallel_size is {ranks.pp_size} "
+                             f"but vLLM's parallel groups are not initialised, so this worker "
+                             f"cannot tell its pipeline stage")
+        self.pp_rank = stage or 0
+        # Its own KV cache config holds its stage's layers; checked against the scheduler's.
+        stage_groups(vllm_config, self.groups, ranks.pp_size, self.pp_rank)
+        self.rank = ranks.rank(self.pp_rank, self.tp_rank)  # its leases' key (stages.Ranks)
         self.layout = kv_layout_name(vllm_config)
         model = str(vllm_config.model_config.model)
         kv_dtype = cache_dtype(vllm_config)
         self.fields = {g.index: namespace_fields(g, cfg, model, self.unit_tokens, self.tp_size,
-                                                 self.tp_rank, self.layout, kv_dtype)
+                                                 self.tp_rank, self.layout, kv_dtype,
+                                                 pp_size=ranks.pp_size, pp_rank=self.pp_rank)
                        for g in self.groups}
         events = getattr(vllm_config, "kv_events_config", None)
         events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
                                                               False))
         self.io: Optional[DataPath] = None  # the data path, once registered
-        self.link = open_link(cfg, f"vllm-worker-tp{self.tp_rank}",
-                              on_session=self._on_session)
-        self.book = WorkerBook(cfg, self.link, self.groups, self.tp_rank, events_enabled)
+        name = f"vllm-worker-pp{self.pp_rank}-tp{self.tp_rank}" if ranks.pp_size > 1 else \
+            f"vllm-worker-tp{self.tp_rank}"
+        self.link = open_link(cfg, name, on_session=self._on_session)
+        self.book = WorkerBook(cfg, self.link, self.groups, self.rank, events_enabled)
         self.kv_caches: Any = None
         self._disabled_reason: Optional[str] = None
         self._hooks: List[float] = []     # with the trace on: this step's hook call times
@@ -207,7 +234,7 @@ class WorkerSide:
         if self._hooks:
             trace.hook_gaps(self._hooks, time.monotonic(), self._clock)
             self._hooks = []
-        # An MLA group's units are stored by rank 0 only (KvGroup.replicated).
+        # An MLA group's units are stored by each stage's rank 0 only (KvGroup.replicated).
         stores = [r for r in meta.stores
                   if self.tp_rank == 0 or not self.groups[r.group].replicated]
         io = self._active()

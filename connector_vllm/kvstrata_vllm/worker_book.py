@@ -31,11 +31,13 @@ def ns_key(group: int) -> Any:
 
 class WorkerBook:
     def __init__(self, cfg: ConnectorConfig, link: kvstrata.DaemonLink, groups: List[KvGroup],
-                 tp_rank: int, events_enabled: bool) -> None:
+                 rank: int, events_enabled: bool) -> None:
+        """rank: the worker's rank in the engine (stages.Ranks: pp_rank * tp_size + tp_rank),
+        the key of the leases its loads consume."""
         self.cfg = cfg
         self.link = link
         self.groups = groups
-        self.tp_rank = tp_rank
+        self.rank = rank
         self.events_enabled = events_enabled
         self.stats = StatsCounter()
         # Whether a data path serves this worker: False before registration and once the
@@ -72,7 +74,7 @@ class WorkerBook:
     def take_lease(self, req: RequestTransfer) -> int:
         """The lease the scheduler's lookup took on this rank's namespace of req's group, for
         this load to consume; 0 when there is none (or a retry: the first attempt took it)."""
-        return req.leases.pop(self.tp_rank, 0) if req.leases else 0
+        return req.leases.pop(self.rank, 0) if req.leases else 0
 
     # ------------------------------------------------------------------ loads
 

@@ -1,7 +1,9 @@
 """Drives vLLM's real Scheduler with KVStrataConnector on both sides, without a GPU.
 
 `Engine` holds one scheduler (vLLM's Scheduler, with the connector in the SCHEDULER role)
-and `tp` workers (the connector in the WORKER role, each with its own CPU KV cache tensors).
+and `pp` x `tp` workers (the connector in the WORKER role, each with its own CPU KV cache
+tensors: pipeline stage s holds the layers vLLM's get_pp_indices gives it, and the scheduler
+is handed stage 0's KV cache config, as vLLM's engine does).
 A step runs what vLLM's model runner does around a forward pass: bind the metadata,
 handle preemptions, start_load_kv, "forward" (write each scheduled token's KV, a value
 derived from the token and its position, so loaded bytes can be checked), wait_for_save,
@@ -18,6 +20,7 @@ from vllm import SamplingParams
 from vllm.config import (CacheConfig, DeviceConfig, KVEventsConfig, KVTransferConfig, ModelConfig,
                          ParallelConfig, SchedulerConfig, VllmConfig)
 from vllm.distributed.kv_transfer.kv_connector.utils import KVOutputAggregator
+from vllm.distributed.utils import get_pp_indices
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
@@ -41,7 +44,7 @@ init_none_hash(sha256)
 
 def vllm_config(model_dir: str, extra: Dict[str, Any], tp: int = 1, batch_tokens: int = 64,
                 max_seqs: int = 16, kv_events: bool = False,
-                max_model_len: int = 2048) -> VllmConfig:
+                max_model_len: int = 2048, pp: int = 1) -> VllmConfig:
     model = ModelConfig(model=model_dir, dtype="float32", seed=0, max_model_len=max_model_len)
     sched = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=batch_tokens,
                             max_model_len=max_model_len, enable_chunked_prefill=True,
@@ -54,16 +57,18 @@ def vllm_config(model_dir: str, extra: Dict[str, Any], tp: int = 1, batch_tokens
     events = KVEventsConfig(enable_kv_cache_events=True, publisher="null") if kv_events else None
     return VllmConfig(model_config=model, scheduler_config=sched, cache_config=cache,
                       kv_transfer_config=kvt, device_config=DeviceConfig("cpu"),
-                      parallel_config=ParallelConfig(tensor_parallel_size=tp),
+                      parallel_config=ParallelConfig(tensor_parallel_size=tp,
+                                                     pipeline_parallel_size=pp),
                       kv_events_config=events)
 
 
-def kv_cache_config(num_blocks: int, window: int = 0, mla: bool = False) -> KVCacheConfig:
-    """One full-attention group of LAYERS layers; with `window`, a hybrid model as vLLM's
-    hybrid KV cache manager lays it out (gpt-oss style): group 0 full attention on the even
-    layers, group 1 a sliding window of `window` tokens on the odd ones, layer 2i and 2i+1
-    sharing one tensor (Worker). mla: one MLA group (a latent of HEAD values per token,
-    the same on every tensor-parallel rank)."""
+def kv_cache_config(num_blocks: int, window: int = 0, mla: bool = False,
+                    layers: range = range(LAYERS)) -> KVCacheConfig:
+    """One full-attention group of the `layers` (all LAYERS, or a pipeline stage's); with
+    `window`, a hybrid model as vLLM's hybrid KV cache manager lays it out (gpt-oss style):
+    group 0 full attention on the even layers, group 1 a sliding window of `window` tokens
+    on the odd ones, layer 2i and 2i+1 sharing one tensor (Worker). mla: one MLA group (a
+    latent of HEAD values per token, the same on every tensor-parallel rank)."""
     spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=KV_HEADS, head_size=HEAD,
                              dtype=torch.float32)
     if mla:
@@ -72,7 +77,7 @@ def kv_cache_config(num_blocks: int, window: int = 0, mla: bool = False) -> KVCa
     if not window:
         return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
                              kv_cache_groups=[KVCacheGroupSpec([f"layers.{i}.attn" for i in
-                                                                range(LAYERS)], spec)])
+                                                                layers], spec)])
     swa = SlidingWindowSpec(block_size=BLOCK, num_kv_heads=KV_HEADS, head_size=HEAD,
                             dtype=torch.float32, sliding_window=window)
     return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[
@@ -85,15 +90,29 @@ def kv_value(token: int, pos: int, layer: int, kv: int, rank: int) -> float:
     return float(token * 4096 + pos) + layer * 0.5 + kv * 0.25 + rank * 0.125
 
 
+def stage_layers(pp: int, stage: int) -> range:
+    """The layers of a pipeline stage, as vLLM's models split them."""
+    return range(*get_pp_indices(LAYERS, stage, pp))
+
+
+def worker_connector(config: VllmConfig, kvc: KVCacheConfig, rank: int,
+                     stage: int = 0) -> KVStrataConnector:
+    """The connector in the WORKER role of tensor-parallel rank `rank` of pipeline stage
+    `stage` (vLLM's parallel groups are not initialised here)."""
+    saved = kv_worker.tp_rank, kv_worker.pp_rank
+    kv_worker.tp_rank, kv_worker.pp_rank = (lambda: rank), (lambda: stage)
+    try:
+        return KVStrataConnector(config, KVConnectorRole.WORKER, kvc)
+    finally:
+        kv_worker.tp_rank, kv_worker.pp_rank = saved
+
+
 class Worker:
-    def __init__(self, config: VllmConfig, kvc: KVCacheConfig, rank: int) -> None:
+    def __init__(self, config: VllmConfig, kvc: KVCacheConfig, rank: int,
+                 stage: int = 0) -> None:
         self.rank = rank
-        saved = kv_worker.tp_rank
-        kv_worker.tp_rank = lambda: rank  # vLLM's TP groups are not initialised here.
-        try:
-            self.connector = KVStrataConnector(config, KVConnectorRole.WORKER, kvc)
-        finally:
-            kv_worker.tp_rank = saved
+        self.stage = stage
+        self.connector = worker_connector(config, kvc, rank, stage)
         groups = kvc.kv_cache_groups
         # MLA: [blocks, block, latent], the same bytes on every rank.
         self.mla = isinstance(groups[0].kv_cache_spec, MLAAttentionSpec)
@@ -154,18 +173,23 @@ def finished(connector: KVStrataConnector, finished_req_ids: set) -> tuple:
 class Engine:
     def __init__(self, model_dir: str, extra: Dict[str, Any], tp: int = 1,
                  num_blocks: int = 512, batch_tokens: int = 64, kv_events: bool = False,
-                 window: int = 0, mla: bool = False) -> None:
+                 window: int = 0, mla: bool = False, pp: int = 1) -> None:
         self.config = vllm_config(model_dir, extra, tp=tp, batch_tokens=batch_tokens,
-                                  kv_events=kv_events)
+                                  kv_events=kv_events, pp=pp)
         self.config.cache_config.num_gpu_blocks = num_blocks
-        kvc = kv_cache_config(num_blocks, window, mla)
+        # Each stage's KV cache config; the scheduler gets stage 0's (vLLM's
+        # generate_scheduler_kv_cache_config copies worker 0's).
+        stages = [kv_cache_config(num_blocks, window, mla, stage_layers(pp, s))
+                  for s in range(pp)]
         self.hybrid = window > 0
-        self.scheduler = Scheduler(vllm_config=self.config, kv_cache_config=kvc, log_stats=True,
+        self.scheduler = Scheduler(vllm_config=self.config, kv_cache_config=stages[0],
+                                   log_stats=True,
                                    structured_output_manager=StructuredOutputManager(self.config),
                                    block_size=BLOCK)
         self.connector: KVStrataConnector = self.scheduler.get_kv_connector()
-        self.workers = [Worker(self.config, kvc, r) for r in range(tp)]
-        self.aggregator = KVOutputAggregator(tp)
+        # In vLLM's order: rank = stage * tp + tensor-parallel rank.
+        self.workers = [Worker(self.config, stages[s], r, s) for s in range(pp) for r in range(tp)]
+        self.aggregator = KVOutputAggregator(tp * pp)
         self.computed_by_forward: Dict[str, int] = {}   # tokens written by the fake forward
         self.outputs: Dict[str, List[int]] = {}
         self.finished: List[str] = []
