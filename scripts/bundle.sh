@@ -13,7 +13,7 @@ build="${KVSTRATA_BUNDLE_BUILD_DIR:-$repo/build-bundle}"
 jobs="${KVSTRATA_BUNDLE_JOBS:-1}"
 build_type="${KVSTRATA_BUNDLE_BUILD_TYPE:-Release}"
 out="$repo/.bundle"
-targets=(kvstratad kvstrata transfer_gpu_test copy_bench lookup_latency)
+targets=(${KVSTRATA_BUNDLE_TARGETS:-kvstratad kvstrata transfer_gpu_test copy_bench lookup_latency l2_fio})
 
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DKVSTRATA_ENABLE_CUDA=ON \
   -DKVSTRATA_BUILD_TESTS=ON -DKVSTRATA_BUILD_BENCH=ON >/dev/null
