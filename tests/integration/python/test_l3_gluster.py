@@ -1,9 +1,8 @@
 """L3 on a real GlusterFS 10 volume (gluster_fixture.py): one brick, two FUSE mounts, real
 kvstratad processes with [l3] on the separate mounts (outside the volume's network
 namespace). Sharing with the defaults, an index made stale by another daemon or an `rm`,
-kill -9 mid-write, a corrupted file, a full brick, the shared cap with two writers,
-two-writer starts racing to create the same hash directories, and the usage ledger's
-updates from two mounts at once.
+kill -9 mid-write, a corrupted file, a full brick, the shared cap with two writers, two-writer
+starts racing to create the same hash directories, and the ledger's updates from two mounts.
 
 Skips the module, saying why, without root, /dev/fuse, `ip netns` or GlusterFS
 (scripts/setup_gluster.sh installs it). Each test has its own directory on the volume.
