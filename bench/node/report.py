@@ -2,6 +2,7 @@
 with a reference role's, the counters behind the cached tokens, and the blocked roles."""
 from __future__ import annotations
 
+import statistics
 from typing import Any, Dict, List, Optional, Tuple
 
 from stats import compare
@@ -30,6 +31,38 @@ def comparisons(results: Dict[str, Any], tol: float) -> Dict[str, Tuple[str, Dic
         if ref is not None and list(results).index(ref) < list(results).index(key):
             out[key] = (ref, compare(results[ref]["requests"], res["requests"], tol))
     return out
+
+
+def median_of(values: List[Optional[float]]) -> Optional[float]:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def repeats(results: Dict[str, Any]) -> List[str]:
+    """For each role and routing run more than once (MODE*N in the plan): the median over
+    its runs of wall time, prompt tokens/s and later turns' TTFT p50/p90/p99, and the range
+    of wall times -- what one run cannot tell at a busy node."""
+    groups: Dict[str, List[Dict[str, Any]]] = {}
+    for key, res in results.items():
+        role, mode = key.split(":")
+        groups.setdefault(f"{role}:{mode.split('.', 1)[0]}", []).append(res["summary"])
+    lines = []
+    for key, runs in groups.items():
+        if len(runs) < 2:
+            continue
+        walls = [r["wall_s"] for r in runs]
+        later = {p: median_of([r["ttft_later_ms"].get(p) for r in runs])
+                 for p in ("p50", "p90", "p99")}
+        lines.append(f"{key:<22}{len(runs):>5}{statistics.median(walls):>9.2f}"
+                     f"{min(walls):>7.2f}-{max(walls):<7.2f}"
+                     f"{statistics.median(r['prompt_tok_per_s'] for r in runs):>13.0f}"
+                     f"{pct3(later):>25}")
+    if not lines:
+        return []
+    head = (f"{'role:routing':<22}{'runs':>5}{'wall s':>9}{'min-max':>15}{'prompt tok/s':>13}"
+            f"{'TTFT t>=2 p50/90/99':>25}")
+    return ["", "Medians over the runs of a routing mode run more than once (MODE*N):",
+            head, "-" * len(head)] + lines
 
 
 def fmt(v: Any) -> str:
@@ -86,6 +119,7 @@ def render(spec: Dict[str, Any], results: Dict[str, Any], starts: Dict[str, floa
     for role, why in blocked.items():
         if any(r == role for r, _ in spec["plan"]) or role == "lmcache":
             lines.append(f"{role + ':*':<18}{why}")
+    lines += repeats(results)
     lines += ["", "cached = prompt tokens the servers reported cached (usage.prompt_tokens_details: "
               "GPU prefix cache + connector hits) / prompt tokens; t>=2: the same over turns >= 2.",
               "", "Prometheus counters per mode, all replicas (tokens): GPU prefix-cache "

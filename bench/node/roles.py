@@ -74,9 +74,27 @@ def kv_transfers(role: str, replicas: int, block_size: int, cpu_bytes: int,
             for i in range(replicas)]
 
 
+def routing(mode: str) -> str:
+    """A plan mode's routing: "sticky.2" (the second run of sticky routing) -> "sticky"."""
+    return mode.split(".", 1)[0]
+
+
+def expand_modes(text: str) -> List[str]:
+    """"rr+sticky*3" -> ["rr", "sticky", "sticky.2", "sticky.3"]: MODE*N runs a routing mode
+    N times on the same replicas, each run with conversations of its own (a seed per run)."""
+    modes: List[str] = []
+    for m in text.split("+"):
+        base, star, count = m.partition("*")
+        if star and (not count.isdigit() or not 1 <= int(count) <= 20):
+            raise ValueError(f"mode {m!r}: write MODE*N with 1 <= N <= 20")
+        modes += [base] + [f"{base}.{i}" for i in range(2, int(count or 1) + 1)]
+    return modes
+
+
 def parse_plan(text: str) -> List[Tuple[str, List[str]]]:
-    """"none:rr,native:rr+sticky" -> [("none", ["rr"]), ("native", ["rr", "sticky"])];
-    ValueError for an unknown role or mode, a role named twice, or a mode twice in a role."""
+    """"none:rr,native:rr+sticky*2" -> [("none", ["rr"]), ("native", ["rr", "sticky",
+    "sticky.2"])]; ValueError for an unknown role or mode, a role named twice, or a mode twice
+    in a role."""
     from router import MODES  # noqa: PLC0415
     plan: List[Tuple[str, List[str]]] = []
     for item in (x.strip() for x in text.split(",") if x.strip()):
@@ -87,10 +105,10 @@ def parse_plan(text: str) -> List[Tuple[str, List[str]]]:
             raise ValueError(f"plan item {item!r}: unknown role {role!r} (one of {', '.join(ROLES)})")
         if role in (r for r, _ in plan):
             raise ValueError(f"plan: role {role!r} named twice")
-        modes = modes_text.split("+")
+        modes = expand_modes(modes_text)
         for m in modes:
-            if m not in MODES:
-                raise ValueError(f"plan item {item!r}: unknown routing mode {m!r} "
+            if routing(m) not in MODES:
+                raise ValueError(f"plan item {item!r}: unknown routing mode {routing(m)!r} "
                                  f"(one of {', '.join(MODES)})")
         if len(set(modes)) != len(modes):
             raise ValueError(f"plan item {item!r}: a routing mode named twice")

@@ -48,7 +48,7 @@ import metrics  # noqa: E402
 from faults import FAULTS, FaultRunner, daemon_probe, parse_faults, render_faults  # noqa: E402
 from replicas import ReplicaSet, ServerSpec, SERVED_NAME  # noqa: E402
 from report import render  # noqa: E402
-from roles import kv_transfers, lmcache_module, parse_plan, uses_daemon  # noqa: E402
+from roles import kv_transfers, lmcache_module, parse_plan, routing, uses_daemon  # noqa: E402
 from router import Router  # noqa: E402
 from workload import WorkloadSpec, make_conversations, tokens  # noqa: E402
 
@@ -373,7 +373,7 @@ class Run:
         spec = self.spec
         wl = WorkloadSpec(**spec["workload"])
         convs = make_conversations(wl, mode_seed(spec, mode))
-        router = Router(mode, len(rs.replicas))
+        router = Router(routing(mode), len(rs.replicas))
         if self.daemon is not None and uses_daemon(role):
             self.daemon.wait_idle()
         before = [metrics.scrape(u) for u in rs.urls]
@@ -429,7 +429,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         f"--{k.replace('_', '-')} {v}" for k, v in SMOKE.items()))
     ap.add_argument("--plan",
                     help=f"ROLE:MODE[+MODE...] items in order (default: {DEFAULT_PLAN}); "
-                         "roles none, native, kvstrata, kvstrata_inline, lmcache; modes rr, least, sticky. "
+                         "roles none, native, kvstrata, kvstrata_inline, lmcache; modes rr, least, sticky; "
+                         "MODE*N runs a mode N times (sticky, sticky.2, ...: conversations of their own). "
                          "With --continue: what to add to the run's plan (e.g. "
                          "lmcache:rr+sticky after a finished default plan)")
     ap.add_argument("--replicas", type=int, default=0,

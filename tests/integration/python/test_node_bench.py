@@ -88,9 +88,17 @@ def test_plan_parser():
                                                             ("native", ["rr", "sticky"])]
     for bad, msg in (("none", "ROLE:MODE"), ("foo:rr", "unknown role"),
                      ("none:zz", "unknown routing mode"), ("none:rr,none:least", "twice"),
-                     ("none:rr+rr", "twice"), ("", "empty")):
+                     ("none:rr+rr", "twice"), ("", "empty"), ("none:rr*0", "MODE\\*N"),
+                     ("none:rr*x", "MODE\\*N"), ("none:zz*2", "unknown routing mode"),
+                     ("none:rr*2+rr.2", "twice")):
         with pytest.raises(ValueError, match=msg):
             roles.parse_plan(bad)
+    # MODE*N: N runs of one routing on the same replicas, each with its own conversations.
+    assert roles.parse_plan("kvstrata:rr+sticky*3") == [
+        ("kvstrata", ["rr", "sticky", "sticky.2", "sticky.3"])]
+    assert [roles.routing(m) for m in ("sticky", "sticky.3", "rr")] == ["sticky", "sticky", "rr"]
+    import run
+    assert len({run.mode_seed({"seed": 1}, m) for m in ("sticky", "sticky.2", "sticky.3")}) == 3
 
 
 def test_kv_transfer_configs():
@@ -190,6 +198,14 @@ def test_report_references_and_render():
     assert "1/1 token, 0 logprob mismatches vs native:sticky" in text
     assert "lmcache:*" in text and "blocked: no wheel" in text
     assert "not run yet (run again with --continue): kvstrata:rr" in text
+    assert "Medians over the runs" not in text           # no routing ran twice
+    results["kvstrata:sticky.2"] = res([3])
+    text = report.render(spec, results, {}, {}, [])
+    assert "Medians over the runs" in text
+    medians = text.split("Medians over the runs")[1]
+    row = next(line for line in medians.splitlines() if line.startswith("kvstrata:sticky "))
+    assert row.split()[1] == "2"                          # two runs of kvstrata's sticky
+    assert report.reference_of(results, "kvstrata", "sticky.2") is None  # no other role ran it
 
 
 def test_run_options_smoke_defaults_and_continue_plan():
