@@ -148,6 +148,7 @@ class Bench:
         t0 = time.monotonic()
         self.llm = LLM(model=spec["model"], load_format="dummy", skip_tokenizer_init=True,
                        dtype=spec["dtype"], enforce_eager=spec["enforce_eager"],
+                       kv_cache_dtype=spec.get("kv_cache_dtype", "auto"),
                        block_size=spec["block_size"], enable_prefix_caching=True,
                        max_model_len=spec["max_model_len"],
                        num_gpu_blocks_override=spec["gpu_blocks"],

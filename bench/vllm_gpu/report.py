@@ -224,6 +224,8 @@ def kv_bytes_per_token(spec: Dict[str, Any]) -> Optional[int]:
     MLA (kv_lora_rank in the config) the latent and rope parts of every layer, the same on
     every rank (DeepSeek-V2-Lite bf16: 1,152 bytes a layer)."""
     dtype_bytes = {"float32": 4, "float": 4}.get(str(spec["dtype"]), 2)  # bf16 / fp16
+    if str(spec.get("kv_cache_dtype", "auto")).startswith("fp8"):
+        dtype_bytes = 1
     try:
         cfg = json.loads((Path(spec["model"]) / "config.json").read_text())
         layers = int(cfg["num_hidden_layers"])

@@ -70,6 +70,7 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
         "tp": args.tp,
         "model": args.model,
         "dtype": args.dtype,
+        "kv_cache_dtype": args.kv_cache_dtype,
         "vocab": args.vocab,
         "enforce_eager": args.eager,
         "block_size": args.block_size,
@@ -193,6 +194,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     # vLLM's CPU build and a tiny model).
     ap.add_argument("--model", default=str(HERE / "model"))
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--kv-cache-dtype", default="auto",
+                    help="vLLM's --kv-cache-dtype for every role (e.g. fp8: e4m3, scales from "
+                         "the checkpoint; dummy weights give scale 1.0)")
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
     ap.add_argument("--sizes", help="prompt sizes of the single-request rows, e.g. 1024,8192")
