@@ -1,7 +1,7 @@
 """deploy/grafana: the dashboard is valid JSON with the fields Grafana needs, and every
 metric that any expression (panel targets and template queries) names is exported by a
-real kvstratad (its /metrics page, with KV events enabled and after one failed call, so
-that every family is present)."""
+real kvstratad (its /metrics page, with KV events enabled, after one failed call and one
+connector's heartbeat counters, so that every family is present)."""
 from __future__ import annotations
 
 import json
@@ -29,6 +29,9 @@ def exported() -> Iterator[Metrics]:
         with d.client(timeout=10.0) as c:
             with pytest.raises(kvstrata.KVStrataError):
                 c.heartbeat(session_id=424242)  # kvstrata_errors_total{kind="rpc_not_found"}
+            # A connector's heartbeat counters: kvstrata_client_counter_total{name}.
+            sid = c.open_session(client_name="dashboard", pid=1, hostname="h").session_id
+            c.heartbeat(session_id=sid, counters={"plan_in_step": 1, "plan_unloaded_tokens": 0})
             yield scrape(c.get_status().metrics_address)
         assert d.stop() == 0, d.log_tail()
     finally:
