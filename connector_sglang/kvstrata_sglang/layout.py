@@ -57,8 +57,35 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).rsplit(".", 1)[-1]
 
 
-def describe_pool(host_pool: Any, storage_config: Any, options: BackendOptions) -> PageLayout:
-    """The PageLayout of an SGLang HostKVCache; ValueError for pools it cannot store."""
+def anchor_host_pool(host_pool: Any) -> Any:
+    """The KV pool of an SGLang HostPoolGroup (hybrid models: the full-attention pool, its
+    `anchor_entry`), else the pool itself."""
+    entry = getattr(host_pool, "anchor_entry", None)
+    if entry is not None and hasattr(host_pool, "entry_map"):
+        return entry.host_pool
+    return host_pool
+
+
+def model_tag(storage_config: Any, options: BackendOptions) -> str:
+    """The namespace's model name: the option, else SGLang's; ValueError when none."""
+    model = options.model or storage_config.model_name
+    if not model:
+        raise ValueError("kvstrata: SGLang passed no model name; set \"model\" in the "
+                         "storage extra-config (pages of different models must never mix)")
+    return str(model)
+
+
+def cp_suffix(storage_config: Any) -> str:
+    """"#cp=rank/size" when context-parallel ranks each hold their own slice of every page."""
+    cp_size = int(getattr(storage_config, "attn_cp_size", 1) or 1)
+    return f"#cp={storage_config.attn_cp_rank}/{cp_size}" if cp_size > 1 else ""
+
+
+def describe_pool(host_pool: Any, storage_config: Any, options: BackendOptions,
+                  kv_group: str = "") -> PageLayout:
+    """The PageLayout of an SGLang HostKVCache; ValueError for pools it cannot store.
+    kv_group names a hybrid model's extra KV pool (e.g. its sliding-window layers): its
+    namespace then never shares blocks with the full-attention pool's."""
     layout = getattr(host_pool, "layout", None)
     if layout not in LAYOUTS:
         raise ValueError(f"kvstrata: host pool layout {layout!r} is not supported; use "
@@ -98,18 +125,12 @@ def describe_pool(host_pool: Any, storage_config: Any, options: BackendOptions) 
         offsets.append(at)
         at += s
 
-    model = options.model or storage_config.model_name
-    if not model:
-        raise ValueError("kvstrata: SGLang passed no model name; set \"model\" in the "
-                         "storage extra-config (pages of different models must never mix)")
-    tag = str(model)
+    tag = model_tag(storage_config, options)
     dtype_name = _dtype_name(host_pool.dtype)
     dtype = DTYPES.get(dtype_name)
     if dtype is None:  # Bytes of an exotic dtype: keep its name in the namespace.
         dtype, head_size, tag = "uint8", head_size * item, f"{tag}#dtype={dtype_name}"
-    cp_size = int(getattr(storage_config, "attn_cp_size", 1) or 1)
-    if cp_size > 1:  # Each context-parallel rank holds its own slice of every page.
-        tag = f"{tag}#cp={storage_config.attn_cp_rank}/{cp_size}"
+    tag += cp_suffix(storage_config)
     spec: Dict[str, Any] = dict(
         engine="sglang", model=tag, dtype=dtype, num_layers=num_layers, num_kv_heads=heads,
         head_size=head_size, tokens_per_block=page_size,
@@ -117,6 +138,8 @@ def describe_pool(host_pool: Any, storage_config: Any, options: BackendOptions) 
         tp_rank=0 if is_mla else int(storage_config.tp_rank),
         pp_size=int(storage_config.pp_size), pp_rank=int(storage_config.pp_rank),
         kv_layout=LAYOUTS[layout], attention="mla" if is_mla else "mha", salt=options.salt)
+    if kv_group:  # Only then: the full-attention pool's fingerprint stays what it was.
+        spec["kv_group"] = kv_group
     return PageLayout(spec=spec, layout=layout, is_mla=is_mla, page_size=page_size,
                       pool_tokens=int(host_pool.size), bytes_per_page=expected,
                       segment_sizes=sizes, segment_offsets=tuple(offsets),

@@ -11,7 +11,10 @@ answers the number of leading pages present (Session.lookup: the daemon's lookup
 a binary frame on a persistent Unix socket, falling back to gRPC), or, with the load planner
 (planner.py, option `load_planner`), only the leading pages whose load beats computing them.
 The legacy `get`/`set`/`batch_get`/`batch_set`/`exists` take whole flat pages
-(`HostKVCache.get_data_page(flat=True)`) and store the same blocks.
+(`HostKVCache.get_data_page(flat=True)`) and store the same blocks. Hybrid models (SGLang's
+HybridCacheController) add the v2 calls for their extra host pools, sliding-window KV and
+Mamba state (`register_mem_host_pool_v2`, `batch_exists_v2`, `batch_get_v2`,
+`batch_set_v2`), each pool in its own namespace (hybrid.py).
 
 Fail-safe: while kvstratad cannot be reached every call answers "not found" / False at once
 (never None: SGLang would stop its prefetch thread), and the backend reconnects when the
@@ -27,11 +30,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import grpc
 import kvstrata
 from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
-                                                  HiCacheStorageExtraInfo)
+                                                  HiCacheStorageExtraInfo, PoolName,
+                                                  PoolTransferResult)
 
 from .copier import PieceCopier
+from .hybrid import KV, ExtraPool, describe_extra_pool, fold_hits, pool_name
 from .keys import page_keys
-from .layout import PageLayout, checked_host_indices, describe_pool, legacy_block_view
+from .layout import (PageLayout, anchor_host_pool, checked_host_indices, describe_pool,
+                     legacy_block_view)
 from .options import BackendOptions, open_link, parse_options
 from .planner import PROMOTION_LEASE_MS, PagePlanner, engine_model, planner_wanted
 
@@ -64,6 +70,8 @@ class KVStrataStorage(HiCacheStorage):
         self.is_writer = storage_writer(storage_config)
         self.layout: Optional[PageLayout] = None
         self.mem_pool_host: Any = None
+        self._kv_host: Any = None  # the KV pool (a HostPoolGroup's anchor, or the pool)
+        self.extra_pools: Dict[str, ExtraPool] = {}  # v2: SWA / Mamba host pools by name
         self._link = open_link(self.options)
         self._copier = PieceCopier(self.options.copy_threads)
         self._metrics_lock = threading.Lock()
@@ -75,16 +83,19 @@ class KVStrataStorage(HiCacheStorage):
             exists_calls=0, exists_fast=0, exists_hits=0, get_pages=0, get_hits=0, set_pages=0,
             set_stored=0, set_already_present=0, set_dropped=0, set_skipped_not_writer=0,
             unavailable=0, plan_async=0, plan_partial=0, plan_recompute=0,
-            plan_unloaded_tokens=0)
+            plan_unloaded_tokens=0, exists_v2_calls=0, exists_v2_lookups=0, get_v2_pages=0,
+            get_v2_hits=0, set_v2_pages=0, set_v2_stored=0)
         self.planner: Optional[PagePlanner] = None  # set by register_mem_pool_host
 
     # ------------------------------------------------------------------ setup
 
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
-        """Learn the host pool's page layout and register its namespace with the daemon."""
-        layout = describe_pool(mem_pool_host, self.storage_config, self.options)
+        """Learn the host pool's page layout and register its namespace with the daemon
+        (a hybrid model's HostPoolGroup: its anchor, the full-attention KV pool)."""
+        kv_host = anchor_host_pool(mem_pool_host)
+        layout = describe_pool(kv_host, self.storage_config, self.options)
         super().register_mem_pool_host(mem_pool_host)
-        self.layout = layout
+        self.layout, self._kv_host = layout, kv_host
         self._link.set_namespace(PAGES, layout.spec)
         model = engine_model()
         if self.planner is None and planner_wanted(self.options.load_planner, model):
@@ -118,12 +129,12 @@ class KVStrataStorage(HiCacheStorage):
         with self._metrics_lock:
             self.counters[name] += n
 
-    def _usable(self) -> Any:
-        """(session, namespace), or None (counted) while the daemon cannot be used."""
+    def _usable(self, key: str = PAGES) -> Any:
+        """(session, namespace `key`), or None (counted) while the daemon cannot be used."""
         got = None
         try:
             s = self._link.session()
-            ns = self._link.namespaces.get(PAGES) if s is not None else None
+            ns = self._link.namespaces.get(key) if s is not None else None
             if ns is not None:
                 got = (s, ns)
         except kvstrata.KVStrataError as err:  # e.g. the namespace refused on a reconnect
@@ -195,7 +206,7 @@ class KVStrataStorage(HiCacheStorage):
             self._count("set_skipped_not_writer", len(kb))
             return [True] * len(kb)
         self._count("set_pages", len(kb))
-        ok, start = self._transfer(self._store, "store", kb, indices)
+        ok, start = self._transfer(self._store, "store", kb, indices, self._kv_pool())
         if start is not None:
             self._record(self._backup_pgs, self._backup_bw, sum(ok), start)
         return ok
@@ -213,7 +224,7 @@ class KVStrataStorage(HiCacheStorage):
         get_id = self.planner.get_started(kb) if self.planner is not None else 0
         ok, start = [False] * len(kb), None
         try:
-            ok, start = self._transfer(self._load, "load", kb, indices)
+            ok, start = self._transfer(self._load, "load", kb, indices, self._kv_pool())
         finally:  # its time is a sample of the tier when the daemon answered
             if self.planner is not None:
                 self.planner.get_ended(get_id, timed=start is not None)
@@ -222,24 +233,29 @@ class KVStrataStorage(HiCacheStorage):
             self._record(self._prefetch_pgs, self._prefetch_bw, sum(ok), start)
         return ok
 
+    def _kv_pool(self) -> ExtraPool:
+        """The KV pool as the v1 and v2 copy paths see every pool."""
+        return ExtraPool(KV, PAGES, self.layout, self._kv_host, every_rank_writes=False)
+
     def _transfer(self, op: Callable[..., List[bool]], what: str, kb: List[bytes],
-                  indices: Any) -> Tuple[List[bool], Optional[float]]:
-        """op(session, ns, keys, page pointers) on the live session: its per-page result and
-        its start time; all False and None when there is no daemon or the call failed."""
-        got = self._usable()
+                  indices: Any, pool: ExtraPool) -> Tuple[List[bool], Optional[float]]:
+        """op(session, ns, keys, page pointers, layout) on the live session, in `pool`'s
+        namespace: its per-page result and its start time; all False and None when there is
+        no daemon or the call failed."""
+        got = self._usable(pool.key)
         if got is None:
             return [False] * len(kb), None
-        ptrs = self._page_pointers(indices, len(kb))
+        ptrs = self._page_pointers(pool, indices, len(kb))
         start = time.perf_counter()
         try:
-            return op(got[0], got[1], kb, ptrs), start
+            return op(got[0], got[1], kb, ptrs, pool.layout), start
         except kvstrata.KVStrataError as err:
             return self._degrade(err, what, [False] * len(kb)), None
 
     def _store(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
-               keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:
-        self._check_block_bytes(ns)
-        r = session.store_pointers(ns, keys, ptrs, self.layout.segment_sizes,
+               keys: List[bytes], ptrs: Sequence[int], layout: PageLayout) -> List[bool]:
+        _check_block_bytes(ns, layout)
+        r = session.store_pointers(ns, keys, ptrs, layout.segment_sizes,
                                    copy=self._copier.run)
         self._count("set_already_present", r.already_present)
         self._count("set_dropped", len(keys) - r.already_present - r.reserved)
@@ -250,27 +266,24 @@ class KVStrataStorage(HiCacheStorage):
         return r.ok
 
     def _load(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
-              keys: List[bytes], ptrs: Sequence[int]) -> List[bool]:
-        self._check_block_bytes(ns)
-        return session.load_pointers(ns, keys, ptrs, self.layout.segment_sizes,
+              keys: List[bytes], ptrs: Sequence[int], layout: PageLayout) -> List[bool]:
+        _check_block_bytes(ns, layout)
+        return session.load_pointers(ns, keys, ptrs, layout.segment_sizes,
                                      copy=self._copier.run)
 
-    def _page_pointers(self, indices: Any, num_pages: int) -> Sequence[int]:
+    @staticmethod
+    def _page_pointers(pool: ExtraPool, indices: Any, num_pages: int) -> Sequence[int]:
         """The host pool's piece addresses for the pages (get_page_buffer_meta), checked
         against the layout learnt at registration."""
-        ptrs, sizes = self.mem_pool_host.get_page_buffer_meta(indices)
-        want = num_pages * self.layout.segments_per_page
-        if len(ptrs) != want or tuple(sizes[:self.layout.segments_per_page]) != \
-                self.layout.segment_sizes:
-            raise RuntimeError(f"kvstrata: the host pool now describes {num_pages} pages as "
-                               f"{len(ptrs)} pieces, not {want} of {self.layout.segment_sizes}")
+        layout = pool.layout
+        ptrs, sizes = pool.host.get_page_buffer_meta(indices)
+        want = num_pages * layout.segments_per_page
+        if len(ptrs) != want or tuple(sizes[:layout.segments_per_page]) != \
+                layout.segment_sizes:
+            raise RuntimeError(f"kvstrata: the {pool.name} host pool now describes {num_pages} "
+                               f"pages as {len(ptrs)} pieces, not {want} of "
+                               f"{layout.segment_sizes}")
         return ptrs
-
-    def _check_block_bytes(self, ns: kvstrata.RegisteredNamespace) -> None:
-        if ns.bytes_per_block != self.layout.bytes_per_page:
-            raise kvstrata.KVStrataError(_INTERNAL, f"the daemon's blocks have "
-                                         f"{ns.bytes_per_block} bytes, pages have "
-                                         f"{self.layout.bytes_per_page}")
 
     def _degrade(self, err: kvstrata.KVStrataError, what: str, answer: Any) -> Any:
         """A failed daemon call: log, let the link notice a lost daemon, answer `answer`."""
@@ -278,6 +291,109 @@ class KVStrataStorage(HiCacheStorage):
         self._count("unavailable")
         log.warning("kvstrata: %s failed, answering not found: %s", what, err)
         return answer
+
+    # ------------------------------------------------------------------ v2 (hybrid pools)
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        """A hybrid model's host pool: "kv" is the anchor already registered; "swa" and
+        "mamba" get their own namespaces (hybrid.py); any other raises ValueError (SGLang
+        then fails the attach: the model is refused at start-up)."""
+        layout = self._need_layout()
+        name = pool_name(host_pool_name)
+        if name == KV:
+            if host_pool is not self._kv_host and host_pool is not self.mem_pool_host:
+                raise ValueError("kvstrata: the 'kv' host pool given to "
+                                 "register_mem_host_pool_v2 is not the registered KV pool")
+        else:
+            pool = describe_extra_pool(name, host_pool, self.storage_config, self.options,
+                                       layout)
+            self.extra_pools[name] = pool
+            self._link.set_namespace(pool.key, pool.layout.spec)
+        super().register_mem_host_pool_v2(host_pool, host_pool_name)
+
+    def extra_namespace(self, name: str) -> Optional[kvstrata.RegisteredNamespace]:
+        """The registered namespace of extra pool `name` (None: unknown or no daemon yet)."""
+        pool = self.extra_pools.get(name)
+        if pool is None or self._link.session() is None:
+            return None
+        return self._link.namespaces.get(pool.key)
+
+    def batch_exists_v2(self, keys: List[str], pool_transfers: Optional[List[Any]] = None,
+                        extra_info: Optional[HiCacheStorageExtraInfo] = None) -> Any:
+        """SGLang's PoolTransferResult: the longest KV prefix (pages) that every extra pool
+        of `pool_transfers` can also restore, by its hit policy (SWA: the window's pages;
+        Mamba: the last page's state; hybrid.pool_restorable), each pool's own boundary,
+        and (SGLang 0.5.23) every such restorable length. 0 without the daemon."""
+        self._need_layout()
+        kb = page_keys(keys)
+        transfers = list(pool_transfers or [])
+        self._count("exists_v2_calls")
+        got = self._usable() if kb else None
+        if got is None:
+            return _pool_result(0, {}, [])
+        session, ns = got
+        try:
+            kv = int(session.lookup(ns, kb).hit_blocks)
+            self._count("exists_v2_lookups")
+            lookups = {name: self._window_lookup(session, p.key, kb)
+                       for name, p in self.extra_pools.items()}
+            lookups[KV] = self._window_lookup(session, PAGES, kb)
+            final, hits, restorable = fold_hits(kv, transfers, lookups)
+        except kvstrata.KVStrataError as err:
+            return self._degrade(err, "lookup", _pool_result(0, {}, []))
+        if kv:
+            hits = {PoolName.KV: kv, **hits}
+        return _pool_result(final, hits, restorable)
+
+    def _window_lookup(self, session: kvstrata.Session, key: str, kb: List[bytes]) -> Any:
+        """(lo, hi) -> the leading keys of kb[lo:hi] namespace `key` holds (counted)."""
+        def lookup(lo: int, hi: int) -> int:
+            ns = self._link.namespaces.get(key)
+            if ns is None:
+                return 0
+            self._count("exists_v2_lookups")
+            return int(session.lookup(ns, kb[lo:hi]).hit_blocks)
+        return lookup
+
+    def batch_get_v2(self, transfers: List[Any],
+                     extra_info: Optional[HiCacheStorageExtraInfo] = None,
+                     ) -> Dict[Any, List[bool]]:
+        """Copy each transfer's stored pages (keys[i] -> its pool's host pages
+        host_indices[i*page:(i+1)*page]) from its pool's namespace; per pool, one bool per
+        key (False: not stored, or no daemon)."""
+        return {t.name: self._v2_one(t, self._load, "load") for t in transfers}
+
+    def batch_set_v2(self, transfers: List[Any],
+                     extra_info: Optional[HiCacheStorageExtraInfo] = None,
+                     ) -> Dict[Any, List[bool]]:
+        """Store each transfer's pages into its pool's namespace; per pool, one bool per key
+        (True: stored or already present)."""
+        return {t.name: self._v2_one(t, self._store, "store") for t in transfers}
+
+    def _v2_one(self, t: Any, op: Callable[..., List[bool]], what: str) -> List[bool]:
+        self._need_layout()
+        name, kb = pool_name(t.name), page_keys(list(t.keys or []))
+        pool = self._kv_pool() if name == KV else self.extra_pools.get(name)
+        if pool is None:
+            raise ValueError(f"kvstrata: batch_{'get' if what == 'load' else 'set'}_v2 for "
+                             f"the {name!r} pool, which was never registered")
+        numel = getattr(t.host_indices, "numel", None)
+        n = 0 if t.host_indices is None else numel() if callable(numel) else None
+        if n is not None and n != len(kb) * pool.layout.page_size:  # as SGLang's backends
+            log.error("kvstrata: %s pool: %d keys but %d host indices (page size %d)", name,
+                      len(kb), n, pool.layout.page_size)
+            return [False] * len(kb)
+        indices = checked_host_indices(t.host_indices, pool.layout, len(kb))
+        if not kb:
+            return []
+        if what == "store" and not (self.is_writer or pool.every_rank_writes):
+            self._count("set_skipped_not_writer", len(kb))  # MLA: rank 0 stores the same
+            return [True] * len(kb)
+        self._count("get_v2_pages" if what == "load" else "set_v2_pages", len(kb))
+        ok, start = self._transfer(op, what, kb, indices, pool)
+        if start is not None:
+            self._count("get_v2_hits" if what == "load" else "set_v2_stored", sum(ok))
+        return ok
 
     # ------------------------------------------------------------------ legacy (whole pages)
 
@@ -297,7 +413,7 @@ class KVStrataStorage(HiCacheStorage):
         layout = self._need_layout()
         kb = page_keys(keys)
         if target_locations is None:
-            targets = [self.mem_pool_host.get_dummy_flat_data_page() for _ in kb]
+            targets = [self._kv_host.get_dummy_flat_data_page() for _ in kb]
         else:
             targets = list(target_locations)
             if len(targets) != len(kb):
@@ -362,18 +478,21 @@ class KVStrataStorage(HiCacheStorage):
     # ------------------------------------------------------------------ admin, stats
 
     def clear(self) -> None:
-        """Drop every page of this backend's namespace that is not in use (all tiers)."""
-        got = self._usable()
-        if got is None:
-            log.warning("kvstrata: clear() skipped: the daemon is unreachable")
-            return
-        session, ns = got
-        try:
-            for progress in session.client.clear(fingerprint=ns.fingerprint):
-                if progress.done:
-                    break
-        except kvstrata.KVStrataError as err:
-            self._degrade(err, "clear", None)
+        """Drop every page of this backend's namespaces (the KV pool's and each extra
+        pool's) that is not in use, in every tier."""
+        for key in [PAGES] + [p.key for p in self.extra_pools.values()]:
+            got = self._usable(key)
+            if got is None:
+                log.warning("kvstrata: clear() skipped: the daemon is unreachable")
+                return
+            session, ns = got
+            try:
+                for progress in session.client.clear(fingerprint=ns.fingerprint):
+                    if progress.done:
+                        break
+            except kvstrata.KVStrataError as err:
+                self._degrade(err, "clear", None)
+                return
 
     def get_stats(self) -> Any:
         """SGLang's StorageMetrics (pages and GB/s of each prefetch and backup since the last
@@ -406,3 +525,18 @@ class KVStrataStorage(HiCacheStorage):
             self.planner.close()
         self._copier.close()
         self._link.close()
+
+
+def _check_block_bytes(ns: kvstrata.RegisteredNamespace, layout: PageLayout) -> None:
+    if ns.bytes_per_block != layout.bytes_per_page:
+        raise kvstrata.KVStrataError(_INTERNAL, f"the daemon's blocks have "
+                                     f"{ns.bytes_per_block} bytes, pages have "
+                                     f"{layout.bytes_per_page}")
+
+
+def _pool_result(final: int, hits: Dict[Any, int], restorable: List[int]) -> Any:
+    """PoolTransferResult; SGLang 0.5.23's also carries the restorable prefix lengths."""
+    r = PoolTransferResult(final, hits)
+    if hasattr(r, "restorable_prefix_pages"):
+        r.restorable_prefix_pages = restorable
+    return r
