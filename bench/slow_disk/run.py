@@ -116,7 +116,7 @@ def daemon_stats(endpoint: str, cli: Optional[str]) -> Dict[str, Any]:
                                  ("hits", "misses", "blocks", "read_bytes", "write_bytes")
                                  if hasattr(t, f)} for t in client.list_tiers().tiers}
     if cli and Path(cli).is_file():
-        res = subprocess.run([cli, f"--socket={endpoint}", "stats"], capture_output=True,
+        res = subprocess.run([cli, f"--endpoint={endpoint}", "stats"], capture_output=True,
                              text=True, timeout=30)
         out["cli_stats"] = res.stdout + res.stderr
     return out
