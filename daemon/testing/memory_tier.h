@@ -2,7 +2,8 @@
 // code above the tiers (TierManager, the store path) and as the reference the contract
 // suite checks every real tier against. Knows every block it holds (Cached never says
 // kUnknown). `capacity_blocks` (0 = unbounded) refuses writes past it; FailWrites/FailReads
-// make every later call fail, like a broken disk. Thread-safe (one mutex). Header-only.
+// make every later call fail, like a broken disk. The front (BlockTier) checks and counts;
+// this keeps write_errors and refused_writes. Thread-safe (one mutex). Header-only.
 #ifndef KVSTRATA_DAEMON_TESTING_MEMORY_TIER_H_
 #define KVSTRATA_DAEMON_TESTING_MEMORY_TIER_H_
 
@@ -12,7 +13,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "daemon/common/mutex.h"
 #include "daemon/tiers/block_tier.h"
 
@@ -33,33 +33,26 @@ class MemoryTier final : public BlockTier {
   }
 
   Tier level() const override { return level_; }
-  Presence Cached(const TierNamespace& ns, absl::string_view key) const override {
+
+ protected:
+  Presence CachedImpl(const TierNamespace& ns, absl::string_view key) const override {
     MutexLock lock(&mu_);
     return Find(ns.fingerprint, key) != nullptr ? Presence::kPresent : Presence::kAbsent;
   }
-  bool Probe(const TierNamespace& ns, absl::string_view key) override {
-    return Cached(ns, key) == Presence::kPresent;
+  bool ProbeImpl(const TierNamespace& ns, absl::string_view key) override {
+    return CachedImpl(ns, key) == Presence::kPresent;
   }
-  bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override {
+  bool ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override {
     MutexLock lock(&mu_);
     const std::string* block = Find(ns.fingerprint, key);
-    if (fail_reads_ || block == nullptr || block->size() != dest.size()) {
-      ++stats_.misses;
-      return false;
-    }
+    if (fail_reads_ || block == nullptr || block->size() != dest.size()) return false;
     std::memcpy(dest.data(), block->data(), dest.size());
-    ++stats_.hits;
-    stats_.read_bytes += dest.size();
     return true;
   }
-  absl::Status Write(const TierNamespace& ns, absl::string_view key,
-                     absl::string_view payload) override {
-    if (payload.size() != ns.payload_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a block of ", payload.size(), " bytes where the namespace has ", ns.payload_bytes));
-    }
+  absl::StatusOr<WriteOutcome> WriteImpl(const TierNamespace& ns, absl::string_view key,
+                                         absl::string_view payload) override {
     MutexLock lock(&mu_);
-    if (Find(ns.fingerprint, key) != nullptr) return absl::OkStatus();
+    if (Find(ns.fingerprint, key) != nullptr) return WriteOutcome::kAlreadyPresent;
     if (fail_writes_) {
       ++stats_.write_errors;
       return absl::UnavailableError("memory tier: writes fail");
@@ -69,16 +62,14 @@ class MemoryTier final : public BlockTier {
       return absl::ResourceExhaustedError("memory tier: full");
     }
     blocks_[ns.fingerprint].emplace(std::string(key), std::string(payload));
-    ++stats_.writes;
-    stats_.write_bytes += payload.size();
-    return absl::OkStatus();
+    return WriteOutcome::kWritten;
   }
-  bool Remove(const TierNamespace& ns, absl::string_view key) override {
+  bool RemoveImpl(const TierNamespace& ns, absl::string_view key) override {
     MutexLock lock(&mu_);
     auto it = blocks_.find(ns.fingerprint);
     return it != blocks_.end() && it->second.erase(key) > 0;
   }
-  size_t Clear(std::optional<absl::string_view> fingerprint) override {
+  size_t ClearImpl(std::optional<absl::string_view> fingerprint) override {
     MutexLock lock(&mu_);
     if (!fingerprint.has_value()) {
       size_t removed = CountLocked();
@@ -91,7 +82,7 @@ class MemoryTier final : public BlockTier {
     blocks_.erase(it);
     return removed;
   }
-  TierStats Stats() const override {
+  TierStats StatsImpl() const override {
     MutexLock lock(&mu_);
     TierStats s = stats_;
     s.blocks = CountLocked();

@@ -21,7 +21,7 @@ std::optional<NamespaceId> L1Tier::IdOf(const TierNamespace& ns) const {
   return info->id;
 }
 
-BlockTier::Presence L1Tier::Cached(const TierNamespace& tn, absl::string_view key) const {
+BlockTier::Presence L1Tier::CachedImpl(const TierNamespace& tn, absl::string_view key) const {
   std::optional<NamespaceId> ns = IdOf(tn);
   if (!ns.has_value()) return Presence::kAbsent;
   std::string_view view(key.data(), key.size());
@@ -31,9 +31,9 @@ BlockTier::Presence L1Tier::Cached(const TierNamespace& tn, absl::string_view ke
   return present ? Presence::kPresent : Presence::kAbsent;
 }
 
-bool L1Tier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) {
+bool L1Tier::ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) {
   std::optional<NamespaceId> id = IdOf(ns);
-  if (!id.has_value() || dest.size() != ns.payload_bytes) return false;
+  if (!id.has_value()) return false;
   std::string_view view(key.data(), key.size());
   absl::StatusOr<LoadResult> load =
       cache_->AcquireLoad(kDaemonSession, *id, absl::MakeConstSpan(&view, 1), std::nullopt);
@@ -45,15 +45,12 @@ bool L1Tier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<cha
   return hit;
 }
 
-absl::Status L1Tier::Write(const TierNamespace& ns, absl::string_view key,
-                           absl::string_view payload) {
+absl::StatusOr<BlockTier::WriteOutcome> L1Tier::WriteImpl(const TierNamespace& ns,
+                                                          absl::string_view key,
+                                                          absl::string_view payload) {
   std::optional<NamespaceId> id = IdOf(ns);
   if (!id.has_value()) {
     return absl::NotFoundError(absl::StrCat("namespace ", ns.fingerprint, " is not registered"));
-  }
-  if (payload.size() != ns.payload_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a block of ", payload.size(), " bytes where the namespace has ", ns.payload_bytes));
   }
   std::string_view view(key.data(), key.size());
   absl::StatusOr<ReserveResult> reserved =
@@ -63,7 +60,7 @@ absl::Status L1Tier::Write(const TierNamespace& ns, absl::string_view key,
   const StoreSlot& slot = reserved->slots[0];
   switch (slot.status) {
     case StoreStatus::kAlreadyPresent:
-      return absl::OkStatus();
+      return WriteOutcome::kAlreadyPresent;
     case StoreStatus::kDropped:
     case StoreStatus::kNotAdmitted:
       return absl::ResourceExhaustedError("l1 has no room under its watermarks");
@@ -73,10 +70,11 @@ absl::Status L1Tier::Write(const TierNamespace& ns, absl::string_view key,
   std::memcpy(region_ + slot.offset, payload.data(), payload.size());
   absl::StatusOr<size_t> committed =
       cache_->CommitStore(kDaemonSession, reserved->reservation, std::nullopt);
-  return committed.ok() ? absl::OkStatus() : committed.status();
+  if (!committed.ok()) return committed.status();
+  return WriteOutcome::kWritten;
 }
 
-bool L1Tier::Remove(const TierNamespace& ns, absl::string_view key) {
+bool L1Tier::RemoveImpl(const TierNamespace& ns, absl::string_view key) {
   std::optional<NamespaceId> id = IdOf(ns);
   if (!id.has_value()) return false;
   std::string_view view(key.data(), key.size());
@@ -84,20 +82,18 @@ bool L1Tier::Remove(const TierNamespace& ns, absl::string_view key) {
   return evicted.ok() && *evicted > 0;
 }
 
-size_t L1Tier::Clear(std::optional<absl::string_view> fingerprint) {
+size_t L1Tier::ClearImpl(std::optional<absl::string_view> fingerprint) {
   if (!fingerprint.has_value()) return cache_->Clear(std::nullopt);
   std::optional<NamespaceId> id = IdOf(*fingerprint);
   return id.has_value() ? cache_->Clear(*id) : 0;
 }
 
-TierStats L1Tier::Stats() const {
+TierStats L1Tier::StatsImpl() const {
   CacheStats c = cache_->Stats();
   TierStats s;
   s.capacity_bytes = s.effective_bytes = c.capacity_bytes;
   s.used_bytes = c.used_bytes;
   s.blocks = c.blocks;
-  s.hits = c.hits;
-  s.misses = c.misses;
   s.evictions = c.evictions;
   s.refused_writes = c.dropped_stores + c.not_admitted;
   s.warm = true;

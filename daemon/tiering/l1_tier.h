@@ -4,8 +4,10 @@
 // registry's: a fingerprint no engine registered has no blocks here (Read misses, Write
 // answers NOT_FOUND). L1's index is complete, so Cached never says kUnknown and Probe does
 // no I/O. Writes bypass L1's admission (the daemon decided to keep the block) and may be
-// dropped under pool pressure (RESOURCE_EXHAUSTED). Thread-safe; never blocks on I/O (the
-// copies are memcpy between the region and the caller's buffer).
+// dropped under pool pressure (RESOURCE_EXHAUSTED). Stats: the front's counters (this
+// adapter's Reads and Writes) over L1's own sizes and evictions; L1's lookup hits are
+// CacheStats'. Thread-safe; never blocks on I/O (the copies are memcpy between the region
+// and the caller's buffer).
 #ifndef KVSTRATA_DAEMON_TIERING_L1_TIER_H_
 #define KVSTRATA_DAEMON_TIERING_L1_TIER_H_
 
@@ -24,16 +26,18 @@ class L1Tier : public BlockTier {
       : cache_(cache), region_(region), namespaces_(namespaces) {}
 
   Tier level() const override { return Tier::kL1; }
-  Presence Cached(const TierNamespace& ns, absl::string_view key) const override;
-  bool Probe(const TierNamespace& ns, absl::string_view key) override {
-    return Cached(ns, key) == Presence::kPresent;
+
+ protected:
+  Presence CachedImpl(const TierNamespace& ns, absl::string_view key) const override;
+  bool ProbeImpl(const TierNamespace& ns, absl::string_view key) override {
+    return CachedImpl(ns, key) == Presence::kPresent;
   }
-  bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
-  absl::Status Write(const TierNamespace& ns, absl::string_view key,
-                     absl::string_view payload) override;
-  bool Remove(const TierNamespace& ns, absl::string_view key) override;
-  size_t Clear(std::optional<absl::string_view> fingerprint) override;
-  TierStats Stats() const override;
+  bool ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
+  absl::StatusOr<WriteOutcome> WriteImpl(const TierNamespace& ns, absl::string_view key,
+                                         absl::string_view payload) override;
+  bool RemoveImpl(const TierNamespace& ns, absl::string_view key) override;
+  size_t ClearImpl(std::optional<absl::string_view> fingerprint) override;
+  TierStats StatsImpl() const override;
 
  private:
   // The namespace's id when it is registered (by ns.id, else by its fingerprint).

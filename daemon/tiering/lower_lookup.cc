@@ -140,17 +140,33 @@ void LowerLookup::Probe(const TierNamespace& tn, Keys keys, absl::Duration timeo
 
 void LowerLookup::Peek(const TierNamespace& tn, Keys keys,
                        std::vector<std::optional<Tier>>* where) {
+  // The keys no index can tell about, probed tier by tier (fastest first) in one batch
+  // each; a key found in one tier is not probed in the slower ones.
+  std::vector<size_t> unknown_at;
+  std::vector<absl::string_view> unknown;
   for (size_t i = 0; i < keys.size() && i < where->size(); ++i) {
     if ((*where)[i].has_value()) continue;
-    bool unknown = false;
-    (*where)[i] = stack_->Where(tn, Raw(keys[i]), &unknown);
-    if ((*where)[i].has_value() || !unknown) continue;
-    for (const auto& lower : stack_->tiers()) {
-      if (lower->storage->Probe(tn, Raw(keys[i]))) {
-        (*where)[i] = lower->level();
-        break;
+    bool unknown_here = false;
+    (*where)[i] = stack_->Where(tn, Raw(keys[i]), &unknown_here);
+    if ((*where)[i].has_value() || !unknown_here) continue;
+    unknown_at.push_back(i);
+    unknown.push_back(Raw(keys[i]));
+  }
+  for (const auto& lower : stack_->tiers()) {
+    if (unknown.empty()) break;
+    absl::StatusOr<std::vector<bool>> present = lower->storage->ProbeMany(tn, unknown);
+    if (!present.ok()) continue;  // A bad key: logged and counted by the tier.
+    size_t kept = 0;
+    for (size_t j = 0; j < unknown.size(); ++j) {
+      if ((*present)[j]) {
+        (*where)[unknown_at[j]] = lower->level();
+      } else {
+        unknown_at[kept] = unknown_at[j];
+        unknown[kept++] = unknown[j];
       }
     }
+    unknown_at.resize(kept);
+    unknown.resize(kept);
   }
 }
 

@@ -53,7 +53,8 @@ class LowerLookup {
   void Probe(const TierNamespace& tn, Keys keys, absl::Duration timeout,
              Probing probing = Probing::kChain);
   // Admin: the lower tier holding each key whose `where` entry is unset (set entries are
-  // kept), probing each unknown key's files one after another.
+  // kept), probing the keys no index can tell about with one BlockTier::ProbeMany per tier,
+  // fastest tier first (a key found is not probed further down).
   void Peek(const TierNamespace& tn, Keys keys, std::vector<std::optional<Tier>>* where);
 
  private:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 #include <utility>
 
 namespace kvstrata {
@@ -68,23 +69,45 @@ void Promoter::PromoteChunk(NamespaceId ns, const TierNamespace& tn,
   absl::StatusOr<ReserveResult> reserved = stack_->l1()->ReserveStore(
       kDaemonSession, ns, tn.payload_bytes, views, /*bypass_admission=*/true);
   if (reserved.ok() && reserved->reservation != 0) {
-    std::vector<uint32_t> written;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const StoreSlot& slot = reserved->slots[i];
-      if (slot.status != StoreStatus::kReserved) continue;
-      LowerTier* lower = stack_->TierOf(tiers[i]);
-      absl::Span<char> dest(stack_->region(slot.offset), slot.length);
-      const auto start = std::chrono::steady_clock::now();
-      if (lower != nullptr && lower->storage->Read(tn, keys[i], dest)) {
-        written.push_back(static_cast<uint32_t>(i));
-        lower->promoted.fetch_add(1);
-        stack_->RecordCopy(tiers[i], CopyDirection::kUp, slot.length, TierStack::Since(start));
-      }
-    }
+    std::vector<uint32_t> written = ReadReserved(tn, keys, tiers, *reserved);
     (void)stack_->l1()->CommitStore(kDaemonSession, reserved->reservation,
                                     absl::MakeConstSpan(written), into);
   }
   Finish(ns, keys, marks);
+}
+
+std::vector<uint32_t> Promoter::ReadReserved(const TierNamespace& tn,
+                                             const std::vector<std::string>& keys,
+                                             const std::vector<Tier>& tiers,
+                                             const ReserveResult& reserved) {
+  std::vector<uint32_t> read;
+  std::vector<bool> taken(keys.size(), false);
+  for (size_t first = 0; first < keys.size(); ++first) {
+    if (taken[first] || reserved.slots[first].status != StoreStatus::kReserved) continue;
+    std::vector<uint32_t> batch;
+    std::vector<absl::string_view> batch_keys;
+    std::vector<absl::Span<char>> dests;
+    for (size_t i = first; i < keys.size(); ++i) {
+      const StoreSlot& slot = reserved.slots[i];
+      if (taken[i] || tiers[i] != tiers[first] || slot.status != StoreStatus::kReserved) continue;
+      taken[i] = true;
+      batch.push_back(static_cast<uint32_t>(i));
+      batch_keys.emplace_back(keys[i]);
+      dests.emplace_back(stack_->region(slot.offset), slot.length);
+    }
+    LowerTier* lower = stack_->TierOf(tiers[first]);
+    if (lower == nullptr) continue;
+    // The tier records each block it read (kvstrata_transfer_*{direction="l2_to_l1"}, ...).
+    absl::StatusOr<std::vector<bool>> hits = lower->storage->ReadMany(tn, batch_keys, dests);
+    if (!hits.ok()) continue;  // Logged and counted by the tier; nothing comes up.
+    for (size_t j = 0; j < batch.size(); ++j) {
+      if (!(*hits)[j]) continue;
+      read.push_back(batch[j]);
+      lower->promoted.fetch_add(1);
+    }
+  }
+  std::sort(read.begin(), read.end());
+  return read;
 }
 
 void Promoter::Finish(NamespaceId ns, const std::vector<std::string>& keys, const Marks& marks) {

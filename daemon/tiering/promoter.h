@@ -71,6 +71,11 @@ class Promoter {
   void PromoteChunk(NamespaceId ns, const TierNamespace& tn, const std::vector<std::string>& keys,
                     const std::vector<Tier>& tiers, std::optional<LeaseRef> into,
                     const Marks& marks);
+  // Reads the keys whose L1 slot `reserved` holds for them into those slots, one
+  // BlockTier::ReadMany per tier (a chunk mixing L2 and L3 keys makes two). Returns the
+  // indexes of the keys read, in order.
+  std::vector<uint32_t> ReadReserved(const TierNamespace& tn, const std::vector<std::string>& keys,
+                                     const std::vector<Tier>& tiers, const ReserveResult& reserved);
   // The keys' promotions are over (landed or not): wakes their waiters.
   void Finish(NamespaceId ns, const std::vector<std::string>& keys, const Marks& marks);
 

@@ -9,7 +9,13 @@ void TierStack::AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions opt
   lower->io = std::make_unique<IoPool>(options.io_threads);
   lower->storage = std::move(storage);
   lower->options = options;
+  lower->storage->SetMetrics(metrics_);
   tiers_.push_back(std::move(lower));
+}
+
+void TierStack::SetMetrics(MetricsSink* metrics) {
+  metrics_ = metrics;
+  for (auto& lower : tiers_) lower->storage->SetMetrics(metrics);
 }
 
 void TierStack::Stop() {
@@ -76,11 +82,6 @@ std::optional<Tier> TierStack::Where(const TierNamespace& tn, absl::string_view 
     }
   }
   return std::nullopt;
-}
-
-void TierStack::RecordCopy(Tier tier, CopyDirection direction, uint64_t bytes,
-                           absl::Duration took) const {
-  if (metrics_ != nullptr) metrics_->RecordTransfer(tier, direction, bytes, took);
 }
 
 }  // namespace kvstrata

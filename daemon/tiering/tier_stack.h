@@ -1,7 +1,8 @@
 // TierStack: what the tiering pieces (WriteDown, Promoter, LowerLookup) share: the tiers
 // below L1, fastest first, each with its options and its I/O threads; L1 (the partitioned
 // cache and the shared region its offsets point into); the namespaces as the tiers name
-// them; and where copy metrics go.
+// them. Copy metrics (bytes and latency of each block moved between L1 and a lower tier) are
+// the tiers' own (BlockTier's front): SetMetrics hands the sink to every lower tier.
 // Set up (AddTier, AttachL1, SetMetrics) before serving; after that thread-safe. Stop()
 // stops every tier's I/O threads (queued tasks are dropped), then each tier's own
 // background threads (BlockTier::Stop), and is final: once it returned, no thread of the
@@ -10,7 +11,6 @@
 #define KVSTRATA_DAEMON_TIERING_TIER_STACK_H_
 
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,7 +77,8 @@ class TierStack {
     l1_ = cache;
     region_ = region_base;
   }
-  void SetMetrics(MetricsSink* metrics) { metrics_ = metrics; }
+  // Every lower tier's, added before or after this (BlockTier::SetMetrics).
+  void SetMetrics(MetricsSink* metrics);
   void Stop();
   bool stopped() const { return stopped_.load(); }
 
@@ -100,14 +101,6 @@ class TierStack {
   // the check; a lookup whose probe did not answer in time); else it is unknown.
   std::optional<Tier> Where(const TierNamespace& tn, absl::string_view key, bool* unknown,
                             bool trust_stale = false) const;
-
-  // Metrics: one copy between L1 and `tier` that took `took`. (Dropped writes are counted in
-  // LowerTier::dropped, which the daemon's metrics read at scrape time.)
-  void RecordCopy(Tier tier, CopyDirection direction, uint64_t bytes, absl::Duration took) const;
-  // The time since `start` on the monotonic clock (copy latencies).
-  static absl::Duration Since(std::chrono::steady_clock::time_point start) {
-    return absl::FromChrono(std::chrono::steady_clock::now() - start);
-  }
 
  private:
   NamespaceRegistry* const namespaces_;

@@ -143,11 +143,8 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
     }
     std::optional<TierNamespace> tn = stack_->NamespaceOf(ns);
     if (tn.has_value() && !from_l1) {
-      const auto start = std::chrono::steady_clock::now();
-      if (lower.storage->Write(*tn, Raw(key), pending->copy).ok()) {
-        stack_->RecordCopy(lower.level(), CopyDirection::kDown, pending->copy.size(),
-                           TierStack::Since(start));
-      }
+      // A refusal or failure is the tier's to count (write_errors, refused_writes).
+      (void)lower.storage->Write(*tn, Raw(key), pending->copy);
     } else if (tn.has_value()) {
       WriteFromL1(queue, ns, *tn, Raw(key), pending.get());
     }
@@ -213,19 +210,12 @@ bool WriteDown::WriteFromL1(Queue& queue, NamespaceId ns, const TierNamespace& t
       MutexLock lock(&queue.pending_mu);
       copy = fallback->copy;
     }
-    const auto start = std::chrono::steady_clock::now();
-    if (copy.empty() || !lower.storage->Write(tn, key, copy).ok()) return false;
-    stack_->RecordCopy(lower.level(), CopyDirection::kDown, copy.size(), TierStack::Since(start));
-    return true;
+    return !copy.empty() && lower.storage->Write(tn, key, copy).ok();
   }
   const LoadSlot& slot = pinned->slots[0];
-  const auto start = std::chrono::steady_clock::now();
   absl::Status written =
       lower.storage->Write(tn, key, absl::string_view(stack_->region(slot.offset), slot.length));
   (void)stack_->l1()->ReleaseLoad(kDaemonSession, pinned->load);
-  if (written.ok()) {
-    stack_->RecordCopy(lower.level(), CopyDirection::kDown, slot.length, TierStack::Since(start));
-  }
   return written.ok();
 }
 

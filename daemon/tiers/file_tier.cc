@@ -114,7 +114,7 @@ std::string FileTier::PathOf(absl::string_view fingerprint, absl::string_view ke
   return path.ok() ? *std::move(path) : std::string();
 }
 
-FileTier::Presence FileTier::Cached(const TierNamespace& ns, absl::string_view key) const {
+FileTier::Presence FileTier::CachedImpl(const TierNamespace& ns, absl::string_view key) const {
   const bool complete = !options_.shared && warm_.load(std::memory_order_acquire);
   const NamespaceId id = IdOf(ns.fingerprint, ns.id);
   if (id == 0) return complete ? Presence::kAbsent : Presence::kUnknown;
@@ -137,7 +137,7 @@ FileTier::Presence FileTier::Cached(const TierNamespace& ns, absl::string_view k
   return Presence::kUnknown;
 }
 
-bool FileTier::Probe(const TierNamespace& ns, absl::string_view key) {
+bool FileTier::ProbeImpl(const TierNamespace& ns, absl::string_view key) {
   const std::string path = PathOf(ns.fingerprint, key);
   if (path.empty()) return false;
   std::optional<FileInfo> info = options_.shared ? fs_->StatUncached(path) : fs_->Stat(path);
@@ -217,7 +217,7 @@ bool FileTier::TombstonedLocked(const BlockKey& key, absl::Time now) const {
   return it != removed_at_.end() && now - it->second < kTombstoneTtl;
 }
 
-bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) {
+bool FileTier::ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) {
   const std::string path = PathOf(ns.fingerprint, key);
   BlockKey k;
   {
@@ -237,15 +237,12 @@ bool FileTier::Read(const TierNamespace& ns, absl::string_view key, absl::Span<c
     auto it = index_.find(k);
     if (it != index_.end() && it->second.readers > 0) --it->second.readers;
     if (result.hit()) {
-      ++counters_.hits;
-      counters_.read_bytes += dest.size();
       if (it == index_.end()) {
         InsertLocked(k, BlockFileBytes(dest.size()));
       } else {
         it->second.verified = clock_->Now();
       }
     } else {
-      ++counters_.misses;
       if (result.miss == BlockMiss::kIoError) ++counters_.read_errors;
       if (result.miss == BlockMiss::kAbsent) EraseLocked(k, RemovalCause::kEvicted);
     }
@@ -315,14 +312,11 @@ bool FileTier::EnsureNamespaceFile(const TierNamespace& ns) {
   return true;
 }
 
-absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
-                             absl::string_view payload) {
+absl::StatusOr<BlockTier::WriteOutcome> FileTier::WriteImpl(const TierNamespace& ns,
+                                                            absl::string_view key,
+                                                            absl::string_view payload) {
   const std::string path = PathOf(ns.fingerprint, key);
   if (path.empty()) return absl::InvalidArgumentError("bad fingerprint or key");
-  if (payload.size() != ns.payload_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a block of ", payload.size(), " bytes where the namespace has ", ns.payload_bytes));
-  }
   const uint64_t file_bytes = BlockFileBytes(payload.size());
   std::vector<std::string> doomed;
   bool room = false;
@@ -335,12 +329,12 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
     if (!k.ok()) return k.status();
     indexed = index_.contains(*k);
   }
-  if (indexed && (!options_.shared || Probe(ns, key))) return absl::OkStatus();
+  if (indexed && (!options_.shared || ProbeImpl(ns, key))) return WriteOutcome::kAlreadyPresent;
   {
     MutexLock lock(&mu_);
     absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
     if (!k.ok()) return k.status();
-    if (index_.contains(*k)) return absl::OkStatus();
+    if (index_.contains(*k)) return WriteOutcome::kAlreadyPresent;
     room = StateLocked() != TierState::kReadOnly && MakeRoomLocked(file_bytes, &doomed);
     if (room) writing_bytes_ += file_bytes;
     if (!room) ++counters_.refused_writes;
@@ -391,9 +385,7 @@ absl::Status FileTier::Write(const TierNamespace& ns, absl::string_view key,
   absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
   absent_until_.erase(*k);
   if (!index_.contains(*k)) InsertLocked(*k, file_bytes, /*announce=*/true);
-  ++counters_.writes;
-  counters_.write_bytes += payload.size();
-  return absl::OkStatus();
+  return WriteOutcome::kWritten;
 }
 
 absl::StatusOr<bool> FileTier::AdmitShared(uint64_t file_bytes) {
@@ -533,7 +525,7 @@ void FileTier::OnWriteError(const absl::Status& error) {
   }
 }
 
-bool FileTier::Remove(const TierNamespace& ns, absl::string_view key) {
+bool FileTier::RemoveImpl(const TierNamespace& ns, absl::string_view key) {
   const std::string path = PathOf(ns.fingerprint, key);
   if (path.empty()) return false;
   {
@@ -546,7 +538,7 @@ bool FileTier::Remove(const TierNamespace& ns, absl::string_view key) {
   return true;
 }
 
-TierStats FileTier::Stats() const {
+TierStats FileTier::StatsImpl() const {
   MutexLock lock(&mu_);
   TierStats st = counters_;
   st.capacity_bytes = options_.capacity_bytes;

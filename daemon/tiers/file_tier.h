@@ -144,24 +144,9 @@ class FileTier : public BlockTier {
   FileTier& operator=(const FileTier&) = delete;
   ~FileTier() override;  // Stop()s first.
 
-  // BlockTier (block_tier.h), for files:
+  // BlockTier (block_tier.h): the front's calls, checked and counted there, reach the
+  // Impls below.
   Tier level() const override { return options_.tier; }
-  // What the index says, without I/O. kUnknown: only a Probe can tell; kStale (shared
-  // tier): indexed, not seen within presence_ttl.
-  Presence Cached(const TierNamespace& ns, absl::string_view key) const override;
-  // stat(2)s the block's file (a shared tier: StatUncached) and records the answer (a
-  // file gone since it was indexed leaves the index).
-  bool Probe(const TierNamespace& ns, absl::string_view key) override;
-  // Reads and verifies the block file into `dest`.
-  bool Read(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
-  // Writes the block (atomically; see block_file_io.h), making room first. A refusal or
-  // failure is counted and returned (the caller drops the write).
-  absl::Status Write(const TierNamespace& ns, absl::string_view key,
-                     absl::string_view payload) override;
-  // Deletes the block's file.
-  bool Remove(const TierNamespace& ns, absl::string_view key) override;
-  // Deletes every block file of one namespace (or all).
-  size_t Clear(std::optional<absl::string_view> fingerprint) override;
   // Runs one shared-tier eviction pass now if this daemon gets the lock (tests, drain),
   // and corrects the usage ledger from the scan. Returns the files deleted. No-op for a
   // local tier.
@@ -173,7 +158,6 @@ class FileTier : public BlockTier {
   // Blocks until the warm-up scan is done or `timeout` passes; true when done.
   bool WaitWarm(absl::Duration timeout) const;
 
-  TierStats Stats() const override;
   bool shared() const override { return options_.shared; }
   // Ends the background thread (a shared tier's trim stops between two files: what it
   // already deleted is announced, nothing after) and joins it, and gives a shared tier's
@@ -181,6 +165,26 @@ class FileTier : public BlockTier {
   // thread of the tier's own. Idempotent; writes after it are not expected.
   void Stop() override;
   const FileTierOptions& options() const { return options_; }
+
+ protected:
+  // BlockTier, for files:
+  // What the index says, without I/O. kUnknown: only a Probe can tell; kStale (shared
+  // tier): indexed, not seen within presence_ttl.
+  Presence CachedImpl(const TierNamespace& ns, absl::string_view key) const override;
+  // stat(2)s the block's file (a shared tier: StatUncached) and records the answer (a
+  // file gone since it was indexed leaves the index).
+  bool ProbeImpl(const TierNamespace& ns, absl::string_view key) override;
+  // Reads and verifies the block file into `dest`.
+  bool ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
+  // Writes the block (atomically; see block_file_io.h), making room first. A refusal or
+  // failure is counted and returned (the caller drops the write).
+  absl::StatusOr<WriteOutcome> WriteImpl(const TierNamespace& ns, absl::string_view key,
+                                         absl::string_view payload) override;
+  // Deletes the block's file.
+  bool RemoveImpl(const TierNamespace& ns, absl::string_view key) override;
+  // Deletes every block file of one namespace (or all).
+  size_t ClearImpl(std::optional<absl::string_view> fingerprint) override;
+  TierStats StatsImpl() const override;
 
  private:
   struct FileMeta {

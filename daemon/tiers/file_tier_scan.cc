@@ -261,7 +261,7 @@ size_t FileTier::TrimShared(bool correct_ledger) {
   return from_journal + deleted;
 }
 
-size_t FileTier::Clear(std::optional<absl::string_view> fingerprint) {
+size_t FileTier::ClearImpl(std::optional<absl::string_view> fingerprint) {
   size_t removed = 0;
   ForEachBlockDir(fingerprint, [&](absl::string_view fp, const std::string& dir) {
     fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {

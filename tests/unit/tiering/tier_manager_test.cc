@@ -5,6 +5,7 @@
 // leases the promotions join).
 #include "daemon/tiering/tier_manager.h"
 
+#include "daemon/testing/recording_metrics_sink.h"
 #include "daemon/tiers/block_path.h"
 #include "tests/unit/tiering/tier_manager_fixture.h"
 
@@ -315,6 +316,64 @@ TEST_F(TierManagerTest, AdminPeekEvictAndClear) {
   EXPECT_EQ(manager_->Evict(ns_, absl::MakeConstSpan(views).first(2), Tier::kL3), 0u);
   EXPECT_EQ(manager_->Clear(ns_, Tier::kL2), 1u);
   EXPECT_EQ(FilesOnDisk(), 0u);
+}
+
+// The write-down and the promoter record no copies of their own: the tier's front records
+// each block once each way, as kvstrata_transfer_*{direction="l1_to_l2" / "l2_to_l1"} did.
+TEST_F(TierManagerTest, EachBlockIsRecordedOnceEachWayByTheTier) {
+  Build(4, /*shared=*/false, {});
+  RecordingMetricsSink sink;
+  manager_->SetMetrics(&sink);  // after AddTier: handed to the tiers already there
+  auto keys = Keys(6);
+  Store(keys, 1400);
+  WaitQueueEmpty();
+  EXPECT_EQ(sink.Count(Tier::kL2, CopyDirection::kDown), 6u);
+  EXPECT_EQ(sink.Bytes(Tier::kL2, CopyDirection::kDown), 6 * kBlock);
+  ASSERT_EQ(cache_->Clear(ns_), 6u);
+  EXPECT_EQ(LoadExact(keys, 1400), 6u);
+  EXPECT_EQ(sink.Count(Tier::kL2, CopyDirection::kUp), 6u);
+  EXPECT_EQ(sink.Bytes(Tier::kL2, CopyDirection::kUp), 6 * kBlock);
+  EXPECT_EQ(sink.copies().size(), 12u);
+  const TierStats stats = manager_->Status()[0].stats;
+  EXPECT_EQ(stats.writes, 6u);
+  EXPECT_EQ(stats.hits, 6u);
+  EXPECT_EQ(stats.read_bytes, 6 * kBlock);
+  manager_->SetMetrics(nullptr);
+}
+
+// Admin peek of keys no index can tell (L2's warm-up scan still running): each is probed
+// once, in one batch, and the absent one stays unset.
+TEST_F(TierManagerTest, AdminPeekProbesWhatNoIndexKnows) {
+  Build(4, /*shared=*/false, {});
+  auto keys = Keys(4);
+  Store(keys, 1500);
+  WaitQueueEmpty();
+  const std::string fingerprint = namespaces_.Find(ns_)->fingerprint;
+  ASSERT_TRUE(fs::remove(*BlockFilePath(root_, fingerprint, "k2")));
+  cache_.reset();
+  manager_.reset();
+  l1_.reset();
+  allocator_.reset();
+  auto probes = std::make_shared<std::atomic<int>>(0);
+  Build(
+      4, /*shared=*/false, {},
+      [this, probes](FileTierOptions& f) {
+        faults_.SetHook([slowed = std::make_shared<std::atomic<bool>>(false), probes](
+                            absl::string_view op, const std::string&) {
+          if (op == "scan" && !slowed->exchange(true)) absl::SleepFor(absl::Seconds(2));
+          if (op == "probe") probes->fetch_add(1);
+          return absl::OkStatus();
+        });
+        f.files = &faults_;
+      },
+      /*wait_warm=*/false);
+  ASSERT_FALSE(manager_->Status()[0].stats.warm);
+  auto views = Views(keys);
+  std::vector<std::optional<Tier>> where(4);
+  manager_->Peek(ns_, views, &where);
+  EXPECT_EQ(where,
+            (std::vector<std::optional<Tier>>{Tier::kL2, Tier::kL2, std::nullopt, Tier::kL2}));
+  EXPECT_EQ(probes->load(), 4);
 }
 
 }  // namespace
