@@ -46,7 +46,9 @@ class LoadPlanning:
             prefill = PrefillModel(prefill_flops(vllm_config),
                                    CPU_FLOPS if host_mode else GPU_FLOPS, chunk)
             speeds = TierSpeeds(ranks=ranks)
-            self.planner = LoadPlanner(prefill, speeds)
+            # A host-memory engine copies inside its own steps: a load does not run beside
+            # the compute queued in front of it.
+            self.planner = LoadPlanner(prefill, speeds, overlaps_compute=not host_mode)
             self.watch = PromotionWatch(link, speeds)
         self.inflight: Dict[str, RequestState] = {}  # requests whose load is timed (load_info)
         self.steps = 0  # steps built (KVStrataMetadata.step)
@@ -180,14 +182,27 @@ class LoadPlanning:
         self.planner.queue(tier, nbytes)
         self.inflight[st.request.request_id] = st
 
-    def load_ended(self, st: RequestState, ms: Optional[float] = None) -> None:
-        """The load of st is over; `ms`: its time as the daemon measured it."""
+    def load_ended(self, st: RequestState, ms: Optional[float] = None,
+                   failed: bool = False) -> None:
+        """The load of st is over; `ms`: its time as the daemon measured it. An
+        asynchronous load that `failed` well past its prediction is a censored sample (the
+        tier took at least that long for its bytes): a load whose lease ended while it
+        waited behind a slow disk teaches the planner as a slow load does, not nothing."""
         info, st.load_info = st.load_info, None
         self.inflight.pop(st.request.request_id, None)
         if info is None or self.planner is None:
             return
-        tier, nbytes, _, predicted, _, ahead = info
+        tier, nbytes, started, predicted, in_step, ahead = info
         self.planner.queue(tier, -nbytes)
+        if ms is None and failed:
+            # An in-step load's time is its step's, not the tier's: only a load that ran
+            # before its request's step says how slow the tier was.
+            elapsed = (time.monotonic() - started) * 1e3
+            if not in_step and _overdue(elapsed, predicted):
+                self.planner.tiers.add(tier, nbytes + ahead, elapsed, key=st.request.request_id)
+                trace.event("load_failed_time", st.request.request_id, tier=tier, bytes=nbytes,
+                            predicted_ms=round(predicted, 3), at_least_ms=round(elapsed, 3))
+            return
         if ms is not None:
             self.planner.tiers.add(tier, nbytes + ahead, ms, key=st.request.request_id)
             trace.event("load_time", st.request.request_id, tier=tier, bytes=nbytes,
@@ -229,9 +244,15 @@ class LoadPlanning:
                     self.load_ended(st)
                 continue
             ms = (now - started) * 1e3
-            if ms > 2 * predicted + 50:
+            if _overdue(ms, predicted):
                 self.planner.tiers.add(tier, nbytes + ahead, ms, key=req_id)
 
     def close(self) -> None:
         if self.watch is not None:
             self.watch.close()
+
+
+def _overdue(ms: float, predicted: float) -> bool:
+    """A load running (or that ran) this long is well past its prediction: a sample of at
+    least `ms` for its bytes."""
+    return ms > 2 * predicted + 50

@@ -511,12 +511,12 @@ class SchedulerSide:
             for st in self._reqs.values():
                 if (st.loading or st.sync) and st.load_blocks & invalid:
                     st.load_failed = True
-                    self.plans.load_ended(st)
+                    self.plans.load_ended(st, failed=True)
         for req_id in getattr(output, "failed_recving", None) or ():  # hybrid models
             st = self._reqs.get(req_id)
             if st is not None:
                 st.load_failed = True
-                self.plans.load_ended(st)
+                self.plans.load_ended(st, failed=True)
         for req_id in output.finished_recving or ():
             trace.event("load_reported", req_id)
             st = self._reqs.get(req_id)

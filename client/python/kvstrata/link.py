@@ -111,6 +111,9 @@ class DaemonLink:
             try:
                 if self._session is None:
                     self._session = self._open()
+                    # set_heartbeat_counters may have run during _open, seeing no session
+                    # yet: its provider is in _counters now (it is set before it looks).
+                    self._session.set_heartbeat_counters(self._counters)
                 s = self._session
                 if not s.connected:
                     self._mark_down(s.last_error)
@@ -145,8 +148,9 @@ class DaemonLink:
     def set_heartbeat_counters(self,
                                provider: Optional[Callable[[], Mapping[str, int]]]) -> None:
         """The counters the link's sessions send with their heartbeats (now and from then
-        on): provider() -> {name: cumulative count} (Session.set_heartbeat_counters)."""
-        self._counters = provider
+        on): provider() -> {name: cumulative count} (Session.set_heartbeat_counters).
+        Without the link's lock: a session being opened meanwhile gets it once assigned."""
+        self._counters = provider   # before reading _session: session() reads it after
         s = self._session
         if s is not None:
             s.set_heartbeat_counters(provider)

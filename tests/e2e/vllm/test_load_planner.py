@@ -357,3 +357,56 @@ def test_a_copy_shorter_than_a_busy_step_loads_in_the_step():
     units = 65536 // UNIT         # 8 GiB: ~170 ms
     plan = p.plan([L1] * units, 0, UNIT, 65537, UNIT_BYTES, in_step_ok=True)
     assert plan.kind == "async"
+
+
+def test_a_failed_load_past_its_prediction_counts_as_slow():
+    """A load that fails after running past its prediction (its lease ended while it waited
+    behind a slow disk) is a censored sample of at least its time: the next hit of that tier
+    is priced at the slow disk, not at the tier's prior."""
+    import time
+    st = _state("r", 1.0, 8193)
+    lp = _planning([st])
+    st.tiers = [L2] * 512
+    before = lp.planner.load_ms([L2] * 512, UNIT_BYTES)
+    st.plan_pred = before                                   # what plan() predicted
+    lp.load_started(st, 0, 512)
+    tier, nbytes, _, predicted, step, ahead = st.load_info
+    st.load_info = (tier, nbytes, time.monotonic() - 60.0, predicted, step, ahead)  # ran 60 s
+    lp.load_ended(st, failed=True)
+    assert lp.planner.queued(L2) == 0
+    after = lp.planner.load_ms([L2] * 512, UNIT_BYTES)
+    assert after > 10 * before and after > 10_000          # 1 GiB now costs seconds
+    # A failure within its prediction, or of an in-step load (its time is its step's), says
+    # nothing about the tier's speed.
+    st2 = _state("r2", 2.0, 8193)
+    lp2 = _planning([st2])
+    st2.tiers, st2.plan_pred = [L2] * 512, before
+    lp2.load_started(st2, 0, 512)
+    lp2.load_ended(st2, failed=True)
+    st2.sync = True
+    lp2.load_started(st2, 0, 512)
+    tier, nbytes, _, predicted, step, ahead = st2.load_info
+    assert step                                              # in the next step
+    st2.load_info = (tier, nbytes, time.monotonic() - 60.0, predicted, step, ahead)
+    lp2.load_ended(st2, failed=True)
+    assert lp2.planner.load_ms([L2] * 512, UNIT_BYTES) == pytest.approx(before)
+
+
+def test_a_host_engine_prices_a_load_behind_its_compute_queue():
+    """A host-memory engine copies inside its own steps: a load does not run beside the
+    compute queued in front of the request, so a busy CPU engine waits for both."""
+    clock = Clock()
+    gpu = planner(clock)
+    host = LoadPlanner(gpu.prefill, gpu.tiers, overlaps_compute=False)
+    feed_steps(gpu, clock, slowdown=2.2)
+    for _ in range(8):   # a 0.5 GB/s disk
+        gpu.tiers.add(L3, 256 * UNIT_BYTES, 256 * UNIT_BYTES / 0.5e6 + 5)
+    units = 8192 // UNIT
+    backlog = gpu.prefill.queue_ms(16 * 8192, 16 * gpu.prefill.work(8192, 0))
+    beside = gpu.plan([L3] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True,
+                      backlog_ms=backlog)
+    assert beside.kind == "async"                   # the load hides behind the queue
+    behind = host.plan([L3] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True,
+                       backlog_ms=backlog)
+    assert behind.kind == "recompute"               # the queue hides nothing
+    assert behind.recompute_ms == pytest.approx(beside.recompute_ms)

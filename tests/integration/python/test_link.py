@@ -83,3 +83,39 @@ def test_missing_socket_never_raises(sock_dir: Path) -> None:
         assert link.session() is None
     finally:
         link.close()
+
+
+def test_counters_set_while_the_session_opens_reach_it(daemon: Daemon) -> None:
+    """set_heartbeat_counters called while session() is opening the link's session (another
+    thread, the SGLang backend's planner) gives that session the provider: its heartbeats
+    carry the counters (a race that once left them out)."""
+    import threading
+
+    link = kvstrata.DaemonLink(endpoint=daemon.endpoint, client_name="pytest-link-counters",
+                               timeout=5.0)
+    opening, go_on = threading.Event(), threading.Event()
+    real_open = link._open
+
+    def slow_open():   # the session exists (with the link's provider then: none) ...
+        s = real_open()
+        opening.set()  # ... but is not the link's yet
+        go_on.wait(5.0)
+        return s
+
+    link._open = slow_open
+    t = threading.Thread(target=link.session)
+    t.start()
+    try:
+        assert opening.wait(5.0)
+        link.set_heartbeat_counters(lambda: {"plan_recompute": 3})   # no session yet
+        go_on.set()
+        t.join(10.0)
+        s = link.session()
+        assert s is not None
+        s.heartbeat()
+        with daemon.client(timeout=10.0) as c:
+            counters = {x.name: x.value for x in c.get_stats().client_counters}
+        assert counters.get("plan_recompute") == 3, counters
+    finally:
+        go_on.set()
+        link.close()

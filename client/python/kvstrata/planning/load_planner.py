@@ -13,7 +13,10 @@ of it), and prefill_ms is the engine's own measured compute (PrefillModel). Load
 it on a busy engine (`backlog_ms`: the prefill still to run of the requests ahead): a
 recompute runs after it, a load runs beside it (the copy engines, not the SMs), so the
 prediction is `max(load_ms(k), backlog) + prefill_ms(rest)` against `backlog +
-prefill_ms(all)`. The planner takes the k with the smallest prediction, among the
+prefill_ms(all)`. Where loads do not run beside the compute (`overlaps_compute` False: a
+host-memory engine, vLLM's CPU build, copies inside its own step) a load waits for the queue
+too: `backlog + load_ms(k) + prefill_ms(rest)`. The planner takes the k with the smallest
+prediction, among the
 ends of the hit's runs of one tier (the cost is concave between them: loading is linear in
 k, computing the rest shrinks faster than linearly), and loads only when that beats
 recomputing by MARGIN of the compute (both ways pay one step's overhead at least). A
@@ -60,9 +63,13 @@ class Plan:
 
 
 class LoadPlanner:
-    def __init__(self, prefill: PrefillModel, tiers: TierSpeeds) -> None:
+    def __init__(self, prefill: PrefillModel, tiers: TierSpeeds,
+                 overlaps_compute: bool = True) -> None:
+        """overlaps_compute: a load runs beside the engine's compute (a GPU engine's copy
+        engines); False where the engine copies inside its own steps (host memory)."""
         self.prefill = prefill
         self.tiers = tiers
+        self.overlaps_compute = overlaps_compute
         self.batch_requests = 0     # requests in the last step the engine scheduled
         self._queued: Dict[int, int] = {}  # tier -> bytes this engine is loading from it
 
@@ -112,7 +119,8 @@ class LoadPlanner:
         for k in cuts:
             loaded = min(first + k * unit_tokens, end)
             load = self.load_ms(tiers[:k], unit_bytes)
-            ttft = max(load, wait) + self.prefill.predict_ms(end - loaded + 1, loaded)
+            start = max(load, wait) if self.overlaps_compute else load + wait
+            ttft = start + self.prefill.predict_ms(end - loaded + 1, loaded)
             if ttft < best[0]:
                 best = (ttft, k, load)
         ttft, k, load = best
