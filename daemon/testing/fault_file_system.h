@@ -8,6 +8,7 @@
 //   "scan"      ListDirectory finds nothing
 //   "namespace" WriteNamespace returns it
 //   "ledger"    UpdateLockedFile returns it (a filesystem without flock or O_DIRECT)
+//   "journal"   AppendFile and ReadFileRange return it (a shared tier's write journals)
 // TearWrites(true) makes each later block write land torn: the file is renamed into place
 // with only its first half (what a crash without fsync can leave), and the write reports
 // success. Thread-safe. Header-only.
@@ -85,6 +86,15 @@ class FaultFileSystem final : public BlockFileSystem {
     return base_->ListDirectory(dir, fn);
   }
   bool Remove(const std::string& path) override { return base_->Remove(path); }
+  absl::Status AppendFile(const std::string& path, absl::string_view data) override {
+    if (absl::Status s = Ask("journal", path); !s.ok()) return s;
+    return base_->AppendFile(path, data);
+  }
+  absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
+                                            size_t max_bytes) override {
+    if (absl::Status s = Ask("journal", path); !s.ok()) return s;
+    return base_->ReadFileRange(path, offset, max_bytes);
+  }
   void Touch(const std::string& path) override { base_->Touch(path); }
   std::optional<uint64_t> FreeBytes(const std::string& path) override {
     return base_->FreeBytes(path);

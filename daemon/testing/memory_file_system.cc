@@ -244,6 +244,26 @@ bool MemoryFileSystem::Remove(const std::string& path) {
   return true;
 }
 
+absl::Status MemoryFileSystem::AppendFile(const std::string& path, absl::string_view data) {
+  MutexLock lock(&mu_);
+  const std::string p = Normalize(path);
+  auto it = nodes_.find(p);
+  std::string bytes = it != nodes_.end() ? it->second.data : std::string();
+  bytes.append(data.data(), data.size());
+  return PutLocked(p, std::move(bytes), /*capacity=*/true);
+}
+
+absl::StatusOr<std::string> MemoryFileSystem::ReadFileRange(const std::string& path,
+                                                            uint64_t offset, size_t max_bytes) {
+  MutexLock lock(&mu_);
+  auto it = nodes_.find(Normalize(path));
+  if (it == nodes_.end()) return absl::NotFoundError("no file " + path);
+  if (it->second.dir) return absl::FailedPreconditionError(path + " is a directory");
+  const std::string& data = it->second.data;
+  if (offset >= data.size()) return std::string();
+  return data.substr(static_cast<size_t>(offset), max_bytes);
+}
+
 void MemoryFileSystem::Touch(const std::string& path) {
   MutexLock lock(&mu_);
   auto it = nodes_.find(Normalize(path));

@@ -65,6 +65,9 @@ class MemoryFileSystem final : public BlockFileSystem {
   bool ListDirectory(const std::string& dir,
                      const std::function<void(absl::string_view, bool)>& fn) override;
   bool Remove(const std::string& path) override;
+  absl::Status AppendFile(const std::string& path, absl::string_view data) override;
+  absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
+                                            size_t max_bytes) override;
   void Touch(const std::string& path) override;
   std::optional<uint64_t> FreeBytes(const std::string& path) override;
   absl::StatusOr<std::string> Quarantine(const std::string& path, const std::string& root) override;

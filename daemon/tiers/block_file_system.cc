@@ -128,6 +128,47 @@ class PosixBlockFileSystem final : public BlockFileSystem {
     return true;
   }
   bool Remove(const std::string& path) override { return ::unlink(path.c_str()) == 0; }
+  absl::Status AppendFile(const std::string& path, absl::string_view data) override {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+    absl::Status status = absl::OkStatus();
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        status = absl::ErrnoToStatus(n < 0 ? errno : EIO, absl::StrCat("append ", path));
+        break;
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    if (::close(fd) != 0 && status.ok()) {
+      status = absl::ErrnoToStatus(errno, absl::StrCat("close ", path));
+    }
+    return status;
+  }
+  absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
+                                            size_t max_bytes) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+    std::string out(max_bytes, '\0');
+    size_t have = 0;
+    absl::Status status = absl::OkStatus();
+    while (have < max_bytes) {
+      const ssize_t n =
+          ::pread(fd, out.data() + have, max_bytes - have, static_cast<off_t>(offset + have));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        status = absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
+        break;
+      }
+      if (n == 0) break;
+      have += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    if (!status.ok()) return status;
+    out.resize(have);
+    return out;
+  }
   void Touch(const std::string& path) override { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
   std::optional<uint64_t> FreeBytes(const std::string& path) override {
     struct statvfs disk;

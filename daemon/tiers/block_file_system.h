@@ -4,11 +4,9 @@
 // (daemon/testing/fault_file_system.h) to inject ENOSPC, EIO, slow and torn I/O into a real
 // tier on a real directory, or put daemon/testing/memory_file_system.h in its place; both
 // implementations pass one contract suite (tests/unit/tiers/block_file_system_contract_test.cc).
-// Not every call goes through it: a shared tier's write journals are appended
-// (write_journal.cc: open/write) and read (write_journal.cc: ifstream; journal_follower.cc:
-// open/pread) directly (their directories are made and listed, and their files removed,
-// through it); so a shared tier needs a real directory, and its journal I/O sees no fault a
-// wrapper injects.
+// A shared tier's write journals go through it too (AppendFile, ReadFileRange; their
+// directories made, listed and their files removed), but for the rmdir of a dropped journal
+// bucket (write_journal.cc), which is made directly.
 // Implementations are thread-safe; every call may block on the filesystem.
 #ifndef KVSTRATA_DAEMON_TIERS_BLOCK_FILE_SYSTEM_H_
 #define KVSTRATA_DAEMON_TIERS_BLOCK_FILE_SYSTEM_H_
@@ -87,6 +85,16 @@ class BlockFileSystem {
   // An exclusive lock on `path` (created if needed) without waiting; nullptr when another
   // holder has it or it cannot be opened.
   virtual std::unique_ptr<FileLock> TryLock(const std::string& path) = 0;
+  // Appends all of `data` to the file at `path` (created if needed, mode 0644; its
+  // directory must exist) through O_APPEND, so concurrent appenders' writes do not overwrite
+  // each other. An error when the file cannot be opened or written (a short write retried
+  // first); part of `data` may then be there.
+  virtual absl::Status AppendFile(const std::string& path, absl::string_view data) = 0;
+  // Up to `max_bytes` of the file at `path` from `offset` ("" at or past its end; fewer
+  // bytes than asked only at its end). NOT_FOUND when no file is there; another error when
+  // it cannot be read.
+  virtual absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
+                                                    size_t max_bytes) = 0;
   // Read-modify-write of a small file under an exclusive flock, waiting for other holders:
   // update(current contents) returns the new contents (at most 16 KiB) or nullopt to leave
   // it. The file is always 16 KiB, the contents zero-padded (update() sees them without

@@ -1,10 +1,6 @@
 #include "daemon/tiers/journal_follower.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -56,27 +52,18 @@ size_t JournalFollower::Poll(absl::Time now, absl::Time deadline, const LineFn& 
 bool JournalFollower::ReadNewLines(const std::string& path, absl::string_view holder,
                                    uint64_t* offset, int64_t bucket, absl::Time deadline,
                                    const LineFn& fn, size_t* lines) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT;  // Dropped meanwhile: nothing left to read.
-  std::string pending;                 // bytes past the last newline seen
-  std::vector<char> chunk(kReadChunk);
+  BlockFileSystem* files = journal_->files();
+  std::string pending;  // bytes past the last newline seen
   JournalEntry entry;
-  bool whole = true;
   uint64_t at = *offset;
   while (true) {
-    if (absl::Now() >= deadline) {
-      whole = false;
-      break;
-    }
-    ssize_t n = ::pread(fd, chunk.data(), chunk.size(), static_cast<off_t>(at));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      whole = false;
-      break;
-    }
-    if (n == 0) break;
-    at += static_cast<uint64_t>(n);
-    pending.append(chunk.data(), static_cast<size_t>(n));
+    if (absl::Now() >= deadline) return false;
+    absl::StatusOr<std::string> chunk = files->ReadFileRange(path, at, kReadChunk);
+    // Dropped meanwhile: nothing left to read. Unreadable: not read whole.
+    if (!chunk.ok()) return absl::IsNotFound(chunk.status());
+    if (chunk->empty()) return true;
+    at += chunk->size();
+    pending.append(*chunk);
     size_t start = 0;
     for (size_t nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n', start)) {
       absl::string_view line(pending.data() + start, nl - start);
@@ -93,8 +80,6 @@ bool JournalFollower::ReadNewLines(const std::string& path, absl::string_view ho
       pending.clear();
     }
   }
-  ::close(fd);
-  return whole;
 }
 
 }  // namespace kvstrata

@@ -1,12 +1,8 @@
 #include "daemon/tiers/write_journal.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -23,16 +19,8 @@ namespace {
 constexpr size_t kBucketNameDigits = 10;
 constexpr absl::string_view kLogSuffix = ".log";
 
-// Writes all of `data`; false (errno set) on a failed write.
-bool WriteAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+// A journal file is read this much at a time.
+constexpr size_t kReadChunk = 256 * 1024;
 
 }  // namespace
 
@@ -93,11 +81,10 @@ size_t WriteJournal::Flush() {
     const size_t count = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
     const std::string dir = BucketDir(bucket);
     const std::string path = absl::StrCat(dir, "/", holder_, kLogSuffix);
-    absl::Status made = fs_->MakeDirectories(dir);
-    int fd = made.ok() ? ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
-    bool ok = fd >= 0 && WriteAll(fd, text);
-    if (!ok) failure = made.ok() ? std::strerror(errno) : std::string(made.message());
-    if (fd >= 0) ::close(fd);
+    absl::Status appended = fs_->MakeDirectories(dir);
+    if (appended.ok()) appended = fs_->AppendFile(path, text);
+    const bool ok = appended.ok();
+    if (!ok) failure = std::string(appended.message());
     if (ok) {
       written += count;
     } else {
@@ -174,13 +161,22 @@ bool WriteJournal::ForEachEntry(int64_t bucket,
                                 const std::function<bool(const JournalEntry&)>& fn) const {
   JournalEntry entry;
   for (const auto& [holder, path] : LogsOf(bucket)) {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (in.eof()) break;  // No newline: a write still under way or torn.
-      // Foreign: names nothing; a removal: nothing to trim.
-      if (!ParseLine(line, &entry) || entry.removed) continue;
-      if (!fn(entry)) return false;
+    std::string pending;  // bytes past the last newline read
+    for (uint64_t at = 0;;) {
+      absl::StatusOr<std::string> chunk = fs_->ReadFileRange(path, at, kReadChunk);
+      if (!chunk.ok() || chunk->empty()) break;  // Gone or unreadable: names nothing more.
+      at += chunk->size();
+      pending.append(*chunk);
+      size_t start = 0;
+      for (size_t nl = pending.find('\n'); nl != std::string::npos;
+           nl = pending.find('\n', start)) {
+        absl::string_view line(pending.data() + start, nl - start);
+        start = nl + 1;
+        // Foreign: names nothing; a removal: nothing to trim.
+        if (!ParseLine(line, &entry) || entry.removed) continue;
+        if (!fn(entry)) return false;
+      }
+      pending.erase(0, start);  // No newline yet: a write still under way or torn.
     }
   }
   return true;

@@ -15,6 +15,8 @@
 // between nodes); the trimmer reads closed buckets oldest first (ForEachEntry) and drops each
 // it has used up. A line that does not parse (torn, foreign) is skipped: a journal can only
 // name block files, by a fingerprint and key the tier turns into a path under its root.
+// Every file call goes through the tier's BlockFileSystem (AppendFile, ReadFileRange, ...)
+// but Drop's rmdir of an emptied bucket.
 // Thread-safe. Flush, Buckets, ClosedBuckets, LogsOf, ForEachEntry and Drop do file I/O and
 // may block.
 #ifndef KVSTRATA_DAEMON_TIERS_WRITE_JOURNAL_H_
@@ -81,6 +83,8 @@ class WriteJournal {
   // The line (without its newline) that ParseLine reads back as `entry`.
   static std::string FormatLine(const JournalEntry& entry);
   const std::string& holder() const { return holder_; }
+  // The filesystem its files are reached through (not owned; JournalFollower reads with it).
+  BlockFileSystem* files() const { return fs_; }
 
  private:
   std::string BucketDir(int64_t bucket) const;

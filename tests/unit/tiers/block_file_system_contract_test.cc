@@ -5,6 +5,7 @@
 // to the list below the factories.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <set>
@@ -348,6 +349,38 @@ TYPED_TEST(BlockFileSystemContractTest, ConcurrentWritersOfOnePathNeverTearIt) {
     ASSERT_TRUE(whole) << "a torn or mixed block";
   }
   for (std::thread& t : threads) t.join();
+}
+
+TYPED_TEST(BlockFileSystemContractTest, AppendsAddUpAndReadBackByRange) {
+  const std::string path = this->Root() + "/journal.log";
+  EXPECT_TRUE(absl::IsNotFound(this->fs().ReadFileRange(path, 0, 16).status()));
+  ASSERT_TRUE(this->fs().AppendFile(path, "first line\n").ok());  // creates it
+  ASSERT_TRUE(this->fs().AppendFile(path, "second\n").ok());
+  EXPECT_EQ(*this->fs().ReadFileRange(path, 0, 1024), "first line\nsecond\n");
+  EXPECT_EQ(*this->fs().ReadFileRange(path, 6, 4), "line");
+  EXPECT_EQ(*this->fs().ReadFileRange(path, 11, 1024), "second\n");
+  EXPECT_EQ(*this->fs().ReadFileRange(path, 18, 16), "");   // at the end
+  EXPECT_EQ(*this->fs().ReadFileRange(path, 100, 16), "");  // past it
+  EXPECT_FALSE(this->fs().AppendFile(this->Root() + "/no-such-dir/x.log", "x\n").ok());
+}
+
+TYPED_TEST(BlockFileSystemContractTest, ConcurrentAppendsNeverOverwriteEachOther) {
+  const std::string path = this->Root() + "/journal.log";
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        EXPECT_TRUE(
+            this->fs().AppendFile(path, absl::StrCat("writer ", t, " line ", i, "\n")).ok());
+      }
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  const std::string all = *this->fs().ReadFileRange(path, 0, 1 << 20);
+  EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 200);
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_NE(all.find(absl::StrCat("writer ", t, " line 49\n")), std::string::npos);
+  }
 }
 
 TYPED_TEST(BlockFileSystemContractTest, FreeBytesAreKnownWhereThePathIs) {

@@ -1,16 +1,19 @@
 // JournalFollower on a real directory: another holder's lines are read once each, in bucket
 // order, and this daemon's own never; a line still being written is read once whole; bad,
-// over-long and too-old lines name nothing; a deadline leaves the rest for the next Poll.
+// over-long and too-old lines name nothing; a deadline, or a fault reading a journal (through
+// the tier's BlockFileSystem), leaves the rest for the next Poll.
 #include "daemon/tiers/journal_follower.h"
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "daemon/testing/fault_file_system.h"
 #include "gtest/gtest.h"
 
 namespace kvstrata {
@@ -135,6 +138,25 @@ TEST_F(JournalFollowerTest, APastDeadlineLeavesTheLinesForTheNextPoll) {
   ASSERT_EQ(other.Flush(), 1u);
   EXPECT_TRUE(Poll(follower, absl::InfinitePast()).empty());
   EXPECT_EQ(Poll(follower).size(), 1u);
+}
+
+TEST_F(JournalFollowerTest, AFaultReadingAJournalLeavesItsLinesForTheNextPoll) {
+  FaultFileSystem faults;
+  std::atomic<bool> failing{true};
+  faults.SetHook([&](absl::string_view op, const std::string&) {
+    return op == "journal" && failing.load() ? absl::UnavailableError("EIO (injected)")
+                                             : absl::OkStatus();
+  });
+  WriteJournal own(&faults, root_, "me");  // the follower reads through its filesystem
+  WriteJournal other(BlockFileSystem::Default(), root_, "other");
+  JournalFollower follower(&own, absl::Minutes(10));
+  other.Record(absl::Now(), kFp, "k1", 1);
+  other.Record(absl::Now(), kFp, "k2", 1);
+  ASSERT_EQ(other.Flush(), 2u);
+  EXPECT_TRUE(Poll(follower).empty());
+  failing = false;
+  EXPECT_EQ(PolledKeys(follower), (std::vector<std::string>{"k1", "k2"}));
+  EXPECT_TRUE(Poll(follower).empty());
 }
 
 }  // namespace

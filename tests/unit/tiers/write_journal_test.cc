@@ -1,17 +1,20 @@
 // WriteJournal on a real directory: lines land in the bucket of the minute they were
 // recorded in and read back; only closed buckets are offered; every kind of bad line (torn,
-// foreign, a path instead of a key) names nothing; a bucket is dropped whole.
+// foreign, a path instead of a key) names nothing; a bucket is dropped whole; a fault in the
+// journal's own I/O (through the tier's BlockFileSystem) drops or hides its lines.
 #include "daemon/tiers/write_journal.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "daemon/testing/fault_file_system.h"
 #include "gtest/gtest.h"
 
 namespace kvstrata {
@@ -129,6 +132,31 @@ TEST_F(WriteJournalTest, AFlushThatCannotWriteDropsItsLines) {
   EXPECT_EQ(j.Flush(), 0u);
   EXPECT_EQ(j.Flush(), 0u);  // Dropped, not retried forever.
   EXPECT_TRUE(j.ClosedBuckets(absl::Now() + absl::Hours(1)).empty());
+}
+
+// The journal's appends and reads go through the filesystem seam, so a fault injected
+// there is seen: a failed append drops its lines (counted, not retried), a failed read
+// names nothing.
+TEST_F(WriteJournalTest, AFaultInTheJournalsIoIsSeen) {
+  FaultFileSystem faults;
+  std::atomic<bool> failing{true};
+  faults.SetHook([&](absl::string_view op, const std::string&) {
+    return op == "journal" && failing.load() ? absl::UnavailableError("EIO (injected)")
+                                             : absl::OkStatus();
+  });
+  WriteJournal j(&faults, root_, "node-a");
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  const int64_t bucket = WriteJournal::BucketOf(t0);
+  j.Record(t0, kFp, "lost", 1);
+  EXPECT_EQ(j.Flush(), 0u);
+  failing = false;
+  j.Record(t0, kFp, "kept", 2);
+  EXPECT_EQ(j.Flush(), 1u);
+  std::vector<JournalEntry> read = Entries(j, bucket);
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].key, "kept");
+  failing = true;
+  EXPECT_TRUE(Entries(j, bucket).empty());
 }
 
 TEST_F(WriteJournalTest, StoppingEarlyLeavesTheRestUnseen) {
