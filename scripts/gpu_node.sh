@@ -40,19 +40,8 @@
 # connector (connector_vllm/) on PYTHONPATH and runs the benchmark; results in $OUT:
 # node.json, summary.txt, replica_logs.txt, kvstratad.log, nvidia_smi.txt, run.log.
 set -uo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo" || exit 1
-out="${OUT:-$repo/gpu-out}"
-mkdir -p "$out"
-# shellcheck source=vllm_carry/stage.sh
-source scripts/vllm_carry/stage.sh || { echo "vLLM parts missing: run calls 1-3 first"; exit 3; }
-[ -d .vllmcarry/serve/uvicorn ] || { echo ".vllmcarry/serve missing: carry it (prepare_serve.sh)"; exit 3; }
-site=/tmp/kvsite
-rm -rf "$site" && mkdir -p "$site"
-python3 -m pip install -q --disable-pip-version-check --no-index --no-deps --target "$site" \
-  .bundle/wheels/kvstrata-*.whl || exit 4
-export PYTHONPATH="$repo/.vllmcarry/serve:$site:$repo/connector_vllm:$PYTHONPATH"
-export KVSTRATA_DAEMON="$repo/.bundle/bin/kvstratad"
+# shellcheck source=lib/serve_env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/serve_env.sh"
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv >"$out/nvidia_smi.txt" 2>&1
 python3 -c "import vllm, kvstrata, kvstrata_vllm, uvicorn, aiohttp, tokenizers, torch; print('vllm', vllm.__version__, 'kvstrata', kvstrata.__version__, 'torch', torch.__version__, 'gpus', torch.cuda.device_count())" || exit 5
 python3 bench/node/run.py --out "$out" "$@" 2>&1 | tee "$out/run.log"
