@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/tiers/block_path.h"
@@ -54,6 +55,22 @@ absl::Status CheckBlock(const TierNamespace& ns, absl::string_view key, absl::st
 // The batch's key i failed `error`.
 absl::Status AtKey(size_t i, const absl::Status& error) {
   return absl::InvalidArgumentError(absl::StrCat("key ", i, ": ", error.message()));
+}
+
+// A batch of blocks: one `what` ("dest", "payload") per key, each checked as CheckBlock does.
+template <typename Blocks>
+absl::Status CheckBatch(const TierNamespace& ns, absl::Span<const absl::string_view> keys,
+                        const Blocks& blocks, absl::string_view what) {
+  if (blocks.size() != keys.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(keys.size(), " keys and ", blocks.size(), " ", what, "s"));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (absl::Status s = CheckBlock(ns, keys[i], what, blocks[i].size()); !s.ok()) {
+      return AtKey(i, s);
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -174,14 +191,8 @@ TierStats BlockTier::Stats() const {
 absl::StatusOr<std::vector<bool>> BlockTier::ReadMany(const TierNamespace& ns,
                                                       absl::Span<const absl::string_view> keys,
                                                       absl::Span<const absl::Span<char>> dests) {
-  if (dests.size() != keys.size()) {
-    return Reject("ReadMany", absl::InvalidArgumentError(
-                                  absl::StrCat(keys.size(), " keys and ", dests.size(), " dests")));
-  }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (absl::Status s = CheckBlock(ns, keys[i], "dest", dests[i].size()); !s.ok()) {
-      return Reject("ReadMany", AtKey(i, s));
-    }
+  if (absl::Status s = CheckBatch(ns, keys, dests, "dest"); !s.ok()) {
+    return Reject("ReadMany", std::move(s));
   }
   if (keys.empty()) return std::vector<bool>();
   const int64_t start = SteadyNanos();
@@ -195,14 +206,8 @@ absl::StatusOr<std::vector<bool>> BlockTier::ReadMany(const TierNamespace& ns,
 absl::StatusOr<std::vector<absl::Status>> BlockTier::WriteMany(
     const TierNamespace& ns, absl::Span<const absl::string_view> keys,
     absl::Span<const absl::string_view> payloads) {
-  if (payloads.size() != keys.size()) {
-    return Reject("WriteMany", absl::InvalidArgumentError(absl::StrCat(
-                                   keys.size(), " keys and ", payloads.size(), " payloads")));
-  }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (absl::Status s = CheckBlock(ns, keys[i], "payload", payloads[i].size()); !s.ok()) {
-      return Reject("WriteMany", AtKey(i, s));
-    }
+  if (absl::Status s = CheckBatch(ns, keys, payloads, "payload"); !s.ok()) {
+    return Reject("WriteMany", std::move(s));
   }
   std::vector<absl::Status> answers;
   if (keys.empty()) return answers;
