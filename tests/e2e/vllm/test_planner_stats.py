@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Dict
 
 import kvstrata
-from test_scheduler import PROMPT, ext, run_and_verify, slow_compute, warm
+from test_scheduler import (PROMPT, ext, in_step_hit_with_the_planner, run_and_verify, slow_compute,
+                            warm)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -31,12 +32,8 @@ def cli_stats(daemon) -> str:
 def test_a_planner_decision_reaches_the_daemons_stats(model_dir, daemon, engines):
     warm(engines, model_dir, daemon)      # planner auto: off on a CPU engine, reports nothing
     assert client_counters(daemon) == {}
-    e = engines(model_dir, ext(daemon, load_mode="sync", load_planner="on"))
+    e = in_step_hit_with_the_planner(engines, model_dir, daemon)
     sched = e.connector.scheduler
-    slow_compute(e)
-    r = e.add(PROMPT)
-    run_and_verify(e, r.request_id)
-    assert e.stats.get("plan_in_step") == 1 and e.stats.get("loaded_units") == 6, e.stats
     sched.link.session().heartbeat()      # the heartbeat thread's next beat, now
     assert client_counters(daemon) == {"plan_in_step": 1, "plan_async": 0, "plan_partial": 0,
                                        "plan_recompute": 0, "plan_unloaded_tokens": 0}

@@ -81,6 +81,17 @@ def slow_compute(engine: Engine, ms_per_token: float = 0.1) -> None:
         lambda tokens, context: max(1, tokens) * ms_per_token
 
 
+def in_step_hit_with_the_planner(make, model_dir, daemon) -> Engine:
+    """A fresh engine with the planner on (load_mode sync, a slow compute) whose request for
+    PROMPT, which KVStrata holds, loads its 6 units in the step; the engine."""
+    e = make(model_dir, ext(daemon, load_mode="sync", load_planner="on"))
+    slow_compute(e)
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)
+    assert e.stats.get("plan_in_step") == 1 and e.stats.get("loaded_units") == 6, e.stats
+    return e
+
+
 def drain_stores(engine: Engine) -> None:
     engine.drain_stores()
 
@@ -348,12 +359,8 @@ def test_planner_times_loads_and_forgets_failed_ones(model_dir, daemon, engines)
 
     warm(engines, model_dir, daemon)
     warm(engines, model_dir, daemon, prompt=PROMPT[::-1])
-    e = engines(model_dir, ext(daemon, load_mode="sync", load_planner="on"))
+    e = in_step_hit_with_the_planner(engines, model_dir, daemon)
     sched = e.connector.scheduler
-    slow_compute(e)
-    r = e.add(PROMPT)
-    run_and_verify(e, r.request_id)
-    assert e.stats.get("plan_in_step") == 1 and e.stats.get("loaded_units") == 6, e.stats
     l1 = sched.planner.tiers._samples[int(Tier.L1)]
     assert len(l1) == 1 and l1[0].nbytes == 6 * sched.plans.unit_bytes()
     w = e.workers[0].connector.worker
