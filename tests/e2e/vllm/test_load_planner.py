@@ -68,6 +68,28 @@ def test_prefill_model_fits_the_engines_steps():
     assert fitted == pytest.approx(expected, rel=0.1)
 
 
+def test_small_steps_teach_the_fixed_cost_not_the_rate():
+    """An eager MoE engine's decodes and 1-token hits take 15-40 ms whatever their few
+    tokens' FLOPs: fitted alone they must not set the per-FLOP rate (extrapolated to a
+    32K prefill, such noise predicted 20x its real time on an H200, bench/RESULTS.md)."""
+    import random
+    rng = random.Random(1)
+    clock = Clock()
+    p = planner(clock)
+    prior = p.prefill.predict_ms(32768, 0)
+    for _ in range(40):
+        step = next_step(p)
+        p.prefill.step_built(step, [(rng.choice([1, 2, 9, 16]), rng.randint(0, 32768))],
+                             clean=True)
+        clock.t += rng.uniform(0.015, 0.040)
+        p.prefill.step_done(step)
+    assert 15 <= p.prefill.overhead_ms <= 40
+    assert p.prefill.predict_ms(32768, 0) < prior + 4 * 40   # the rate stays the prior's
+    feed_steps(p, clock, slowdown=3.0)   # then real prefills: the rate follows them
+    expected = 5 + p.prefill.work(8192, 0) * 3.0 * 1e3 / GPU_FLOPS
+    assert p.prefill.predict_ms(8192, 0) == pytest.approx(expected, rel=0.25)
+
+
 def test_steps_with_an_in_step_load_are_not_fitted():
     clock = Clock()
     p = planner(clock)

@@ -9,7 +9,9 @@ the arithmetic (`scale`) -- are fitted to the steps the engine's scheduler repor
 step's scheduled tokens and context (step_built) against its duration (the time to
 step_done, the step's output). The fit is a least-squares one over the last WINDOW steps,
 pulled toward the prior (a fast device: an unmeasured engine is assumed to compute quickly,
-so a slow tier is not trusted to beat it), so a handful of odd steps moves it little. Steps
+so a slow tier is not trusted to beat it), so a handful of odd steps moves it little; the
+pull is weighed at a full chunk's work, so only steps that compute a real part of a chunk
+move the per-FLOP rate (small steps teach the fixed cost). Steps
 that loaded KV in the step itself are not fitted (the load is in their time). An engine
 that reports no steps (SGLang's storage backend sees none) is priced by the prior alone.
 
@@ -122,7 +124,12 @@ class PrefillModel:
         prior as PRIOR_WEIGHT pseudo-samples at each of the two parameters."""
         self._since_fit = 0
         o0, k0 = self._prior
-        scale = max((w for w, _ in self._samples), default=1.0) or 1.0  # FLOPs, normalised
+        # FLOPs normalised by at least one full chunk's: the prior's pull on the slope is
+        # weighed at the size of prefill the planner predicts, so steps far smaller than a
+        # chunk (decodes, 1-token hits; their time is mostly the fixed cost) cannot set the
+        # slope -- their noise, extrapolated to a 32K prefill, predicted 20x its real time.
+        scale = max(max((w for w, _ in self._samples), default=0.0),
+                    self.work(self.chunk_tokens, 0)) or 1.0
         lam = PRIOR_WEIGHT
         # Normal equations of [1, x] with ridge terms toward (o0, k0 * scale).
         s1 = len(self._samples) + lam
