@@ -57,6 +57,20 @@ def test_flops_of_a_llama_8b():
     assert f.attention == 4 * 32 * 32 * 128
 
 
+def test_flops_of_gpt_oss_layers_count_the_window_and_the_active_experts():
+    cfg = dict(hidden_size=2880, num_hidden_layers=8, num_attention_heads=64, head_dim=64,
+               num_key_value_heads=8, intermediate_size=2880, num_experts_per_tok=4,
+               num_local_experts=32, vocab_size=201088, sliding_window=128,
+               layer_types=["sliding_attention", "full_attention"] * 4)
+    f = prefill_flops(SimpleNamespace(model_config=SimpleNamespace(
+        hf_text_config=SimpleNamespace(**cfg))))
+    assert f.attention == 4 * 4 * 64 * 64            # the four full-attention layers
+    dense = prefill_flops(SimpleNamespace(model_config=SimpleNamespace(
+        hf_text_config=SimpleNamespace(**{**cfg, "layer_types": None}))))
+    assert dense.attention == 4 * 8 * 64 * 64
+    assert f.linear == dense.linear + 4 * 4 * 64 * 64 * 128   # windows: per token
+
+
 def test_prefill_model_fits_the_engines_steps():
     clock = Clock()
     p = planner(clock)

@@ -47,8 +47,9 @@ class PrefillFlops:
 
 def prefill_flops(text_config: Any) -> PrefillFlops:
     """The model's FLOPs from its Hugging Face text config (the engine's `hf_text_config`;
-    a Llama-style decoder; MoE counts the active experts); a generic 8B model's where the
-    config lacks a field (None: all of them)."""
+    a Llama-style decoder; MoE counts the active experts; a sliding-window layer attends to
+    its window only); a generic 8B model's where the config lacks a field (None: all of
+    them)."""
     cfg = text_config
 
     def get(name: str, default: float) -> float:
@@ -68,7 +69,15 @@ def prefill_flops(text_config: Any) -> PrefillFlops:
     vocab = get("vocab_size", 128256)
     attn_params = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
     params = layers * (attn_params + 3 * hidden * inter) + vocab * hidden
-    return PrefillFlops(linear=2.0 * params, attention=4.0 * layers * heads * head_dim)
+    # A sliding-window layer (`layer_types`, gpt-oss / Gemma 3) reads at most its window:
+    # its attention is per token, not per context token.
+    types = getattr(cfg, "layer_types", None)
+    window = get("sliding_window", 0)
+    windowed = sum(1 for t in types if t == "sliding_attention") \
+        if isinstance(types, (list, tuple)) and window else 0
+    per_layer = 4.0 * heads * head_dim
+    return PrefillFlops(linear=2.0 * params + per_layer * windowed * window,
+                        attention=per_layer * (layers - windowed))
 
 
 class PrefillModel:
