@@ -10,14 +10,15 @@ namespace kvstrata {
 namespace {
 
 void PrintTiers(const google::protobuf::RepeatedPtrField<v1::TierInfo>& tiers) {
-  Table table({"TIER", "STATE", "CAPACITY", "USED", "BLOCKS", "HITS", "MISSES", "EVICTED", "QUEUE",
-               "DROPPED", "ERRORS", "POLICY", "PATH"});
+  Table table({"TIER", "KIND", "STATE", "CAPACITY", "USED", "BLOCKS", "HITS", "MISSES", "EVICTED",
+               "QUEUE", "DROPPED", "ERRORS", "POLICY", "PATH"});
   for (const v1::TierInfo& t : tiers) {
     const bool lower = t.tier() != v1::TIER_L1_DRAM;
     std::string state = t.state();
     if (lower && t.enabled() && !t.index_warm() && t.state() != "unavailable")
       state += " (warming)";
-    table.AddRow({t.name(), state, HumanBytes(t.capacity_bytes()), HumanBytes(t.used_bytes()),
+    table.AddRow({t.name(), t.kind().empty() ? "-" : t.kind(), state,
+                  HumanBytes(t.capacity_bytes()), HumanBytes(t.used_bytes()),
                   absl::StrCat(t.blocks()), absl::StrCat(t.hits()), absl::StrCat(t.misses()),
                   absl::StrCat(t.evictions()), lower ? absl::StrCat(t.queue_depth()) : "-",
                   lower ? absl::StrCat(t.dropped_writes()) : "-",

@@ -16,7 +16,6 @@
 #include "client/cli/commands.h"
 #include "client/cli/output.h"
 #include "client/cli/table.h"
-#include "daemon/common/tier.h"
 
 namespace kvstrata {
 namespace {
@@ -38,15 +37,32 @@ absl::Status ParseTarget(const std::vector<std::string>& args, Request& request)
   return absl::OkStatus();
 }
 
-// --tier as the wire enum; `allow_l1` false for drain (its targets are lower tiers).
-absl::StatusOr<v1::Tier> ParseTier(const std::string& name, bool allow_l1) {
+// The daemon's tiers by wire number (Admin.ListTiers: label of each); empty when the
+// daemon does not say (then numbers are shown as "tier<N>").
+std::map<int, std::string> TierLabels(CommandContext& c) {
+  std::map<int, std::string> labels;
+  auto r = c.client->Call(&v1::Admin::Stub::ListTiers, c.client->admin(), v1::ListTiersRequest());
+  if (!r.ok()) return labels;
+  for (const v1::TierInfo& t : r->tiers()) labels[static_cast<int>(t.tier())] = t.name();
+  return labels;
+}
+
+// --tier as the wire number: "" or "all" = every tier; else the label of one of the
+// daemon's tiers (Admin.ListTiers); `allow_l1` false for drain (its targets are lower
+// tiers). INVALID_ARGUMENT names the labels the daemon has.
+absl::StatusOr<v1::Tier> ParseTier(CommandContext& c, bool allow_l1) {
+  const std::string& name = c.tier;
   if (name.empty() || name == "all") return v1::TIER_UNSPECIFIED;
-  std::optional<Tier> tier = TierFromLabel(name);
-  if (tier.has_value() && (allow_l1 || *tier != Tier::kL1)) {
-    return static_cast<v1::Tier>(TierWire(*tier));
+  if (name == "l1" && allow_l1) return v1::TIER_L1_DRAM;
+  std::vector<std::string> known = {"all"};
+  for (const auto& [wire, label] : TierLabels(c)) {
+    if (wire == v1::TIER_L1_DRAM && !allow_l1) continue;
+    if (label == name) return static_cast<v1::Tier>(wire);
+    known.push_back(label);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--tier='", name, "': expected ", allow_l1 ? "l1, l2, l3 or all" : "l2 or l3"));
+  return absl::InvalidArgumentError(absl::StrCat("--tier='", name, "': expected one of ",
+                                                 absl::StrJoin(known, ", "),
+                                                 " (this daemon's tiers: kvstrata tiers)"));
 }
 
 int Usage(const absl::Status& status) {
@@ -113,9 +129,11 @@ int Lookup(CommandContext& c) {
   auto r = c.client->Call(&v1::Admin::Stub::AdminLookup, c.client->admin(), request);
   if (!r.ok()) return PrintError(r.status());
   if (c.json) return PrintJson(*r);
+  const std::map<int, std::string> labels = TierLabels(c);
   Table table({"KEY", "TIER"});
   for (int i = 0; i < r->locations_size(); ++i) {
-    table.AddRow({absl::BytesToHexString(request.keys(i)), TierName(r->locations(i).tier())});
+    table.AddRow(
+        {absl::BytesToHexString(request.keys(i)), TierName(r->locations(i).tier(), labels)});
   }
   table.Print(std::cout);
   std::cout << r->hit_blocks() << " of " << request.keys_size() << " keys are leading hits\n";
@@ -125,7 +143,7 @@ int Lookup(CommandContext& c) {
 int Evict(CommandContext& c) {
   v1::EvictRequest request;
   if (absl::Status s = ParseTarget(c.args, request); !s.ok()) return Usage(s);
-  absl::StatusOr<v1::Tier> tier = ParseTier(c.tier, /*allow_l1=*/true);
+  absl::StatusOr<v1::Tier> tier = ParseTier(c, /*allow_l1=*/true);
   if (!tier.ok()) return Usage(tier.status());
   request.set_tier(*tier);
   auto r = c.client->Call(&v1::Admin::Stub::Evict, c.client->admin(), request);
@@ -137,11 +155,13 @@ int Evict(CommandContext& c) {
   if (*tier == v1::TIER_UNSPECIFIED || *tier == v1::TIER_L1_DRAM) {
     parts.push_back(absl::StrCat("l1 ", r->l1_blocks()));
   }
+  // The wire counts the files of the tiers numbered 2 and 3 (l2 and l3 by default).
+  const std::map<int, std::string> labels = TierLabels(c);
   if (*tier != v1::TIER_L1_DRAM && (r->l2_blocks() > 0 || *tier == v1::TIER_L2_LOCAL)) {
-    parts.push_back(absl::StrCat("l2 ", r->l2_blocks()));
+    parts.push_back(absl::StrCat(TierName(v1::TIER_L2_LOCAL, labels), " ", r->l2_blocks()));
   }
   if (*tier != v1::TIER_L1_DRAM && (r->l3_blocks() > 0 || *tier == v1::TIER_L3_SHARED)) {
-    parts.push_back(absl::StrCat("l3 ", r->l3_blocks()));
+    parts.push_back(absl::StrCat(TierName(v1::TIER_L3_SHARED, labels), " ", r->l3_blocks()));
   }
   std::cout << " (" << absl::StrJoin(parts, ", ") << ")";
   if (r->pinned_blocks() > 0) std::cout << "; " << r->pinned_blocks() << " pinned, kept";
@@ -197,7 +217,7 @@ int Clear(CommandContext& c) {
   if (c.args.size() != 1) {
     return Usage(absl::InvalidArgumentError("expected FINGERPRINT, or `all` for every namespace"));
   }
-  absl::StatusOr<v1::Tier> tier = ParseTier(c.tier, /*allow_l1=*/true);
+  absl::StatusOr<v1::Tier> tier = ParseTier(c, /*allow_l1=*/true);
   if (!tier.ok()) return Usage(tier.status());
   request.set_tier(*tier);
   grpc::ClientContext context;
@@ -208,7 +228,7 @@ int Clear(CommandContext& c) {
 
 int Drain(CommandContext& c) {
   if (!c.args.empty()) return Usage(absl::InvalidArgumentError("drain takes no arguments"));
-  absl::StatusOr<v1::Tier> tier = ParseTier(c.tier, /*allow_l1=*/false);
+  absl::StatusOr<v1::Tier> tier = ParseTier(c, /*allow_l1=*/false);
   if (!tier.ok()) return Usage(tier.status());
   v1::DrainRequest request;
   request.set_target(*tier);
@@ -227,7 +247,8 @@ void AddCacheCommands(std::map<std::string, Command>& commands) {
   commands["lookup"] = {"FINGERPRINT KEYHEX...: which tier holds each key", Lookup};
   commands["evict"] = {"FINGERPRINT KEYHEX...: evict blocks (not those in use or pinned)", Evict};
   commands["clear"] = {"FINGERPRINT | all: drop every block not in use, with progress", Clear};
-  commands["drain"] = {"write every L1 block down to L2/L3 (--tier=l2|l3), with progress", Drain};
+  commands["drain"] = {
+      "write every L1 block down to the lower tiers (--tier=LABEL: one), with progress", Drain};
   commands["pin"] = {"FINGERPRINT KEYHEX...: never evict these blocks", PinOrUnpin<true>};
   commands["unpin"] = {"FINGERPRINT KEYHEX...: make pinned blocks evictable again",
                        PinOrUnpin<false>};

@@ -10,7 +10,6 @@
 #include "absl/strings/str_format.h"
 #include "client/cli/commands.h"
 #include "client/cli/json_writer.h"
-#include "daemon/common/tier.h"
 
 namespace kvstrata {
 
@@ -54,9 +53,10 @@ std::string EnumName(const google::protobuf::Message& holder, const char* field)
   return absl::AsciiStrToLower(name);
 }
 
-std::string TierName(v1::Tier tier) {
-  std::optional<Tier> known = TierFromWire(static_cast<uint32_t>(tier));
-  return known.has_value() ? std::string(TierLabel(*known)) : "-";
+std::string TierName(v1::Tier tier, const std::map<int, std::string>& labels) {
+  if (tier == v1::TIER_UNSPECIFIED) return "-";
+  auto it = labels.find(static_cast<int>(tier));
+  return it != labels.end() ? it->second : absl::StrCat("tier", static_cast<int>(tier) - 1);
 }
 
 }  // namespace kvstrata

@@ -6,6 +6,7 @@
 #include <google/protobuf/message.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,7 +25,9 @@ std::string HumanBytes(uint64_t bytes);      // "4.0GiB"
 std::string HumanDuration(uint64_t millis);  // "3h12m5s"
 std::string EnumName(const google::protobuf::Message& holder,
                      const char* field);  // short enum name
-std::string TierName(v1::Tier tier);      // "l1", "l2", "l3", "-"
+// The label of a wire tier number among `labels` (Admin.ListTiers: wire number -> label);
+// "-" for TIER_UNSPECIFIED (absent), "tier<id>" for a number `labels` lacks.
+std::string TierName(v1::Tier tier, const std::map<int, std::string>& labels);
 
 }  // namespace kvstrata
 

@@ -14,13 +14,13 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/cli/commands.h"
 #include "client/cli/output.h"
 #include "client/cli/table.h"
-#include "daemon/common/tier.h"
 
 namespace kvstrata {
 namespace {
@@ -124,10 +124,13 @@ Struct Frame(const Sample& prev, const Sample& cur) {
     fields["blocks_asked_per_s"] = Number(asked);
     fields["hit_rate"] = Optional(Ratio(delta("hit_blocks"), asked));
     fields["dropped_stores_per_s"] = Number(delta("dropped_stores"));
+    // One route per counter "transfer_bytes_<route>" the daemon reports (its tier table's:
+    // gpu_to_l1, l1_to_gpu, l1_to_<tier>, <tier>_to_l1).
     Struct throughput;
-    for (std::string_view d : kCopyRouteNames) {
-      (*throughput.mutable_fields())[std::string(d)] =
-          Number(delta(absl::StrCat("transfer_bytes_", std::string(d))));
+    for (const auto& [name, total] : *cur.totals) {
+      if (!absl::StartsWith(name, "transfer_bytes_")) continue;
+      (*throughput.mutable_fields())[name.substr(std::string("transfer_bytes_").size())] =
+          Number(delta(name));
     }
     *fields["throughput_bytes_per_s"].mutable_struct_value() = throughput;
   } else {
@@ -173,9 +176,10 @@ void PrintHuman(const v1::GetStatusResponse& status, const Struct& frame) {
   if (f.at("throughput_bytes_per_s").kind_case() == Value::kStructValue) {
     std::cout << "\n";
     Table throughput({"DIRECTION", "BYTES/S"});
-    for (std::string_view d : kCopyRouteNames) {
-      const std::string route(d);
-      double v = f.at("throughput_bytes_per_s").struct_value().fields().at(route).number_value();
+    const auto& routes = f.at("throughput_bytes_per_s").struct_value().fields();
+    std::map<std::string, double> sorted;  // by name: gpu_to_l1, l1_to_gpu, l1_to_l2, ...
+    for (const auto& [route, v] : routes) sorted[route] = v.number_value();
+    for (const auto& [route, v] : sorted) {
       throughput.AddRow({route, absl::StrCat(HumanBytes(uint64_t(v)), "/s")});
     }
     throughput.Print(std::cout);

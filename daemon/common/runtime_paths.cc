@@ -27,10 +27,12 @@ std::string DefaultSocketPath() {
   return absl::StrCat("/tmp/kvstrata-", getuid(), "/kvstrata.sock");
 }
 
-std::string DefaultL2Path() {
-  if (const char* cache = NonEmptyEnv("XDG_CACHE_HOME")) return absl::StrCat(cache, "/kvstrata/l2");
-  if (const char* home = NonEmptyEnv("HOME")) return absl::StrCat(home, "/.cache/kvstrata/l2");
-  return absl::StrCat("/var/tmp/kvstrata-", getuid(), "/l2");
+std::string DefaultTierPath(absl::string_view label) {
+  if (const char* cache = NonEmptyEnv("XDG_CACHE_HOME")) {
+    return absl::StrCat(cache, "/kvstrata/", label);
+  }
+  if (const char* home = NonEmptyEnv("HOME")) return absl::StrCat(home, "/.cache/kvstrata/", label);
+  return absl::StrCat("/var/tmp/kvstrata-", getuid(), "/", label);
 }
 
 std::string EndpointToTarget(const std::string& endpoint) {

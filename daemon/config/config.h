@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kvstrata {
@@ -36,9 +37,9 @@ struct SessionsConfig {
 };
 
 struct TierConfig {
-  std::string name;  // "l1", "l2", "l3".
+  std::string name;  // the tier's label: "l1", or a [[tiers]] entry's ("l2", "l3", "nvme").
   bool enabled = true;
-  std::string path;  // L2/L3 directory (resolved for L2).
+  std::string path;  // a lower tier's directory (resolved for a local one).
   uint64_t capacity_bytes = 0;
   std::string eviction_policy = "lru";
 };
@@ -52,8 +53,12 @@ struct L1Config : TierConfig {
   int64_t promotion_wait_ms = 5000;
 };
 
-// L2 (local directory) and L3 (shared filesystem): see docs/configuration.md.
+// One tier below L1: an entry of the [[tiers]] list, of kind "local-file" (a local
+// directory, the default "l2") or "shared-file" (a shared filesystem, the default "l3").
+// A `[<label>]` section sets the keys of the entry with that label ([l2], [l3] as before).
+// See docs/configuration.md.
 struct FileTierConfig : TierConfig {
+  std::string kind;  // "local-file" or "shared-file"
   double high_watermark = 0.95;
   double low_watermark = 0.85;
   bool write_back = false;          // write_policy = "write-back"; else write-through
@@ -63,12 +68,12 @@ struct FileTierConfig : TierConfig {
   std::string backlog_policy = "defer";  // "defer" or "drop"
   std::string fsync = "none";            // "none", "file", "file-and-dir"
   int64_t probe_timeout_ms = 5;
-  int64_t negative_cache_ms = 2000;           // L3 only
-  int64_t access_record_interval_ms = 60000;  // L3 only
-  int64_t eviction_interval_ms = 10000;       // L3 only
-  int64_t audit_interval_s = 3600;            // L3 only
-  int64_t follow_interval_ms = 1000;          // L3 only; 0 = do not follow
-  std::string presence_check = "async";       // L3 only; "async" or "sync"
+  int64_t negative_cache_ms = 2000;           // shared-file only
+  int64_t access_record_interval_ms = 60000;  // shared-file only
+  int64_t eviction_interval_ms = 10000;       // shared-file only
+  int64_t audit_interval_s = 3600;            // shared-file only
+  int64_t follow_interval_ms = 1000;          // shared-file only; 0 = do not follow
+  std::string presence_check = "async";       // shared-file only; "async" or "sync"
 };
 
 // The GPU data path (daemon/transfer).
@@ -118,8 +123,7 @@ struct Config {
   LogConfig log;
   SessionsConfig sessions;
   L1Config l1;
-  FileTierConfig l2;
-  FileTierConfig l3;
+  std::vector<FileTierConfig> tiers;  // below L1, fastest first (ids 1, 2, ...)
   GpuConfig gpu;
   EventsConfig events;
   std::vector<TenantConfig> tenants;
@@ -128,6 +132,14 @@ struct Config {
   std::vector<std::string> warnings;  // Renamed keys that were used by their old name.
   std::string effective_toml;         // The merged document.
 };
+
+// The [[tiers]] entry labelled `label`; nullptr when there is none.
+inline const FileTierConfig* FindTier(const Config& config, std::string_view label) {
+  for (const FileTierConfig& t : config.tiers) {
+    if (t.name == label) return &t;
+  }
+  return nullptr;
+}
 
 }  // namespace kvstrata
 

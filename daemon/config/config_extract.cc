@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <set>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/byte_size.h"
 #include "daemon/common/runtime_paths.h"
+#include "daemon/common/tier.h"
 #include "daemon/config/config_address.h"
 
 namespace kvstrata {
@@ -24,9 +26,11 @@ namespace {
 class SectionReader {
  public:
   SectionReader(const toml::table& merged, std::string section, std::vector<std::string>& errors)
-      : table_(*merged.get_as<toml::table>(section)),
-        section_(std::move(section)),
-        errors_(errors) {}
+      : SectionReader(*merged.get_as<toml::table>(section), section, errors, 0) {}
+  // A table of its own (a [[tiers]] entry), its keys named `shown`.key.
+  SectionReader(const toml::table& table, std::string shown, std::vector<std::string>& errors,
+                int /*own_table*/)
+      : table_(table), section_(std::move(shown)), errors_(errors) {}
 
   std::string String(const char* key) { return *table_[key].value<std::string>(); }
   bool Bool(const char* key) { return *table_[key].value<bool>(); }
@@ -157,18 +161,24 @@ void ReadWatermarks(SectionReader& r, double& high, double& low) {
   }
 }
 
-void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
-  t.name = name;
+void ReadTier(SectionReader& r, FileTierConfig& t) {
+  t.name = r.String("label");
+  t.kind = r.String("kind");
+  const bool shared = t.kind == "shared-file";
   t.enabled = r.Bool("enabled");
   t.path = r.String("path");
   // A relative path would follow the daemon's working directory (/ under systemd).
   if (!t.path.empty() && t.path.front() != '/') {
     r.Fail("path", absl::StrCat("'", t.path, "' is relative: expected an absolute path"));
   }
+  if (t.path.empty() && !shared) t.path = DefaultTierPath(t.name);
+  if (t.path.empty() && t.enabled) {
+    r.Fail("path", absl::StrCat("is empty: expected the shared directory (an absolute path) when ",
+                                t.name, " is enabled"));
+  }
   t.capacity_bytes = r.Bytes("capacity", 1 << 20);
   // The shared tier orders by the access times every daemon records: oldest first.
-  t.eviction_policy =
-      r.OneOf("eviction_policy", t.name == "l3" ? std::set<std::string>{"lru"} : kPolicies);
+  t.eviction_policy = r.OneOf("eviction_policy", shared ? std::set<std::string>{"lru"} : kPolicies);
   ReadWatermarks(r, t.high_watermark, t.low_watermark);
   t.write_back = r.OneOf("write_policy", {"write-through", "write-back"}) == "write-back";
   t.write_down_min_hits = r.Int("write_down_min_hits", 0, 1'000'000);
@@ -177,7 +187,7 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
   t.backlog_policy = r.OneOf("backlog_policy", {"defer", "drop"});
   t.fsync = r.OneOf("fsync", {"none", "file", "file-and-dir"});
   t.probe_timeout_ms = r.Int("probe_timeout_ms", 0, 60'000);
-  if (t.name == "l3") {
+  if (shared) {
     t.negative_cache_ms = r.Int("negative_cache_ms", 0, 3'600'000);
     t.access_record_interval_ms = r.Int("access_record_interval_ms", 0, 86'400'000);
     t.eviction_interval_ms = r.Int("eviction_interval_ms", 100, 86'400'000);
@@ -188,6 +198,68 @@ void ReadTier(SectionReader& r, const char* name, FileTierConfig& t) {
       r.Fail("follow_interval_ms", "must be 0 (off) or 100 .. 60000");
     }
   }
+}
+
+// Whether `a` is `b` or a directory inside it (lexically).
+bool SameOrInside(const std::string& a, const std::string& b) {
+  std::string x = std::filesystem::path(a).lexically_normal().string();
+  std::string y = std::filesystem::path(b).lexically_normal().string();
+  while (x.size() > 1 && x.back() == '/') x.pop_back();
+  while (y.size() > 1 && y.back() == '/') y.pop_back();
+  return x == y || (x.size() > y.size() && x.compare(0, y.size(), y) == 0 &&
+                    (y == "/" || x[y.size()] == '/'));
+}
+
+// The [[tiers]] list: each entry's keys, then what the list must hold as a whole (labels
+// that name one tier each and no section, at most kMaxTiers - 1 tiers, no two enabled
+// tiers in one directory).
+std::vector<FileTierConfig> ReadTiers(const toml::table& merged,
+                                      const std::set<std::string>& sections,
+                                      std::vector<std::string>& errors) {
+  std::vector<FileTierConfig> tiers;
+  const toml::array& list = *merged.get_as<toml::array>("tiers");
+  if (list.size() > kMaxTiers - 1) {
+    errors.push_back(absl::StrCat("config key 'tiers': ", list.size(), " tiers: expected at most ",
+                                  kMaxTiers - 1, " below L1"));
+    return tiers;
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const toml::table& entry = *list.get(i)->as_table();
+    const std::string label = *entry["label"].value<std::string>();
+    const std::string at = absl::StrCat("tiers[", i, "].label");
+    if (label.empty() || label.size() > 32 ||
+        label.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos ||
+        label.front() == '-' || label.front() == '_') {
+      errors.push_back(absl::StrCat("config key '", at, "': '", label,
+                                    "' is not a tier label: expected 1 to 32 characters of "
+                                    "[a-z0-9_-], starting with a letter or digit"));
+      continue;
+    }
+    if (sections.contains(label)) {
+      errors.push_back(absl::StrCat("config key '", at, "': '", label,
+                                    "' is the name of a section: expected another label"));
+      continue;
+    }
+    bool twice = false;
+    for (const FileTierConfig& other : tiers) twice = twice || other.name == label;
+    if (twice) {
+      errors.push_back(absl::StrCat("config key '", at, "': '", label,
+                                    "' is used by another tier: expected one label per tier"));
+      continue;
+    }
+    SectionReader reader(entry, label, errors, 0);
+    FileTierConfig tier;
+    ReadTier(reader, tier);
+    for (const FileTierConfig& other : tiers) {
+      if (tier.enabled && other.enabled &&
+          (SameOrInside(tier.path, other.path) || SameOrInside(other.path, tier.path))) {
+        reader.Fail("path", absl::StrCat("'", tier.path, "' overlaps ", other.name, ".path ('",
+                                         other.path, "'): expected a directory of its own"));
+      }
+    }
+    tiers.push_back(std::move(tier));
+  }
+  return tiers;
 }
 
 void ReadL1(SectionReader& r, L1Config& l1) {
@@ -367,31 +439,28 @@ std::vector<TenantConfig> ReadTenants(const toml::table& merged, std::vector<std
 }
 
 const std::set<std::string, std::less<>> kByteSizeKeys = {
-    "server.max_message_bytes",  "l1.capacity", "l1.slab_size", "l2.capacity", "l3.capacity",
-    "gpu.staged_max_piece_bytes"};
+    "server.max_message_bytes", "l1.capacity", "l1.slab_size", "gpu.staged_max_piece_bytes"};
 
 }  // namespace
 
-bool IsByteSizeKey(std::string_view dotted) { return kByteSizeKeys.contains(dotted); }
+// A tier's capacity is <label>.capacity.
+bool IsByteSizeKey(std::string_view dotted) {
+  return kByteSizeKeys.contains(dotted) || dotted.ends_with(".capacity");
+}
 
 Config ExtractConfig(const toml::table& merged, std::vector<std::string>& errors) {
   Config config;
   auto reader = [&](const char* section) { return SectionReader(merged, section, errors); };
   SectionReader server = reader("server"), log = reader("log"), sessions = reader("sessions"),
-                l1 = reader("l1"), l2 = reader("l2"), l3 = reader("l3"), gpu = reader("gpu"),
-                events = reader("events");
+                l1 = reader("l1"), gpu = reader("gpu"), events = reader("events");
   ReadServer(server, config.server);
   config.log.level = log.OneOf("level", {"trace", "debug", "info", "warn", "error"});
   config.log.format = log.OneOf("format", {"text", "json"});
   ReadSessions(sessions, config.sessions);
   ReadL1(l1, config.l1);
-  ReadTier(l2, "l2", config.l2);
-  if (config.l2.path.empty()) config.l2.path = DefaultL2Path();
-  ReadTier(l3, "l3", config.l3);
-  if (config.l3.enabled && config.l3.path.empty()) {
-    l3.Fail("path",
-            "is empty: expected the shared directory (an absolute path) when l3 is enabled");
-  }
+  std::set<std::string> sections = {"tiers", "tenants"};
+  for (auto&& [name, node] : merged) sections.insert(std::string(name.str()));
+  config.tiers = ReadTiers(merged, sections, errors);
   ReadGpu(gpu, config.gpu);
   ReadEvents(events, config.events);
   config.tenants = ReadTenants(merged, errors);

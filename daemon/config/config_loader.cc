@@ -88,35 +88,144 @@ bool Assign(const std::string& dotted, const toml::node& want, const toml::node&
 }
 
 // Keys renamed since they were first published: the old name is still read (with a
-// warning), so an existing configuration keeps working.
+// warning), so an existing configuration keeps working. Section "tiers": every tier's.
 struct RenamedKey {
   absl::string_view section, old_key, new_key;
 };
 constexpr RenamedKey kRenamedKeys[] = {
     {"l1", "admission_threshold", "admission_min_lookups"},
-    {"l2", "admission_threshold", "write_down_min_hits"},
-    {"l3", "admission_threshold", "write_down_min_hits"},
+    {"tiers", "admission_threshold", "write_down_min_hits"},
 };
 
-// `key` of `section` under its current name; a renamed one adds a warning.
+// `key` of `section` under its current name; a renamed one adds a warning. `shown`: the
+// section as the user named it (a tier's label for "tiers").
 std::string CurrentKey(absl::string_view section, absl::string_view key,
-                       std::vector<std::string>& warnings) {
+                       std::vector<std::string>& warnings, absl::string_view shown = {}) {
+  if (shown.empty()) shown = section;
   for (const RenamedKey& r : kRenamedKeys) {
     if (r.section == section && r.old_key == key) {
-      warnings.push_back(absl::StrCat("config key '", section, ".", key, "' is deprecated: use '",
-                                      section, ".", r.new_key, "' (same meaning)"));
+      warnings.push_back(absl::StrCat("config key '", shown, ".", key, "' is deprecated: use '",
+                                      shown, ".", r.new_key, "' (same meaning)"));
       return std::string(r.new_key);
     }
   }
   return std::string(key);
 }
 
-// Copies every key of `file` over `merged`; keys must exist in the default already. Each
-// mistake adds a line to `errors`; the other keys are still merged.
-void MergeFile(const toml::table& file, toml::table& merged, Sources& sources,
+// The tier entry labelled `label` in the [[tiers]] list of `merged`; nullptr when none.
+toml::table* TierEntry(toml::table& merged, absl::string_view label) {
+  toml::array* list = merged["tiers"].as_array();
+  if (list == nullptr) return nullptr;
+  for (toml::node& node : *list) {
+    toml::table* entry = node.as_table();
+    if (entry == nullptr) continue;
+    const auto* name = entry->get_as<std::string>("label");
+    if (name != nullptr && name->get() == label) return entry;
+  }
+  return nullptr;
+}
+
+// Copies the keys of `from` over the keys `to` has (`label`'s tier entry, or a section);
+// each unknown key or mistyped value adds an error naming `shown`.key.
+void MergeKeys(const toml::table& from, toml::table& to, absl::string_view renamed_section,
+               absl::string_view shown, absl::string_view source, Sources& sources,
                std::vector<std::string>& errors, std::vector<std::string>& warnings) {
+  for (auto&& [file_key, value] : from) {
+    std::string key = CurrentKey(renamed_section, std::string(file_key.str()), warnings, shown);
+    std::string dotted = absl::StrCat(shown, ".", key);
+    toml::node* current = to.get(key);
+    if (renamed_section == "tiers" && (key == "label" || key == "kind")) {
+      errors.push_back(absl::StrCat("config key '", dotted, "': a tier's ", key,
+                                    " is set in its [[tiers]] entry only"));
+      continue;
+    }
+    if (current == nullptr) {
+      errors.push_back(absl::StrCat("config: unknown key '", dotted,
+                                    "' (kvstratad --print_default_config lists every key)"));
+      continue;
+    }
+    if (!Assign(dotted, *current, value, key, to)) {
+      errors.push_back(absl::StrCat("config key '", dotted, "': got ", Described(value),
+                                    ": expected ", Expected(dotted, *current)));
+      continue;
+    }
+    sources[dotted] = std::string(source);
+  }
+}
+
+// A config file's [[tiers]] list: it replaces the default's. Each entry starts from its
+// kind's defaults (the first entry of that kind in the embedded default), enabled and with
+// no path, and takes the keys it sets.
+void MergeTierList(const toml::node& node, const toml::table& defaults, toml::table& merged,
+                   Sources& sources, std::vector<std::string>& errors,
+                   std::vector<std::string>& warnings) {
+  const toml::array* list = node.as_array();
+  if (list == nullptr || (!list->empty() && !list->is_array_of_tables())) {
+    errors.push_back(
+        absl::StrCat("config key 'tiers': got ", Described(node), ": expected [[tiers]] tables"));
+    return;
+  }
+  std::map<std::string, const toml::table*> kinds;  // kind -> its defaults
+  std::string kind_names;
+  for (const toml::node& d : *defaults.get_as<toml::array>("tiers")) {
+    const toml::table& entry = *d.as_table();
+    std::string kind = *entry["kind"].value<std::string>();
+    if (kinds.emplace(kind, &entry).second) {
+      absl::StrAppend(&kind_names, kind_names.empty() ? "" : ", ", "\"", kind, "\"");
+    }
+  }
+  toml::array tiers;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const toml::table& given = *list->get(i)->as_table();
+    const std::string at = absl::StrCat("tiers[", i, "]");
+    std::optional<std::string> kind = given["kind"].value<std::string>();
+    std::optional<std::string> label = given["label"].value<std::string>();
+    if (!kind.has_value() || !given["kind"].is_string() || !kinds.contains(*kind)) {
+      errors.push_back(absl::StrCat(
+          "config key '", at, ".kind': ",
+          given.contains("kind") ? absl::StrCat("got ", Described(*given.get("kind"))) : "missing",
+          ": expected one of ", kind_names));
+      continue;
+    }
+    if (!label.has_value() || !given["label"].is_string()) {
+      errors.push_back(absl::StrCat("config key '", at, ".label': ",
+                                    given.contains("label")
+                                        ? absl::StrCat("got ", Described(*given.get("label")))
+                                        : "missing",
+                                    ": expected the tier's name, e.g. label = \"nvme\""));
+      continue;
+    }
+    toml::table entry = *kinds.at(*kind);
+    entry.insert_or_assign("label", *label);
+    entry.insert_or_assign("enabled", true);
+    entry.insert_or_assign("path", "");
+    toml::table rest = given;
+    rest.erase("label");
+    rest.erase("kind");
+    std::string shown = label->empty() ? at : *label;
+    MergeKeys(rest, entry, "tiers", shown, "file", sources, errors, warnings);
+    sources[absl::StrCat(shown, ".label")] = "file";
+    sources[absl::StrCat(shown, ".kind")] = "file";
+    sources[absl::StrCat(shown, ".enabled")] = "file";
+    sources[absl::StrCat(shown, ".path")] = "file";
+    tiers.push_back(std::move(entry));
+  }
+  merged.insert_or_assign("tiers", std::move(tiers));
+}
+
+// Copies every key of `file` over `merged`; keys must exist in the default already (a
+// tier's: in its kind's defaults). Each mistake adds a line to `errors`; the other keys
+// are still merged. The file's [[tiers]] list first, then the sections: a section named
+// after a tier's label sets that tier's keys ([l2], [l3]).
+void MergeFile(const toml::table& file, const toml::table& defaults, toml::table& merged,
+               Sources& sources, std::vector<std::string>& errors,
+               std::vector<std::string>& warnings) {
+  if (const toml::node* tiers = file.get("tiers"); tiers != nullptr) {
+    MergeTierList(*tiers, defaults, merged, sources, errors, warnings);
+  }
   for (auto&& [section_key, section_node] : file) {
     std::string section(section_key.str());
+    if (section == "tiers") continue;
     if (section == "tenants") {  // [[tenants]]: an array of tables, checked by ExtractConfig
       if (!section_node.is_array()) {
         errors.push_back(absl::StrCat("config key 'tenants': got ", Described(section_node),
@@ -128,32 +237,28 @@ void MergeFile(const toml::table& file, toml::table& merged, Sources& sources,
       continue;
     }
     toml::table* target = merged[section].as_table();
+    bool tier = false;
+    if (target == nullptr) {
+      target = TierEntry(merged, section);
+      tier = target != nullptr;
+    }
     if (target == nullptr || !section_node.is_table()) {
       std::string known;
       for (auto&& [name, node] : merged) {
         if (node.is_table())
           absl::StrAppend(&known, known.empty() ? "" : ", ", std::string(name.str()));
       }
+      for (const toml::node& entry : *merged["tiers"].as_array()) {
+        if (auto label = entry.as_table()->get_as<std::string>("label"); label != nullptr) {
+          absl::StrAppend(&known, ", ", label->get());
+        }
+      }
       errors.push_back(absl::StrCat("config: unknown section '", section, "': expected one of ",
-                                    known, ", or [[tenants]]"));
+                                    known, " (a tier's label), [[tiers]] or [[tenants]]"));
       continue;
     }
-    for (auto&& [file_key, value] : *section_node.as_table()) {
-      std::string key = CurrentKey(section, std::string(file_key.str()), warnings);
-      std::string dotted = absl::StrCat(section, ".", key);
-      toml::node* current = target->get(key);
-      if (current == nullptr) {
-        errors.push_back(absl::StrCat("config: unknown key '", dotted,
-                                      "' (kvstratad --print_default_config lists every key)"));
-        continue;
-      }
-      if (!Assign(dotted, *current, value, key, *target)) {
-        errors.push_back(absl::StrCat("config key '", dotted, "': got ", Described(value),
-                                      ": expected ", Expected(dotted, *current)));
-        continue;
-      }
-      sources[dotted] = "file";
-    }
+    MergeKeys(*section_node.as_table(), *target, tier ? "tiers" : section, section, "file", sources,
+              errors, warnings);
   }
 }
 
@@ -190,9 +295,19 @@ absl::Status ApplyOverride(const std::string& assignment, toml::table& merged, S
         absl::StrCat("flag --set '", assignment, "': expected section.key=value"));
   }
   std::string section = assignment.substr(0, dot);
-  std::string key = CurrentKey(section, assignment.substr(dot + 1, eq - dot - 1), warnings);
-  std::string dotted = absl::StrCat(section, ".", key);
   toml::table* target = merged[section].as_table();
+  bool tier = false;
+  if (target == nullptr) {  // a tier's label: --set=l2.capacity=64GiB
+    target = TierEntry(merged, section);
+    tier = target != nullptr;
+  }
+  std::string key = CurrentKey(tier ? "tiers" : section, assignment.substr(dot + 1, eq - dot - 1),
+                               warnings, section);
+  std::string dotted = absl::StrCat(section, ".", key);
+  if (tier && (key == "label" || key == "kind")) {
+    return absl::InvalidArgumentError(absl::StrCat("flag --set ", dotted, ": a tier's ", key,
+                                                   " is set in its [[tiers]] entry only"));
+  }
   if (target == nullptr || target->get(key) == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("flag --set: unknown key '", dotted,
@@ -220,15 +335,25 @@ std::string NodeText(const toml::node& node) {
 }
 
 void RecordEntries(const toml::table& merged, const Sources& sources, Config& config) {
-  for (auto&& [section, node] : merged) {
-    const toml::table* table = node.as_table();
-    if (table == nullptr) continue;  // [[tenants]], listed below
-    for (auto&& [key, value] : *table) {
-      std::string dotted = absl::StrCat(std::string(section.str()), ".", std::string(key.str()));
+  // A tier's keys as <label>.key (its label is the section's name).
+  auto record = [&](const std::string& section, const toml::table& table, bool tier) {
+    for (auto&& [key, value] : table) {
+      if (tier && key.str() == "label") continue;
+      std::string dotted = absl::StrCat(section, ".", std::string(key.str()));
       auto source = sources.find(dotted);
       config.entries.push_back(
           {dotted, NodeText(value), source == sources.end() ? "default" : source->second});
     }
+  };
+  for (auto&& [section, node] : merged) {
+    if (const toml::table* table = node.as_table(); table != nullptr) {
+      record(std::string(section.str()), *table, false);
+    }
+  }
+  // The tiers by their labels, in their order ([[tenants]] are listed below).
+  for (const toml::node& node : *merged["tiers"].as_array()) {
+    const toml::table& entry = *node.as_table();
+    record(*entry["label"].value<std::string>(), entry, true);
   }
   for (size_t i = 0; i < config.tenants.size(); ++i) {
     // Which identities exist is the admin's to see; token files are paths, not tokens.
@@ -248,6 +373,7 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
                                   const std::vector<std::string>& overrides) {
   absl::StatusOr<toml::table> merged = ParseToml(kDefaultConfigToml, "default_config.toml");
   if (!merged.ok()) return merged.status();
+  const toml::table defaults = *merged;
   Sources sources;
   std::vector<std::string> errors, warnings;
   if (!path.empty()) {
@@ -257,7 +383,7 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
     if (!file.ok()) return file.status();
     std::vector<std::string> file_errors;
     std::vector<std::string> file_warnings;
-    MergeFile(*file, *merged, sources, file_errors, file_warnings);
+    MergeFile(*file, defaults, *merged, sources, file_errors, file_warnings);
     for (const std::string& e : file_errors) errors.push_back(absl::StrCat(path, ": ", e));
     for (const std::string& w : file_warnings) warnings.push_back(absl::StrCat(path, ": ", w));
   }
@@ -280,7 +406,13 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
     }
   };
   resolved("server", "socket", config.server.socket);
-  resolved("l2", "path", config.l2.path);
+  toml::array& tiers = *(*merged)["tiers"].as_array();
+  for (size_t i = 0; i < tiers.size() && i < config.tiers.size(); ++i) {
+    toml::table& entry = *tiers.get(i)->as_table();
+    if (entry["path"].value<std::string>() == "") {
+      entry.insert_or_assign("path", config.tiers[i].path);
+    }
+  }
   resolved("events", "pod_id", config.events.pod_id);
   resolved("events", "node_name", config.events.node_name);
   RecordEntries(*merged, sources, config);

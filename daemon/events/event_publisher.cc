@@ -192,8 +192,12 @@ void EventPublisher::PublishPending() {
     }
     const NamespaceFacts& facts = Facts(p.ns);
     KvEventBatch& batch = batch_for(facts.model);
-    std::string_view medium = MediumName(p.tier);
-    std::string_view locality = TierLocality(p.tier);
+    // A tier the table does not have (not expected): a lower tier on this node.
+    const bool known = options_.tiers.Has(p.tier);
+    const std::string_view medium =
+        known ? std::string_view(options_.tiers.Of(p.tier).medium) : std::string_view("STORAGE");
+    const std::string_view locality =
+        known ? std::string_view(options_.tiers.Of(p.tier).locality) : std::string_view("LOCAL");
     if (!batch.events.empty()) {
       KvEvent& last = batch.events.back();
       if (last.kind == p.kind && last.namespace_id == p.ns && last.medium == medium &&

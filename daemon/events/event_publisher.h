@@ -8,7 +8,7 @@
 // One sequence counter for all topics. Push() never blocks: it appends to a bounded queue
 // (overflow drops the notice and counts it); one publisher thread drains the queue every
 // flush_interval, merges consecutive notices of one kind/namespace/tier into one event,
-// labels it with the tier's medium and locality (kv_event.h),
+// labels it with the tier's medium and locality (the tier table's, options.tiers),
 // resolves namespaces to model and block size, encodes, sends and logs the batches.
 // Endpoints bind when they contain "*", "::", "ipc://" or "inproc://", else connect (as
 // vLLM does). Thread-safe.
@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/common/mutex.h"
+#include "daemon/common/tier_table.h"
 #include "daemon/events/event_encoder.h"
 #include "daemon/events/event_log.h"
 #include "daemon/events/kv_event.h"
@@ -49,6 +50,8 @@ struct EventPublisherOptions {
   int send_hwm = 100000;             // ZMQ send high-water mark
   absl::Duration flush_interval = absl::Milliseconds(10);
   size_t max_hashes_per_event = 1024;
+  // Each tier's medium and locality, by its id: the daemon's tier table.
+  TierTable tiers = TierTable::Standard();
 };
 
 // One block appearing in or leaving a tier (or, with kAllBlocksCleared, everything gone).

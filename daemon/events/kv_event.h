@@ -24,10 +24,10 @@ struct KvEvent {
   uint32_t block_size = 0;                    // BlockStored: tokens per block
   std::optional<int64_t> lora_id;             // BlockStored
   std::optional<std::string> lora_name;       // BlockStored
-  std::string medium;                         // BlockStored / BlockRemoved: MediumName(tier)
+  std::string medium;  // BlockStored / BlockRemoved: the tier's (TierDescriptor)
   // vLLM 0.33's optional fields (omitted from the wire when unset, as msgspec's
   // omit_defaults does): the KV cache group and its spec kind (unknown to the daemon),
-  // and the tier's locality relative to this daemon: TierLocality(tier).
+  // and the tier's locality relative to this daemon (TierDescriptor::locality).
   std::optional<uint32_t> group_idx;
   std::optional<std::string> kv_cache_spec_kind;  // BlockStored
   std::optional<std::string> locality;
@@ -40,15 +40,6 @@ struct KvEventBatch {
   std::string model;
   std::vector<KvEvent> events;
 };
-
-// The `medium` of a tier, as vLLM names its own (vllm/distributed/kv_events.py: MEDIUM_GPU,
-// MEDIUM_CPU, MEDIUM_STORAGE): "CPU" (L1, DRAM) and "STORAGE" (L2, local NVMe, and L3,
-// shared filesystem). llm-d lower-cases it into its device tier. From kTierTable.
-inline std::string_view MediumName(Tier tier) { return NamesOf(tier).medium; }
-// The `locality` of a tier relative to this daemon (vLLM's Locality: "LOCAL" / "REMOTE"):
-// "LOCAL" for L1 and L2, "REMOTE" for L3 (a filesystem shared with other nodes). With
-// MediumName it tells L2 from L3. From kTierTable.
-inline std::string_view TierLocality(Tier tier) { return NamesOf(tier).locality; }
 
 // The 64-bit integer vLLM publishes for a block hash: the last 8 bytes of the key read
 // big-endian, zero-padded on the left when the key is shorter (vLLM's int conversion of

@@ -20,12 +20,13 @@
 namespace kvstrata {
 
 // One lookup: blocks asked for, and leading hits (blocks and tokens) by the tier that
-// served each block (indexed by TierIndex). Tiers, removal causes and copy routes are
-// labelled with the names of daemon/common/tier.h.
+// served each block (indexed by TierIndex). Tiers and copy routes are labelled with the
+// names of the daemon's tier table (daemon/common/tier_table.h), removal causes with
+// daemon/common/tier.h's.
 struct LookupSample {
   uint64_t requested_blocks = 0;
-  std::array<uint64_t, kTierCount> hit_blocks{};
-  std::array<uint64_t, kTierCount> hit_tokens{};
+  std::array<uint64_t, kMaxTiers> hit_blocks{};
+  std::array<uint64_t, kMaxTiers> hit_tokens{};
 };
 
 using MetricLabelPairs = std::vector<std::pair<std::string, std::string>>;
@@ -42,7 +43,7 @@ class MetricsSink {
 
   virtual void RecordLookup(const LookupSample&) {}
   // Bytes moved by one copy between `lower` and the level above it (the GPU above L1):
-  // a job's copies (lower = L1), a write-down or a promotion (lower = L2 / L3).
+  // a job's copies (lower = L1), a write-down or a promotion (lower = a tier below L1).
   virtual void RecordTransfer(Tier /*lower*/, CopyDirection, uint64_t /*bytes*/, absl::Duration) {}
   virtual void RecordStored(Tier, uint64_t /*blocks*/) {}
   virtual void RecordRemoved(Tier, RemovalCause, uint64_t /*blocks*/) {}

@@ -53,8 +53,9 @@ struct PrometheusMetrics::Impl {
   prometheus::Family<Counter>* errors = nullptr;
   Counter* lookups = nullptr;
   Counter* lookup_blocks = nullptr;
-  std::array<Counter*, kTierCount> hit_blocks{}, hit_tokens{}, stored{};
-  std::array<std::array<Counter*, kRemovalCauseCount>, kTierCount> removed{};
+  // By tier id; nullptr for an id the tier table does not have (not recorded).
+  std::array<Counter*, kMaxTiers> hit_blocks{}, hit_tokens{}, stored{};
+  std::array<std::array<Counter*, kRemovalCauseCount>, kMaxTiers> removed{};
   std::array<Counter*, kCopyRouteCount> transfer_bytes{};
   std::array<Histogram*, kCopyRouteCount> transfer_size{}, transfer_seconds{};
   // Dropped stores: series created on first use, read through `callbacks` (the L1 ones
@@ -69,7 +70,7 @@ struct PrometheusMetrics::Impl {
     return prometheus::TextSerializer().Serialize(families);
   }
 
-  void Build() {
+  void Build(const TierTable& tiers) {
     prometheus::Registry& r = *registry;
     rpc_total = &prometheus::BuildCounter()
                      .Name("kvstrata_rpc_requests_total")
@@ -113,8 +114,9 @@ struct PrometheusMetrics::Impl {
                               "Blocks that left a tier, by cause (evicted, admin_evict, "
                               "cleared).")
                           .Register(r);
-    for (int t = 0; t < kTierCount; ++t) {
-      std::string tier = Str(kTierTable[t].label);
+    for (const TierDescriptor& d : tiers.all()) {
+      const int t = TierIndex(d.id);
+      const std::string& tier = d.label;
       hit_blocks[t] = &hit_b.Add({{"tier", tier}});
       hit_tokens[t] = &hit_t.Add({{"tier", tier}});
       stored[t] = &stored_f.Add({{"tier", tier}});
@@ -126,8 +128,8 @@ struct PrometheusMetrics::Impl {
     auto& bytes_f = prometheus::BuildCounter()
                         .Name("kvstrata_transfer_bytes_total")
                         .Help(
-                            "KV bytes moved, by direction (gpu_to_l1, l1_to_gpu, l1_to_l2, "
-                            "l2_to_l1, l1_to_l3, l3_to_l1).")
+                            "KV bytes moved, by direction (gpu_to_l1, l1_to_gpu, and "
+                            "l1_to_<tier>, <tier>_to_l1 for each lower tier's label).")
                         .Register(r);
     auto& size_f = prometheus::BuildHistogram()
                        .Name("kvstrata_transfer_size_bytes")
@@ -139,19 +141,22 @@ struct PrometheusMetrics::Impl {
                           .Name("kvstrata_transfer_duration_seconds")
                           .Help("Latency of one transfer, by direction.")
                           .Register(r);
-    for (int d = 0; d < kCopyRouteCount; ++d) {
-      prometheus::Labels labels{{"direction", Str(kCopyRouteNames[d])}};
-      transfer_bytes[d] = &bytes_f.Add(labels);
-      transfer_size[d] = &size_f.Add(labels, TransferBytesBuckets());
-      transfer_seconds[d] = &seconds_f.Add(labels, TransferSecondsBuckets());
+    for (const TierDescriptor& t : tiers.all()) {
+      for (CopyDirection dir : {CopyDirection::kDown, CopyDirection::kUp}) {
+        const int d = CopyRouteIndex(t.id, dir);
+        prometheus::Labels labels{{"direction", tiers.RouteName(t.id, dir)}};
+        transfer_bytes[d] = &bytes_f.Add(labels);
+        transfer_size[d] = &size_f.Add(labels, TransferBytesBuckets());
+        transfer_seconds[d] = &seconds_f.Add(labels, TransferSecondsBuckets());
+      }
     }
   }
 };
 
 absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Create(
-    const std::string& address) {
+    const std::string& address, const TierTable& tiers) {
   auto impl = std::make_unique<Impl>();
-  impl->Build();
+  impl->Build(tiers);
   AddProcessGauges(*impl->callbacks);
   if (!address.empty()) {
     const Impl* page = impl.get();
@@ -187,7 +192,8 @@ void PrometheusMetrics::RecordRpc(absl::string_view method, absl::string_view co
 void PrometheusMetrics::RecordLookup(const LookupSample& sample) {
   impl_->lookups->Increment();
   impl_->lookup_blocks->Increment(static_cast<double>(sample.requested_blocks));
-  for (int t = 0; t < kTierCount; ++t) {
+  for (int t = 0; t < kMaxTiers; ++t) {
+    if (impl_->hit_blocks[t] == nullptr) continue;
     if (sample.hit_blocks[t] > 0) {
       impl_->hit_blocks[t]->Increment(static_cast<double>(sample.hit_blocks[t]));
     }
@@ -200,17 +206,22 @@ void PrometheusMetrics::RecordLookup(const LookupSample& sample) {
 void PrometheusMetrics::RecordTransfer(Tier lower, CopyDirection direction, uint64_t bytes,
                                        absl::Duration latency) {
   int d = CopyRouteIndex(lower, direction);
+  if (impl_->transfer_bytes[d] == nullptr) return;
   impl_->transfer_bytes[d]->Increment(static_cast<double>(bytes));
   impl_->transfer_size[d]->Observe(static_cast<double>(bytes));
   impl_->transfer_seconds[d]->Observe(absl::ToDoubleSeconds(latency));
 }
 
 void PrometheusMetrics::RecordStored(Tier tier, uint64_t blocks) {
-  impl_->stored[TierIndex(tier)]->Increment(static_cast<double>(blocks));
+  if (Counter* c = impl_->stored[TierIndex(tier)]; c != nullptr) {
+    c->Increment(static_cast<double>(blocks));
+  }
 }
 
 void PrometheusMetrics::RecordRemoved(Tier tier, RemovalCause cause, uint64_t blocks) {
-  impl_->removed[TierIndex(tier)][static_cast<int>(cause)]->Increment(static_cast<double>(blocks));
+  if (Counter* c = impl_->removed[TierIndex(tier)][static_cast<int>(cause)]; c != nullptr) {
+    c->Increment(static_cast<double>(blocks));
+  }
 }
 
 void PrometheusMetrics::RecordError(absl::string_view kind) {

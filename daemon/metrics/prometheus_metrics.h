@@ -1,7 +1,8 @@
 // MetricsSink backed by prometheus-cpp, served over HTTP at /metrics (docs/metrics.md).
 // Also exports the standard process_* metrics (CPU, memory, fds, start time) read from
 // /proc at scrape. Every per-tier, per-direction and per-cause series exists from the
-// start (zero), so dashboards and alerts see them before the first event. Thread-safe.
+// start (zero), so dashboards and alerts see them before the first event: one per tier of
+// the tier table it is created with, labelled with the tier's label. Thread-safe.
 #ifndef KVSTRATA_DAEMON_METRICS_PROMETHEUS_METRICS_H_
 #define KVSTRATA_DAEMON_METRICS_PROMETHEUS_METRICS_H_
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "daemon/common/tier_table.h"
 #include "daemon/metrics/metrics_sink.h"
 
 namespace kvstrata {
@@ -16,8 +18,10 @@ namespace kvstrata {
 class PrometheusMetrics : public MetricsSink {
  public:
   // Listens on `address` ("host:port"; port 0 picks a free port); "" serves no HTTP.
-  // UNAVAILABLE when the address cannot be bound.
-  static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Create(const std::string& address);
+  // `tiers`: the daemon's tier table (a tier not in it is not recorded). UNAVAILABLE when
+  // the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Create(
+      const std::string& address, const TierTable& tiers = TierTable::Standard());
   ~PrometheusMetrics() override;
 
   void RecordRpc(absl::string_view method, absl::string_view code, absl::Duration latency) override;

@@ -16,16 +16,18 @@ void FillL1Usage(const CacheStats& stats, v1::TierInfo* out) {
   out->set_evictions(stats.evictions);
 }
 
-void FillTier(const TierConfig& config, v1::Tier tier, const std::string& policy,
-              v1::TierInfo* out) {
-  out->set_tier(tier);
-  out->set_name(config.name);
-  out->set_enabled(config.enabled);
-  out->set_path(tier == v1::TIER_L1_DRAM ? "" : config.path);
+// A tier of the table as configured; a lower tier that is enabled reads "unavailable" until
+// its usage (FillLowerUsage) says otherwise: its directory could not be opened.
+void FillTier(const TierDescriptor& d, const TierConfig& config, v1::TierInfo* out) {
+  out->set_tier(static_cast<v1::Tier>(TierWire(d.id)));
+  out->set_name(d.label);
+  out->set_kind(d.kind);
+  out->set_shared(d.shared);
+  out->set_enabled(d.enabled);
+  out->set_path(d.id == Tier::kL1 ? "" : config.path);
   out->set_capacity_bytes(config.capacity_bytes);
-  out->set_eviction_policy(policy);
-  // An enabled lower tier whose directory could not be opened stays "unavailable".
-  out->set_state(!config.enabled ? "disabled" : tier == v1::TIER_L1_DRAM ? "ok" : "unavailable");
+  out->set_eviction_policy(config.eviction_policy);
+  out->set_state(!d.enabled ? "disabled" : d.id == Tier::kL1 ? "ok" : "unavailable");
 }
 
 void FillLowerUsage(const LowerTierStatus& st, v1::TierInfo* out) {
@@ -57,15 +59,20 @@ void FillLowerUsage(const LowerTierStatus& st, v1::TierInfo* out) {
 
 void AdminService::FillTiers(google::protobuf::RepeatedPtrField<v1::TierInfo>* tiers) const {
   const Config& config = *context_.config;
-  v1::TierInfo* l1 = tiers->Add();
-  FillTier(config.l1, v1::TIER_L1_DRAM, config.l1.eviction_policy, l1);
-  FillL1Usage(context_.cache->Stats(), l1);
-  v1::TierInfo* l2 = tiers->Add();
-  FillTier(config.l2, v1::TIER_L2_LOCAL, config.l2.eviction_policy, l2);
-  v1::TierInfo* l3 = tiers->Add();
-  FillTier(config.l3, v1::TIER_L3_SHARED, config.l3.eviction_policy, l3);
+  const TierTable& table = context_.store->tier_table();
+  for (const TierDescriptor& d : table.all()) {
+    const FileTierConfig* entry = FindTier(config, d.label);
+    v1::TierInfo* info = tiers->Add();
+    if (d.id == Tier::kL1) {
+      FillTier(d, config.l1, info);
+      FillL1Usage(context_.cache->Stats(), info);
+    } else if (entry != nullptr) {
+      FillTier(d, *entry, info);
+    }
+  }
   for (const LowerTierStatus& st : context_.store->LowerTiers()) {
-    FillLowerUsage(st, st.tier == Tier::kL2 ? l2 : l3);
+    const int row = TierIndex(st.tier);
+    if (row < tiers->size()) FillLowerUsage(st, tiers->Mutable(row));
   }
 }
 

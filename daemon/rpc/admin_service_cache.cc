@@ -25,27 +25,31 @@ absl::StatusOr<NamespaceInfo> FindByFingerprint(const ServiceContext& context,
   return *info;
 }
 
-// Which tiers an admin request names: L1 and/or one lower tier (nullopt = all lower ones).
+// Which tiers an admin request names: L1 and/or one lower tier of the daemon's table
+// (nullopt = all lower ones).
 absl::StatusOr<TierSelection> ChooseTiers(const ServiceContext& context, v1::Tier tier) {
-  switch (tier) {
-    case v1::TIER_UNSPECIFIED:
-      return TierSelection{};
-    case v1::TIER_L1_DRAM:
-      return TierSelection{true, false, std::nullopt};
-    case v1::TIER_L2_LOCAL:
-    case v1::TIER_L3_SHARED: {
-      Tier lower = *TierFromWire(tier);
-      for (const LowerTierStatus& st : context.store->LowerTiers()) {
-        if (st.tier == lower) return TierSelection{false, true, lower};
-      }
-      std::string name(TierLabel(lower));
-      return absl::FailedPreconditionError(
-          absl::StrCat("the ", name, " tier is not enabled in this daemon (set ", name,
-                       ".enabled = true and ", name, ".path in its configuration)"));
-    }
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown tier ", static_cast<int>(tier)));
+  if (tier == v1::TIER_UNSPECIFIED) return TierSelection{};
+  if (tier == v1::TIER_L1_DRAM) return TierSelection{true, false, std::nullopt};
+  const TierTable& table = context.store->tier_table();
+  std::optional<Tier> lower = TierFromWire(static_cast<uint32_t>(tier));
+  if (!lower.has_value() || !table.Has(*lower)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown tier ", static_cast<int>(tier),
+                                                   ": this daemon has ", table.size(),
+                                                   " tiers (kvstrata tiers lists them)"));
   }
+  for (const LowerTierStatus& st : context.store->LowerTiers()) {
+    if (st.tier == *lower) return TierSelection{false, true, *lower};
+  }
+  const std::string& name = table.Of(*lower).label;
+  if (!table.Of(*lower).enabled) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ", name, " tier is not enabled in this daemon (set ", name,
+                     ".enabled = true and ", name, ".path in its configuration)"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("the ", name,
+                   " tier is not available in this daemon (it could not be opened: see the "
+                   "daemon's log)"));
 }
 
 void AddCounter(v1::GetStatsResponse* response, absl::string_view name, uint64_t value) {
@@ -55,7 +59,8 @@ void AddCounter(v1::GetStatsResponse* response, absl::string_view name, uint64_t
 }
 
 // The running totals `kvstrata top` shows as rates, as the metrics page counts them.
-void AddActivity(const MetricsSink& metrics, v1::GetStatsResponse* response) {
+void AddActivity(const MetricsSink& metrics, const TierTable& tiers,
+                 v1::GetStatsResponse* response) {
   auto total = [&](absl::string_view name, const MetricLabelPairs& match = {}) {
     return static_cast<uint64_t>(metrics.CounterTotal(name, match));
   };
@@ -63,9 +68,12 @@ void AddActivity(const MetricsSink& metrics, v1::GetStatsResponse* response) {
   AddCounter(response, "lookup_blocks", total("kvstrata_lookup_blocks_total"));
   AddCounter(response, "hit_blocks", total("kvstrata_hit_blocks_total"));
   AddCounter(response, "dropped_stores", total("kvstrata_stores_dropped_total"));
-  for (std::string_view route : kCopyRouteNames) {
-    AddCounter(response, absl::StrCat("transfer_bytes_", std::string(route)),
-               total("kvstrata_transfer_bytes_total", {{"direction", std::string(route)}}));
+  for (const TierDescriptor& d : tiers.all()) {
+    for (CopyDirection dir : {CopyDirection::kDown, CopyDirection::kUp}) {
+      const std::string route = tiers.RouteName(d.id, dir);
+      AddCounter(response, absl::StrCat("transfer_bytes_", route),
+                 total("kvstrata_transfer_bytes_total", {{"direction", route}}));
+    }
   }
 }
 
@@ -89,7 +97,9 @@ grpc::Status AdminService::GetStats(grpc::ServerContext* ctx, const v1::GetStats
     AddCounter(response, "active_loads", s.active_loads);
     AddCounter(response, "sessions", context_.sessions->size());
     AddCounter(response, "namespaces", context_.namespaces->size());
-    if (context_.metrics != nullptr) AddActivity(*context_.metrics, response);
+    if (context_.metrics != nullptr) {
+      AddActivity(*context_.metrics, context_.store->tier_table(), response);
+    }
     FillTiers(response->mutable_tiers());
     if (context_.client_counters != nullptr) {
       for (const auto& [name, value] : context_.client_counters->Totals()) {
@@ -138,8 +148,13 @@ grpc::Status AdminService::Evict(grpc::ServerContext* ctx, const v1::EvictReques
     absl::StatusOr<EvictCounts> evicted = context_.store->Evict(ns->id, keys, *tiers);
     if (!evicted.ok()) return evicted.status();
     if (tiers->l1) response->set_l1_blocks(evicted->l1);
-    if (tiers->lower && tiers->lower_tier != Tier::kL3) response->set_l2_blocks(evicted->l2);
-    if (tiers->lower && tiers->lower_tier != Tier::kL2) response->set_l3_blocks(evicted->l3);
+    // The wire counts the first two lower tiers' files (TIER_L2_LOCAL, TIER_L3_SHARED).
+    const bool all_lower = tiers->lower && !tiers->lower_tier.has_value();
+    for (Tier lower : {TierAt(1), TierAt(2)}) {
+      if (!all_lower && !(tiers->lower && tiers->lower_tier == lower)) continue;
+      const size_t files = evicted->files[TierIndex(lower)];
+      lower == TierAt(1) ? response->set_l2_blocks(files) : response->set_l3_blocks(files);
+    }
     response->set_evicted_blocks(evicted->keys);
     response->set_pinned_blocks(evicted->pinned);
     return absl::OkStatus();

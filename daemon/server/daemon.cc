@@ -77,8 +77,12 @@ absl::Status Daemon::StartServing() {
   absl::StatusOr<SocketLock> lock = SocketLock::Acquire(config_.server.socket);
   if (!lock.ok()) return NamingKey(lock.status(), "'server.socket'");
   socket_lock_.emplace(std::move(*lock));
+  // The tier table first: metrics and KV events name the tiers by it.
+  absl::StatusOr<std::unique_ptr<TierManager>> tiers = MakeTierManager(config_, &namespaces_);
+  if (!tiers.ok()) return tiers.status();
+  tiers_ = std::move(*tiers);
   absl::StatusOr<std::unique_ptr<PrometheusMetrics>> metrics =
-      PrometheusMetrics::Create(config_.server.metrics_address);
+      PrometheusMetrics::Create(config_.server.metrics_address, tiers_->table());
   if (!metrics.ok()) return NamingKey(metrics.status(), "'server.metrics_address'");
   metrics_ = std::move(*metrics);
   identity_.metrics_address = metrics_->bound_address();
@@ -87,7 +91,6 @@ absl::Status Daemon::StartServing() {
   tier_listeners_.Add(metrics_listener_.get());
   tier_listeners_.Add(event_listener_.get());
   absl::Time pool_start = absl::Now();
-  tiers_ = MakeTierManager(config_, &namespaces_);
   tiers_->SetNextListener(&tier_listeners_);  // L1 notices go on to metrics and events.
   tiers_->SetMetrics(metrics_.get());
   absl::StatusOr<L1Pool> l1 = L1Pool::Create(
@@ -255,6 +258,7 @@ absl::Status Daemon::StartEvents() {
   options.max_queue_events = static_cast<size_t>(c.max_queue_events);
   options.send_hwm = static_cast<int>(c.send_hwm);
   options.flush_interval = absl::Milliseconds(c.flush_interval_ms);
+  options.tiers = tiers_->table();
   absl::StatusOr<std::unique_ptr<EventPublisher>> publisher = EventPublisher::Start(
       std::move(options), [this](NamespaceId ns) -> std::optional<NamespaceFacts> {
         std::optional<NamespaceInfo> info = namespaces_.Find(ns);
@@ -358,10 +362,12 @@ void Daemon::RegisterGauges() {
 }
 
 void Daemon::RegisterLowerTierGauges() {
-  // L2/L3 series read the TierManager's status at scrape time; a tier that is not
-  // configured reads 0, so every tier's series exists.
+  // Each lower tier's series read the TierManager's status at scrape time; a tier of the
+  // table that is off or did not open reads 0, so every tier's series exists.
   MetricsSink& m = *metrics_;
-  for (Tier tier : {Tier::kL2, Tier::kL3}) {
+  for (const TierDescriptor& d : tiers_->table().all()) {
+    if (d.id == Tier::kL1) continue;
+    const Tier tier = d.id;
     auto read = [this, tier](std::function<double(const LowerTierStatus&)> field) {
       return [this, tier, field]() -> double {
         for (const LowerTierStatus& st : tiers_->Status()) {
@@ -370,7 +376,7 @@ void Daemon::RegisterLowerTierGauges() {
         return 0;
       };
     };
-    std::string name(TierLabel(tier));
+    const std::string& name = d.label;
     const MetricLabelPairs labels = {{"tier", name}};
     m.AddGauge("kvstrata_tier_capacity_bytes", "", labels,
                read([](const LowerTierStatus& s) { return double(s.stats.effective_bytes); }));

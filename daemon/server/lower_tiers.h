@@ -1,18 +1,24 @@
-// Builds the TierManager and its L2/L3 FileTiers from the [l2]/[l3] configuration. A tier
-// whose directory cannot be used is left out with an error in the log (the daemon serves
-// without it; `kvstrata tiers` shows it "unavailable").
+// Builds the daemon's tier table and its TierManager from the configuration's [[tiers]]
+// list: one descriptor per entry (ids 1, 2, ... in the list's order, after L1's 0), and each
+// enabled tier built by the tier factory (tiers/tier_factory.h). A tier that cannot open
+// (a directory that cannot be used) is left out with an error in the log: the daemon
+// serves without it and `kvstrata tiers` shows it "unavailable".
 #ifndef KVSTRATA_DAEMON_SERVER_LOWER_TIERS_H_
 #define KVSTRATA_DAEMON_SERVER_LOWER_TIERS_H_
 
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "daemon/config/config.h"
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/tiering/tier_manager.h"
 
 namespace kvstrata {
 
-std::unique_ptr<TierManager> MakeTierManager(const Config& config, NamespaceRegistry* namespaces);
+// INVALID_ARGUMENT for an entry of a kind no one registered (the configuration's checks
+// let none through).
+absl::StatusOr<std::unique_ptr<TierManager>> MakeTierManager(const Config& config,
+                                                             NamespaceRegistry* namespaces);
 
 }  // namespace kvstrata
 

@@ -108,13 +108,10 @@ absl::StatusOr<EvictCounts> BlockStore::Evict(NamespaceId ns, Keys keys,
     if (!l1.ok()) return l1.status();
     counts.l1 = *l1;
   }
-  for (Tier lower : {Tier::kL2, Tier::kL3}) {
-    if (lower_ == nullptr || !tiers.lower ||
-        (tiers.lower_tier.has_value() && *tiers.lower_tier != lower)) {
-      continue;
-    }
-    size_t files = lower_->Evict(ns, unpinned, lower, &evicted);
-    (lower == Tier::kL2 ? counts.l2 : counts.l3) = files;
+  for (const LowerTierStatus& st : LowerTiers()) {
+    const Tier lower = st.tier;
+    if (!tiers.lower || (tiers.lower_tier.has_value() && *tiers.lower_tier != lower)) continue;
+    counts.files[TierIndex(lower)] = lower_->Evict(ns, unpinned, lower, &evicted);
   }
   counts.keys = static_cast<size_t>(std::count(evicted.begin(), evicted.end(), true));
   return counts;
@@ -129,7 +126,7 @@ std::pair<size_t, size_t> BlockStore::Clear(std::optional<NamespaceId> ns,
 
 absl::Status BlockStore::CheckDrainable() const {
   if (lower_ == nullptr || !lower_->has_tiers()) {
-    return absl::FailedPreconditionError("no lower tier (L2/L3) is enabled: nothing to drain to");
+    return absl::FailedPreconditionError("no lower tier is enabled: nothing to drain to");
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,7 @@
 #ifndef KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_
 #define KVSTRATA_DAEMON_STORE_BLOCK_STORE_H_
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string_view>
@@ -45,10 +46,11 @@ struct TierSelection {
   std::optional<Tier> lower_tier;
 };
 
-// What an admin Evict did: blocks (L1) and files (L2, L3) removed, the keys that left at
-// least one tier, and the pinned keys left alone.
+// What an admin Evict did: blocks (L1) and files (each lower tier's, by tier id) removed,
+// the keys that left at least one tier, and the pinned keys left alone.
 struct EvictCounts {
-  size_t l1 = 0, l2 = 0, l3 = 0;
+  size_t l1 = 0;
+  std::array<size_t, kMaxTiers> files{};
   size_t keys = 0;
   size_t pinned = 0;
 };
@@ -103,6 +105,11 @@ class BlockStore {
   // L1 blocks and lower-tier files removed.
   std::pair<size_t, size_t> Clear(std::optional<NamespaceId> ns, const TierSelection& tiers);
   // Admin: each lower tier's state and counters, fastest first (empty without L2/L3).
+  // The daemon's tier table (L1 alone without lower tiers).
+  const TierTable& tier_table() const {
+    static const TierTable kL1Only;
+    return lower_ != nullptr ? lower_->table() : kL1Only;
+  }
   std::vector<LowerTierStatus> LowerTiers() const {
     return lower_ != nullptr ? lower_->Status() : std::vector<LowerTierStatus>{};
   }

@@ -26,6 +26,7 @@ class L1Tier : public BlockTier {
       : cache_(cache), region_(region), namespaces_(namespaces) {}
 
   Tier level() const override { return Tier::kL1; }
+  std::string label() const override { return "l1"; }
 
  protected:
   Presence CachedImpl(const TierNamespace& ns, absl::string_view key) const override;

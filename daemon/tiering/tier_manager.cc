@@ -4,8 +4,9 @@
 
 namespace kvstrata {
 
-TierManager::TierManager(NamespaceRegistry* namespaces, absl::Duration promotion_wait)
-    : stack_(namespaces),
+TierManager::TierManager(NamespaceRegistry* namespaces, absl::Duration promotion_wait,
+                         TierTable table)
+    : stack_(namespaces, std::move(table)),
       write_down_(&stack_),
       promoter_(&stack_, promotion_wait),
       lookup_(&stack_) {}
@@ -22,12 +23,11 @@ void TierManager::AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions o
   write_down_.AddTier(stack_.tiers().back().get());
 }
 
-void TierManager::OnLowerTierChange(Tier tier, absl::string_view fingerprint, absl::string_view key,
-                                    bool stored, RemovalCause cause) {
+void TierManager::OnLowerTierChange(Tier tier, NamespaceId ns, absl::string_view key, bool stored,
+                                    RemovalCause cause) {
   if (next_ == nullptr) return;
   // Only blocks of registered namespaces are announced.
-  const NamespaceId ns = stack_.NamespaceByFingerprint(fingerprint);
-  if (ns == 0) return;
+  if (!stack_.NamespaceOf(ns).has_value()) return;
   absl::StatusOr<BlockKey> block = BlockKey::Make(ns, std::string_view(key.data(), key.size()));
   if (!block.ok()) return;
   if (stored) {

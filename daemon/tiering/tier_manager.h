@@ -1,6 +1,6 @@
-// TierManager: the tiers below L1 (L2 local directory, L3 shared filesystem), as one piece
-// that BlockStore and the daemon's set-up talk to. It is L1's listener and puts together
-// pieces with one job each (every one in its own file):
+// TierManager: the tiers below L1 (each a BlockTier of some kind: a local directory, a
+// shared filesystem, ...), as one piece that BlockStore and the daemon's set-up talk to. It is L1's
+// listener and puts together pieces with one job each (every one in its own file):
 // - TierStack: the tiers, fastest first, L1, the namespaces as the tiers name them;
 // - WriteDown: write-through / write-back of L1 blocks into the tiers, and drain;
 // - LowerLookup: which tier holds the blocks past L1's hits (indexes, then file probes);
@@ -46,13 +46,16 @@ class TierManager : public TierListener {
  public:
   using Keys = absl::Span<const std::string_view>;
 
-  TierManager(NamespaceRegistry* namespaces, absl::Duration promotion_wait);
+  // `table`: the daemon's tier table (built from the configuration; tests take the
+  // standard l1/l2/l3 one), kept by the TierStack.
+  TierManager(NamespaceRegistry* namespaces, absl::Duration promotion_wait,
+              TierTable table = TierTable::Standard());
   TierManager(const TierManager&) = delete;
   TierManager& operator=(const TierManager&) = delete;
   ~TierManager() override;
 
   // Set up before serving, in this order: tiers (fastest first), then L1. Any BlockTier
-  // whose level() is L2 or L3 (a FileTier today).
+  // whose level() is a lower tier of the table (tiers/tier_factory.h builds them).
   void AddTier(std::unique_ptr<BlockTier> storage, LowerTierOptions options);
   void AttachL1(PartitionedCache* cache, char* region_base) { stack_.AttachL1(cache, region_base); }
   // Stops all file I/O (queued writes and probes are dropped) and joins every thread that
@@ -65,6 +68,8 @@ class TierManager : public TierListener {
   // Receives the bytes and latency of every L1<->L2/L3 copy and the dropped writes.
   void SetMetrics(MetricsSink* metrics) { stack_.SetMetrics(metrics); }
   bool has_tiers() const { return !stack_.tiers().empty(); }
+  // Every tier the daemon was configured with (L1 first), opened or not.
+  const TierTable& table() const { return stack_.table(); }
   // How long a load waits for its promotions.
   absl::Duration promotion_wait() const { return promoter_.promotion_wait(); }
   // The pieces BlockStore drives directly: write-down (hit counts for write_down_min_hits,
@@ -72,10 +77,11 @@ class TierManager : public TierListener {
   WriteDown& write_down() { return write_down_; }
   Promoter& promoter() { return promoter_; }
 
-  // A lower tier's observer (FileTierOptions::observer): passes the L2/L3 block notices on
-  // to the next listener (KV events with medium DISK / SHARED_FS, metrics).
-  void OnLowerTierChange(Tier tier, absl::string_view fingerprint, absl::string_view key,
-                         bool stored, RemovalCause cause);
+  // A lower tier's observer (TierContext::observer): passes its block notices on to the
+  // next listener (KV events with the tier's medium and locality, metrics). Blocks of
+  // namespaces not registered are not announced.
+  void OnLowerTierChange(Tier tier, NamespaceId ns, absl::string_view key, bool stored,
+                         RemovalCause cause);
 
   // TierListener (called by BlockCache with its lock held).
   void OnStored(NamespaceId ns, const BlockKey& key, Tier tier) override;

@@ -51,19 +51,6 @@ std::optional<TierNamespace> TierStack::NamespaceOf(NamespaceId ns) {
   return tn;
 }
 
-NamespaceId TierStack::NamespaceByFingerprint(absl::string_view fingerprint) {
-  {
-    MutexLock lock(&ns_mu_);
-    auto it = ns_by_fingerprint_.find(fingerprint);
-    if (it != ns_by_fingerprint_.end()) return it->second;
-  }
-  std::optional<NamespaceInfo> info = namespaces_->FindByFingerprint(std::string(fingerprint));
-  if (!info.has_value()) return 0;
-  MutexLock lock(&ns_mu_);
-  ns_by_fingerprint_.emplace(std::string(fingerprint), info->id);
-  return info->id;
-}
-
 std::optional<Tier> TierStack::Where(const TierNamespace& tn, absl::string_view key, bool* unknown,
                                      bool trust_stale) const {
   for (const auto& lower : tiers_) {

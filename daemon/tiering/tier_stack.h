@@ -1,4 +1,5 @@
-// TierStack: what the tiering pieces (WriteDown, Promoter, LowerLookup) share: the tiers
+// TierStack: what the tiering pieces (WriteDown, Promoter, LowerLookup) share: the daemon's
+// tier table (common/tier_table.h: every tier's id, label, kind, medium, locality); the tiers
 // below L1, fastest first, each with its options and its I/O threads; L1 (the partitioned
 // cache and the shared region its offsets point into); the namespaces as the tiers name
 // them. Copy metrics (bytes and latency of each block moved between L1 and a lower tier) are
@@ -14,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -23,6 +25,7 @@
 #include "daemon/common/ids.h"
 #include "daemon/common/mutex.h"
 #include "daemon/common/tier.h"
+#include "daemon/common/tier_table.h"
 #include "daemon/metrics/metrics_sink.h"
 #include "daemon/namespaces/namespace_registry.h"
 #include "daemon/tiers/block_tier.h"
@@ -62,7 +65,10 @@ struct LowerTier {
 
 class TierStack {
  public:
-  explicit TierStack(NamespaceRegistry* namespaces) : namespaces_(namespaces) {}
+  // `table`: the daemon's tiers (L1 and every configured one, opened or not); a tier added
+  // below names its row by level().
+  TierStack(NamespaceRegistry* namespaces, TierTable table)
+      : namespaces_(namespaces), table_(std::move(table)) {}
   TierStack(const TierStack&) = delete;
   TierStack& operator=(const TierStack&) = delete;
   // Stop() joins every thread that can call back into the tiering pieces (the I/O pools,
@@ -83,6 +89,7 @@ class TierStack {
   bool stopped() const { return stopped_.load(); }
 
   const std::vector<std::unique_ptr<LowerTier>>& tiers() const { return tiers_; }
+  const TierTable& table() const { return table_; }
   LowerTier* TierOf(Tier tier) const;
   // L1; nullptr until AttachL1.
   PartitionedCache* l1() const { return l1_; }
@@ -92,8 +99,6 @@ class TierStack {
   // The namespace as the tiers name it (fingerprint, spec, payload size); nullopt when
   // it is not registered. Cached.
   std::optional<TierNamespace> NamespaceOf(NamespaceId ns);
-  // The registered namespace with this fingerprint, or 0.
-  NamespaceId NamespaceByFingerprint(absl::string_view fingerprint);
 
   // The fastest lower tier whose index holds `key`, without I/O; nullopt = none does,
   // and then `unknown` is set when a probe of some tier could tell more. A shared tier's
@@ -104,6 +109,7 @@ class TierStack {
 
  private:
   NamespaceRegistry* const namespaces_;
+  const TierTable table_;
   std::vector<std::unique_ptr<LowerTier>> tiers_;  // fastest first
   PartitionedCache* l1_ = nullptr;
   char* region_ = nullptr;
@@ -112,7 +118,6 @@ class TierStack {
 
   Mutex ns_mu_;
   absl::flat_hash_map<NamespaceId, TierNamespace> ns_cache_ ABSL_GUARDED_BY(ns_mu_);
-  absl::flat_hash_map<std::string, NamespaceId> ns_by_fingerprint_ ABSL_GUARDED_BY(ns_mu_);
 };
 
 }  // namespace kvstrata

@@ -93,8 +93,7 @@ absl::Status BlockTier::Reject(absl::string_view call, absl::Status error) const
   int64_t last = last_reject_log_ns_.load(std::memory_order_relaxed);
   if ((last == 0 || now - last >= kRejectLogIntervalNs) &&
       last_reject_log_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    spdlog::warn("{}: {} refused: {}", TierLabel(level()), std::string(call),
-                 std::string(error.message()));
+    spdlog::warn("{}: {} refused: {}", label(), std::string(call), std::string(error.message()));
   }
   return error;
 }

@@ -24,7 +24,7 @@
 //   succeeded (present already or stored) a copy down, with its bytes and its latency
 //   (MetricsSink::RecordTransfer: kvstrata_transfer_*{direction="l2_to_l1"}, ...). A batch
 //   call records one copy per block, each with the batch's time over its keys.
-// - level(), shared() and Stop() are the kind's own (virtual, unchecked, uncounted).
+// - level(), label(), shared() and Stop() are the kind's own (virtual, unchecked, uncounted).
 //
 // The contract every kind keeps (its Impl calls see only arguments the front checked):
 // - A block is named by (namespace, key bytes): every call names the namespace by its
@@ -144,8 +144,10 @@ class BlockTier {
   absl::StatusOr<std::vector<bool>> ProbeMany(const TierNamespace& ns,
                                               absl::Span<const absl::string_view> keys);
 
-  // The kind's own.
+  // The kind's own. level(): the tier's id in the daemon's tier table (common/tier_table.h);
+  // label(): its label there (logs).
   virtual Tier level() const = 0;
+  virtual std::string label() const { return "tier" + std::to_string(TierIndex(level())); }
   virtual bool shared() const { return false; }
   virtual void Stop() {}
 

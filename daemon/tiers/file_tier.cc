@@ -164,7 +164,7 @@ bool FileTier::ProbeImpl(const TierNamespace& ns, absl::string_view key) {
 
 void FileTier::AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cause) {
   if (!options_.observer) return;
-  options_.observer(FingerprintOfLocked(key.ns()), KeyBytes(key), stored, cause);
+  options_.observer(key.ns(), KeyBytes(key), stored, cause);
 }
 
 void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce) {

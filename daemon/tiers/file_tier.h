@@ -82,8 +82,8 @@
 namespace kvstrata {
 
 struct FileTierOptions {
-  std::string name;  // "l2" or "l3": logs and stats
-  Tier tier = Tier::kL2;
+  std::string name;       // the tier's label: logs
+  Tier tier = Tier::kL2;  // its id in the daemon's tier table
   std::string root;
   uint64_t capacity_bytes = 0;
   std::string eviction_policy = "lru";  // local tier only
@@ -113,8 +113,8 @@ struct FileTierOptions {
   // wrote becomes findable (stored = true) and when such a block leaves it (stored = false,
   // with why). Blocks found by the warm-up scan or by probes are not announced, and nor is
   // their removal, so every announced store has exactly one removal.
-  std::function<void(absl::string_view fingerprint, absl::string_view key, bool stored,
-                     RemovalCause cause)>
+  // The namespace is named by its id in `namespace_ids` (the daemon's, as L1 names it).
+  std::function<void(NamespaceId ns, absl::string_view key, bool stored, RemovalCause cause)>
       observer;
   // Every filesystem call goes here (nullptr = BlockFileSystem::Default(), POSIX); tests
   // pass a wrapper that injects faults. Not owned; outlives the tier.
@@ -147,6 +147,7 @@ class FileTier : public BlockTier {
   // BlockTier (block_tier.h): the front's calls, checked and counted there, reach the
   // Impls below.
   Tier level() const override { return options_.tier; }
+  std::string label() const override { return options_.name; }
   // Runs one shared-tier eviction pass now if this daemon gets the lock (tests, drain),
   // and corrects the usage ledger from the scan. Returns the files deleted. No-op for a
   // local tier.

@@ -31,9 +31,9 @@ TEST(ConfigLoaderTest, EmbeddedDefaultWorksWithoutGpuOrFiles) {
   absl::StatusOr<Config> config = LoadConfig("", {});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->l1.capacity_bytes, 4ULL << 30);
-  EXPECT_TRUE(config->l2.enabled);
-  EXPECT_FALSE(config->l2.path.empty());
-  EXPECT_FALSE(config->l3.enabled);
+  EXPECT_TRUE(FindTier(*config, "l2")->enabled);
+  EXPECT_FALSE(FindTier(*config, "l2")->path.empty());
+  EXPECT_FALSE(FindTier(*config, "l3")->enabled);
   EXPECT_EQ(config->server.socket_mode, 0660u);
   EXPECT_EQ(config->server.socket.front(), '/');
   EXPECT_TRUE(config->config_path.empty());
@@ -49,14 +49,14 @@ TEST(ConfigLoaderTest, EntriesShowThePathsInUseForEmptyDefaults) {
     }
     return std::string("missing");
   };
-  EXPECT_EQ(value_of("l2.path"), config->l2.path);
+  EXPECT_EQ(value_of("l2.path"), FindTier(*config, "l2")->path);
   EXPECT_EQ(value_of("server.socket"), config->server.socket);
   EXPECT_EQ(value_of("events.pod_id"), config->events.pod_id);
   EXPECT_FALSE(value_of("l2.path").empty());
-  EXPECT_THAT(config->effective_toml, HasSubstr(config->l2.path));
+  EXPECT_THAT(config->effective_toml, HasSubstr(FindTier(*config, "l2")->path));
   absl::StatusOr<Config> given = LoadConfig("", {"l2.path=/srv/l2"});
   ASSERT_TRUE(given.ok()) << given.status();
-  EXPECT_EQ(given->l2.path, "/srv/l2");
+  EXPECT_EQ(FindTier(*given, "l2")->path, "/srv/l2");
 }
 
 TEST(ConfigLoaderTest, FileThenFlagsOverrideDefaults) {
@@ -118,6 +118,8 @@ const std::vector<BadCase> kMoreBadCases = {
     {"", {"l1.huge_pages=maybe"}, "l1.huge_pages"},
     {"", {"l1.slab_size=1536KiB"}, "l1.slab_size"},
     {"", {"l2.capacity=1KiB"}, "l2.capacity"},
+    {"", {"l2.kind=shared-file"}, "l2.kind"},
+    {"", {"l3.kind=object"}, "l3.kind"},
     {"", {"l2.eviction_policy=mru"}, "l2.eviction_policy"},
     {"", {"l2.high_watermark=0"}, "l2.high_watermark"},
     {"", {"l2.write_down_min_hits=-1"}, "l2.write_down_min_hits"},
@@ -267,7 +269,7 @@ TEST(ConfigLoaderTest, ABareNumberIsBytesInAFileToo) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->l1.capacity_bytes, 8ULL << 20);
   EXPECT_EQ(config->l1.slab_bytes, 1ULL << 20);
-  EXPECT_EQ(config->l2.capacity_bytes, 2ULL << 20);
+  EXPECT_EQ(FindTier(*config, "l2")->capacity_bytes, 2ULL << 20);
   EXPECT_EQ(config->tenants[0].l1_capacity, 1ULL << 20);
   // Only byte sizes take a bare number for a string.
   absl::StatusOr<Config> bad = LoadConfig(WriteTemp("[log]\nlevel = 3\n"), {});
@@ -343,15 +345,15 @@ TEST(ConfigLoaderTest, LowerTierKeysAreRead) {
            "l3.path=/mnt/shared", "l3.negative_cache_ms=500", "l3.fsync=file-and-dir",
            "l3.probe_timeout_ms=7", "l3.follow_interval_ms=0", "l3.presence_check=sync"});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->l3.follow_interval_ms, 0);
-  EXPECT_EQ(config->l3.presence_check, "sync");
-  EXPECT_TRUE(config->l2.write_back);
-  EXPECT_EQ(config->l2.write_down_min_hits, 3);
-  EXPECT_FALSE(config->l3.write_back);
-  EXPECT_EQ(config->l3.path, "/mnt/shared");
-  EXPECT_EQ(config->l3.negative_cache_ms, 500);
-  EXPECT_EQ(config->l3.fsync, "file-and-dir");
-  EXPECT_EQ(config->l3.probe_timeout_ms, 7);
+  EXPECT_EQ(FindTier(*config, "l3")->follow_interval_ms, 0);
+  EXPECT_EQ(FindTier(*config, "l3")->presence_check, "sync");
+  EXPECT_TRUE(FindTier(*config, "l2")->write_back);
+  EXPECT_EQ(FindTier(*config, "l2")->write_down_min_hits, 3);
+  EXPECT_FALSE(FindTier(*config, "l3")->write_back);
+  EXPECT_EQ(FindTier(*config, "l3")->path, "/mnt/shared");
+  EXPECT_EQ(FindTier(*config, "l3")->negative_cache_ms, 500);
+  EXPECT_EQ(FindTier(*config, "l3")->fsync, "file-and-dir");
+  EXPECT_EQ(FindTier(*config, "l3")->probe_timeout_ms, 7);
 }
 
 TEST(ConfigLoaderTest, AdmissionKnobsHaveTheirOwnNames) {
@@ -359,8 +361,8 @@ TEST(ConfigLoaderTest, AdmissionKnobsHaveTheirOwnNames) {
       "", {"l1.admission_min_lookups=2", "l2.write_down_min_hits=4", "l3.write_down_min_hits=5"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->l1.admission_min_lookups, 2);
-  EXPECT_EQ(config->l2.write_down_min_hits, 4);
-  EXPECT_EQ(config->l3.write_down_min_hits, 5);
+  EXPECT_EQ(FindTier(*config, "l2")->write_down_min_hits, 4);
+  EXPECT_EQ(FindTier(*config, "l3")->write_down_min_hits, 5);
   EXPECT_TRUE(config->warnings.empty());
 }
 
@@ -369,8 +371,8 @@ TEST(ConfigLoaderTest, TheOldAdmissionKeyStillWorksWithAWarning) {
   absl::StatusOr<Config> config = LoadConfig(path, {"l2.admission_threshold=4"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->l1.admission_min_lookups, 2);
-  EXPECT_EQ(config->l2.write_down_min_hits, 4);
-  EXPECT_EQ(config->l3.write_down_min_hits, 6);
+  EXPECT_EQ(FindTier(*config, "l2")->write_down_min_hits, 4);
+  EXPECT_EQ(FindTier(*config, "l3")->write_down_min_hits, 6);
   ASSERT_EQ(config->warnings.size(), 3u);
   EXPECT_THAT(config->warnings[0],
               HasSubstr("'l1.admission_threshold' is deprecated: use 'l1.admission_min_lookups'"));

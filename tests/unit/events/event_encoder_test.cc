@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "daemon/common/tier_table.h"
 #include "gtest/gtest.h"
 #include "msgpack/pack.hpp"
 #include "msgpack/sbuffer.hpp"
@@ -75,13 +76,16 @@ TEST(ExternalBlockHashTest, LastEightBytesBigEndian) {
   EXPECT_EQ(ExternalBlockHash(std::string(8, '\xff')), ~0ULL);
 }
 
+// The media and localities the standard tier table (the default configuration's) gives
+// the publisher: vLLM's names.
 TEST(MediumNameTest, VllmMediaAndLocality) {
-  EXPECT_EQ(MediumName(Tier::kL1), "CPU");
-  EXPECT_EQ(MediumName(Tier::kL2), "STORAGE");
-  EXPECT_EQ(MediumName(Tier::kL3), "STORAGE");
-  EXPECT_EQ(TierLocality(Tier::kL1), "LOCAL");
-  EXPECT_EQ(TierLocality(Tier::kL2), "LOCAL");
-  EXPECT_EQ(TierLocality(Tier::kL3), "REMOTE");
+  const TierTable tiers = TierTable::Standard();
+  EXPECT_EQ(tiers.Of(Tier::kL1).medium, "CPU");
+  EXPECT_EQ(tiers.Of(Tier::kL2).medium, "STORAGE");
+  EXPECT_EQ(tiers.Of(Tier::kL3).medium, "STORAGE");
+  EXPECT_EQ(tiers.Of(Tier::kL1).locality, "LOCAL");
+  EXPECT_EQ(tiers.Of(Tier::kL2).locality, "LOCAL");
+  EXPECT_EQ(tiers.Of(Tier::kL3).locality, "REMOTE");
 }
 
 TEST(EventEncoderTest, ArrayEncodingMatchesVllmArrayLike) {

@@ -140,7 +140,7 @@ TEST_F(BlockStoreTest, EvictLeavesPinnedKeysInEveryTier) {
   ASSERT_TRUE(evicted.ok()) << evicted.status();
   EXPECT_EQ(evicted->pinned, 1u);
   EXPECT_EQ(evicted->l1, 2u);
-  EXPECT_EQ(evicted->l2, 2u);
+  EXPECT_EQ(evicted->files[TierIndex(Tier::kL2)], 2u);
   EXPECT_EQ(evicted->keys, 2u);
   auto where = store_->Peek(ns_, Views(keys));
   ASSERT_TRUE(where.ok());

@@ -86,7 +86,7 @@ class PromoterTest : public ::testing::Test {
   std::unique_ptr<SlabAllocator> allocator_;
   std::unique_ptr<BlockCache> cache_;
   std::unique_ptr<PartitionedCache> l1_;
-  TierStack stack_{&namespaces_};
+  TierStack stack_{&namespaces_, TierTable::Standard()};
   MemoryTier* tier_ = nullptr;
   TierNamespace tn_;
 };

@@ -39,9 +39,8 @@ TEST_F(SharedTierTest, StopJoinsATrimMidScanAndNoNoticeComesAfter) {
     f.capacity_bytes = 16 * BlockFileBytes(kBlock);  // 16 blocks' files
     f.high_watermark = 0.5;                          // trimmed once 8 are written
     f.low_watermark = 0.1;
-    f.observer = [this](absl::string_view fp, absl::string_view key, bool stored,
-                        RemovalCause cause) {
-      manager_->OnLowerTierChange(Tier::kL3, fp, key, stored, cause);
+    f.observer = [this](NamespaceId ns, absl::string_view key, bool stored, RemovalCause cause) {
+      manager_->OnLowerTierChange(Tier::kL3, ns, key, stored, cause);
     };
     faults_.SetHook([stats](absl::string_view op, const std::string&) {
       if (op == "probe") {  // the trim stats every file: a slow network filesystem

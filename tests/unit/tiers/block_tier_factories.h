@@ -1,18 +1,22 @@
 // The factories of every BlockTier kind (daemon/tiers/block_tier.h) that the typed suites
 // run against: block_tier_contract_test.cc (what each kind keeps) and block_tier_front_test.cc
 // (the front's checks, counts, metrics and batch calls). Each factory owns what its tier
-// needs and hands out the tier and namespaces. A new kind of tier adds its factory here and
-// to BlockTierFactories at the bottom.
+// needs and hands out the tier and namespaces. The file kinds are built through the tier
+// factory (MakeTier), as the daemon builds them; a new kind registered there adds its name
+// to kRegisteredKinds and its KindFactory to BlockTierFactories at the bottom.
 #ifndef KVSTRATA_TESTS_UNIT_TIERS_BLOCK_TIER_FACTORIES_H_
 #define KVSTRATA_TESTS_UNIT_TIERS_BLOCK_TIER_FACTORIES_H_
 
 #include <stdlib.h>
 
+#include <array>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "daemon/cache/block_cache.h"
 #include "daemon/cache/partitioned_cache.h"
 #include "daemon/namespaces/namespace_registry.h"
@@ -21,6 +25,7 @@
 #include "daemon/testing/memory_tier.h"
 #include "daemon/tiering/l1_tier.h"
 #include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/tier_factory.h"
 #include "gtest/gtest.h"
 #include "tests/unit/tiers/tier_test_data.h"
 
@@ -40,17 +45,43 @@ struct MemoryFactory {
   TierNamespace Namespace(const std::string& model) { return MakeNamespace(model); }
 };
 
-class FileFactory {
+// Every kind registered in the tier factory (daemon/tiers/tier_factory.h), each built by
+// MakeTier from a [[tiers]] entry as the daemon builds it (KindFactory below);
+// tier_factory_test.cc checks this list against TierKindNames(). A new kind adds its name
+// here and its KindFactory<i> to BlockTierFactories.
+inline constexpr std::array<std::string_view, 2> kRegisteredKinds = {"local-file", "shared-file"};
+
+// The entry a kind's tier is built from in the suites: its kind's defaults, a fresh
+// directory, 64 MiB, no access-time records and no trim rounds of its own.
+inline FileTierConfig ContractEntry(std::string_view kind, const std::string& root) {
+  FileTierConfig entry;
+  entry.name = std::string(kind) + "-contract";
+  entry.kind = std::string(kind);
+  entry.path = root;
+  entry.capacity_bytes = 64 << 20;
+  entry.access_record_interval_ms = 0;
+  entry.eviction_interval_ms = 3'600'000;
+  return entry;
+}
+
+template <size_t kKind>
+class KindFactory {
  public:
-  explicit FileFactory(bool shared) {
+  KindFactory() {
     char tmpl[] = "/tmp/kvs-contract-XXXXXX";
     root_ = mkdtemp(tmpl);
-    auto opened = FileTier::Open(TestFileTierOptions(root_, shared));
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    tier_ = *std::move(opened);
-    EXPECT_TRUE(tier_->WaitWarm(absl::Seconds(5)));
+    const FileTierConfig entry = ContractEntry(kRegisteredKinds[kKind], root_);
+    absl::StatusOr<TierDescriptor> d = DescribeTier(entry);
+    EXPECT_TRUE(d.ok()) << d.status();
+    d->id = Tier::kL2;
+    auto made = MakeTier(entry, *d, TierContext{});
+    EXPECT_TRUE(made.ok()) << made.status();
+    tier_ = *std::move(made);
+    // The index is complete once warm (a local tier's start-up scan).
+    for (int i = 0; i < 500 && !tier_->Stats().warm; ++i) absl::SleepFor(absl::Milliseconds(10));
+    EXPECT_TRUE(tier_->Stats().warm);
   }
-  ~FileFactory() {
+  ~KindFactory() {
     tier_.reset();
     std::filesystem::remove_all(root_);
   }
@@ -59,14 +90,10 @@ class FileFactory {
 
  private:
   std::string root_;
-  std::unique_ptr<FileTier> tier_;
+  std::unique_ptr<BlockTier> tier_;
 };
-struct LocalFileFactory : FileFactory {
-  LocalFileFactory() : FileFactory(false) {}
-};
-struct SharedFileFactory : FileFactory {
-  SharedFileFactory() : FileFactory(true) {}
-};
+using LocalFileFactory = KindFactory<0>;
+using SharedFileFactory = KindFactory<1>;
 
 // A local FileTier whose files are in memory (no directory on disk).
 class InMemoryFileFactory {

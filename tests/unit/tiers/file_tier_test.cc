@@ -484,8 +484,8 @@ TEST_F(FileTierTest, ObserverHearsOneRemovalPerAnnouncedStore) {
   o.capacity_bytes = 4 * kFileBytes;
   o.high_watermark = 1.0;
   o.low_watermark = 0.75;
-  o.observer = [&](absl::string_view fp, absl::string_view key, bool stored, RemovalCause cause) {
-    EXPECT_EQ(fp, ns_.fingerprint);
+  o.observer = [&](NamespaceId ns, absl::string_view key, bool stored, RemovalCause cause) {
+    EXPECT_NE(ns, 0u);  // the tier's own id of ns_
     std::lock_guard<std::mutex> lock(heard_mu);
     heard.push_back({std::string(key), stored, cause});
   };
