@@ -119,14 +119,16 @@ def test_config_is_valid_and_agrees_with_the_manifests(rendered, tmp_path: Path)
     (daemon,) = [c for c in pod["containers"] if c["name"] == "kvstratad"]
     mounts = {m["mountPath"] for m in daemon["volumeMounts"]}
     assert config["server"]["socket"].rsplit("/", 1)[0] in mounts
-    assert config["l2"]["path"] in mounts
+    tiers = {t["label"]: t for t in config.get("tiers", [])}  # the [[tiers]] list
+    assert tiers["l2"]["path"] in mounts
     ports = {p["name"]: p["containerPort"] for p in daemon["ports"]}
     assert config["server"]["metrics_address"] == f"0.0.0.0:{ports['metrics']}"
     limit = size(daemon["resources"]["limits"]["memory"])
     assert size(config["l1"]["capacity"]) + (1 << 30) <= limit, "L1 must fit the memory limit"
     assert daemon["resources"]["limits"]["memory"] == daemon["resources"]["requests"]["memory"]
-    if config.get("l3", {}).get("enabled"):
-        assert config["l3"]["path"] in mounts
+    for tier in tiers.values():  # every enabled tier's directory is mounted
+        if tier.get("enabled", True):
+            assert tier["path"] in mounts, tier["label"]
 
 
 def test_events_use_the_node_wide_topic(rendered, tmp_path: Path) -> None:
