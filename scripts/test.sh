@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything, and runs every test: the C++ unit and
 # integration tests (CTest), the Python client tests (with L3 on a real GlusterFS volume:
-# scripts/setup_gluster.sh) and the SGLang connector tests, on
+# scripts/setup_gluster.sh), the checks of bench/README.md's plots and the SGLang connector tests, on
 # SGLang 0.5.23 and again on 0.5.17 (pytest; KVSTRATA_SKIP_SGLANG=1 skips both), all against
 # real kvstratad processes on real Unix sockets. GPU tests skip with a message without a GPU.
 set -euo pipefail
@@ -19,6 +19,8 @@ echo "test: C++ tests (ctest)"
 echo "test: Python tests (pytest)"
 KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/integration/python" || status=1
+echo "test: bench/ checks (pytest: the results page bench/README.md and its plots regenerated from bench/results/)"
+"$repo/.venv/bin/python" -m pytest -q "$repo/tests/bench" || status=1
 echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard, README command blocks, the container image built with buildah and run)"
 KVSTRATA_IMAGE_TEST="${KVSTRATA_IMAGE_TEST:-1}" \
   KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
