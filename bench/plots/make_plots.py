@@ -241,9 +241,9 @@ def plot_node_loads(out: Path) -> str:
                       ("pinned copy ceiling, both at once", ceil_all, "#7f7f7f"),
                       ("KVStrata load, both at once", both, "#d62728")], fmt="{:.1f}")
     ax.set_ylabel("GB/s (one load job, median of 5)")
-    ax.set_ylim(0, 65)
+    ax.set_ylim(0, 75)
     ax.set_title("Every GPU loading at once: one kvstratad, two H200s (2026-11-27, node run 4)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, ncol=2, loc="upper center")
     ax.grid(True, axis="y", alpha=0.3)
     return save(fig, out, "node_loads_vs_ceiling.png")
 
@@ -302,8 +302,9 @@ def plot_l3(out: Path) -> str:
                       ("baseline read (other mount, cold)", [r["files"]["read_per_s"] for r in runs], "#1f77b4"),
                       ("KVStrata L3 read (two requests in flight)", [r["l3_read"]["files_per_s"] for r in runs], "#d62728")])
     ax.set_ylabel("68 KiB block files per second")
+    ax.set_ylim(0, 1.4 * max(r["files"]["read_per_s"] for r in runs))
     ax.set_title("L3 on GlusterFS 10.3 (two FUSE mounts, 2-vCPU VM) against the raw store (2026-11-25)", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, ncol=2, loc="upper center")
     ax.grid(True, axis="y", alpha=0.3)
     return save(fig, out, "l3_vs_files.png")
 
@@ -386,7 +387,7 @@ def plot_sglang(out: Path) -> str:
           ("GPU radix hit", [s[t]["none"]["gpu_hit_ms"] for t in sizes], "#2ca02c")], fmt="{:.0f}")
     ax.set_yscale("log")
     ax.set_ylabel("TTFT, ms (median of 3)")
-    ax.set_title("SGLang 0.5.17 HiCache L3 on an H100, Llama-3.1-8B geometry (run 4, 2026-11-21)", fontsize=9)
+    ax.set_title("SGLang 0.5.17 HiCache L3 on an H100, Llama-3.1-8B geometry, dummy weights (run 4)", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", which="both", alpha=0.3)
     return save(fig, out, "sglang_ttft.png")
