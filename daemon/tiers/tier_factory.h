@@ -6,10 +6,11 @@
 // medium and locality, whether other nodes share it) and how to build one. Kinds today:
 // "local-file" (FileTier over a directory only this daemon writes) and "shared-file"
 // (FileTier over a directory every node's daemon writes). A new kind is one folder under
-// daemon/tiers/ (a BlockTier), one line in kKinds (tier_factory.cc), its defaults as an
-// entry of the embedded default configuration's [[tiers]] list, and its factory in the
-// contract suite (tests/unit/tiers/block_tier_factories.h; tier_factory_test.cc checks that
-// every kind registered here has one).
+// daemon/tiers/ (a BlockTier; its CMakeLists.txt adds its sources to kvstrata_tiers), one
+// line in kKinds (tier_factory.cc), its defaults as an entry of the embedded default
+// configuration's [[tiers]] list, and its factory in the contract suite
+// (tests/unit/tiers/block_tier_factories.h; tier_factory_test.cc checks that every kind
+// registered here has one).
 //
 // Thread-safe (pure functions over a constant table).
 #ifndef KVSTRATA_DAEMON_TIERS_TIER_FACTORY_H_
