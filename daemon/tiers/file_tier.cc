@@ -65,7 +65,7 @@ FileTier::FileTier(FileTierOptions options)
                  ? std::make_unique<SharedUsage>(fs_, options_.root, SharedUsage::MakeHolderId())
                  : nullptr),
       journal_(options_.shared
-                   ? std::make_unique<WriteJournal>(fs_, options_.root, usage_->holder())
+                   ? std::make_unique<WriteJournal>(fs_, options_.root, usage_->holder(), clock_)
                    : nullptr),
       follower_(
           journal_ != nullptr && options_.follow_interval > absl::ZeroDuration()

@@ -104,7 +104,7 @@ size_t FileTier::FollowJournals(absl::Duration budget) {
   // Held to the end: two passes apply their lines in the order they read them.
   MutexLock following(&follow_mu_);
   const absl::Time now = clock_->Now();
-  const size_t lines = follower_->Poll(now, absl::Now() + budget, note);
+  const size_t lines = follower_->Poll(now, budget, note);
   MutexLock lock(&mu_);
   for (const auto& [block, f] : seen) {
     absl::StatusOr<BlockKey> k = KeyOfLocked(block.first, block.second);

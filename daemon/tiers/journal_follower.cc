@@ -15,7 +15,11 @@ constexpr size_t kReadChunk = 256 * 1024;
 JournalFollower::JournalFollower(const WriteJournal* journal, absl::Duration lookback)
     : journal_(journal), lookback_(lookback) {}
 
-size_t JournalFollower::Poll(absl::Time now, absl::Time deadline, const LineFn& fn) {
+size_t JournalFollower::Poll(absl::Time now, absl::Duration budget, const LineFn& fn) {
+  // An infinite budget: a deadline far enough (a century) not to overflow the clock.
+  const Deadline deadline =
+      std::chrono::steady_clock::now() +
+      absl::ToChronoNanoseconds(std::min(budget, absl::Hours(24 * 365 * 100)));
   if (!started_) {
     started_ = true;
     oldest_ = WriteJournal::BucketOf(now - lookback_);
@@ -32,7 +36,7 @@ size_t JournalFollower::Poll(absl::Time now, absl::Time deadline, const LineFn& 
   size_t lines = 0;
   for (int64_t bucket : buckets) {
     if (bucket < oldest_ || done_.contains(bucket)) continue;
-    if (absl::Now() >= deadline) return lines;
+    if (std::chrono::steady_clock::now() >= deadline) return lines;
     const bool closed = WriteJournal::BucketEnd(bucket) + WriteJournal::kClosedAfter <= now;
     std::map<std::string, uint64_t>& read = offsets_[bucket];
     bool whole = true;
@@ -50,14 +54,14 @@ size_t JournalFollower::Poll(absl::Time now, absl::Time deadline, const LineFn& 
 }
 
 bool JournalFollower::ReadNewLines(const std::string& path, absl::string_view holder,
-                                   uint64_t* offset, int64_t bucket, absl::Time deadline,
+                                   uint64_t* offset, int64_t bucket, Deadline deadline,
                                    const LineFn& fn, size_t* lines) {
   BlockFileSystem* files = journal_->files();
   std::string pending;  // bytes past the last newline seen
   JournalEntry entry;
   uint64_t at = *offset;
   while (true) {
-    if (absl::Now() >= deadline) return false;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     absl::StatusOr<std::string> chunk = files->ReadFileRange(path, at, kReadChunk);
     // Dropped meanwhile: nothing left to read. Unreadable: not read whole.
     if (!chunk.ok()) return absl::IsNotFound(chunk.status());

@@ -13,6 +13,7 @@
 #ifndef KVSTRATA_DAEMON_TIERS_JOURNAL_FOLLOWER_H_
 #define KVSTRATA_DAEMON_TIERS_JOURNAL_FOLLOWER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -35,17 +36,19 @@ class JournalFollower {
   // `journal` (this daemon's own: its root and holder) is not owned and outlives this.
   JournalFollower(const WriteJournal* journal, absl::Duration lookback);
 
-  // Reads the lines appended since the last Poll, calling fn for each well-formed one, until
-  // `deadline` (wall clock; what is left is read by the next Poll). `now` (the tier's clock)
-  // says which buckets are closed. The number of lines read. A line longer than any a
-  // journal writes (kMaxLineBytes) without its newline is skipped.
-  size_t Poll(absl::Time now, absl::Time deadline, const LineFn& fn);
+  // Reads the lines appended since the last Poll, calling fn for each well-formed one, for
+  // at most `budget` (a bound on this call, on the monotonic clock; what is left is read by
+  // the next Poll). `now` (the tier's Clock) says which buckets are closed. The number of
+  // lines read. A line longer than any a journal writes (kMaxLineBytes) without its newline
+  // is skipped.
+  size_t Poll(absl::Time now, absl::Duration budget, const LineFn& fn);
 
  private:
+  using Deadline = std::chrono::steady_clock::time_point;
   // Reads `path` from `*offset` to its last newline, advancing `*offset`; false when it
   // could not be read whole before `deadline`.
   bool ReadNewLines(const std::string& path, absl::string_view holder, uint64_t* offset,
-                    int64_t bucket, absl::Time deadline, const LineFn& fn, size_t* lines);
+                    int64_t bucket, Deadline deadline, const LineFn& fn, size_t* lines);
 
   const WriteJournal* const journal_;
   const absl::Duration lookback_;

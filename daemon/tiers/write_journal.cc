@@ -24,8 +24,11 @@ constexpr size_t kReadChunk = 256 * 1024;
 
 }  // namespace
 
-WriteJournal::WriteJournal(BlockFileSystem* fs, std::string root, std::string holder)
-    : fs_(fs), dir_(absl::StrCat(root, "/", kDirName)), holder_(std::move(holder)) {}
+WriteJournal::WriteJournal(BlockFileSystem* fs, std::string root, std::string holder, Clock* clock)
+    : fs_(fs),
+      dir_(absl::StrCat(root, "/", kDirName)),
+      holder_(std::move(holder)),
+      clock_(clock != nullptr ? clock : SystemClock::Get()) {}
 
 int64_t WriteJournal::BucketOf(absl::Time when) {
   return absl::ToUnixSeconds(when) / absl::ToInt64Seconds(kBucket);
@@ -93,8 +96,9 @@ size_t WriteJournal::Flush() {
   }
   if (dropped > 0) {
     MutexLock lock(&mu_);
-    if (absl::Now() - warned_ >= absl::Minutes(1)) {
-      warned_ = absl::Now();
+    const absl::Time now = clock_->Now();
+    if (now - warned_ >= absl::Minutes(1)) {
+      warned_ = now;
       spdlog::warn("{}: {} journal lines dropped ({}); full scans still find their files", dir_,
                    dropped, failure.empty() ? "buffer full" : failure);
     }

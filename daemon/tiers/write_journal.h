@@ -31,6 +31,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/mutex.h"
 #include "daemon/tiers/block_file_system.h"
 
@@ -52,8 +53,9 @@ class WriteJournal {
   // find their files.
   static constexpr size_t kMaxBufferedLines = 1 << 20;
 
-  // `fs` is not owned and outlives this; `holder` names this daemon's files.
-  WriteJournal(BlockFileSystem* fs, std::string root, std::string holder);
+  // `fs` is not owned and outlives this; `holder` names this daemon's files. `clock` (the
+  // tier's; nullptr = the system clock; not owned) times the dropped-lines warning.
+  WriteJournal(BlockFileSystem* fs, std::string root, std::string holder, Clock* clock = nullptr);
 
   void Record(absl::Time when, absl::string_view fingerprint, absl::string_view key,
               uint64_t file_bytes);
@@ -98,6 +100,7 @@ class WriteJournal {
   std::map<int64_t, std::string> buffered_ ABSL_GUARDED_BY(mu_);  // bucket -> lines
   size_t buffered_lines_ ABSL_GUARDED_BY(mu_) = 0;
   size_t dropped_lines_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock* const clock_;
   absl::Time warned_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

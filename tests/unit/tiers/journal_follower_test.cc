@@ -35,9 +35,9 @@ class JournalFollowerTest : public ::testing::Test {
     root_ = mkdtemp(tmpl);
   }
   void TearDown() override { fs::remove_all(root_); }
-  std::vector<Line> Poll(JournalFollower& f, absl::Time deadline = absl::InfiniteFuture()) {
+  std::vector<Line> Poll(JournalFollower& f, absl::Duration budget = absl::InfiniteDuration()) {
     std::vector<Line> out;
-    f.Poll(absl::Now(), deadline, [&](const JournalEntry& e, absl::string_view holder, int64_t b) {
+    f.Poll(absl::Now(), budget, [&](const JournalEntry& e, absl::string_view holder, int64_t b) {
       out.push_back(Line{std::string(holder), e.key, e.removed, b});
     });
     return out;
@@ -136,7 +136,7 @@ TEST_F(JournalFollowerTest, APastDeadlineLeavesTheLinesForTheNextPoll) {
   JournalFollower follower(&own, absl::Minutes(10));
   other.Record(absl::Now(), kFp, "k", 1);
   ASSERT_EQ(other.Flush(), 1u);
-  EXPECT_TRUE(Poll(follower, absl::InfinitePast()).empty());
+  EXPECT_TRUE(Poll(follower, absl::ZeroDuration()).empty());
   EXPECT_EQ(Poll(follower).size(), 1u);
 }
 
