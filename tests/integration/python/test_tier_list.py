@@ -9,10 +9,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import grpc
 import numpy as np
+import pytest
 
 import kvstrata
-from kvs_testing import Daemon, daemon_binary, wait_until
+from kvs_testing import Daemon, assert_code, daemon_binary, wait_until
 from prom_text import scrape
 from tier_helpers import BLOCK, block_files, blocks, fresh_salt, spec
 
@@ -89,6 +91,11 @@ def test_a_tier_list_is_known_by_its_labels_everywhere(workdir: Path, cli) -> No
         out = cli(d, "clear", "--tier=nvme", fp)
         assert out.returncode == 0, out.stderr
         assert block_files(workdir / "nvme") == []
+        # A tier number past the daemon's table is a bad argument, one of an off tier is not.
+        with pytest.raises(kvstrata.KVStrataError) as excinfo:
+            client.evict(fingerprint=fp, keys=keys[:1], tier=7)
+        assert_code(excinfo, grpc.StatusCode.INVALID_ARGUMENT)
+        assert "unknown tier 7: this daemon has 3 tiers" in str(excinfo.value)
         bad = cli(d, "clear", "--tier=l2", fp)
         assert bad.returncode == 1 and "expected one of all, l1, nvme, team" in bad.stderr, \
             bad.stderr

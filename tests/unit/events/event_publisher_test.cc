@@ -256,6 +256,29 @@ TEST_F(EventPublisherTest, ConsecutiveNoticesMergeAndUnknownNamespacesStillPubli
   EXPECT_EQ(page.batches[1].events[0].kind, KvEventKind::kBlockRemoved);
 }
 
+// The medium and locality come from the daemon's tier table (issue 45): a tier of a
+// [[tiers]] list is labelled as its kind says, whatever its id.
+TEST_F(EventPublisherTest, MediumAndLocalityComeFromTheTierTable) {
+  options_.endpoint.clear();
+  options_.replay_endpoint.clear();
+  options_.flush_interval = absl::Seconds(60);
+  options_.tiers = TierTable();
+  options_.tiers.Add({TierAt(1), "team", "shared-file", "STORAGE", "REMOTE", true, true});
+  options_.tiers.Add({TierAt(2), "nvme", "local-file", "STORAGE", "LOCAL", false, true});
+  auto publisher = EventPublisher::Start(options_, Resolve);
+  ASSERT_TRUE(publisher.ok());
+  (*publisher)->Push({KvEventKind::kBlockStored, 1, TierAt(1), 1});
+  (*publisher)->Push({KvEventKind::kBlockStored, 1, TierAt(2), 2});
+  (*publisher)->Stop();
+  EventPage page = (*publisher)->Read(0, 10, 0);
+  ASSERT_EQ(page.batches.size(), 1u);
+  const std::vector<KvEvent>& events = page.batches[0].events;
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].medium, "STORAGE");
+  EXPECT_EQ(events[0].locality, "REMOTE");
+  EXPECT_EQ(events[1].locality, "LOCAL");
+}
+
 TEST_F(EventPublisherTest, FullQueueDropsAndCounts) {
   options_.endpoint.clear();
   options_.replay_endpoint.clear();
