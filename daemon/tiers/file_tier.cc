@@ -1,5 +1,6 @@
-// FileTier: index, reads, writes, capacity and faults. Background scans are in
-// file_tier_scan.cc.
+// FileTier, the block-file store both file kinds share: index, reads, writes, capacity and
+// faults. The kinds' own parts: local_file_tier.cc, shared_file_tier.cc; background scans
+// in file_tier_scan.cc, the shared tier's journals in file_tier_journal.cc.
 #include "daemon/tiers/file_tier.h"
 
 #include <fcntl.h>
@@ -14,7 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/byte_size.h"
 #include "daemon/tiers/block_path.h"
+#include "daemon/tiers/local_file_tier.h"
 #include "daemon/tiers/namespace_file.h"
+#include "daemon/tiers/shared_file_tier.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
@@ -22,8 +25,6 @@ namespace {
 
 std::string_view StdView(absl::string_view s) { return {s.data(), s.size()}; }
 absl::string_view KeyBytes(const BlockKey& key) { return {key.bytes().data(), key.bytes().size()}; }
-
-constexpr absl::Duration kStartFollowBudget = absl::Seconds(2);
 
 }  // namespace
 
@@ -38,20 +39,18 @@ absl::StatusOr<std::unique_ptr<FileTier>> FileTier::Open(FileTierOptions options
     return absl::FailedPreconditionError(
         absl::StrCat(options.name, " at ", options.root, " is not usable: ", s.message()));
   }
-  absl::StatusOr<std::unique_ptr<EvictionPolicy>> policy =
-      MakeEvictionPolicy(options.eviction_policy, 1024);
-  if (!policy.ok()) return policy.status();
-  std::unique_ptr<FileTier> tier(new FileTier(std::move(options)));
-  {
-    MutexLock lock(&tier->mu_);
-    tier->policy_ = *std::move(policy);
+  std::unique_ptr<FileTier> tier;
+  if (options.shared) {
+    tier = std::make_unique<SharedFileTier>(std::move(options));
+  } else {
+    absl::StatusOr<std::unique_ptr<EvictionPolicy>> policy =
+        MakeEvictionPolicy(options.eviction_policy, 1024);
+    if (!policy.ok()) return policy.status();
+    tier = std::make_unique<LocalFileTier>(std::move(options), *std::move(policy));
   }
-  // What the other daemons wrote lately is known before the first lookup (the rest, if the
-  // journals are long, follows in the background).
-  tier->FollowJournals(kStartFollowBudget);
+  tier->Started();
   FileTier* self = tier.get();
-  tier->background_ =
-      std::thread([self] { self->options_.shared ? self->SharedEvictionLoop() : self->WarmUp(); });
+  tier->background_ = std::thread([self] { self->Background(); });
   return tier;
 }
 
@@ -60,37 +59,26 @@ FileTier::FileTier(FileTierOptions options)
       fs_(options_.files != nullptr ? options_.files : BlockFileSystem::Default()),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       own_ids_(options_.namespace_ids == nullptr ? std::make_unique<NamespaceRegistry>() : nullptr),
-      ids_(options_.namespace_ids != nullptr ? options_.namespace_ids : own_ids_.get()),
-      usage_(options_.shared
-                 ? std::make_unique<SharedUsage>(fs_, options_.root, SharedUsage::MakeHolderId())
-                 : nullptr),
-      journal_(options_.shared
-                   ? std::make_unique<WriteJournal>(fs_, options_.root, usage_->holder(), clock_)
-                   : nullptr),
-      follower_(
-          journal_ != nullptr && options_.follow_interval > absl::ZeroDuration()
-              ? std::make_unique<JournalFollower>(journal_.get(), options_.followed_presence_ttl)
-              : nullptr) {}
+      ids_(options_.namespace_ids != nullptr ? options_.namespace_ids : own_ids_.get()) {}
 
 FileTier::~FileTier() { Stop(); }
 
 void FileTier::Stop() {
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
-    stopping_ = true;
+    if (stopping_.exchange(true)) return;  // Stopped already (the kind's destructor)
   }
   wake_.notify_all();
   if (background_.joinable()) background_.join();
-  if (journal_ != nullptr) journal_->Flush();
-  uint64_t unused = 0, in_flight = 0;
+  Stopped();
+}
+
+void FileTier::MarkWarm() {
   {
-    MutexLock lock(&mu_);
-    std::swap(unused, grant_left_);
-    in_flight = in_flight_bytes_;
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    warm_.store(true, std::memory_order_release);
   }
-  // The unused grant goes back and the holder line goes (failure: the next scan corrects
-  // the bytes and the line expires).
-  if (usage_ != nullptr) (void)usage_->Release(unused, in_flight, NowMillis());
+  wake_.notify_all();
 }
 
 NamespaceId FileTier::IdOf(absl::string_view fingerprint, NamespaceId known) const {
@@ -115,22 +103,14 @@ std::string FileTier::PathOf(absl::string_view fingerprint, absl::string_view ke
 }
 
 FileTier::Presence FileTier::CachedImpl(const TierNamespace& ns, absl::string_view key) const {
-  const bool complete = !options_.shared && warm_.load(std::memory_order_acquire);
+  const bool complete = IndexComplete();
   const NamespaceId id = IdOf(ns.fingerprint, ns.id);
   if (id == 0) return complete ? Presence::kAbsent : Presence::kUnknown;
   absl::StatusOr<BlockKey> k = BlockKey::Make(id, StdView(key));
   if (!k.ok()) return Presence::kAbsent;
   MutexLock lock(&mu_);
   auto indexed = index_.find(*k);
-  if (indexed != index_.end()) {
-    if (!options_.shared) return Presence::kPresent;
-    const absl::Time now = clock_->Now();
-    const absl::Duration age = now - indexed->second.verified;
-    if (age < options_.presence_ttl) return Presence::kPresent;
-    const absl::Duration counts =
-        now < follow_ok_until_ ? options_.followed_presence_ttl : options_.stale_presence_ttl;
-    return age < counts ? Presence::kStale : Presence::kUnknown;
-  }
+  if (indexed != index_.end()) return IndexedPresenceLocked(indexed->second);
   if (complete) return Presence::kAbsent;
   auto absent = absent_until_.find(*k);
   if (absent != absent_until_.end() && absent->second > clock_->Now()) return Presence::kAbsent;
@@ -140,7 +120,7 @@ FileTier::Presence FileTier::CachedImpl(const TierNamespace& ns, absl::string_vi
 bool FileTier::ProbeImpl(const TierNamespace& ns, absl::string_view key) {
   const std::string path = PathOf(ns.fingerprint, key);
   if (path.empty()) return false;
-  std::optional<FileInfo> info = options_.shared ? fs_->StatUncached(path) : fs_->Stat(path);
+  std::optional<FileInfo> info = StatForProbe(path);
   const bool present = info.has_value() && info->regular;
   MutexLock lock(&mu_);
   absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
@@ -174,47 +154,21 @@ void FileTier::InsertLocked(const BlockKey& key, uint64_t file_bytes, bool annou
   meta.verified = meta.recorded_access;
   meta.announced = announce;
   index_.emplace(key, meta);
-  removed_at_.erase(key);  // Seen on disk by this daemon since.
   if (announce) AnnounceLocked(key, /*stored=*/true, RemovalCause::kEvicted);
   used_bytes_ += file_bytes;
-  if (!options_.shared) {
-    uint64_t id = key.Fingerprint();
-    if (by_id_.emplace(id, key).second) policy_->OnInsert(id);
-  }
+  IndexedLocked(key);
 }
 
 void FileTier::EraseLocked(const BlockKey& key, RemovalCause cause) {
   // A shared tier remembers the removal, indexed or not: no older journal line of another
   // daemon undoes it.
-  TombstoneLocked(key, clock_->Now());
+  RemovalLearnedLocked(key, clock_->Now());
   auto it = index_.find(key);
   if (it == index_.end()) return;
   if (it->second.announced) AnnounceLocked(key, /*stored=*/false, cause);
   used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
   index_.erase(it);
-  if (!options_.shared) {
-    uint64_t id = key.Fingerprint();
-    auto b = by_id_.find(id);
-    if (b != by_id_.end() && b->second == key) {
-      by_id_.erase(b);
-      policy_->OnErase(id);
-    }
-  }
-}
-
-void FileTier::TombstoneLocked(const BlockKey& key, absl::Time when) {
-  if (!options_.shared) return;
-  if (removed_at_.size() >= (1u << 20)) {
-    absl::erase_if(removed_at_, [&](const auto& r) { return when - r.second >= kTombstoneTtl; });
-    if (removed_at_.size() >= (1u << 20)) removed_at_.clear();  // A mass removal: let go.
-  }
-  absl::Time& at = removed_at_[key];
-  at = std::max(at, when);
-}
-
-bool FileTier::TombstonedLocked(const BlockKey& key, absl::Time now) const {
-  auto it = removed_at_.find(key);
-  return it != removed_at_.end() && now - it->second < kTombstoneTtl;
+  UnindexedLocked(key);
 }
 
 bool FileTier::ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) {
@@ -228,7 +182,7 @@ bool FileTier::ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Sp
     auto it = index_.find(k);
     if (it != index_.end()) {
       ++it->second.readers;
-      if (!options_.shared) policy_->OnAccess(k.Fingerprint());
+      ReadingLocked(k);
     }
   }
   BlockReadResult result = fs_->ReadBlock(path, ns.fingerprint, key, dest);
@@ -248,37 +202,13 @@ bool FileTier::ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Sp
     }
   }
   if (result.hit()) {
-    RecordAccess(k, path);
+    ReadHit(k, path);
   } else if (ShouldQuarantine(result.miss)) {
     OnBadFile(k, path, result);
   } else if (result.miss == BlockMiss::kIoError) {
     spdlog::warn("{}: read of {} failed: {}", options_.name, path, result.detail);
   }
   return result.hit();
-}
-
-void FileTier::RecordAccess(const BlockKey& key, const std::string& path) {
-  if (!options_.shared) return;
-  absl::Time now = clock_->Now();
-  uint64_t file_bytes = 0;
-  std::string fingerprint;
-  {
-    MutexLock lock(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return;
-    if (now - it->second.recorded_access < options_.access_record_interval) return;
-    it->second.recorded_access = now;
-    file_bytes = it->second.file_bytes;
-    fingerprint = FingerprintOfLocked(key.ns());
-  }
-  // The mtime is the access time every daemon of the shared tier orders eviction by; the
-  // journal names the file again in this minute's bucket, which a trim reaches later.
-  fs_->Touch(path);
-  journal_->Record(now, fingerprint, KeyBytes(key), file_bytes);
-}
-
-void FileTier::RecordRemoval(absl::string_view fingerprint, absl::string_view key) {
-  if (journal_ != nullptr) journal_->RecordRemoval(clock_->Now(), fingerprint, key);
 }
 
 void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
@@ -294,7 +224,7 @@ void FileTier::OnBadFile(const BlockKey& key, const std::string& path,
     fingerprint = FingerprintOfLocked(key.ns());
     EraseLocked(key, RemovalCause::kEvicted);
   }
-  if (moved.ok()) RecordRemoval(fingerprint, KeyBytes(key));
+  if (moved.ok()) Removed(fingerprint, KeyBytes(key));
 }
 
 bool FileTier::EnsureNamespaceFile(const TierNamespace& ns) {
@@ -329,7 +259,7 @@ absl::StatusOr<BlockTier::WriteOutcome> FileTier::WriteImpl(const TierNamespace&
     if (!k.ok()) return k.status();
     indexed = index_.contains(*k);
   }
-  if (indexed && (!options_.shared || ProbeImpl(ns, key))) return WriteOutcome::kAlreadyPresent;
+  if (indexed && StillThere(ns, key)) return WriteOutcome::kAlreadyPresent;
   {
     MutexLock lock(&mu_);
     absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
@@ -353,17 +283,13 @@ absl::StatusOr<BlockTier::WriteOutcome> FileTier::WriteImpl(const TierNamespace&
   } release{this, file_bytes};
   // A shared tier's room comes from the usage ledger; it goes back to this daemon's grant
   // when the write does not happen.
-  bool holds_room = false;
-  if (options_.shared) {
-    absl::StatusOr<bool> admitted = AdmitShared(file_bytes);
-    if (!admitted.ok()) return admitted.status();
-    holds_room = *admitted;
-  }
+  absl::StatusOr<bool> admitted = AdmitWrite(file_bytes);
+  if (!admitted.ok()) return admitted.status();
+  const bool holds_room = *admitted;
   auto failed = [&](absl::Status error) {
     if (holds_room) {
       MutexLock lock(&mu_);
-      in_flight_bytes_ -= file_bytes;
-      grant_left_ += file_bytes;
+      EndAdmittedLocked(file_bytes, /*written=*/false);
     }
     return error;
   };
@@ -379,66 +305,13 @@ absl::StatusOr<BlockTier::WriteOutcome> FileTier::WriteImpl(const TierNamespace&
     OnWriteError(written.status());
     return failed(written.status());
   }
-  if (journal_ != nullptr) journal_->Record(clock_->Now(), ns.fingerprint, key, file_bytes);
+  Written(ns.fingerprint, key, file_bytes);
   MutexLock lock(&mu_);
-  if (holds_room) in_flight_bytes_ -= file_bytes;  // Now a file: the scans see it.
+  if (holds_room) EndAdmittedLocked(file_bytes, /*written=*/true);  // Now a file: scans see it
   absl::StatusOr<BlockKey> k = KeyOfLocked(ns, key);
   absent_until_.erase(*k);
   if (!index_.contains(*k)) InsertLocked(*k, file_bytes, /*announce=*/true);
   return WriteOutcome::kWritten;
-}
-
-absl::StatusOr<bool> FileTier::AdmitShared(uint64_t file_bytes) {
-  uint64_t limit, held;
-  {
-    MutexLock lock(&mu_);
-    if (grant_left_ >= file_bytes) {
-      grant_left_ -= file_bytes;
-      in_flight_bytes_ += file_bytes;
-      return true;
-    }
-    limit = EffectiveCapacityLocked();
-    held = HeldLocked();
-  }
-  // A grant of ~1% of the capacity (at most 256 MiB, at least this file): most writes take
-  // their room from it without touching the ledger, and every daemon's unused grant is
-  // what the directory may stay short of its capacity.
-  const uint64_t want = std::max<uint64_t>(file_bytes, std::min<uint64_t>(limit / 100, 256 << 20));
-  uint64_t asked = want;
-  absl::StatusOr<SharedUsage::Grant> grant = usage_->Reserve(asked, limit, held, NowMillis());
-  if (grant.ok() && !grant->granted && want > file_bytes) {
-    asked = file_bytes;  // Nearly full: one file may still fit.
-    grant = usage_->Reserve(asked, limit, held, NowMillis());
-  }
-  MutexLock lock(&mu_);
-  if (!grant.ok()) {
-    if (clock_->Now() - ledger_warned_ > absl::Minutes(1)) {
-      ledger_warned_ = clock_->Now();
-      spdlog::warn(
-          "{}: the shared usage ledger {} cannot be used ({}): writing without it, "
-          "the directory may pass its capacity until the next trim",
-          options_.name, usage_->path(), grant.status().ToString());
-    }
-    return false;
-  }
-  shared_used_bytes_ = grant->after.bytes;
-  if (OverHighMark(grant->after.bytes, limit) || !grant->granted) RequestTrim();
-  if (!grant->granted) {
-    ++counters_.refused_writes;
-    return absl::UnavailableError(absl::StrCat(options_.name, " is full: its usage ledger holds ",
-                                               grant->after.bytes, " of ", limit, " bytes"));
-  }
-  grant_left_ += asked - file_bytes;
-  in_flight_bytes_ += file_bytes;
-  return true;
-}
-
-void FileTier::RequestTrim() {
-  {
-    std::lock_guard<std::mutex> wake(wake_mu_);
-    trim_requested_ = true;
-  }
-  wake_.notify_all();  // Trim the shared tier now rather than at the next interval.
 }
 
 uint64_t FileTier::EffectiveCapacityLocked() const {
@@ -473,31 +346,7 @@ void FileTier::RecheckSpaceLocked() {
 
 bool FileTier::MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doomed) {
   RecheckSpaceLocked();
-  if (options_.shared) return true;  // Trimmed by the eviction loop.
-  incoming += writing_bytes_;
-  const double capacity = static_cast<double>(EffectiveCapacityLocked());
-  if (static_cast<double>(used_bytes_ + incoming) <= options_.high_watermark * capacity) {
-    return true;
-  }
-  auto evictable = [this](EvictionPolicy::Id id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    auto b = by_id_.find(id);
-    if (b == by_id_.end()) return false;
-    auto it = index_.find(b->second);
-    return it != index_.end() && it->second.readers == 0;
-  };
-  while (static_cast<double>(used_bytes_ + incoming) > options_.low_watermark * capacity) {
-    std::optional<EvictionPolicy::Id> victim = policy_->PickVictim(evictable);
-    if (!victim.has_value()) break;
-    BlockKey key = by_id_.at(*victim);
-    by_id_.erase(*victim);  // The policy already forgot it.
-    auto it = index_.find(key);
-    if (it->second.announced) AnnounceLocked(key, /*stored=*/false, RemovalCause::kEvicted);
-    used_bytes_ -= std::min(used_bytes_, it->second.file_bytes);
-    index_.erase(it);
-    doomed->push_back(PathOf(FingerprintOfLocked(key.ns()), KeyBytes(key)));
-    ++counters_.evictions;
-  }
-  return static_cast<double>(used_bytes_ + incoming) <= options_.high_watermark * capacity;
+  return EvictForLocked(incoming, doomed);
 }
 
 void FileTier::OnWriteError(const absl::Status& error) {
@@ -534,7 +383,7 @@ bool FileTier::RemoveImpl(const TierNamespace& ns, absl::string_view key) {
     if (k.ok()) EraseLocked(*k, RemovalCause::kAdminEvict);
   }
   if (!fs_->Remove(path)) return false;
-  RecordRemoval(ns.fingerprint, key);
+  Removed(ns.fingerprint, key);
   return true;
 }
 
@@ -543,7 +392,7 @@ TierStats FileTier::StatsImpl() const {
   TierStats st = counters_;
   st.capacity_bytes = options_.capacity_bytes;
   st.effective_bytes = EffectiveCapacityLocked();
-  st.used_bytes = options_.shared ? shared_used_bytes_ : used_bytes_;
+  st.used_bytes = UsedBytesLocked();
   st.blocks = index_.size();
   st.warm = warm_.load();
   st.state = StateLocked();

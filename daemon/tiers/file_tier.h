@@ -1,5 +1,10 @@
-// FileTier: one L2 (local directory) or L3 (shared filesystem) tier of block files
-// (block_path.h layout, block_file_format.h files, docs/on-disk-format.md).
+// FileTier: the block-file store both file kinds share -- one directory of block files
+// (block_path.h layout, block_file_format.h files, docs/on-disk-format.md), their index,
+// reads, writes, capacity and faults -- and the two kinds over it, split along `shared`:
+// LocalFileTier ("local-file", local_file_tier.h: a directory only this daemon writes, the
+// default l2) and SharedFileTier ("shared-file", shared_file_tier.h: a directory every
+// node's daemon writes, the default l3). FileTier::Open builds the kind its options name;
+// what differs between the kinds is a protected hook here, each kind's own in its header.
 //
 // What is where: an in-memory index of the files this tier knows, filled by its own
 // writes, by a background warm-up scan of the tree after start (local tier), and by probes
@@ -54,6 +59,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -66,7 +72,6 @@
 #include "daemon/common/clock.h"
 #include "daemon/common/mutex.h"
 #include "daemon/common/tier.h"
-#include "daemon/eviction/eviction_policy.h"
 #include "daemon/index/block_entry.h"
 #include "daemon/index/block_key.h"
 #include "daemon/namespaces/namespace_ids.h"
@@ -75,9 +80,6 @@
 #include "daemon/tiers/block_file_io.h"
 #include "daemon/tiers/block_file_system.h"
 #include "daemon/tiers/block_tier.h"
-#include "daemon/tiers/journal_follower.h"
-#include "daemon/tiers/shared_usage.h"
-#include "daemon/tiers/write_journal.h"
 
 namespace kvstrata {
 
@@ -136,9 +138,10 @@ class FileTier : public BlockTier {
   // interval of being recorded and read within one of being appended, far sooner.
   static constexpr absl::Duration kTombstoneTtl = absl::Minutes(3);
 
-  // Creates the root if needed and starts the background threads (warm-up scan for a
-  // local tier, the eviction loop for a shared one). FAILED_PRECONDITION when the root
-  // cannot be created or is not a directory.
+  // Creates the root if needed and builds the kind `options.shared` names (SharedFileTier
+  // or LocalFileTier), then starts its background thread (warm-up scan for a local tier,
+  // the eviction loop for a shared one). FAILED_PRECONDITION when the root cannot be
+  // created or is not a directory.
   static absl::StatusOr<std::unique_ptr<FileTier>> Open(FileTierOptions options);
   FileTier(const FileTier&) = delete;
   FileTier& operator=(const FileTier&) = delete;
@@ -149,14 +152,16 @@ class FileTier : public BlockTier {
   Tier level() const override { return options_.tier; }
   std::string label() const override { return options_.name; }
   // Runs one shared-tier eviction pass now if this daemon gets the lock (tests, drain),
-  // and corrects the usage ledger from the scan. Returns the files deleted. No-op for a
-  // local tier.
-  size_t EnforceSharedCapacity();
+  // and corrects the usage ledger from the scan. Returns the files deleted. 0 for a local
+  // tier.
+  virtual size_t EnforceSharedCapacity() { return 0; }
   // Shared tier with follow_interval > 0: reads the lines the other daemons appended to
   // their journals since the last call, for at most `budget`, into the index (the
-  // background thread does this every follow_interval; tests call it). The lines read.
-  size_t FollowJournals(absl::Duration budget);
-  // Blocks until the warm-up scan is done or `timeout` passes; true when done.
+  // background thread does this every follow_interval; tests call it). The lines read;
+  // 0 for a local tier.
+  virtual size_t FollowJournals(absl::Duration /*budget*/) { return 0; }
+  // Blocks until the warm-up scan is done or `timeout` passes; true when done (a shared
+  // tier has none: at once).
   bool WaitWarm(absl::Duration timeout) const;
 
   bool shared() const override { return options_.shared; }
@@ -168,12 +173,22 @@ class FileTier : public BlockTier {
   const FileTierOptions& options() const { return options_; }
 
  protected:
+  struct FileMeta {
+    uint64_t file_bytes = 0;
+    absl::Time recorded_access;  // shared tier: when mtime was last set by us
+    uint32_t readers = 0;        // local tier: not evicted while > 0
+    bool announced = false;      // written by this tier: its removal is announced too
+    absl::Time verified;         // last seen on disk (written, scanned or probed)
+  };
+
+  explicit FileTier(FileTierOptions options);
+
   // BlockTier, for files:
   // What the index says, without I/O. kUnknown: only a Probe can tell; kStale (shared
   // tier): indexed, not seen within presence_ttl.
   Presence CachedImpl(const TierNamespace& ns, absl::string_view key) const override;
-  // stat(2)s the block's file (a shared tier: StatUncached) and records the answer (a
-  // file gone since it was indexed leaves the index).
+  // stat(2)s the block's file (StatForProbe) and records the answer (a file gone since it
+  // was indexed leaves the index).
   bool ProbeImpl(const TierNamespace& ns, absl::string_view key) override;
   // Reads and verifies the block file into `dest`.
   bool ReadImpl(const TierNamespace& ns, absl::string_view key, absl::Span<char> dest) override;
@@ -187,16 +202,56 @@ class FileTier : public BlockTier {
   size_t ClearImpl(std::optional<absl::string_view> fingerprint) override;
   TierStats StatsImpl() const override;
 
- private:
-  struct FileMeta {
-    uint64_t file_bytes = 0;
-    absl::Time recorded_access;  // shared tier: when mtime was last set by us
-    uint32_t readers = 0;        // local tier: not evicted while > 0
-    bool announced = false;      // written by this tier: its removal is announced too
-    absl::Time verified;         // last seen on disk (written, scanned or probed)
-  };
+  // What the kinds do differently (LocalFileTier, SharedFileTier):
+  // The background thread's work (a local tier's warm-up scan, a shared tier's loop).
+  virtual void Background() = 0;
+  // Called once by Open before Background starts (a shared tier reads the journals).
+  virtual void Started() {}
+  // Called by Stop once the background thread ended.
+  virtual void Stopped() {}
+  // Whether the index holds every file (a warm local tier): a key it lacks is absent.
+  virtual bool IndexComplete() const = 0;
+  // What an indexed entry counts as, `meta` the index's (kPresent, or a shared tier's
+  // kStale / kUnknown by age).
+  virtual Presence IndexedPresenceLocked(const FileMeta& meta) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
+  // The stat a probe makes (a shared tier's goes past the client's caches).
+  virtual std::optional<FileInfo> StatForProbe(const std::string& path) = 0;
+  // The index took / dropped / read `key` (a local tier's eviction policy follows).
+  virtual void IndexedLocked(const BlockKey& /*key*/) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {}
+  virtual void UnindexedLocked(const BlockKey& /*key*/) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {}
+  virtual void ReadingLocked(const BlockKey& /*key*/) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {}
+  // This daemon learned at `when` that the block is gone (a shared tier remembers it).
+  virtual void RemovalLearnedLocked(const BlockKey& /*key*/, absl::Time /*when*/)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {}
+  // A read hit the block's file at `path` (a shared tier records the access).
+  virtual void ReadHit(const BlockKey& /*key*/, const std::string& /*path*/) {}
+  // This daemon wrote / deleted a block's file (a shared tier's journal tells the others);
+  // Clear's removals go out at once with RemovalsDone.
+  virtual void Written(absl::string_view /*fingerprint*/, absl::string_view /*key*/,
+                       uint64_t /*file_bytes*/) {}
+  virtual void Removed(absl::string_view /*fingerprint*/, absl::string_view /*key*/) {}
+  virtual void RemovalsDone() {}
+  // A write of an indexed key is skipped when the file is still there (a shared tier's
+  // index may name a file another daemon deleted: it probes).
+  virtual bool StillThere(const TierNamespace& ns, absl::string_view key) = 0;
+  // Room for a write of `file_bytes` outside this daemon (a shared tier's usage ledger):
+  // true = taken (EndAdmittedLocked gives it back), false = none needed or none usable; an
+  // error refuses the write.
+  virtual absl::StatusOr<bool> AdmitWrite(uint64_t /*file_bytes*/) { return false; }
+  virtual void EndAdmittedLocked(uint64_t /*file_bytes*/, bool /*written*/)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {}
+  // Evicts until `incoming` more bytes fit under the high watermark, adding the paths to
+  // delete (outside the lock) to `doomed`; false when there is no room. A shared tier
+  // trims after the fact instead (true).
+  virtual bool EvictForLocked(uint64_t incoming, std::vector<std::string>* doomed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
+  // The used bytes Stats reports (a local tier's index; a shared tier's ledger).
+  virtual uint64_t UsedBytesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return used_bytes_;
+  }
 
-  explicit FileTier(FileTierOptions options);
+  // The store, for the kinds:
   // The index key of (namespace, key): the namespace's id from NamespaceIds (`known` when
   // the caller gave it and the ids are the daemon's), its fingerprint remembered for paths
   // and notices. NOT_FOUND when the id space is full, INVALID_ARGUMENT for a bad key.
@@ -214,66 +269,29 @@ class FileTier : public BlockTier {
   void InsertLocked(const BlockKey& key, uint64_t file_bytes, bool announce = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(const BlockKey& key, RemovalCause cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Shared tier: the block was removed (as far as this daemon knows) at `when`.
-  void TombstoneLocked(const BlockKey& key, absl::Time when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Shared tier: a removal of the block was learned within kTombstoneTtl.
-  bool TombstonedLocked(const BlockKey& key, absl::Time now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AnnounceLocked(const BlockKey& key, bool stored, RemovalCause cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Local tier: evicts until `incoming` more bytes fit under the high watermark. Returns
-  // the paths to delete (outside the lock); false when there is no room.
+  // Evicts as the kind does (EvictForLocked) after a look at a shrunk tier's disk.
   bool MakeRoomLocked(uint64_t incoming, std::vector<std::string>* doomed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnWriteError(const absl::Status& error);
   void OnBadFile(const BlockKey& key, const std::string& path, const BlockReadResult& miss);
-  void RecordAccess(const BlockKey& key, const std::string& path);
-  // Shared tier: this daemon deleted the block's file (its journal tells the others).
-  void RecordRemoval(absl::string_view fingerprint, absl::string_view key);
   bool EnsureNamespaceFile(const TierNamespace& ns);
   uint64_t EffectiveCapacityLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A shrunk tier grows back when the disk has room again (see Faults above).
   void RecheckSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TierState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Background work (file_tier_scan.cc).
-  void WarmUp();
-  void SharedEvictionLoop();
-  // Shared tier: takes `file_bytes` of room from this daemon's grant, or a new grant from
-  // the usage ledger: true. UNAVAILABLE when the ledger is full (the write is refused; a
-  // trim is asked for); false (admitted without room) when the ledger cannot be used.
-  absl::StatusOr<bool> AdmitShared(uint64_t file_bytes);
-  void RequestTrim();
-  // One trim pass (the lock, a scan, deletions down to the low mark). correct_ledger: the
-  // ledger becomes what the scan found (SharedUsage::Reconcile); else the deletions are
-  // taken off it and the usage is never taken below it (a listing may lag other nodes).
-  size_t TrimShared(bool correct_ledger);
-  // The trim from the journal's closed buckets, oldest first (file_tier_journal.cc), under
-  // the evict lock: deletes down to the low mark the files a bucket names that were not
-  // written or used since, and counts them in `deleted`. False when it could not bring the
-  // usage under the high mark (no closed bucket, no ledger, or the buckets ran out): the
-  // caller then scans the tree.
-  bool TrimFromJournal(size_t* deleted);
-  // After a full scan that found `files` (path -> mtime): drops the closed buckets that
-  // name no file a trim could take (every one gone, or written or used since).
-  void DropSpentBuckets(const absl::flat_hash_map<std::string, absl::Time>& files);
-  uint64_t HeldNow() const {
-    MutexLock lock(&mu_);
-    return HeldLocked();
-  }
-  uint64_t HeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return grant_left_ + in_flight_bytes_;
-  }
   int64_t NowMillis() const { return absl::ToUnixMillis(clock_->Now()); }
   bool OverHighMark(uint64_t bytes, uint64_t capacity) const {
     return static_cast<double>(bytes) > options_.high_watermark * static_cast<double>(capacity);
   }
   uint64_t NamespaceFileBytes(const std::string& fingerprint) const;
-
   // Every directory under root holding block files (<fingerprint>/<xx>/<yy>), or one
   // fingerprint's: fn(fingerprint, dir).
   void ForEachBlockDir(std::optional<absl::string_view> only,
                        const std::function<void(absl::string_view, const std::string&)>& fn);
+  // The index is complete (local) or the loop runs (shared); wakes WaitWarm.
+  void MarkWarm();
 
   const FileTierOptions options_;
   BlockFileSystem* const fs_;
@@ -286,32 +304,19 @@ class FileTier : public BlockTier {
   absl::flat_hash_set<std::string> namespace_files_ ABSL_GUARDED_BY(mu_);  // written
   absl::flat_hash_map<BlockKey, FileMeta> index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BlockKey, absl::Time> absent_until_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<BlockKey, absl::Time> removed_at_ ABSL_GUARDED_BY(mu_);  // tombstones
-  std::unique_ptr<EvictionPolicy> policy_ ABSL_GUARDED_BY(mu_);                // local tier
-  absl::flat_hash_map<uint64_t, BlockKey> by_id_ ABSL_GUARDED_BY(mu_);
   uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room granted to writes in progress
   uint64_t shrunk_capacity_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not shrunk
   absl::Time next_space_check_ ABSL_GUARDED_BY(mu_);
   absl::Time read_only_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::unique_ptr<SharedUsage> usage_;     // shared tier only
-  std::unique_ptr<WriteJournal> journal_;  // shared tier only
-  // One FollowJournals at a time (the background thread, Open, tests); taken before mu_.
-  Mutex follow_mu_;
-  // Shared tier with follow_interval > 0.
-  const std::unique_ptr<JournalFollower> follower_ ABSL_PT_GUARDED_BY(follow_mu_);
-  absl::Time follow_ok_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t grant_left_ ABSL_GUARDED_BY(mu_) = 0;         // room taken in the ledger, unused
-  uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // room taken by writes under way
-  uint64_t shared_used_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the ledger, as last read
-  absl::Time ledger_warned_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   TierStats counters_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> warm_{false};
   std::atomic<bool> stopping_{false};
   mutable std::mutex wake_mu_;
   mutable std::condition_variable wake_;
-  bool trim_requested_ = false;  // by wake_mu_: a write passed the high mark (shared tier)
+
+ private:
   std::thread background_;
 };
 

@@ -1,11 +1,11 @@
-// FileTier and the write journals of a shared tier (write_journal.h): the trim, whose cost
+// SharedFileTier and the write journals (write_journal.h): the trim, whose cost
 // follows what it deletes, not the size of the tree, and the following of the other daemons'
 // journals into the index (journal_follower.h).
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/shared_file_tier.h"
 
 namespace kvstrata {
 namespace {
@@ -31,7 +31,7 @@ struct Followed {
 
 }  // namespace
 
-bool FileTier::TrimFromJournal(size_t* deleted) {
+bool SharedFileTier::TrimFromJournal(size_t* deleted) {
   *deleted = 0;
   const std::vector<int64_t> buckets = journal_->ClosedBuckets(clock_->Now());
   if (buckets.empty()) return false;
@@ -55,7 +55,7 @@ bool FileTier::TrimFromJournal(size_t* deleted) {
       // Gone already, or written or used since: a later bucket names it.
       if (!info.has_value() || !info->regular || info->modified > newest) return true;
       if (!fs_->Remove(path)) return true;
-      RecordRemoval(e.fingerprint, e.key);
+      Removed(e.fingerprint, e.key);
       usage -= std::min(usage, info->size);
       deleted_bytes += info->size;
       ++*deleted;
@@ -74,7 +74,7 @@ bool FileTier::TrimFromJournal(size_t* deleted) {
   return !OverHighMark(usage, capacity);
 }
 
-void FileTier::DropSpentBuckets(const absl::flat_hash_map<std::string, absl::Time>& files) {
+void SharedFileTier::DropSpentBuckets(const absl::flat_hash_map<std::string, absl::Time>& files) {
   for (int64_t bucket : journal_->ClosedBuckets(clock_->Now())) {
     if (stopping_) return;
     const absl::Time newest = WriteJournal::BucketEnd(bucket) + kMtimeSlack;
@@ -86,7 +86,7 @@ void FileTier::DropSpentBuckets(const absl::flat_hash_map<std::string, absl::Tim
   }
 }
 
-size_t FileTier::FollowJournals(absl::Duration budget) {
+size_t SharedFileTier::FollowJournals(absl::Duration budget) {
   if (follower_ == nullptr) return 0;
   using Verdict = Followed::Verdict;
   absl::flat_hash_map<std::pair<std::string, std::string>, Followed> seen;

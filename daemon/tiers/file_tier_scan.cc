@@ -1,5 +1,5 @@
-// FileTier background work: the warm-up scan of a local tier, the shared tier's eviction
-// loop, and the tree walks they share with Clear.
+// The file tiers' background work: LocalFileTier's warm-up scan, SharedFileTier's eviction
+// loop and trim, and the tree walks they share with FileTier::Clear.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -17,7 +17,9 @@
 #include "absl/strings/str_split.h"
 #include "daemon/tiers/block_path.h"
 #include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/local_file_tier.h"
 #include "daemon/tiers/namespace_file.h"
+#include "daemon/tiers/shared_file_tier.h"
 #include "spdlog/spdlog.h"
 
 namespace kvstrata {
@@ -72,7 +74,7 @@ uint64_t FileTier::NamespaceFileBytes(const std::string& fingerprint) const {
   return spec.ok() ? BlockFileBytes(BytesPerBlock(*spec)) : 0;
 }
 
-void FileTier::WarmUp() {
+void LocalFileTier::WarmUp() {
   const absl::Time start = clock_->Now();
   const uint32_t my_pid = static_cast<uint32_t>(::getpid());
   uint64_t files = 0;
@@ -107,11 +109,7 @@ void FileTier::WarmUp() {
     files += found.size();
     counters_.scanned_files = files;
   });
-  {
-    std::lock_guard<std::mutex> lock(wake_mu_);
-    warm_.store(true, std::memory_order_release);
-  }
-  wake_.notify_all();
+  MarkWarm();
   spdlog::info("{}: index warm: {} block files under {} in {}", options_.name, files, options_.root,
                absl::FormatDuration(clock_->Now() - start));
   // Respect the cap at once if the directory holds more than it allows (e.g. a smaller
@@ -125,15 +123,13 @@ void FileTier::WarmUp() {
 }
 
 bool FileTier::WaitWarm(absl::Duration timeout) const {
-  if (options_.shared) return true;
   std::unique_lock<std::mutex> lock(wake_mu_);
   return wake_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] {
     return warm_.load() || stopping_.load();
   }) && warm_.load();
 }
 
-void FileTier::SharedEvictionLoop() {
-  warm_ = true;  // A shared tier has no warm-up: its directory is the index.
+void SharedFileTier::EvictionLoop() {
   using Steady = std::chrono::steady_clock;
   const auto round_every = absl::ToChronoNanoseconds(options_.shared_eviction_interval);
   const auto follow_every = absl::ToChronoNanoseconds(options_.follow_interval);
@@ -172,10 +168,7 @@ void FileTier::SharedEvictionLoop() {
   }
 }
 
-size_t FileTier::EnforceSharedCapacity() { return TrimShared(/*correct_ledger=*/true); }
-
-size_t FileTier::TrimShared(bool correct_ledger) {
-  if (!options_.shared) return 0;
+size_t SharedFileTier::TrimShared(bool correct_ledger) {
   const std::string lock_path = absl::StrCat(options_.root, "/", kEvictLockName);
   std::unique_ptr<FileLock> trimming = fs_->TryLock(lock_path);
   if (trimming == nullptr) return 0;  // Another daemon is trimming.
@@ -233,7 +226,7 @@ size_t FileTier::TrimShared(bool correct_ledger) {
     for (const FoundFile& f : files) {
       if (static_cast<double>(usage) <= low || stopping_) break;
       if (!fs_->Remove(f.path)) continue;
-      RecordRemoval(f.fingerprint, f.key);
+      Removed(f.fingerprint, f.key);
       total -= f.bytes;
       usage -= f.bytes;
       deleted_bytes += f.bytes;
@@ -267,7 +260,7 @@ size_t FileTier::ClearImpl(std::optional<absl::string_view> fingerprint) {
     fs_->ListDirectory(dir, [&](absl::string_view name, bool is_dir) {
       const std::string key = is_dir ? std::string() : KeyOfFileName(name);
       if (!key.empty() && fs_->Remove(absl::StrCat(dir, "/", name))) {
-        RecordRemoval(fp, key);
+        Removed(fp, key);
         ++removed;
         MutexLock lock(&mu_);
         absl::StatusOr<BlockKey> k = KeyOfLocked(fp, key);
@@ -276,7 +269,7 @@ size_t FileTier::ClearImpl(std::optional<absl::string_view> fingerprint) {
     });
   });
   // The other daemons learn of the removals now, not at the next tick.
-  if (journal_ != nullptr) journal_->Flush();
+  RemovalsDone();
   MutexLock lock(&mu_);
   std::vector<BlockKey> doomed;
   for (const auto& [key, meta] : index_) {

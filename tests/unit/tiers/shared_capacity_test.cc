@@ -17,6 +17,7 @@
 #include "daemon/testing/fake_clock.h"
 #include "daemon/tiers/file_tier.h"
 #include "daemon/tiers/shared_usage.h"
+#include "daemon/tiers/write_journal.h"
 #include "gtest/gtest.h"
 #include "tests/unit/tiers/file_tier_fixture.h"
 
