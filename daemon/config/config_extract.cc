@@ -251,7 +251,9 @@ std::vector<FileTierConfig> ReadTiers(const toml::table& merged,
     FileTierConfig tier;
     ReadTier(reader, tier);
     for (const FileTierConfig& other : tiers) {
-      if (tier.enabled && other.enabled &&
+      // A path already reported (empty, relative) is not compared.
+      if (tier.enabled && other.enabled && reader.Ok({"path"}) && !tier.path.empty() &&
+          !other.path.empty() &&
           (SameOrInside(tier.path, other.path) || SameOrInside(other.path, tier.path))) {
         reader.Fail("path", absl::StrCat("'", tier.path, "' overlaps ", other.name, ".path ('",
                                          other.path, "'): expected a directory of its own"));

@@ -216,6 +216,9 @@ TEST(TierListBadInputTest, AnAliasCannotChangeALabelOrKind) {
 TEST(TierListBadInputTest, AnEnabledSharedTierWithoutAPath) {
   EXPECT_THAT(Error("[[tiers]]\nlabel = \"s\"\nkind = \"shared-file\"\n"),
               HasSubstr("config key 's.path': is empty"));
+  // One error, not also an overlap with the other tier's directory.
+  EXPECT_THAT(Error("", {"l3.enabled=true"}), AllOf(HasSubstr("config key 'l3.path': is empty"),
+                                                    ::testing::Not(HasSubstr("overlaps"))));
 }
 
 TEST(TierListBadInputTest, AValueOfTheWrongTypeInAnEntry) {
