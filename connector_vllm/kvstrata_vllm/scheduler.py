@@ -183,9 +183,9 @@ class SchedulerSide:
         if fresh:  # else vLLM asks again for a request still waiting: the answer stands
             self._release(st)
             found = self._lookup_groups(s, st, keys, start_u, request.num_tokens, lease)
-            hit, tiers = found if found is not None else (0, [])
+            hit, tiers, present = found if found is not None else (0, [], 0)
             st.tiers = tiers[:hit]
-            st.present_units = hit
+            st.present_units = present
             st.answer = (asked, t0, hit)
             trace.event("lookup", request.request_id,
                         ms=round((time.monotonic() - t0) * 1e3, 3), units=hit, lease=lease)
@@ -243,13 +243,22 @@ class SchedulerSide:
         return r.hit_blocks, r.tiers
 
     def _lookup_groups(self, s: kvstrata.Session, st: RequestState, keys: List[bytes], start_u: int,
-                       num_tokens: int, lease: bool) -> Optional[Tuple[int, List[int]]]:
-        """The hit (leading units) every KV cache group can serve, and each unit's tier.
+                       num_tokens: int, lease: bool) -> Optional[Tuple[int, List[int], int]]:
+        """The hit (leading units) every KV cache group can serve, each unit's tier, and the
+        leading units every group holds (not stored again).
 
         Full-attention groups need every unit of the hit. A sliding-window group needs only
         the units holding the tokens its window reads after the hit (vLLM points its blocks
         before those at the null block): when one of them is missing, the hit ends before
-        it and the windows are asked again (at most _WINDOW_ROUNDS times)."""
+        it and the windows are asked again (at most _WINDOW_ROUNDS times).
+
+        With a sliding-window group, the hit never covers the block of the prompt's last
+        token (it ends at or before token num_tokens - 1, on a block boundary): vLLM's own
+        prefix hit of the same prompt, next time, ends there (it leaves at least the last
+        token to compute) and its sliding-window group then needs the window of blocks
+        before that boundary. A load ending one token short of the prompt's end never
+        allocates the first of those blocks (it lies outside that request's window), so the
+        prompt would never be vLLM's own GPU hit again (tests/e2e/vllm/test_hybrid.py)."""
         full = [g for g in self.groups if not g.sliding_window]
         windowed = [g for g in self.groups if g.sliding_window]
         hit, tiers = len(keys), [0] * len(keys)
@@ -268,27 +277,31 @@ class SchedulerSide:
             if found is None:
                 return None
             hit, tiers = found
-        for _ in range(_WINDOW_ROUNDS if windowed else 0):
+        if not windowed:
+            return hit, tiers[:hit], hit
+        # The windows are asked through `present` too (the same round trip), so a unit the
+        # cap leaves out of the hit is not stored again when every group holds it.
+        present, hit = hit, min(hit, (num_tokens - 1) // self.unit_tokens)
+        for _ in range(_WINDOW_ROUNDS):
             shrunk = False
             for g in windowed:
                 computed = min(hit * self.unit_tokens, num_tokens - 1)
                 first = max(start_u, g.first_needed_token(computed) // self.unit_tokens)
                 if hit <= first:
-                    return hit, tiers[:hit]
-                found = self._lookup_chain(s, st, self._ns_keys(g.index), keys[first:hit],
-                                           lease)
+                    return hit, tiers[:hit], hit
+                found = self._lookup_chain(s, st, self._ns_keys(g.index),
+                                           keys[first:max(hit, present)], lease)
                 if found is None:
                     return None
                 n, t = found
-                for i, tier in enumerate(t):
+                for i, tier in enumerate(t[:hit - first]):
                     tiers[first + i] = max(tiers[first + i], tier)
+                present = min(present, first + n)
                 if first + n < hit:
                     hit, shrunk = first + n, True
             if not shrunk:
-                return hit, tiers[:hit]
-        if windowed:
-            return min(hit, start_u), tiers[:min(hit, start_u)]  # never settled: no hit
-        return hit, tiers[:hit]
+                return hit, tiers[:hit], present
+        return min(hit, start_u), tiers[:min(hit, start_u)], min(hit, start_u)  # never settled
 
     def _in_step_allowed(self) -> bool:
         """Whether an L1 load may run in the step that uses it (config.LOAD_MODES); only

@@ -204,3 +204,43 @@ def test_a_failed_load_on_a_vllm_without_failed_receives_is_retried(model_dir, d
     assert not b.invalid_reported and not b.failed_reported
     assert b.outputs[req.request_id] == a.outputs["r1"]
     assert not side.book.retries.waiting() and not side.book.retries._attempts
+
+
+def local_hits(engine: Engine) -> list:
+    """The tokens vLLM's own prefix cache held for each request the connector was asked
+    about (get_num_new_matched_tokens' num_computed_tokens), in order."""
+    side = engine.connector.scheduler
+    asked, ask = [], side.get_num_new_matched_tokens
+
+    def spy(request, num_computed_tokens):
+        asked.append(num_computed_tokens)
+        return ask(request, num_computed_tokens)
+
+    side.get_num_new_matched_tokens = spy
+    return asked
+
+
+def test_a_loaded_prompt_is_vllms_own_prefix_hit_next_time(model_dir, daemon, engines):
+    """A prompt of whole blocks, all in KVStrata: the load leaves vLLM's prefix cache able to
+    serve the same prompt again (up to its last block, vLLM's longest hit) from the GPU,
+    sliding-window group included -- not looked up and loaded again. vLLM's sliding-window
+    hit needs the window of blocks before the last one; a load that stopped one token short
+    of the prompt's end skipped the first of them (outside the loading request's window)."""
+    prompt = PROMPT[:96]   # 6 whole blocks
+    a = stored(engines, model_dir, daemon, prompt)
+    b = hybrid(engines, model_dir, daemon)
+    asked = local_hits(b)
+    first = b.add(prompt, max_tokens=4)
+    run_and_verify(b, first.request_id)
+    loaded = b.stats.get("loaded_units", 0)
+    # 5 units of the full-attention group, the window's 2 before the last block.
+    assert loaded == 5 + 2, b.stats
+    # The last unit, which the hit leaves to the forward pass, is not stored again.
+    assert not b.stats.get("store_units_planned"), b.stats
+    assert b.outputs[first.request_id] == a.outputs["r1"]
+    again = b.add(prompt, max_tokens=4)
+    run_and_verify(b, again.request_id)
+    assert asked == [0, 80], asked   # 5 of 6 blocks from vLLM's own cache the second time
+    assert b.stats.get("loaded_units", 0) == loaded, b.stats   # nothing loaded again
+    assert b.outputs[again.request_id] == a.outputs["r1"]
+    assert not b.invalid_reported and not b.failed_reported
