@@ -24,6 +24,29 @@ class UnitTransfer:
     block_ids: List[int]
 
 
+def load_units(block_ids: List[int], keys: List[bytes], u0: int, u1: int, first_block: int,
+               end_block: int, blocks_per_unit: int) -> List[UnitTransfer]:
+    """The units [u0, u1) (keys[i] is unit u0 + i) of a load into one KV cache group's
+    `block_ids`, writing only its blocks [first_block, end_block) that are not vLLM's null
+    block (0): a block outside that range or null is -1 (vLLM's local hit; a sliding-window
+    group's blocks before its window), and a unit with no block to write is left out. A
+    sliding-window group's leading null blocks are skipped at once (an 8K-token hit of a
+    128-token window writes 8 blocks: the scheduler builds this in the engine's step)."""
+    lo = first_block
+    while lo < end_block and block_ids[lo] <= 0:
+        lo += 1
+    if blocks_per_unit == 1:
+        return [UnitTransfer(keys[b - u0], [block_ids[b]])
+                for b in range(max(u0, lo), min(u1, end_block)) if block_ids[b] > 0]
+    units = []
+    for u in range(max(u0, lo // blocks_per_unit), u1):
+        ids = [block_ids[b] if lo <= b < end_block and block_ids[b] > 0 else -1
+               for b in range(u * blocks_per_unit, (u + 1) * blocks_per_unit)]
+        if any(b >= 0 for b in ids):
+            units.append(UnitTransfer(keys[u - u0], ids))
+    return units
+
+
 @dataclass
 class RequestTransfer:
     req_id: str

@@ -27,7 +27,8 @@ from kvstrata.planning import LoadPlanner
 from .config import ConnectorConfig, max_offload_tokens, open_link
 from .kv_event_feed import EVENT_GROUP, KvEventFeed
 from .kv_layouts import kv_layout_name
-from .metadata import KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer
+from .metadata import (KVStrataMetadata, KVStrataWorkerMetadata, RequestTransfer, UnitTransfer,
+                       load_units)
 from .namespace import (KvGroup, cache_dtype, hash_seed_problem, hash_tokens, kv_groups,
                         namespace_fields, unit_keys)
 from .stages import engine_ranks, stage_groups
@@ -354,16 +355,9 @@ class SchedulerSide:
         keys = self._keys(request.block_hashes, u0, u1)
         transfers: List[RequestTransfer] = []
         for g, block_ids in zip(self.groups, blocks.get_block_ids()):
-            end_block = min(end_tokens // self.block_size, len(block_ids))
-            units = []
-            for i, u in enumerate(range(u0, u1)):
-                # -1: a block the load must not write: vLLM's local hit, or the null block
-                # (0) of a sliding-window group outside its window.
-                ids = [block_ids[b] if first_block <= b < end_block and block_ids[b] > 0
-                       else -1
-                       for b in range(u * self.blocks_per_unit, (u + 1) * self.blocks_per_unit)]
-                if any(b >= 0 for b in ids):
-                    units.append(UnitTransfer(keys[i], ids))
+            units = load_units(block_ids, keys, u0, u1, first_block,
+                               min(end_tokens // self.block_size, len(block_ids)),
+                               self.blocks_per_unit)
             if units:
                 transfers.append(RequestTransfer(request.request_id, units, sync=st.sync,
                                                  group=g.index))
