@@ -65,6 +65,10 @@ class CudaPath:
         # Stores of sliding-window groups in flight: job id -> the blocks they read.
         self._window_stores: Dict[int, Set[int]] = {}
         self._load_reqs: Dict[int, RequestTransfer] = {}    # async load job -> its transfer
+        # Guarded by book.lock: a request's asynchronous loads so far (a hybrid model's: one
+        # job per KV cache group, running side by side): the slowest job's daemon time in
+        # µs, or None once one of them failed. Timed once the last one completed.
+        self._load_us: Dict[str, Optional[int]] = {}
         # This step's layer-wise load: (job id, block ids, request ids, flag value), its
         # completion if it came early, and the layers waited.
         self._sync_job: Optional[Tuple[int, List[int], List[str], int]] = None
@@ -329,8 +333,9 @@ class CudaPath:
                         book.failed_recv.add(req_id)
                         book.stats.add("load_failed_units", len(failed))
                     book.stats.add("loaded_units", len(ids) - len(failed))
-                    if not failed:
-                        book.timed_locked((req_id,), c)
+                    us = self._load_us.get(req_id, 0)
+                    self._load_us[req_id] = None if failed or us is None else \
+                        max(us, getattr(c, "elapsed_us", 0) or 0)
                 else:
                     book.stats.add("stored_units", len(ids) - len(failed))
                     book.stats.add("store_failed_units", len(failed))
@@ -346,6 +351,26 @@ class CudaPath:
                         if kind == "load":
                             book.recved.add(req_id)  # once no retry of it is queued
                             trace.event("load_done", req_id, failed=len(failed))
+                            us = self._load_us.pop(req_id, None)
+                            if us:  # the request's load time, for the scheduler's planner
+                                book.load_ms.append(((req_id,), us / 1e3))
+
+    def wait_loads(self, timeout: float) -> None:
+        """Wait up to `timeout` s for the asynchronous load jobs in flight (a step without a
+        forward pass: nothing else waits for this worker). Those still running are left to
+        a later step; the completions that arrived meanwhile are taken here or by poll."""
+        with self.book.lock:
+            jobs = [j for j, info in self._jobs.items() if info[0] == "load"]
+        s = self.book.link.current
+        if not jobs or s is None:
+            return
+        t0 = time.monotonic()
+        try:
+            done = s.wait_jobs(jobs, timeout=timeout)
+        except (TimeoutError, kvstrata.KVStrataError):
+            return  # Still loading (poll takes what arrived), or the session is gone.
+        trace.event("load_wait", "", ms=round((time.monotonic() - t0) * 1e3, 3), jobs=len(jobs))
+        self._complete(done)
 
     def poll(self) -> None:
         if self._sync_job is not None:

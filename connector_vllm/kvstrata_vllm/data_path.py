@@ -46,6 +46,11 @@ class DataPath(Protocol):
     def handle_preemptions(self, meta: KVStrataMetadata) -> None:
         """Preempted requests' blocks are about to be reused: their stores must be done."""
 
+    def wait_loads(self, timeout: float) -> None:
+        """A step without a forward pass (KVStrataMetadata.idle_wait_ms): wait up to
+        `timeout` s for the asynchronous loads in flight, so that the poll after it reports
+        them in this step's output."""
+
     def poll(self) -> None:
         """get_finished: end this step's layer-wise load; take the completions arrived."""
 

@@ -109,6 +109,9 @@ class HostPath:
     def handle_preemptions(self, meta: KVStrataMetadata) -> None:
         return  # Stores copy the blocks out during wait_for_save: nothing holds them.
 
+    def wait_loads(self, timeout: float) -> None:
+        return  # Loads end within start_load_kv.
+
     def poll(self) -> None:
         return
 

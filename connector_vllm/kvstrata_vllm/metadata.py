@@ -79,6 +79,10 @@ class KVStrataMetadata(KVConnectorMetadata):  # type: ignore[misc]
     # The scheduler's number of this step: the workers send it back with the step's output
     # (KVStrataWorkerMetadata.step), which tells the load planner which step just ended.
     step: int = 0
+    # A step without a forward pass while asynchronous loads are in flight (an engine with
+    # nothing else to run): how long get_finished may wait for them, so that a load is
+    # reported in this step's output rather than an empty step or two later.
+    idle_wait_ms: float = 0.0
 
 
 @dataclass

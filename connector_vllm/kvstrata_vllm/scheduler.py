@@ -43,6 +43,10 @@ log = logging.getLogger("kvstrata_vllm")
 _WINDOW_ROUNDS = 4
 # How long a lookup's answer serves vLLM's repeated asks for a request still waiting.
 _REUSE_S = 1.0
+# How long the workers may wait in a step without a forward pass for the asynchronous loads in
+# flight (KVStrataMetadata.idle_wait_ms). Only an engine with nothing else to run waits, and a
+# request arriving meanwhile is scheduled at most this much later.
+_IDLE_LOAD_WAIT_MS = 5.0
 
 
 class SchedulerSide:
@@ -468,6 +472,8 @@ class SchedulerSide:
                 self._sync_last.append(st)
         self._track_blocks(so)
         meta.step = self.plans.step_built(so, clean=not any(r.sync for r in meta.loads))
+        if not so.total_num_scheduled_tokens and any(st.loading for st in self._reqs.values()):
+            meta.idle_wait_ms = _IDLE_LOAD_WAIT_MS
         if any(g.sliding_window for g in self.groups):
             meta.new_blocks = _allocated_blocks(so)
         for new in so.scheduled_new_reqs:

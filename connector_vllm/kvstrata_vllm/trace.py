@@ -4,7 +4,8 @@ With KVSTRATA_VLLM_TRACE=<file> set in vLLM's environment, the scheduler and the
 append one JSON line per step to that file: {"t": CLOCK_MONOTONIC seconds (one clock for
 every process of the host), "pid", "ev", "req", ...}. Events: lookup (ms, units), alloc,
 load_submit (ms: the submit call), load_done (the completion seen by a worker),
-load_reported (the scheduler learnt the load finished), store_submit (ms, units); for a
+load_reported (the scheduler learnt the load finished), load_wait (ms: a worker waited for
+its asynchronous loads in a step without a forward pass), store_submit (ms, units); for a
 same-step (layer-wise) load also wait0 / wait_last (the forward pass reached the first and
 the last layer's wait_for_layer_load), save (wait_for_save), finish (get_finished) and gpu
 (GPU ms between those points, from CUDA events, logged once they completed); every step of

@@ -101,6 +101,7 @@ class WorkerSide:
         self.kv_caches: Any = None
         self._disabled_reason: Optional[str] = None
         self._hooks: List[float] = []     # with the trace on: this step's hook call times
+        self._idle_wait_s = 0.0  # this step's KVStrataMetadata.idle_wait_ms, in seconds
         self._clock: Any = None           # and trace.thread_clock() at the first of them
 
     @property
@@ -197,6 +198,7 @@ class WorkerSide:
         forward pass) must not be the only one to see. per_layer_hooks: False when the
         forward pass will not call wait_for_layer_load (one full CUDA graph)."""
         self.book.start_step(meta)
+        self._idle_wait_s = meta.idle_wait_ms / 1e3
         if self.io is not None:
             self.io.start_step(meta)
         retries = self.book.due_retries(meta.finished)
@@ -259,6 +261,9 @@ class WorkerSide:
         io = self.io
         if io is None:
             return self.book.finished(lambda kind, req_id: False)
+        wait, self._idle_wait_s = self._idle_wait_s, 0.0
+        if wait > 0 and self.book.enabled:
+            io.wait_loads(wait)  # a step without a forward pass: report the loads in it
         io.poll()
         return self.book.finished(io.busy_locked)
 

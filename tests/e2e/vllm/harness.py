@@ -222,6 +222,14 @@ class Engine:
 
     def step(self, before_update=None) -> Any:
         so = self.scheduler.schedule()
+        merged = self.execute(so)
+        if before_update is not None:
+            before_update(so)
+        self.update(so, merged)
+        return so
+
+    def execute(self, so: Any) -> ModelRunnerOutput:
+        """The workers run a step (SchedulerOutput `so`); their merged output."""
         outputs = []
         for w in self.workers:
             c = w.connector
@@ -261,8 +269,10 @@ class Engine:
         kvo = merged.kv_connector_output
         if kvo is not None:
             self.invalid_reported |= set(kvo.invalid_block_ids or ())
-        if before_update is not None:
-            before_update(so)
+        return merged
+
+    def update(self, so: Any, merged: ModelRunnerOutput) -> None:
+        """The scheduler takes a step's output (Scheduler.update_from_output)."""
         eco = self.scheduler.update_from_output(so, merged)
         for out in eco.values():
             # vLLM merges the workers' and the scheduler's connector stats here.
@@ -273,7 +283,6 @@ class Engine:
                 self.outputs[o.request_id].extend(o.new_token_ids)
                 if o.finish_reason is not None:
                     self.finished.append(o.request_id)
-        return so
 
     def _runner_output(self, so: Any, kvo: KVConnectorOutput) -> ModelRunnerOutput:
         req_ids = list(so.num_scheduled_tokens)

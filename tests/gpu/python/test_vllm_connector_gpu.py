@@ -109,6 +109,29 @@ def test_store_then_load_in_another_worker(gpu_daemon, salt):
     dst.shutdown()
 
 
+def test_a_step_without_forward_pass_reports_its_load(gpu_daemon, salt):
+    """KVStrataMetadata.idle_wait_ms (the engine runs nothing else): get_finished waits for
+    the asynchronous load it submitted, so the same step reports it finished receiving, and
+    the request's load time (the daemon's) goes to the planner once."""
+    src, src_kv, keys = stored_worker(gpu_daemon, salt, "idle")
+    dst, dst_kv = worker(gpu_daemon, salt, fill=False)
+    dst_blocks = [1, 2, 5, 7, 8, 30]
+    load = KVStrataMetadata(loads=[RequestTransfer("r2", [
+        UnitTransfer(k, [b]) for k, b in zip(keys, dst_blocks)])], idle_wait_ms=5000.0)
+    dst.start_load(load)
+    sent, recved = dst.get_finished(set())
+    assert recved == {"r2"}
+    assert not dst.take_invalid()
+    meta = dst.worker_meta()
+    assert meta is not None and [ids for ids, _ in meta.loads] == [("r2",)], meta
+    torch.cuda.synchronize()
+    for name in src_kv:
+        for s, d in zip(SRC_BLOCKS, dst_blocks):
+            assert torch.equal(src_kv[name][:, s], dst_kv[name][:, d]), (name, s, d)
+    src.shutdown()
+    dst.shutdown()
+
+
 def test_layer_wise_load_in_the_step(gpu_daemon, salt):
     """A same-step load (RequestTransfer.sync): one layer-wise job; after wait_layer for every
     layer, work on the current stream reads the loaded blocks without any CPU wait; the
