@@ -85,6 +85,7 @@ class SchedulerSide:
                     stages[pp][g.index], cfg, model, self.unit_tokens, self.ranks.tp_size, tp,
                     layout, kv_dtype, pp_size=self.ranks.pp_size, pp_rank=pp)
         self.hybrid = len(self.groups) > 1
+        self.windowed = any(g.sliding_window for g in self.groups)
         self.host_mode = str(getattr(vllm_config.device_config, "device_type", "")) == "cpu"
         events = getattr(vllm_config, "kv_events_config", None)
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
@@ -181,8 +182,11 @@ class SchedulerSide:
         # holds, and from unit 0 only when KVStrata lacks that one.
         keys = self._keys(hashes, 0, end_u)
         # A lease only when a load may follow: a request vLLM's own cache covers up to its
-        # last loadable unit costs the lookup alone, no release.
-        lease = end_u > start_u
+        # last loadable unit costs the lookup alone, no release. (With a sliding-window
+        # group no load covers the last token's unit: _lookup_groups.)
+        last_u = min(end_u, (request.num_tokens - 1) // self.unit_tokens) if self.windowed \
+            else end_u
+        lease = last_u > start_u
         asked = (num_computed_tokens, request.num_tokens)
         fresh = not self._answer_holds(st, asked, lease, start_u, t0)
         if fresh:  # else vLLM asks again for a request still waiting: the answer stands

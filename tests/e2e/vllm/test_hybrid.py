@@ -20,6 +20,7 @@ from vllm.v1.request import RequestStatus
 from harness import BLOCK, HEAD, KV_HEADS, Engine
 from kvstrata_vllm.namespace import kv_groups
 from test_scheduler import PROMPT, drain_stores, ext, run_and_verify
+from test_step_cost import count_calls
 
 WINDOW = 32   # tokens: two blocks
 
@@ -238,9 +239,11 @@ def test_a_loaded_prompt_is_vllms_own_prefix_hit_next_time(model_dir, daemon, en
     # The last unit, which the hit leaves to the forward pass, is not stored again.
     assert not b.stats.get("store_units_planned"), b.stats
     assert b.outputs[first.request_id] == a.outputs["r1"]
+    calls = count_calls(b)
     again = b.add(prompt, max_tokens=4)
     run_and_verify(b, again.request_id)
     assert asked == [0, 80], asked   # 5 of 6 blocks from vLLM's own cache the second time
     assert b.stats.get("loaded_units", 0) == loaded, b.stats   # nothing loaded again
+    assert calls["lookup"] == [False] and calls["release_lease"] == []   # nothing to pin
     assert b.outputs[again.request_id] == a.outputs["r1"]
     assert not b.invalid_reported and not b.failed_reported
