@@ -7,10 +7,12 @@ below L1 into L1 (they join the lease as they land). A load job over such units 
 inside the daemon for every promotion and then copy them all -- and could not be stopped:
 its copies would still write the blocks after vLLM recomputed them (or gave them to another
 request). So the worker never submits a unit that is not in L1 yet: it loads the leading
-units already there at once, and then asks the daemon (a lookup without a lease, at most
-every POLL_S, from get_finished: every engine step, with or without a forward pass) which of
-the next ones have landed since, loading each new leading run through the data path as a
-load of its own (the last one consumes the lookup's lease).
+units already there at once, and then asks the daemon (a lookup without a lease of the
+units not loaded yet, from get_finished: every engine step, with or without a forward
+pass; at most every POLL_S, about 8 times over the time waited so far, at least every
+POLL_MAX_S, and once more at the deadline) which of the next ones have landed since,
+loading each new leading run through the data path as a load of its own (the last one
+consumes the lookup's lease).
 
 The load gives up when the time since it started reaches its deadline for the units landed
 so far (RequestTransfer.give_up, kvstrata.planning.GiveUp: where stopping still gets the
@@ -43,7 +45,8 @@ from .worker_book import WorkerBook
 from . import trace
 
 log = logging.getLogger("kvstrata_vllm")
-POLL_S = 0.005   # a staged load asks the daemon at most this often
+POLL_S = 0.005      # a staged load asks the daemon at most this often ...
+POLL_MAX_S = 0.05   # ... and at least this often: about 8 times over the time it waited
 _L1 = int(kvstrata.Tier.L1)
 
 
@@ -87,7 +90,8 @@ class StagedLoads:
             if io is None:
                 self._fail_rest(st)
             else:
-                self._step(st, io, now, ask=now - st.asked >= POLL_S)
+                every = min(POLL_MAX_S, max(POLL_S, (now - st.started) / 8))
+                self._step(st, io, now, ask=now - st.asked >= every)
 
     def settle(self, io: DataPath) -> None:
         """Loads that are over and whose copies have landed end: timed (unless a part
@@ -137,7 +141,10 @@ class StagedLoads:
         waited = (now - st.started) * 1e3
         deadline = give_up.deadline_ms(st.landed)
         if waited >= deadline:
-            self._give_up(st, waited, deadline)
+            if not ask:  # what landed since the last ask may move the deadline: ask first
+                self._step(st, io, now, ask=True)
+            elif not st.over:
+                self._give_up(st, waited, deadline)
 
     def _ready(self, st: _Staged) -> Optional[int]:
         """How many of the next units are in L1 now; None when the next one is in no tier
