@@ -153,15 +153,16 @@ def run_daemon(daemon: Daemon) -> Iterator[Daemon]:
 
 def daemons() -> Iterator[Callable[..., Daemon]]:
     """Generator for a fixture that starts extra daemons in one test:
-    start(settings=None, socket=None, wait=True) -> Daemon (wait=False only spawns it).
+    start(settings=None, socket=None, wait=True, env=None) -> Daemon (wait=False only
+    spawns it; env: added to its environment).
     Each is SIGTERMed (killed if stuck) and its directory removed afterwards."""
     started: List[Daemon] = []
     dirs: List[Path] = []
 
     def start(settings: Optional[Dict[str, str]] = None, socket: Optional[Path] = None,
-              wait: bool = True) -> Daemon:
+              wait: bool = True, env: Optional[Dict[str, str]] = None) -> Daemon:
         dirs.append(short_tmpdir())
-        started.append(Daemon(dirs[-1], settings, socket=socket))
+        started.append(Daemon(dirs[-1], settings, socket=socket, env=env))
         if wait:
             started[-1].start()
         else:
