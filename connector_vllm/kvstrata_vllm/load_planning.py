@@ -232,8 +232,8 @@ class LoadPlanning:
                 (min(old[0], landed), units, max(old[2], ms), deadline)
         for req_id, (landed, units, ms, deadline) in merged.items():
             st = states.get(req_id)
-            if st is not None:
-                st.load_failed = True
+            if st is not None and not st.gave_up:  # once: the ranks may report in turn
+                st.load_failed = st.gave_up = True
                 self.load_gave_up(st, keys_of(st), landed, units, ms, deadline, unit_tokens)
 
     def load_gave_up(self, st: RequestState, keys: List[bytes], landed: int, units: int,

@@ -40,3 +40,4 @@ class RequestState:
     # units [first, end) its transfer covers.
     give_up: Optional[GiveUp] = None
     load_span: Tuple[int, int] = (0, 0)
+    gave_up: bool = False                         # its load gave up (counted once)

@@ -39,32 +39,36 @@ def stalled(workdir) -> Iterator[Tuple[Daemon, StalledMount]]:
         d.stop() if d.running() else d.kill()
 
 
-def warm_into_l2(engines, model_dir, d: Daemon, in_l1: int) -> Tuple[List[int], List[bytes]]:
-    """Run PROMPT once, wait for its 6 units' write-down to L2, then evict all but the
-    first `in_l1` from L1. Returns its output and its unit keys."""
-    e = engines(model_dir, ext(d))
+def warm_into_l2(engines, model_dir, d: Daemon, in_l1: int,
+                 tp: int = 1) -> Tuple[List[int], List[bytes]]:
+    """Run PROMPT once, wait for its 6 units' write-down to L2 (each rank's), then evict all
+    but the first `in_l1` from L1. Returns its output and its unit keys."""
+    e = engines(model_dir, ext(d), tp=tp)
     r = e.add(PROMPT)
     e.run()
     e.drain_stores()
     sched = e.connector.scheduler
     keys = sched._keys(r.block_hashes, 0, 6)
-    ns = sched.link.namespaces[(0, 0)]
 
     def l2_written() -> bool:
         with d.client(timeout=10.0) as c:
             tier = next(t for t in c.list_tiers().tiers if t.tier == kvstrata.pb.TIER_L2_LOCAL)
-        return tier.written_blocks >= 6 and tier.queue_depth == 0
+        return tier.written_blocks >= 6 * tp and tier.queue_depth == 0
 
     assert wait_until(l2_written, 20.0)
     with d.client(timeout=10.0) as c:
-        c.evict(fingerprint=ns.fingerprint, keys=keys[in_l1:], tier=kvstrata.pb.TIER_L1_DRAM)
-    assert tiers_of(d, sched, keys) == [L1] * in_l1 + [L2] * (6 - in_l1)
+        for rank in range(tp):
+            ns = sched.link.namespaces[(0, rank)]
+            c.evict(fingerprint=ns.fingerprint, keys=keys[in_l1:],
+                    tier=kvstrata.pb.TIER_L1_DRAM)
+    for rank in range(tp):
+        assert tiers_of(d, sched, keys, rank) == [L1] * in_l1 + [L2] * (6 - in_l1)
     return e.outputs[r.request_id], keys
 
 
-def tiers_of(d: Daemon, sched, keys: List[bytes]) -> List[int]:
+def tiers_of(d: Daemon, sched, keys: List[bytes], rank: int = 0) -> List[int]:
     s = sched.link.session()
-    r = s.lookup(sched.link.namespaces[(0, 0)], keys)
+    r = s.lookup(sched.link.namespaces[(0, rank)], keys)
     return [int(t) for t in r.tiers[:r.hit_blocks]]
 
 
@@ -127,20 +131,23 @@ def test_a_load_from_a_stalled_tier_gives_up_within_the_recompute_time(model_dir
     assert e3.outputs[r3.request_id] == first
 
 
-def test_a_load_that_gives_up_keeps_the_units_that_landed(model_dir, engines, stalled):
+@pytest.mark.parametrize("tp", [1, 2])
+def test_a_load_that_gives_up_keeps_the_units_that_landed(model_dir, engines, stalled, tp):
     """Units 0-2 in L1, 3-5 in a stalled L2: the L1 units land at once, the load waits for
     the rest while stopping still meets the recompute time (R - P_3: ~0.48 s), then gives
-    up; vLLM keeps the 48 tokens loaded and computes the other 52."""
+    up; vLLM keeps the 48 tokens loaded and computes the other 52. With 2 tensor-parallel
+    ranks each gives up on its own; the scheduler counts the request once."""
     d, mount = stalled
-    first, _ = warm_into_l2(engines, model_dir, d, in_l1=3)
+    first, _ = warm_into_l2(engines, model_dir, d, in_l1=3, tp=tp)
     mount.stall()
-    e = engines(model_dir, ext(d, load_planner="on"))
+    e = engines(model_dir, ext(d, load_planner="on"), tp=tp)
     slow_compute(e, MS_PER_TOKEN)
     r = e.add(PROMPT)
     took, computed = first_token(e, r)
     assert e.stats.get("load_gave_up") == 1 and e.stats.get("load_gave_up_tokens") == 48, \
         e.stats
-    assert e.stats.get("loaded_units") == 3 and e.stats.get("load_gave_up_units") == 3, e.stats
+    assert e.stats.get("loaded_units") == 3 * tp, e.stats
+    assert e.stats.get("load_gave_up_units") == 3 * tp, e.stats
     assert computed == 48
     deadline_s = (100 - 52) * MS_PER_TOKEN / 1e3   # R - P_3 = the compute of the 3 units
     assert deadline_s - 0.05 <= took < 100 * MS_PER_TOKEN / 1e3 + 0.2, took
