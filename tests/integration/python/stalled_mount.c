@@ -32,34 +32,35 @@ static int needs_mode(int flags) {
   return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
-#define FORWARD_OPEN(name)                                                      \
-  int name(const char *path, int flags, ...) {                                  \
-    mode_t mode = 0;                                                            \
-    if (needs_mode(flags)) {                                                    \
-      va_list ap;                                                               \
-      va_start(ap, flags);                                                      \
-      mode = (mode_t)va_arg(ap, int);                                           \
-      va_end(ap);                                                               \
-    }                                                                           \
-    stall(path, flags);                                                         \
-    static int (*real)(const char *, int, ...) = NULL;                          \
-    if (real == NULL) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, #name); \
-    return real(path, flags, mode);                                             \
+/* The mode argument of an open that creates (read inside the variadic function itself). */
+#define MODE_OF(flags, mode)            \
+  do {                                  \
+    if (needs_mode(flags)) {            \
+      va_list ap;                       \
+      va_start(ap, flags);              \
+      mode = (mode_t)va_arg(ap, int);   \
+      va_end(ap);                       \
+    }                                   \
+  } while (0)
+
+#define FORWARD_OPEN(name)                                                                 \
+  int name(const char *path, int flags, ...) {                                             \
+    mode_t mode = 0;                                                                       \
+    MODE_OF(flags, mode);                                                                  \
+    stall(path, flags);                                                                    \
+    static int (*real)(const char *, int, ...) = NULL;                                     \
+    if (real == NULL) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, #name);     \
+    return real(path, flags, mode);                                                        \
   }
 
-#define FORWARD_OPENAT(name)                                                    \
-  int name(int dir, const char *path, int flags, ...) {                         \
-    mode_t mode = 0;                                                            \
-    if (needs_mode(flags)) {                                                    \
-      va_list ap;                                                               \
-      va_start(ap, flags);                                                      \
-      mode = (mode_t)va_arg(ap, int);                                           \
-      va_end(ap);                                                               \
-    }                                                                           \
-    stall(path, flags);                                                         \
-    static int (*real)(int, const char *, int, ...) = NULL;                     \
+#define FORWARD_OPENAT(name)                                                               \
+  int name(int dir, const char *path, int flags, ...) {                                    \
+    mode_t mode = 0;                                                                       \
+    MODE_OF(flags, mode);                                                                  \
+    stall(path, flags);                                                                    \
+    static int (*real)(int, const char *, int, ...) = NULL;                                \
     if (real == NULL) real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, #name); \
-    return real(dir, path, flags, mode);                                        \
+    return real(dir, path, flags, mode);                                                   \
   }
 
 FORWARD_OPEN(open)
