@@ -100,6 +100,7 @@ class StagedLoads:
         with self.book.lock:
             for st in self._loads.values():
                 if st.over and not io.busy_locked("load", st.req.req_id):
+                    st.failed = st.failed or st.req.req_id in self.book.failed_recv
                     done.append(st)
         for st in done:
             del self._loads[st.req.req_id]
