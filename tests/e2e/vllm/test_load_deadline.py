@@ -134,7 +134,7 @@ def test_a_load_from_a_stalled_tier_gives_up_within_the_recompute_time(model_dir
 @pytest.mark.parametrize("tp", [1, 2])
 def test_a_load_that_gives_up_keeps_the_units_that_landed(model_dir, engines, stalled, tp):
     """Units 0-2 in L1, 3-5 in a stalled L2: the L1 units land at once, the load waits for
-    the rest while stopping still meets the recompute time (R - P_3: ~0.48 s), then gives
+    the rest while stopping still meets the recompute time (P_0 - P_3: ~0.48 s), then gives
     up; vLLM keeps the 48 tokens loaded and computes the other 52. With 2 tensor-parallel
     ranks each gives up on its own; the scheduler counts the request once."""
     d, mount = stalled
@@ -149,7 +149,7 @@ def test_a_load_that_gives_up_keeps_the_units_that_landed(model_dir, engines, st
     assert e.stats.get("loaded_units") == 3 * tp, e.stats
     assert e.stats.get("load_gave_up_units") == 3 * tp, e.stats
     assert computed == 48
-    deadline_s = (100 - 52) * MS_PER_TOKEN / 1e3   # R - P_3 = the compute of the 3 units
+    deadline_s = (100 - 52) * MS_PER_TOKEN / 1e3   # P_0 - P_3 = the compute of the 3 units
     assert deadline_s - 0.05 <= took < 100 * MS_PER_TOKEN / 1e3 + 0.2, took
     run_and_verify(e, r.request_id)
     assert e.outputs[r.request_id] == first

@@ -1,8 +1,8 @@
 """The deadline rule of a planned load (kvstrata.planning.load_deadline): with k units
-landed a load gives up at D(k) = max(R - P_k, min(overdue(L), R - P_K)) -- where stopping
-still gets the first token no later than recomputing (R), never before twice its own
-prediction plus 50 ms, never past the time at which even the whole load landing could no
-longer beat recomputing. Pure: a planner with a linear compute, no daemon."""
+landed a load gives up at D(k) = max(P_0 - P_k, min(overdue(L), R - P_K)) -- where stopping
+costs no more than recomputing at once would have, never before twice its own prediction
+plus 50 ms, never past the time at which even the whole load landing could no longer beat
+recomputing. Pure: a planner with a linear compute, no daemon."""
 from __future__ import annotations
 
 from kvstrata import Tier
@@ -41,7 +41,8 @@ def test_nothing_landed_waits_for_the_floor_then_more_as_units_land():
     assert recompute == 513.0
     floor = overdue_ms(plan.load_ms)
     assert g.deadline_ms(0) == floor                 # R - P_0 = 0: the floor rules
-    # With k units landed, stopping costs R - P_k + P_k = R: D(k) = the k units' compute.
+    # With k units landed, stopping costs (P_0 - P_k) + P_k = P_0: D(k) = the k units'
+    # compute.
     for k, d in g.points:
         assert d == max(k * UNIT * MS_PER_TOKEN, floor), (k, d)
     assert [k for k, _ in g.points] == sorted({k for k, _ in g.points})
@@ -80,14 +81,17 @@ def test_a_floor_never_past_what_the_whole_load_could_win():
     assert g.deadline_ms(0) == plan.recompute_ms - 1.0 <= plan.recompute_ms
 
 
-def test_a_compute_queue_in_front_is_waited_for_free():
-    """A request behind 300 ms of other requests' prefill would wait for it recomputing
-    too: a load may take that long with nothing landed (on an engine whose loads run beside
-    its compute)."""
+def test_a_compute_queue_in_front_is_not_waited_for():
+    """A request behind 300 ms of other requests' prefill: the engine schedules the requests
+    behind it while it waits for its load, so waiting is not free -- the deadline is the
+    same as on an idle engine (only its cap, the whole load's break-even, counts the
+    queue)."""
     p = linear_planner()
     plan, g = schedule(p, [L2] * 32, 513, backlog_ms=300.0)
-    assert plan.recompute_ms == 813.0
-    assert g.deadline_ms(0) == max(300.0, overdue_ms(plan.load_ms)) == 300.0
+    idle_plan, idle = schedule(p, [L2] * 32, 513)
+    assert plan.recompute_ms == 813.0 and plan.units == 32
+    assert g.deadline_ms(0) == overdue_ms(plan.load_ms) < 300.0
+    assert g.points == idle.points
 
 
 def test_a_recompute_plan_has_no_deadline():

@@ -3,24 +3,27 @@ never makes a request slower than recomputing it would have.
 
 A plan (LoadPlanner.plan) loads the leading K units of a hit and computes the rest. Let P_k
 be the predicted compute left once the first k units have landed (P_0 recomputes the whole
-hit, P_K is what the plan computes) and R the plan's recompute time (the compute queued in
-front of the request, B, plus P_0). A load stopped at time t after it started, with k units
-landed, gets its first token at about max(t, B) + P_k: the landed units are kept, the engine
-computes the rest. That is no later than recomputing would have been (R) while
-t <= R - P_k, so a load with k units landed gives up at
+hit, P_K is what the plan computes), R the plan's recompute time (the compute queued in
+front of the request plus P_0) and L its predicted load time. A load stopped at time t
+after it started, with k units landed, has its landed units kept and the rest computed:
+t + P_k, against P_0 for having recomputed at once. So a load with k units landed gives up at
 
-    D(k) = max(R - P_k, min(overdue(L), R - P_K))
+    D(k) = max(P_0 - P_k, min(overdue(L), R - P_K))
 
-- R - P_k grows with every unit that lands, by that unit's compute: a tier that is slower
-  than predicted but still lands units faster than the engine would compute them keeps
-  going; one that lands them more slowly (or not at all: a stalled mount) is cut where
-  stopping still meets R.
-- The floor: a load always gets `overdue` of its own prediction L (twice it plus
+- P_0 - P_k, the compute of the k landed units, grows with every unit that lands: a tier
+  slower than predicted that still lands units faster than the engine would compute them
+  keeps going; one that lands them more slowly (or not at all: a stalled mount) is cut
+  where stopping costs no more than recomputing at once would have.
+- The compute queued in front of the request is not waited for as if it were free: an
+  engine schedules the requests behind one that waits for its load (vLLM skips a request
+  in WAITING_FOR_REMOTE_KVS), so they take its place in that queue while it waits.
+- The floor: a load always gets `overdue` of its own prediction (twice it plus
   OVERDUE_SLACK_MS, the same "well past its prediction" that makes a running load a
   censored sample of its tier), but never past R - P_K, where even the whole load landing
   could no longer beat recomputing. So D(k) <= R - P_K <= R: a load never waits longer than
-  recomputing would take, whatever the tiers' measurements (none yet included). Given up
-  on the floor, the first token comes at most min(overdue(L), R - P_K) after R.
+  recomputing would take, whatever the tiers' measurements (none yet included); given up
+  on the floor, the first token comes at most min(overdue(L), R - P_K) later than
+  recomputing at once would have brought it.
 
 Nothing here is measured: the rule needs the plan and the prefill model only, so it holds
 for a planner that has measured nothing yet. Pure; thread-safe.
@@ -84,8 +87,8 @@ def give_up_schedule(prefill: PrefillModel, plan: Plan, tiers: Sequence[int], fi
         loaded = min(first + k * unit_tokens, end)
         return prefill.predict_ms(end - loaded + 1, loaded)
 
-    recompute = plan.recompute_ms
-    floor = min(overdue_ms(plan.load_ms), recompute - compute_left(k_all))
+    compute = compute_left(0)
+    floor = min(overdue_ms(plan.load_ms), plan.recompute_ms - compute_left(k_all))
     lower = next((k for k, t in enumerate(tiers[:k_all]) if int(t) != int(Tier.L1)), k_all)
     ks: List[int] = [0]
     span = max(1, k_all - lower)
@@ -95,7 +98,7 @@ def give_up_schedule(prefill: PrefillModel, plan: Plan, tiers: Sequence[int], fi
             ks.append(k)
     out, last = [], float("-inf")
     for k in ks:
-        d = max(recompute - compute_left(k), floor, last)
+        d = max(compute - compute_left(k), floor, last)
         out.append((k, d))
         last = d
     return GiveUp(tuple(out))
