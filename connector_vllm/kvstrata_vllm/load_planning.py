@@ -179,9 +179,16 @@ class LoadPlanning:
 
     # ------------------------------------------------------------------ load timing
 
-    def load_started(self, st: RequestState, u0: int, u1: int) -> None:
+    def load_started(self, st: RequestState, u0: int, u1: int,
+                     keys_of: Optional[Callable[[], List[bytes]]] = None) -> None:
+        """st's load of units [u0, u1) starts. A staged load (st.give_up: the workers load
+        its units as they reach L1) sends no time when it waits; the promotion watch times
+        its first run below L1 instead (keys_of(): the request's unit keys from unit 0)."""
         if self.planner is None or u1 <= u0:
             return
+        if st.give_up is not None and not st.sync and keys_of is not None:
+            self._watch_promotion(st, keys_of(), u0, u1, self.unit_bytes(),
+                                  st.answer[1] if st.answer else time.monotonic())
         tier = int(max(st.tiers[u0:u1]))
         nbytes = (u1 - u0) * self.unit_bytes()
         # An in-step load runs in the next step built (build_connector_meta numbers it).

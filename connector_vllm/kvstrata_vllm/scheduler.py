@@ -365,7 +365,8 @@ class SchedulerSide:
             self._loads.extend(transfers)
             st.loading = True
             st.load_span = (u0, u1)
-            self.plans.load_started(st, u0, u1)
+            self.plans.load_started(st, u0, u1,
+                                    lambda: self._keys(request.block_hashes, 0, u1))
             st.load_blocks = {b for r in transfers for u in r.units for b in u.block_ids
                               if b >= 0}
             trace.event("alloc", request.request_id, units=sum(len(r.units) for r in transfers))

@@ -25,7 +25,10 @@ and teaches the planner that the tier took at least this long. A unit that left 
 (evicted meanwhile) or a daemon that cannot be asked fails the rest at once.
 
 The request stays receiving (WorkerBook.staged) until the load is over and its copies have
-landed; its time is sent as one sample, start to the last copy (its parts' times are not).
+landed. A load whose units were all in L1 at the first ask is an ordinary load (its one
+part's time is sent); one that waited sends no time: its parts' times are L1 copies, and
+the wait is seen only at the engine's steps (on vLLM's CPU build ~1.5 s apart), so the
+scheduler's promotion watch times the tier instead (load_planning.load_started).
 Not for same-step loads (they load L1 only) nor hybrid models (their loads are all or
 nothing per request: the scheduler sends no deadline). Not thread-safe: the engine's thread
 (start_load_kv, get_finished) only.
@@ -58,7 +61,7 @@ class _Staged:
     landed: int = 0          # leading units submitted (in L1 when asked; their copies run)
     asked: float = 0.0       # when the daemon was last asked
     over: bool = False       # every unit submitted, failed or given up
-    failed: bool = False     # some unit did not load (no time is sent)
+    waited: bool = False     # some unit was not in L1 when asked (no time is sent)
 
 
 class StagedLoads:
@@ -94,21 +97,17 @@ class StagedLoads:
                 self._step(st, io, now, ask=now - st.asked >= every)
 
     def settle(self, io: DataPath) -> None:
-        """Loads that are over and whose copies have landed end: timed (unless a part
-        failed or they gave up) and no longer held receiving."""
+        """Loads that are over and whose copies have landed end: no longer held receiving."""
         done: List[_Staged] = []
         with self.book.lock:
             for st in self._loads.values():
                 if st.over and not io.busy_locked("load", st.req.req_id):
-                    st.failed = st.failed or st.req.req_id in self.book.failed_recv
                     done.append(st)
         for st in done:
             del self._loads[st.req.req_id]
-            if not st.failed:
-                self.book.time_load((st.req.req_id,), (time.monotonic() - st.started) * 1e3,
-                                    whole=True)
             with self.book.lock:
                 self.book.staged.discard(st.req.req_id)
+                self.book.untimed.discard(st.req.req_id)
 
     def drop(self, finished: Set[str]) -> None:
         """Requests that finished (or were aborted) while their load waited: nothing more is
@@ -116,7 +115,7 @@ class StagedLoads:
         for req_id in finished & set(self._loads):
             st = self._loads[req_id]
             if not st.over:
-                st.over, st.failed = True, True
+                st.over = True
                 self._release(st)
                 with self.book.lock:
                     self.book.recved.add(req_id)
@@ -131,6 +130,10 @@ class StagedLoads:
             if ready is None:   # gone from every tier, or no daemon: the rest cannot come
                 self._fail_rest(st)
                 return
+            if st.landed + ready < len(units) and not st.waited:
+                st.waited = True   # its parts' times are not the load's (module doc)
+                with self.book.lock:
+                    self.book.untimed.add(st.req.req_id)
             if ready:
                 self._submit(st, io, st.landed + ready)
             if st.landed >= len(units):
@@ -177,12 +180,11 @@ class StagedLoads:
         except Exception as err:  # noqa: BLE001 - a failed load is a recompute
             log.warning("kvstrata_vllm: load for %s failed: %s (recomputing)", req.req_id, err)
             self.book.fail_load(part, list(range(len(part.units))))
-            st.failed = True
 
     def _fail_rest(self, st: _Staged, counter: str = "load_failed_units") -> None:
         """The units not landed fail (vLLM recomputes them); the load is over."""
         rest = RequestTransfer(st.req.req_id, st.req.units[st.landed:], group=st.req.group)
-        st.over, st.failed = True, True
+        st.over = True
         if rest.units:
             self.book.fail_load(rest, list(range(len(rest.units))), counter)
         self._release(st)

@@ -62,8 +62,10 @@ class WorkerBook:
         self.retry_failed_loads = self.per_request_failures and not VLLM_FAILED_RECVING
         self.retries = LoadRetries()
         # Staged loads (staged_loads.py) not over yet: still receiving whatever their parts
-        # did, and timed as a whole (their parts' own times are not sent).
+        # did; those that waited for units to reach L1 send no time (their parts' times
+        # are an L1 copy's; the scheduler's promotion watch times the tier).
         self.staged: Set[str] = set()
+        self.untimed: Set[str] = set()
         # Loads that gave up at their deadline: (request id, units landed, units planned,
         # ms waited, the deadline ms), for the scheduler (KVStrataWorkerMetadata.gave_up).
         self.gave_up: List[Tuple[str, int, int, float, float]] = []
@@ -120,18 +122,18 @@ class WorkerBook:
             self.failed_recv.add(req.req_id)  # reported by finished()
         self.stats.add(counter, len(unit_indices))
 
-    def time_load(self, req_ids: Tuple[str, ...], ms: float, whole: bool = False) -> None:
-        """A load's time as measured here, for the scheduler's planner; a part of a staged
-        load is not sent (`whole`: the staged load's own time)."""
+    def time_load(self, req_ids: Tuple[str, ...], ms: float) -> None:
+        """A load's time as measured here, for the scheduler's planner (not for a part of a
+        staged load that waited: `untimed`)."""
         with self.lock:
-            if whole or not self.staged.intersection(req_ids):
+            if not self.untimed.intersection(req_ids):
                 self.load_ms.append((req_ids, ms))
 
     def timed_locked(self, req_ids: Tuple[str, ...], completion: Any) -> None:
         """A load job's time as the daemon measured it, for the scheduler's planner
         (KVStrataWorkerMetadata.loads); a staged load's parts are not sent."""
         us = getattr(completion, "elapsed_us", 0) or 0
-        if us > 0 and not self.staged.intersection(req_ids):
+        if us > 0 and not self.untimed.intersection(req_ids):
             self.load_ms.append((req_ids, us / 1e3))
 
     # ------------------------------------------------------------------ stores

@@ -1,8 +1,9 @@
 """kvstrata_vllm.staged_loads on its own, over a data path whose loads are jobs that stay in
 flight until the test completes them (as CudaPath's daemon jobs do; the CPU engine tests'
 host path loads synchronously): the request stays receiving until every part is loaded
-and its copies landed, is timed once as a whole, takes the lease with its last part, and on
-a give-up reports the units not landed as failed blocks once the copies in flight landed.
+and its copies landed, sends no time when it waited (one that did not is an ordinary load),
+takes the lease with its last part, and on a give-up reports the units not landed as failed
+blocks once the copies in flight landed.
 The daemon's answers (which units are in L1) are scripted; no daemon, no vLLM engine."""
 from __future__ import annotations
 
@@ -79,8 +80,18 @@ def test_parts_load_as_units_reach_l1_and_the_request_waits_for_all():
     assert io.leases == [0, 77]                     # the last part takes the lease
     io.complete()
     assert step(book, io, staged) == (None, {"r"})
-    assert book.load_ms[-1][0] == ("r",) and len(book.load_ms) == 1   # timed once, whole
+    # It waited: no time (its parts' are L1 copies; the scheduler's watch times the tier).
+    assert not book.load_ms and not book.untimed
     assert not book.invalid and not book.gave_up and not staged
+
+
+def test_a_load_whose_units_are_all_in_l1_is_an_ordinary_load():
+    book, io, staged, req = setup([6])
+    staged.start(req, io)
+    assert [len(p.units) for p in io.parts] == [6] and io.leases == [77]
+    io.complete()
+    assert step(book, io, staged) == (None, {"r"})
+    assert book.load_ms == [(("r",), 1.0)]           # its one part's (the daemon's) time
 
 
 def test_a_give_up_fails_the_rest_once_the_copies_in_flight_landed():
