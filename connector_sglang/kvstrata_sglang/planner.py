@@ -20,6 +20,9 @@ leading pages whose load beats computing them (docs/load-planner.md).
 - Queue: pages answered and not fetched yet (SGLang's prefetch I/O thread fetches one
   request's pages after another's) are loaded before this request's; pages SGLang never
   fetches (a revoked prefetch) leave the queue after QUEUE_TTL_S.
+- Deadlines: an answer with pages below L1 carries the deadline of its plan
+  (kvstrata.planning.GiveUp); the get of that batch loads its pages as they reach L1 and
+  gives up at it (staged_get.py).
 - Context: the tokens before the batch are known only when SGLang passes the prefix keys
   (extra-config "hicache_storage_pass_prefix_keys": true); otherwise a batch is priced as
   if it started the sequence, which makes computing look cheaper (errs toward computing).
@@ -36,15 +39,16 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
 from kvstrata import Tier
-from kvstrata.planning import (CPU_FLOPS, GPU_FLOPS, LoadPlanner, Plan, PrefillFlops,
-                               PrefillModel, PromotionWatch, TierSpeeds, prefill_flops)
+from kvstrata.planning import (CPU_FLOPS, GPU_FLOPS, GiveUp, LoadPlanner, Plan, PrefillFlops,
+                               PrefillModel, PromotionWatch, TierSpeeds, give_up_schedule,
+                               overdue, prefill_flops)
 
 from .keys import page_keys
 
 log = logging.getLogger("kvstrata_sglang")
 QUEUE_TTL_S = 30.0        # answered pages SGLang has not fetched by then left the queue
 MAX_QUEUED = 1 << 16      # pages remembered (the oldest are forgotten first)
-CENSOR_SLACK_MS = 50.0    # a get past 2 x its prediction + this counts as at least that slow
+MAX_DEADLINES = 4096      # answered batches whose deadline is remembered
 PROMOTION_LEASE_MS = 1000  # the leased lookup that promotes the cut pages: its TTL
 _L1 = int(Tier.L1)
 
@@ -124,6 +128,9 @@ class PagePlanner:
         self._answered: "OrderedDict[bytes, Tuple[int, float]]" = OrderedDict()  # the queue
         self._gets: Dict[int, _Get] = {}
         self._next_get = 0
+        # A batch's first key -> its deadline and its pages' tiers (answered, not fetched).
+        self._deadlines: "OrderedDict[bytes, Tuple[GiveUp, Tuple[int, ...], float]]" = \
+            OrderedDict()
 
     @property
     def tiers(self) -> TierSpeeds:
@@ -135,7 +142,7 @@ class PagePlanner:
              prefix_keys: Optional[Sequence[str]]) -> Plan:
         """How many of the leading `tiers` (the lookup's hit, one per page of `keys`) to
         answer. prefix_keys: SGLang's page hashes before the batch (None: unknown)."""
-        first = len(prefix_keys) * self.page_tokens if prefix_keys else 0
+        first = self._first(prefix_keys)
         hit = len(tiers)
         # The request's own pages (this batch, the earlier ones) are no queue in front of it.
         own = set(keys[:hit])
@@ -150,8 +157,22 @@ class PagePlanner:
                                      first + hit * self.page_tokens + 1, self.page_bytes,
                                      in_step_ok=False)
 
-    def answered(self, keys: Sequence[bytes], tiers: Sequence[int]) -> None:
-        """SGLang will fetch these pages (the answer of batch_exists): the queue."""
+    def _first(self, prefix_keys: Optional[Sequence[str]]) -> int:
+        return len(prefix_keys) * self.page_tokens if prefix_keys else 0
+
+    def give_up(self, plan: Plan, tiers: Sequence[int],
+                prefix_keys: Optional[Sequence[str]]) -> Optional[GiveUp]:
+        """The deadline of a plan that loads pages below L1 (None otherwise)."""
+        if not any(int(t) != _L1 for t in tiers[:plan.units]):
+            return None
+        first = self._first(prefix_keys)
+        return give_up_schedule(self.planner.prefill, plan, [int(t) for t in tiers], first,
+                                self.page_tokens, first + len(tiers) * self.page_tokens + 1)
+
+    def answered(self, keys: Sequence[bytes], tiers: Sequence[int],
+                 give_up: Optional[GiveUp] = None) -> None:
+        """SGLang will fetch these pages (the answer of batch_exists): the queue; the get
+        of the batch gives up at `give_up` (give_up_of)."""
         now = self._clock()
         with self._lock:
             for k, t in zip(keys, tiers):
@@ -159,6 +180,20 @@ class PagePlanner:
                 self._answered.move_to_end(k)
             while len(self._answered) > MAX_QUEUED:
                 self._answered.popitem(last=False)
+            if give_up is not None and keys:
+                self._deadlines[keys[0]] = (give_up, tuple(int(t) for t in tiers), now)
+                self._deadlines.move_to_end(keys[0])
+            cutoff = now - QUEUE_TTL_S
+            while self._deadlines and (len(self._deadlines) > MAX_DEADLINES or
+                                       next(iter(self._deadlines.values()))[2] < cutoff):
+                self._deadlines.popitem(last=False)
+
+    def give_up_of(self, keys: Sequence[bytes]) -> Optional[Tuple[GiveUp, Tuple[int, ...]]]:
+        """The deadline and the pages' tiers batch_exists gave the batch that starts with
+        keys[0] (None: the get waits for every page, as the daemon does)."""
+        with self._lock:
+            got = self._deadlines.pop(keys[0], None) if keys else None
+        return None if got is None else (got[0], got[1])
 
     def _queued(self, now: float, own: Set[bytes]) -> Dict[int, int]:
         """Bytes per tier answered and not fetched yet, the request's own pages aside."""
@@ -215,7 +250,7 @@ class PagePlanner:
         """Gets running well past their prediction count as at least that slow now."""
         for get_id, g in self._gets.items():
             ms = (now - g.started) * 1e3
-            if g.tier is not None and ms > 2 * g.predicted_ms + CENSOR_SLACK_MS:
+            if g.tier is not None and overdue(ms, g.predicted_ms):
                 self.tiers.add(g.tier, g.nbytes, ms, key=f"get:{get_id}")
 
     def close(self) -> None:

@@ -40,6 +40,7 @@ from .layout import (PageLayout, anchor_host_pool, checked_host_indices, describ
                      legacy_block_view)
 from .options import BackendOptions, open_link, parse_options
 from .planner import PROMOTION_LEASE_MS, PagePlanner, engine_model, planner_wanted
+from .staged_get import staged_load
 
 log = logging.getLogger("kvstrata_sglang")
 PAGES = "pages"  # the link's key of the host pool's namespace
@@ -83,7 +84,7 @@ class KVStrataStorage(HiCacheStorage):
             exists_calls=0, exists_fast=0, exists_hits=0, get_pages=0, get_hits=0, set_pages=0,
             set_stored=0, set_already_present=0, set_dropped=0, set_skipped_not_writer=0,
             unavailable=0, plan_async=0, plan_partial=0, plan_recompute=0,
-            plan_unloaded_tokens=0, exists_v2_calls=0, exists_v2_lookups=0, get_v2_pages=0,
+            plan_unloaded_tokens=0, load_gave_up=0, load_gave_up_tokens=0, exists_v2_calls=0, exists_v2_lookups=0, get_v2_pages=0,
             get_v2_hits=0, set_v2_pages=0, set_v2_stored=0)
         self.planner: Optional[PagePlanner] = None  # set by register_mem_pool_host
 
@@ -121,9 +122,11 @@ class KVStrataStorage(HiCacheStorage):
         return self.layout
 
     def _planner_counters(self) -> Dict[str, int]:
-        """The load planner's counters (plan_*) since the start, for the heartbeats."""
+        """The load planner's counters (plan_*, load_gave_up*) since the start, for the
+        heartbeats."""
         with self._metrics_lock:
-            return {k: v for k, v in self.counters.items() if k.startswith("plan_")}
+            return {k: v for k, v in self.counters.items()
+                    if k.startswith("plan_") or k.startswith("load_gave_up")}
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._metrics_lock:
@@ -176,9 +179,11 @@ class KVStrataStorage(HiCacheStorage):
         itself) and the promotion timed, so the next request finds them in L1."""
         hit = int(r.hit_blocks)
         tiers = list(r.tiers[:hit])
-        plan = self.planner.plan(kb, tiers, getattr(extra_info, "prefix_keys", None))
+        prefix_keys = getattr(extra_info, "prefix_keys", None)
+        plan = self.planner.plan(kb, tiers, prefix_keys)
         self._count(f"plan_{plan.kind}")
-        self.planner.answered(kb[:plan.units], tiers[:plan.units])
+        self.planner.answered(kb[:plan.units], tiers[:plan.units],
+                              self.planner.give_up(plan, tiers, prefix_keys))
         if plan.units == hit:
             return hit
         self._count("plan_unloaded_tokens", (hit - plan.units) * self.layout.page_size)
@@ -222,9 +227,11 @@ class KVStrataStorage(HiCacheStorage):
             return []
         self._count("get_pages", len(kb))
         get_id = self.planner.get_started(kb) if self.planner is not None else 0
+        staged = self.planner.give_up_of(kb) if self.planner is not None else None
         ok, start = [False] * len(kb), None
-        try:
-            ok, start = self._transfer(self._load, "load", kb, indices, self._kv_pool())
+        try:  # pages below L1 with a deadline: loaded as they reach L1 (staged_get.py)
+            op = self._load if staged is None else self._staged_op(*staged)
+            ok, start = self._transfer(op, "load", kb, indices, self._kv_pool())
         finally:  # its time is a sample of the tier when the daemon answered
             if self.planner is not None:
                 self.planner.get_ended(get_id, timed=start is not None)
@@ -232,6 +239,29 @@ class KVStrataStorage(HiCacheStorage):
             self._count("get_hits", sum(ok))
             self._record(self._prefetch_pgs, self._prefetch_bw, sum(ok), start)
         return ok
+
+    def _staged_op(self, give_up: Any, tiers: Tuple[int, ...]) -> Callable[..., List[bool]]:
+        """A _load that loads the pages as they reach L1 and gives up at `give_up`; a
+        give-up is counted and the pages not loaded watched as they land (the tier is still
+        measured while the planner prices it out)."""
+        def op(session: kvstrata.Session, ns: kvstrata.RegisteredNamespace, keys: List[bytes],
+               ptrs: Sequence[int], layout: PageLayout) -> List[bool]:
+            _check_block_bytes(ns, layout)
+            n = layout.segments_per_page
+            started = time.monotonic()
+            r = staged_load(session, ns, keys, lambda lo, hi: session.load_pointers(
+                ns, keys[lo:hi], ptrs[lo * n:hi * n], layout.segment_sizes,
+                copy=self._copier.run), give_up)
+            if r.gave_up:
+                self._count("load_gave_up")
+                self._count("load_gave_up_tokens", (len(keys) - r.landed) * layout.page_size)
+                log.info("kvstrata: a get gave up after %.0f ms (deadline %.0f ms) with %d of "
+                         "%d pages loaded", r.waited_ms, r.deadline_ms, r.landed, len(keys))
+                if self.planner is not None:
+                    self.planner.watch_promotion(ns, keys[r.landed:],
+                                                 tiers[r.landed:len(keys)], started)
+            return r.ok
+        return op
 
     def _kv_pool(self) -> ExtraPool:
         """The KV pool as the v1 and v2 copy paths see every pool."""

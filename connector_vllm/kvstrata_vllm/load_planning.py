@@ -1,7 +1,9 @@
 """The scheduler side's use of the load planner (kvstrata.planning): how much of a hit to
-load and whether in the step that uses it, and the timing of each load planned -- started,
-ended with the workers' times (KVStrataWorkerMetadata.loads), or counted as slow while it
-runs late -- which teaches the planner each tier's speed; the prefill model learns each
+load and whether in the step that uses it, when an asynchronous load with units below L1
+gives up (its deadlines, kvstrata.planning.GiveUp: the workers load it as its units reach
+L1, staged_loads.py), and the timing of each load planned -- started, ended with the
+workers' times (KVStrataWorkerMetadata.loads), counted as slow while it runs late, or
+given up -- which teaches the planner each tier's speed; the prefill model learns each
 step's work; and the compute queued in front of a request (the prefill still to run of the
 requests that arrived before it), which a recompute waits for and a load runs beside. On
 for GPU engines unless turned off (config load_planner); without it every
@@ -17,7 +19,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import kvstrata
 from kvstrata.planning import (CPU_FLOPS, GPU_FLOPS, LoadPlanner, Plan, PrefillModel,
-                               PromotionWatch, TierSpeeds)
+                               PromotionWatch, TierSpeeds, give_up_schedule, overdue)
 
 from .config import ConnectorConfig
 from .model_flops import prefill_flops
@@ -61,10 +63,13 @@ class LoadPlanning:
 
     def plan(self, st: RequestState, request: Any, keys: List[bytes], start_u: int, hit: int,
              computed: int, unit_tokens: int, looked_up_at: float, in_step_ok: bool,
-             partial_ok: bool, fresh: bool = True) -> int:
-        """Where the load of the hit [start_u, hit) ends, and st.sync; counted (plan_<kind>)
-        and traced once per lookup (`fresh`), not per reuse of its answer."""
+             partial_ok: bool, fresh: bool = True, deadline_ok: bool = False) -> int:
+        """Where the load of the hit [start_u, hit) ends, st.sync, and st.give_up (an
+        asynchronous load with units below L1, when `deadline_ok`: the engine recomputes
+        the blocks of a load that gave up); counted (plan_<kind>) and traced once per
+        lookup (`fresh`), not per reuse of its answer."""
         tiers = st.tiers[start_u:hit]
+        st.give_up = None
         if self.planner is None:
             st.sync = in_step_ok and all(t == kvstrata.Tier.L1 for t in tiers)
             return hit
@@ -72,12 +77,17 @@ class LoadPlanning:
         plan: Plan = self.planner.plan(tiers, computed, unit_tokens, request.num_tokens,
                                        unit_bytes, in_step_ok=in_step_ok, partial_ok=partial_ok,
                                        backlog_ms=self.backlog_ms(request))
+        if deadline_ok and not plan.in_step and \
+                any(t != kvstrata.Tier.L1 for t in tiers[:plan.units]):
+            st.give_up = give_up_schedule(self.planner.prefill, plan, tiers, computed,
+                                          unit_tokens, request.num_tokens)
         if fresh:
             self.stats.add(f"plan_{plan.kind}", 1)
             trace.event("plan", request.request_id, kind=plan.kind, units=plan.units,
                         hit_units=len(tiers), load_ms=round(plan.load_ms, 3),
                         ttft_ms=round(plan.ttft_ms, 3), recompute_ms=round(plan.recompute_ms, 3),
-                        backlog_ms=round(plan.backlog_ms, 3))
+                        backlog_ms=round(plan.backlog_ms, 3),
+                        give_up_ms=round(st.give_up.deadline_ms(0), 3) if st.give_up else None)
         if plan.units < len(tiers) and fresh:
             self.stats.add("plan_unloaded_tokens", (len(tiers) - plan.units) * unit_tokens)
             self._watch_promotion(st, keys, start_u + plan.units, hit, unit_bytes, looked_up_at)
@@ -169,9 +179,16 @@ class LoadPlanning:
 
     # ------------------------------------------------------------------ load timing
 
-    def load_started(self, st: RequestState, u0: int, u1: int) -> None:
+    def load_started(self, st: RequestState, u0: int, u1: int,
+                     keys_of: Optional[Callable[[], List[bytes]]] = None) -> None:
+        """st's load of units [u0, u1) starts. A staged load (st.give_up: the workers load
+        its units as they reach L1) sends no time when it waits; the promotion watch times
+        its first run below L1 instead (keys_of(): the request's unit keys from unit 0)."""
         if self.planner is None or u1 <= u0:
             return
+        if st.give_up is not None and not st.sync and keys_of is not None:
+            self._watch_promotion(st, keys_of(), u0, u1, self.unit_bytes(),
+                                  st.answer[1] if st.answer else time.monotonic())
         tier = int(max(st.tiers[u0:u1]))
         nbytes = (u1 - u0) * self.unit_bytes()
         # An in-step load runs in the next step built (build_connector_meta numbers it).
@@ -198,7 +215,7 @@ class LoadPlanning:
             # An in-step load's time is its step's, not the tier's: only a load that ran
             # before its request's step says how slow the tier was.
             elapsed = (time.monotonic() - started) * 1e3
-            if not in_step and _overdue(elapsed, predicted):
+            if not in_step and overdue(elapsed, predicted):
                 self.planner.tiers.add(tier, nbytes + ahead, elapsed, key=st.request.request_id)
                 trace.event("load_failed_time", st.request.request_id, tier=tier, bytes=nbytes,
                             predicted_ms=round(predicted, 3), at_least_ms=round(elapsed, 3))
@@ -207,6 +224,47 @@ class LoadPlanning:
             self.planner.tiers.add(tier, nbytes + ahead, ms, key=st.request.request_id)
             trace.event("load_time", st.request.request_id, tier=tier, bytes=nbytes,
                         predicted_ms=round(predicted, 3), ms=round(ms, 3))
+
+    def gave_up(self, reports: List[Tuple[str, int, int, float, float]],
+                states: Dict[str, RequestState], unit_tokens: int,
+                keys_of: Callable[[RequestState], List[bytes]]) -> None:
+        """Loads that gave up at their deadline (KVStrataWorkerMetadata.gave_up, one report
+        per rank: the fewest units landed, the longest wait count): no second attempt at
+        the hit (vLLM recomputes what did not land); load_gave_up for each. keys_of(st):
+        the request's unit keys from unit 0."""
+        merged: Dict[str, Tuple[int, int, float, float]] = {}
+        for req_id, landed, units, ms, deadline in reports:
+            old = merged.get(req_id)
+            merged[req_id] = (landed, units, ms, deadline) if old is None else \
+                (min(old[0], landed), units, max(old[2], ms), deadline)
+        for req_id, (landed, units, ms, deadline) in merged.items():
+            st = states.get(req_id)
+            if st is not None and not st.gave_up:  # once: the ranks may report in turn
+                st.load_failed = st.gave_up = True
+                self.load_gave_up(st, keys_of(st), landed, units, ms, deadline, unit_tokens)
+
+    def load_gave_up(self, st: RequestState, keys: List[bytes], landed: int, units: int,
+                     ms: float, deadline_ms: float, unit_tokens: int) -> None:
+        """st's load gave up at its deadline after `ms` with `landed` of its `units` units
+        landed (the workers' report, KVStrataWorkerMetadata.gave_up; keys: the request's
+        unit keys from unit 0): counted, traced, a censored sample of its tier (at least
+        `ms` for its bytes), and the units not landed watched as they reach L1 (the tier
+        is measured while the planner prices it out)."""
+        info, st.load_info = st.load_info, None
+        self.inflight.pop(st.request.request_id, None)
+        self.stats.add("load_gave_up", 1)
+        self.stats.add("load_gave_up_tokens", (units - landed) * unit_tokens)
+        if info is None or self.planner is None:
+            return
+        tier, nbytes, started, predicted, _, ahead = info
+        self.planner.queue(tier, -nbytes)
+        self.planner.tiers.add(tier, nbytes + ahead, ms, key=st.request.request_id)
+        trace.event("load_gave_up", st.request.request_id, tier=tier, bytes=nbytes,
+                    predicted_ms=round(predicted, 3), at_least_ms=round(ms, 3),
+                    deadline_ms=round(deadline_ms, 3), landed=landed, units=units)
+        first, end = st.load_span
+        self._watch_promotion(st, keys, first + landed, end, self.unit_bytes(),
+                              st.answer[1] if st.answer else started)
 
     def _load_times(self, timed: List[Tuple[Tuple[str, ...], float]]) -> None:
         """The workers' load job times (KVStrataWorkerMetadata.loads): one sample per job,
@@ -244,15 +302,10 @@ class LoadPlanning:
                     self.load_ended(st)
                 continue
             ms = (now - started) * 1e3
-            if _overdue(ms, predicted):
+            if overdue(ms, predicted):
                 self.planner.tiers.add(tier, nbytes + ahead, ms, key=req_id)
 
     def close(self) -> None:
         if self.watch is not None:
             self.watch.close()
 
-
-def _overdue(ms: float, predicted: float) -> bool:
-    """A load running (or that ran) this long is well past its prediction: a sample of at
-    least `ms` for its bytes."""
-    return ms > 2 * predicted + 50

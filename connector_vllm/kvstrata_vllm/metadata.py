@@ -8,7 +8,9 @@ prefix cache, or is a sliding-window group's null block outside the window).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
+
+from kvstrata.planning import GiveUp
 
 try:
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorMetadata,
@@ -59,6 +61,10 @@ class RequestTransfer:
     # (rank -> lease id; the rank in the engine, stages.Ranks): that rank's load consumes it
     # (the first attempt only).
     leases: Dict[int, int] = field(default_factory=dict)
+    # Asynchronous loads with units below L1 (the load planner on): when the load stops
+    # waiting for them (kvstrata.planning.GiveUp, ms from the worker's start of the load);
+    # the worker then loads the units as they reach L1 (staged_loads.py).
+    give_up: Optional[GiveUp] = None
 
 
 @dataclass
@@ -87,18 +93,22 @@ class KVStrataMetadata(KVConnectorMetadata):  # type: ignore[misc]
 
 @dataclass
 class KVStrataWorkerMetadata(KVConnectorWorkerMetadata):  # type: ignore[misc]
-    """Keys each worker stored this step, counted over the ranks (aggregate adds), and the
+    """Keys each worker stored this step, counted over the ranks (aggregate adds), the
     load jobs that completed: (the job's request ids, its time in ms as the daemon measured
     it), one entry per job and rank (aggregate concatenates; the planner takes the slowest
-    rank's), and the number of the step this output ends (KVStrataMetadata.step)."""
+    rank's), the number of the step this output ends (KVStrataMetadata.step), and the loads
+    that gave up at their deadline: (request id, units landed, units planned, ms waited,
+    the deadline in ms), one per rank (staged_loads.py)."""
 
     stored: Dict[bytes, int] = field(default_factory=dict)
     loads: List[Tuple[Tuple[str, ...], float]] = field(default_factory=list)
     step: int = 0
+    gave_up: List[Tuple[str, int, int, float, float]] = field(default_factory=list)
 
     def aggregate(self, other: "KVStrataWorkerMetadata") -> "KVStrataWorkerMetadata":
         merged = dict(self.stored)
         for key, n in other.stored.items():
             merged[key] = merged.get(key, 0) + n
         return KVStrataWorkerMetadata(merged, self.loads + other.loads,
-                                      max(self.step, other.step))
+                                      max(self.step, other.step),
+                                      self.gave_up + other.gave_up)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Set, Tuple
 
+from kvstrata.planning import GiveUp
+
 
 @dataclass
 class RequestState:
@@ -34,3 +36,8 @@ class RequestState:
     # (the compute queue, load_planning.backlog_ms).
     ready_tokens: int = 0
     plan_pred: float = 0.0                        # the planner's predicted load ms
+    # The planned load's deadlines (an asynchronous load with units below L1), and the
+    # units [first, end) its transfer covers.
+    give_up: Optional[GiveUp] = None
+    load_span: Tuple[int, int] = (0, 0)
+    gave_up: bool = False                         # its load gave up (counted once)

@@ -87,6 +87,10 @@ class SchedulerSide:
         self.hybrid = len(self.groups) > 1
         self.windowed = any(g.sliding_window for g in self.groups)
         self.host_mode = str(getattr(vllm_config.device_config, "device_type", "")) == "cpu"
+        # A load may give up at its deadline only where vLLM recomputes what it left out
+        # (a load error under "fail" fails the request) and per block (not a hybrid model).
+        policy = getattr(vllm_config.kv_transfer_config, "kv_load_failure_policy", "fail")
+        self.deadlines = policy == "recompute" and len(self.groups) == 1
         events = getattr(vllm_config, "kv_events_config", None)
         self.events_enabled = bool(events is not None and getattr(events, "enable_kv_cache_events",
                                                                    False))
@@ -205,7 +209,8 @@ class SchedulerSide:
         if hit > start_u:
             hit = self.plans.plan(st, request, keys, start_u, hit, num_computed_tokens,
                                   self.unit_tokens, t0, in_step_ok=self._in_step_allowed(),
-                                  partial_ok=not self.hybrid, fresh=fresh)
+                                  partial_ok=not self.hybrid, fresh=fresh,
+                                  deadline_ok=self.deadlines)
         if hit * self.unit_tokens >= request.num_tokens and st.sync and not self.host_mode and \
                 not self.hybrid and \
                 (hit - start_u) * self.unit_tokens > self.cfg.full_hit_max_load_tokens:
@@ -368,12 +373,15 @@ class SchedulerSide:
                                self.blocks_per_unit)
             if units:
                 transfers.append(RequestTransfer(request.request_id, units, sync=st.sync,
-                                                 group=g.index))
+                                                 group=g.index,
+                                                 give_up=None if st.sync else st.give_up))
         if transfers:
             self._hand_leases(st, transfers)
             self._loads.extend(transfers)
             st.loading = True
-            self.plans.load_started(st, u0, u1)
+            st.load_span = (u0, u1)
+            self.plans.load_started(st, u0, u1,
+                                    lambda: self._keys(request.block_hashes, 0, u1))
             st.load_blocks = {b for r in transfers for u in r.units for b in u.block_ids
                               if b >= 0}
             trace.event("alloc", request.request_id, units=sum(len(r.units) for r in transfers))
@@ -523,6 +531,8 @@ class SchedulerSide:
         wm = getattr(output, "kv_connector_worker_meta", None)
         if isinstance(wm, KVStrataWorkerMetadata):
             self.plans.worker_output(wm.step, wm.loads)
+            self.plans.gave_up(wm.gave_up, self._reqs, self.unit_tokens, lambda st: self._keys(
+                st.request.block_hashes, 0, st.load_span[1]))
         invalid = set(getattr(output, "invalid_block_ids", None) or ())
         if invalid:
             for st in self._reqs.values():

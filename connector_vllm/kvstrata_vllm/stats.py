@@ -13,8 +13,12 @@ Counters (all sums over the interval and over the workers):
   plan_in_step / plan_async / plan_partial / plan_recompute
                                    the load planner's decisions, one per hit it priced
   plan_unloaded_tokens             hit tokens the planner left to compute
-The scheduler also sends the plan_* totals with its session's heartbeats: kvstratad sums
-them over its sessions (`kvstrata stats`, docs/load-planner.md).
+  load_gave_up / load_gave_up_tokens
+                                   planned loads that gave up at their deadline (a tier
+                                   slower than predicted) / the hit tokens they left to compute
+  load_gave_up_units               units those loads left to compute, over the ranks
+The scheduler also sends the plan_* and load_gave_up* totals with its session's heartbeats:
+kvstratad sums them over its sessions (`kvstrata stats`, docs/load-planner.md).
 """
 from __future__ import annotations
 
@@ -48,11 +52,16 @@ COUNTERS = {
     "plan_partial": "Hits the load planner loads in part (the engine computes the rest)",
     "plan_recompute": "Hits the load planner recomputes (loading would be slower)",
     "plan_unloaded_tokens": "Hit tokens the load planner left to compute",
+    "load_gave_up": "Planned loads that gave up at their deadline (a tier slower than "
+                    "predicted; the engine computed the rest)",
+    "load_gave_up_tokens": "Hit tokens the loads that gave up left to compute",
+    "load_gave_up_units": "Units the loads that gave up left to compute (over the ranks)",
 }
 
 
+# The scheduler's counters sent with its heartbeats (`kvstrata stats`).
 PLANNER_COUNTERS = ("plan_in_step", "plan_async", "plan_partial", "plan_recompute",
-                    "plan_unloaded_tokens")
+                    "plan_unloaded_tokens", "load_gave_up", "load_gave_up_tokens")
 
 
 class StatsCounter:

@@ -10,7 +10,8 @@ stats, stored keys and load times.
 
 Any block that could not be loaded is reported by get_block_ids_with_load_errors (vLLM then
 recomputes it); an asynchronous load's request is still reported finished receiving in the
-same step.
+same step. An asynchronous load with units below L1 and a deadline (the load planner's) is
+loaded as its units reach L1 and gives up at its deadline (staged_loads.py).
 
 Hybrid models (several KV cache groups, namespace.KvGroup): each group is a namespace of its
 own, with its own HostCache or CUDA registration over the group's layers.
@@ -32,6 +33,7 @@ from .kv_layouts import CROSS_LAYER, kv_cache_pieces, kv_layout_name
 from .metadata import KVStrataMetadata, KVStrataWorkerMetadata
 from .namespace import KvGroup, cache_dtype, kv_groups, namespace_fields
 from .stages import engine_ranks, stage_groups
+from .staged_loads import StagedLoads
 from .stats import StatsCounter
 from .worker_book import WorkerBook, ns_key
 from . import trace
@@ -98,6 +100,8 @@ class WorkerSide:
             f"vllm-worker-tp{self.tp_rank}"
         self.link = open_link(cfg, name, on_session=self._on_session)
         self.book = WorkerBook(cfg, self.link, self.groups, self.rank, events_enabled)
+        # Asynchronous loads with a deadline (units below L1), loaded as they reach L1.
+        self.staged = StagedLoads(self.book)
         self.kv_caches: Any = None
         self._disabled_reason: Optional[str] = None
         self._hooks: List[float] = []     # with the trace on: this step's hook call times
@@ -201,6 +205,8 @@ class WorkerSide:
         self._idle_wait_s = meta.idle_wait_ms / 1e3
         if self.io is not None:
             self.io.start_step(meta)
+        if self.staged:
+            self.staged.drop(meta.finished)
         retries = self.book.due_retries(meta.finished)
         # A layer-wise path takes a step's same-step loads as one job; the rest load one by one.
         io = self._active()
@@ -214,6 +220,8 @@ class WorkerSide:
                 io = self._active()
                 if io is None:
                     self.book.fail_load(req, list(range(len(req.units))))
+                elif req.give_up is not None and not req.sync:
+                    self.staged.start(req, io)  # loaded as its units reach L1
                 else:
                     io.load(req)
             except Exception as err:  # noqa: BLE001 - a failed load is a recompute
@@ -261,10 +269,14 @@ class WorkerSide:
         io = self.io
         if io is None:
             return self.book.finished(lambda kind, req_id: False)
+        if self.staged:  # what reached L1 since: loaded; late loads give up
+            self.staged.poll(self._active())
         wait, self._idle_wait_s = self._idle_wait_s, 0.0
         if wait > 0 and self.book.enabled:
             io.wait_loads(wait)  # a step without a forward pass: report the loads in it
         io.poll()
+        if self.staged:
+            self.staged.settle(io)
         return self.book.finished(io.busy_locked)
 
     def take_invalid(self) -> Set[int]:

@@ -61,6 +61,14 @@ class WorkerBook:
         # lookup's lease; a daemon restart keeps it in L2), the request waiting meanwhile.
         self.retry_failed_loads = self.per_request_failures and not VLLM_FAILED_RECVING
         self.retries = LoadRetries()
+        # Staged loads (staged_loads.py) not over yet: still receiving whatever their parts
+        # did; those that waited for units to reach L1 send no time (their parts' times
+        # are an L1 copy's; the scheduler's promotion watch times the tier).
+        self.staged: Set[str] = set()
+        self.untimed: Set[str] = set()
+        # Loads that gave up at their deadline: (request id, units landed, units planned,
+        # ms waited, the deadline ms), for the scheduler (KVStrataWorkerMetadata.gave_up).
+        self.gave_up: List[Tuple[str, int, int, float, float]] = []
 
     def session_and_ns(self, group: int = 0) -> Tuple[Optional[kvstrata.Session],
                                                       Optional[kvstrata.RegisteredNamespace]]:
@@ -91,13 +99,15 @@ class WorkerBook:
             self.recved |= dropped
         return due
 
-    def fail_load(self, req: RequestTransfer, unit_indices: List[int]) -> None:
+    def fail_load(self, req: RequestTransfer, unit_indices: List[int],
+                  counter: str = "load_failed_units") -> None:
         with self.lock:
-            self.fail_load_locked(req, unit_indices)
+            self.fail_load_locked(req, unit_indices, counter)
 
-    def fail_load_locked(self, req: RequestTransfer, unit_indices: List[int]) -> None:
+    def fail_load_locked(self, req: RequestTransfer, unit_indices: List[int],
+                         counter: str = "load_failed_units") -> None:
         """The units failed: retried later (retry_failed_loads), else their blocks are
-        invalid and the request failed."""
+        invalid and the request failed; counted under `counter`."""
         if self.retry_failed_loads and not req.sync:
             if self.retries.add(req, unit_indices):
                 self.stats.add("load_retried_units", len(unit_indices))
@@ -110,18 +120,20 @@ class WorkerBook:
             self.invalid.update(b for b in req.units[i].block_ids if b >= 0)
         if not req.sync:
             self.failed_recv.add(req.req_id)  # reported by finished()
-        self.stats.add("load_failed_units", len(unit_indices))
+        self.stats.add(counter, len(unit_indices))
 
     def time_load(self, req_ids: Tuple[str, ...], ms: float) -> None:
-        """A load's time as measured here, for the scheduler's planner."""
+        """A load's time as measured here, for the scheduler's planner (not for a part of a
+        staged load that waited: `untimed`)."""
         with self.lock:
-            self.load_ms.append((req_ids, ms))
+            if not self.untimed.intersection(req_ids):
+                self.load_ms.append((req_ids, ms))
 
     def timed_locked(self, req_ids: Tuple[str, ...], completion: Any) -> None:
         """A load job's time as the daemon measured it, for the scheduler's planner
-        (KVStrataWorkerMetadata.loads)."""
+        (KVStrataWorkerMetadata.loads); a staged load's parts are not sent."""
         us = getattr(completion, "elapsed_us", 0) or 0
-        if us > 0:
+        if us > 0 and not self.untimed.intersection(req_ids):
             self.load_ms.append((req_ids, us / 1e3))
 
     # ------------------------------------------------------------------ stores
@@ -141,16 +153,15 @@ class WorkerBook:
         request id), called under `lock`: whether the data path still has a "load" or
         "store" of that request in flight."""
         with self.lock:
-            failed = {r for r in self.failed_recv if not busy_locked("load", r)}
+            failed = {r for r in self.failed_recv
+                      if not busy_locked("load", r) and r not in self.staged}
             self.failed_recv -= failed
             if self.per_request_failures:
                 self.failed_reported |= failed
             recved = self.recved | failed
-            if self.retries:  # a request with a queued retry is still receiving
-                waiting = self.retries.waiting()
-                self.recved, recved = recved & waiting, recved - waiting
-            else:
-                self.recved = set()
+            # A request with a queued retry or a staged load not over is still receiving.
+            waiting = (self.retries.waiting() if self.retries else set()) | self.staged
+            self.recved, recved = recved & waiting, recved - waiting
             self.retries.forget(recved)
             sent = {r for r in self.delayed if not busy_locked("store", r)}
             self.delayed -= sent
@@ -173,4 +184,7 @@ class WorkerBook:
             stored, self.stored = self.stored, {}
             loads, self.load_ms = self.load_ms, []
             step, self.step = self.step, 0
-        return KVStrataWorkerMetadata(stored, loads, step) if stored or loads or step else None
+            gave_up, self.gave_up = self.gave_up, []
+        if not (stored or loads or step or gave_up):
+            return None
+        return KVStrataWorkerMetadata(stored, loads, step, gave_up)

@@ -1,6 +1,6 @@
 """The load planner's decisions reach the daemon: vLLM's real Scheduler (CPU) with the
 connector's planner on, against a real kvstratad. The scheduler's session sends its plan_*
-totals with its heartbeats; Admin.GetStats and the real `kvstrata stats` show them, also
+(and load_gave_up*) totals with its heartbeats; Admin.GetStats and the real `kvstrata stats` show them, also
 after the session closed (docs/load-planner.md, "Seeing it")."""
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def test_a_planner_decision_reaches_the_daemons_stats(model_dir, daemon, engines
     sched = e.connector.scheduler
     sched.link.session().heartbeat()      # the heartbeat thread's next beat, now
     assert client_counters(daemon) == {"plan_in_step": 1, "plan_async": 0, "plan_partial": 0,
-                                       "plan_recompute": 0, "plan_unloaded_tokens": 0}
+                                       "plan_recompute": 0, "plan_unloaded_tokens": 0,
+                                       "load_gave_up": 0, "load_gave_up_tokens": 0}
     # A second engine's planner recomputes (its compute is faster than any load); its
     # session closes without a heartbeat in between: the close sends the last counts.
     e2 = engines(model_dir, ext(daemon, load_mode="sync", load_planner="on"))

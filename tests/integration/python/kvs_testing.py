@@ -43,15 +43,17 @@ class Daemon:
     """One kvstratad process on <workdir>/kvstrata.sock, logging to <workdir>/kvstratad.log.
 
     Started with --socket, --metrics_address=127.0.0.1:0 and one --set holding
-    BASE_SETTINGS plus `settings` (dotted config keys).
+    BASE_SETTINGS plus `settings` (dotted config keys); `env`: variables added to its
+    environment (e.g. stalled_mount.StalledMount's).
     """
 
     start_timeout_s = START_TIMEOUT_S
     stop_timeout_s = STOP_TIMEOUT_S
 
     def __init__(self, workdir: Path, settings: Optional[Dict[str, str]] = None,
-                 socket: Optional[Path] = None) -> None:
+                 socket: Optional[Path] = None, env: Optional[Dict[str, str]] = None) -> None:
         self.workdir = workdir
+        self.env = dict(env or {})
         self.socket = socket or workdir / SOCKET_NAME
         self.log_path = workdir / f"kvstratad-{os.getpid()}-{time.monotonic_ns()}.log"
         merged = {**BASE_SETTINGS, **(settings or {})}
@@ -68,6 +70,7 @@ class Daemon:
         """Start the process without waiting for it to serve."""
         env = {k: v for k, v in os.environ.items() if k != "KVSTRATA_SOCKET"}
         env["XDG_CACHE_HOME"] = str(self.workdir / "cache")  # Never touch the real home.
+        env.update(self.env)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env)
@@ -150,15 +153,16 @@ def run_daemon(daemon: Daemon) -> Iterator[Daemon]:
 
 def daemons() -> Iterator[Callable[..., Daemon]]:
     """Generator for a fixture that starts extra daemons in one test:
-    start(settings=None, socket=None, wait=True) -> Daemon (wait=False only spawns it).
+    start(settings=None, socket=None, wait=True, env=None) -> Daemon (wait=False only
+    spawns it; env: added to its environment).
     Each is SIGTERMed (killed if stuck) and its directory removed afterwards."""
     started: List[Daemon] = []
     dirs: List[Path] = []
 
     def start(settings: Optional[Dict[str, str]] = None, socket: Optional[Path] = None,
-              wait: bool = True) -> Daemon:
+              wait: bool = True, env: Optional[Dict[str, str]] = None) -> Daemon:
         dirs.append(short_tmpdir())
-        started.append(Daemon(dirs[-1], settings, socket=socket))
+        started.append(Daemon(dirs[-1], settings, socket=socket, env=env))
         if wait:
             started[-1].start()
         else:

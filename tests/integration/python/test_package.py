@@ -126,7 +126,8 @@ def test_installed_package_has_the_planner() -> None:
     from kvstrata import planning
 
     root = importlib.resources.files("kvstrata").joinpath("planning")
-    for name in ("__init__", "load_planner", "prefill_model", "promotion_watch", "tier_speeds"):
+    for name in ("__init__", "load_deadline", "load_planner", "prefill_model", "promotion_watch",
+                 "tier_speeds"):
         assert root.joinpath(f"{name}.py").is_file(), name
     assert planning.PRIORS[int(kvstrata.Tier.L2)].gb_per_s > 0
     p = planning.LoadPlanner(planning.PrefillModel(planning.prefill_flops(None),

@@ -4,13 +4,17 @@ real kvstratad with an L2 directory: L1 hits answered in full; an L2 that stalle
 out (the answer stops at its first page) while the pages cut are promoted into L1 in the
 background and answered in full next time; the planner off (or "auto" outside a GPU
 engine) answering every page stored. With a fake clock and no daemon: a get stuck on a
-tier prices that tier out before it ends."""
+tier prices that tier out before it ends. A get of pages from an L2 that stalls after the
+answer (stalled_mount.py) gives up at its deadline, keeping the pages that landed."""
 from __future__ import annotations
+
+import time
 
 import pytest
 
 import kvstrata
 from kvs_testing import Daemon, wait_until
+from stalled_mount import StalledMount
 from kvstrata_sglang.keys import page_keys
 from kvstrata_sglang.options import parse_options
 from kvstrata_sglang.planner import EngineModel, PagePlanner, engine_model, planner_wanted
@@ -22,9 +26,9 @@ STALLED_MS = 600_000.0     # 64 MiB measured at 10 minutes: a stalled mount
 PAGE_BYTES = 64 << 10      # the fake-clock tests' pages (16 tokens of a small GQA model)
 
 
-def l2_daemon(daemon_factory, tmp_path) -> Daemon:
+def l2_daemon(daemon_factory, tmp_path, env=None) -> Daemon:
     return daemon_factory({"l2.enabled": "true", "l2.capacity": "256MiB",
-                           "l2.path": str(tmp_path / "l2")})
+                           "l2.path": str(tmp_path / "l2")}, env=env)
 
 
 def l2_tier(daemon: Daemon):
@@ -129,7 +133,53 @@ def test_a_hit_only_in_a_stalled_tier_is_recomputed(daemon_factory, backends, tm
     with d.client(timeout=10.0) as c:
         counters = {x.name: x.value for x in c.get_stats().client_counters}
     assert counters == {"plan_async": 0, "plan_partial": 0, "plan_recompute": 1,
-                        "plan_unloaded_tokens": 16 * PAGE}, counters
+                        "plan_unloaded_tokens": 16 * PAGE, "load_gave_up": 0,
+                        "load_gave_up_tokens": 0}, counters
+
+
+def test_a_get_from_a_tier_that_stalls_gives_up_at_its_deadline(daemon_factory, backends,
+                                                                 tmp_path):
+    """8 pages in L1, 8 in an L2 the planner has not measured (answered in full at its
+    prior); L2 stalls before the get: the get loads the L1 pages, waits for the others up
+    to its deadline (a few ms: the prior's fast GPU computes them in about that), then
+    answers False for them -- SGLang keeps the 8 loaded and computes the rest. Counted,
+    in the daemon's GetStats too; once the mount recovers the promotions the get started
+    land in L1 and the next get loads every page byte-exact."""
+    mount = StalledMount.build(tmp_path)
+    if mount is None:
+        pytest.skip("no C compiler for the stalled-mount library")
+    d = l2_daemon(daemon_factory, tmp_path, env=mount.env())
+    try:
+        pool = make_pool("mha", "page_first", pages=64)
+        b = backends(make_config({"load_planner": "on", "timeout_s": 10.0},
+                                 endpoint=d.endpoint), pool)
+        keys = keys_for("planner-deadline", 16)
+        src = store_in_l2(d, b, pool, keys)
+        b.session.lookup(b.namespace, page_keys(keys[:8]), lease=True, lease_ttl_ms=1000)
+        assert wait_until(lambda: tiers_of(b, keys) == [L1] * 8 + [L2] * 8, 10.0)
+        mount.stall()
+        assert b.batch_exists(keys) == 16 and b.counters["plan_async"] == 1
+        dst = alloc_pages(pool, 16)
+        t0 = time.monotonic()
+        assert b.batch_get_v1(keys, dst) == [True] * 8 + [False] * 8
+        assert time.monotonic() - t0 < 0.5
+        assert page_bytes(pool, dst)[:8] == page_bytes(pool, src)[:8]
+        assert b.counters["load_gave_up"] == 1, b.counters
+        assert b.counters["load_gave_up_tokens"] == 8 * PAGE, b.counters
+        assert b.planner.tiers._samples[L2], "the get is a (censored) sample of L2"
+        b.session.heartbeat()
+        with d.client(timeout=10.0) as c:
+            counters = {x.name: x.value for x in c.get_stats().client_counters}
+        assert counters["load_gave_up"] == 1, counters
+        mount.recover()
+        assert wait_until(lambda: tiers_of(b, keys) == [L1] * 16, 10.0), tiers_of(b, keys)
+        assert b.batch_exists(keys) == 16
+        dst = alloc_pages(pool, 16)
+        assert b.batch_get_v1(keys, dst) == [True] * 16
+        assert page_bytes(pool, dst) == page_bytes(pool, src)
+        assert b.counters["load_gave_up"] == 1
+    finally:
+        mount.recover()
 
 
 @pytest.mark.parametrize("mode", ["off", "auto"])
