@@ -3,7 +3,7 @@ end (scheduler.py); its load plan and timing are load_planning.py's."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from kvstrata.planning import GiveUp
 
@@ -41,3 +41,21 @@ class RequestState:
     give_up: Optional[GiveUp] = None
     load_span: Tuple[int, int] = (0, 0)
     gave_up: bool = False                         # its load gave up (counted once)
+
+    def hit_sources(self, unit_tokens: int, num_external_tokens: int) -> Dict[str, int]:
+        """The external hit's tokens by tier: "host" (L1, DRAM) or "disk" (L2/L3)."""
+        out: Dict[str, int] = {}
+        left = num_external_tokens
+        pos = self.local_tokens
+        for u, tier in enumerate(self.tiers):
+            end = (u + 1) * unit_tokens
+            if end <= pos or left <= 0:
+                continue
+            n = min(end - pos, left)
+            name = "host" if tier <= 1 else "disk"
+            out[name] = out.get(name, 0) + n
+            left -= n
+            pos += n
+        if left > 0:
+            out["host"] = out.get("host", 0) + left
+        return out

@@ -332,21 +332,7 @@ class SchedulerSide:
         st = self._reqs.get(request.request_id)
         if st is None or num_external_tokens <= 0:
             return {}
-        out: Dict[str, int] = {}
-        left = num_external_tokens
-        pos = st.local_tokens
-        for u, tier in enumerate(st.tiers):
-            end = (u + 1) * self.unit_tokens
-            if end <= pos or left <= 0:
-                continue
-            n = min(end - pos, left)
-            name = "host" if tier <= 1 else "disk"
-            out[name] = out.get(name, 0) + n
-            left -= n
-            pos += n
-        if left > 0:
-            out["host"] = out.get("host", 0) + left
-        return out
+        return st.hit_sources(self.unit_tokens, num_external_tokens)
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         st = self._reqs.get(request.request_id)
