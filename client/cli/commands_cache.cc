@@ -155,13 +155,14 @@ int Evict(CommandContext& c) {
   if (*tier == v1::TIER_UNSPECIFIED || *tier == v1::TIER_L1_DRAM) {
     parts.push_back(absl::StrCat("l1 ", r->l1_blocks()));
   }
-  // The wire counts the files of the tiers numbered 2 and 3 (l2 and l3 by default).
-  const std::map<int, std::string> labels = TierLabels(c);
-  if (*tier != v1::TIER_L1_DRAM && (r->l2_blocks() > 0 || *tier == v1::TIER_L2_LOCAL)) {
-    parts.push_back(absl::StrCat(TierName(v1::TIER_L2_LOCAL, labels), " ", r->l2_blocks()));
-  }
-  if (*tier != v1::TIER_L1_DRAM && (r->l3_blocks() > 0 || *tier == v1::TIER_L3_SHARED)) {
-    parts.push_back(absl::StrCat(TierName(v1::TIER_L3_SHARED, labels), " ", r->l3_blocks()));
+  // Each lower tier's files, in the daemon's order: the one asked for, or those that had
+  // some.
+  for (const auto& [wire, label] : TierLabels(c)) {
+    auto files = r->tier_blocks().find(label);
+    if (wire == v1::TIER_L1_DRAM || files == r->tier_blocks().end()) continue;
+    if (files->second > 0 || *tier == static_cast<v1::Tier>(wire)) {
+      parts.push_back(absl::StrCat(label, " ", files->second));
+    }
   }
   std::cout << " (" << absl::StrJoin(parts, ", ") << ")";
   if (r->pinned_blocks() > 0) std::cout << "; " << r->pinned_blocks() << " pinned, kept";

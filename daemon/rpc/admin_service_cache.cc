@@ -148,7 +148,14 @@ grpc::Status AdminService::Evict(grpc::ServerContext* ctx, const v1::EvictReques
     absl::StatusOr<EvictCounts> evicted = context_.store->Evict(ns->id, keys, *tiers);
     if (!evicted.ok()) return evicted.status();
     if (tiers->l1) response->set_l1_blocks(evicted->l1);
-    // The wire counts the first two lower tiers' files (TIER_L2_LOCAL, TIER_L3_SHARED).
+    if (tiers->lower) {
+      for (const LowerTierStatus& st : context_.store->LowerTiers()) {
+        if (tiers->lower_tier.has_value() && *tiers->lower_tier != st.tier) continue;
+        (*response->mutable_tier_blocks())[context_.store->tier_table().Label(st.tier)] =
+            evicted->files[TierIndex(st.tier)];
+      }
+    }
+    // And the first two lower tiers' as before the labels (TIER_L2_LOCAL, TIER_L3_SHARED).
     const bool all_lower = tiers->lower && !tiers->lower_tier.has_value();
     for (Tier lower : {TierAt(1), TierAt(2)}) {
       if (!all_lower && !(tiers->lower && tiers->lower_tier == lower)) continue;

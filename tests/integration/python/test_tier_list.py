@@ -18,7 +18,7 @@ from kvs_testing import Daemon, assert_code, daemon_binary, wait_until
 from prom_text import scrape
 from tier_helpers import BLOCK, block_files, blocks, fresh_salt, spec
 
-NVME, TEAM = 2, 3  # wire numbers: the tiers' ids (1, 2 in the list's order) + 1
+NVME, TEAM, HDD = 2, 3, 4  # wire numbers: the tiers' ids (1, 2, 3 in the list's order) + 1
 
 LIST = """
 [[tiers]]
@@ -33,6 +33,12 @@ kind = "shared-file"
 path = "{root}/team"
 capacity = "256MiB"
 eviction_interval_ms = 200
+
+[[tiers]]
+label = "hdd"
+kind = "local-file"
+path = "{root}/hdd"
+capacity = "256MiB"
 """
 
 
@@ -59,21 +65,23 @@ def test_a_tier_list_is_known_by_its_labels_everywhere(workdir: Path, cli) -> No
         keys = [f"list-{i}".encode().ljust(32, b"\0") for i in range(4)]
         data = blocks(21, 4)
         session.store(ns, keys, data)
-        assert wait_until(lambda: info(client, NVME).written_blocks >= 4 and
-                          info(client, TEAM).written_blocks >= 4, 20.0), client.list_tiers()
+        assert wait_until(lambda: all(info(client, t).written_blocks >= 4
+                                      for t in (NVME, TEAM, HDD)), 20.0), client.list_tiers()
         assert len(block_files(workdir / "nvme")) == 4
         assert len(block_files(workdir / "team")) == 4
 
         listed = json.loads(cli(d, "--json", "tiers").stdout)["tiers"]
         assert [(t["name"], t["kind"]) for t in listed] == [
-            ("l1", "memory"), ("nvme", "local-file"), ("team", "shared-file")], listed
-        assert [t.get("shared", False) for t in listed] == [False, False, True]
+            ("l1", "memory"), ("nvme", "local-file"), ("team", "shared-file"),
+            ("hdd", "local-file")], listed
+        assert [t.get("shared", False) for t in listed] == [False, False, True, False]
         assert "team" in cli(d, "tiers").stdout
 
         metrics = scrape(client.get_status().metrics_address)
         assert metrics.value("kvstrata_tier_blocks", tier="nvme") == 4
         assert metrics.value("kvstrata_transfer_bytes_total", direction="l1_to_nvme") == 4 * BLOCK
         assert metrics.value("kvstrata_transfer_bytes_total", direction="l1_to_team") == 4 * BLOCK
+        assert metrics.value("kvstrata_transfer_bytes_total", direction="l1_to_hdd") == 4 * BLOCK
         assert metrics.get("kvstrata_tier_blocks", tier="l2") is None
         assert metrics.get("kvstrata_transfer_bytes_total", direction="l1_to_l2") is None
 
@@ -85,9 +93,12 @@ def test_a_tier_list_is_known_by_its_labels_everywhere(workdir: Path, cli) -> No
         assert list(got) == [True] * 4, client.list_tiers()
         assert all(np.array_equal(b, want) for b, want in zip(got.blocks, data))
 
+        # Every lower tier's files by label, the third (wire 4) too.
+        doc = json.loads(cli(d, "--json", "evict", fp, hexes[3]).stdout)
+        assert doc["tier_blocks"] == {"nvme": 1, "team": 1, "hdd": 1}, doc
         out = cli(d, "evict", "--tier=team", fp, hexes[0])
         assert out.returncode == 0 and "team 1" in out.stdout, out.stdout
-        assert len(block_files(workdir / "team")) == 3
+        assert len(block_files(workdir / "team")) == 2
         out = cli(d, "clear", "--tier=nvme", fp)
         assert out.returncode == 0, out.stderr
         assert block_files(workdir / "nvme") == []
@@ -95,9 +106,9 @@ def test_a_tier_list_is_known_by_its_labels_everywhere(workdir: Path, cli) -> No
         with pytest.raises(kvstrata.KVStrataError) as excinfo:
             client.evict(fingerprint=fp, keys=keys[:1], tier=7)
         assert_code(excinfo, grpc.StatusCode.INVALID_ARGUMENT)
-        assert "unknown tier 7: this daemon has 3 tiers" in str(excinfo.value)
+        assert "unknown tier 7: this daemon has 4 tiers" in str(excinfo.value)
         bad = cli(d, "clear", "--tier=l2", fp)
-        assert bad.returncode == 1 and "expected one of all, l1, nvme, team" in bad.stderr, \
+        assert bad.returncode == 1 and "expected one of all, l1, nvme, team, hdd" in bad.stderr, \
             bad.stderr
     finally:
         session.close()

@@ -368,7 +368,7 @@ def test_evict_counts_keys_once_per_tier_and_a_pin_keeps_every_copy(workdir: Pat
         assert machine.returncode == 0, machine.stderr
         doc = json.loads(machine.stdout)
         assert doc == {"evicted_blocks": 1, "l1_blocks": 1, "l2_blocks": 1, "l3_blocks": 0,
-                       "pinned_blocks": 0}, doc
+                       "pinned_blocks": 0, "tier_blocks": {"l2": 1}}, doc
         assert block_files(l2) == []
     finally:
         a.close()
