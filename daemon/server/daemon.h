@@ -79,7 +79,7 @@ class Daemon : private SessionEndListener {
   std::unique_ptr<KvEventListener> event_listener_;
   std::unique_ptr<MetricsTierListener> metrics_listener_;
   TierListenerFanout tier_listeners_;   // metrics, then events
-  std::unique_ptr<TierManager> tiers_;  // L2/L3; outlives l1_ (its listener), stopped first.
+  std::unique_ptr<TierManager> tiers_;  // below L1; outlives l1_ (its listener), stopped first.
   L1Pool l1_;
   std::unique_ptr<BlockStore> store_;       // Over l1_ and tiers_; outlives jobs_ and the services.
   std::unique_ptr<TransferEngine> engine_;  // Null without a GPU; destroyed before l1_.

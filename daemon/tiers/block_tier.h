@@ -1,9 +1,10 @@
 // BlockTier: one tier of whole blocks, as the code that moves blocks between tiers sees it.
 // Every tier keeps this contract and passes the one typed contract suite
 // (tests/unit/tiers/block_tier_contract_test.cc): L1 through its adapter (tiering/l1_tier.h),
-// FileTier as L2 and as L3, and the in-memory fake (daemon/testing/memory_tier.h). A new
-// kind of tier (an object store, GPUDirect storage) implements the protected `...Impl` calls
-// below and is handed to TierManager::AddTier; nothing inside TierManager names a concrete
+// every kind of the tier factory (tiers/tier_factory.h: local-file, shared-file) built as
+// the daemon builds it, and the in-memory fake (daemon/testing/memory_tier.h). A new kind
+// of tier (an object store, GPUDirect storage) implements the protected `...Impl` calls
+// below and registers in the tier factory; nothing inside TierManager names a concrete
 // tier.
 //
 // The front and the kinds: the public calls are non-virtual and the same for every kind.

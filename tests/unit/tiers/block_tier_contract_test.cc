@@ -1,8 +1,9 @@
 // The BlockTier contract (daemon/tiers/block_tier.h), one typed suite that every tier
-// passes: the in-memory fake, FileTier as a local L2 and as a shared L3 (real directories),
-// FileTier as a local L2 on a MemoryFileSystem, and L1 through its adapter (a BlockCache over a
-// heap region). A new tier adds its factory to tests/unit/tiers/block_tier_factories.h; the
-// front's own checks, counts and batch calls are block_tier_front_test.cc's.
+// passes: the in-memory fake, every kind registered in the tier factory (local-file,
+// shared-file: real directories, built by MakeTier), FileTier as a local tier on a
+// MemoryFileSystem, and L1 through its adapter (a BlockCache over a heap region). A new kind
+// adds its name and factory to tests/unit/tiers/block_tier_factories.h; the front's own
+// checks, counts and batch calls are block_tier_front_test.cc's.
 #include <string>
 #include <thread>
 #include <vector>
