@@ -460,7 +460,7 @@ Config ExtractConfig(const toml::table& merged, std::vector<std::string>& errors
   config.log.format = log.OneOf("format", {"text", "json"});
   ReadSessions(sessions, config.sessions);
   ReadL1(l1, config.l1);
-  std::set<std::string> sections = {"tiers", "tenants"};
+  std::set<std::string> sections = {"tiers", "tenants", "tier_kinds"};
   for (auto&& [name, node] : merged) sections.insert(std::string(name.str()));
   config.tiers = ReadTiers(merged, sections, errors);
   ReadGpu(gpu, config.gpu);

@@ -153,11 +153,12 @@ void MergeKeys(const toml::table& from, toml::table& to, absl::string_view renam
   }
 }
 
-// A config file's [[tiers]] list: it replaces the default's. Each entry starts from its
-// kind's defaults (the first entry of that kind in the embedded default), enabled and with
-// no path, and takes the keys it sets.
-void MergeTierList(const toml::node& node, const toml::table& defaults, toml::table& merged,
-                   Sources& sources, std::vector<std::string>& errors,
+// A [[tiers]] list (the embedded default's, then a config file's, which replaces it): each
+// entry starts from its kind's defaults (`kinds`: the embedded default's [tier_kinds]
+// tables), enabled and with no path, and takes the keys it sets (`source`: "default" or
+// "file").
+void MergeTierList(const toml::node& node, const toml::table& kinds, absl::string_view source,
+                   toml::table& merged, Sources& sources, std::vector<std::string>& errors,
                    std::vector<std::string>& warnings) {
   const toml::array* list = node.as_array();
   if (list == nullptr || (!list->empty() && !list->is_array_of_tables())) {
@@ -165,14 +166,10 @@ void MergeTierList(const toml::node& node, const toml::table& defaults, toml::ta
         absl::StrCat("config key 'tiers': got ", Described(node), ": expected [[tiers]] tables"));
     return;
   }
-  std::map<std::string, const toml::table*> kinds;  // kind -> its defaults
   std::string kind_names;
-  for (const toml::node& d : *defaults.get_as<toml::array>("tiers")) {
-    const toml::table& entry = *d.as_table();
-    std::string kind = *entry["kind"].value<std::string>();
-    if (kinds.emplace(kind, &entry).second) {
-      absl::StrAppend(&kind_names, kind_names.empty() ? "" : ", ", "\"", kind, "\"");
-    }
+  for (auto&& [name, table] : kinds) {
+    absl::StrAppend(&kind_names, kind_names.empty() ? "" : ", ", "\"", std::string(name.str()),
+                    "\"");
   }
   toml::array tiers;
   for (size_t i = 0; i < list->size(); ++i) {
@@ -180,7 +177,8 @@ void MergeTierList(const toml::node& node, const toml::table& defaults, toml::ta
     const std::string at = absl::StrCat("tiers[", i, "]");
     std::optional<std::string> kind = given["kind"].value<std::string>();
     std::optional<std::string> label = given["label"].value<std::string>();
-    if (!kind.has_value() || !given["kind"].is_string() || !kinds.contains(*kind)) {
+    if (!kind.has_value() || !given["kind"].is_string() || !kinds.contains(*kind) ||
+        !kinds.get(*kind)->is_table()) {
       errors.push_back(absl::StrCat(
           "config key '", at, ".kind': ",
           given.contains("kind") ? absl::StrCat("got ", Described(*given.get("kind"))) : "missing",
@@ -195,7 +193,8 @@ void MergeTierList(const toml::node& node, const toml::table& defaults, toml::ta
                                     ": expected the tier's name, e.g. label = \"nvme\""));
       continue;
     }
-    toml::table entry = *kinds.at(*kind);
+    toml::table entry = *kinds.get_as<toml::table>(*kind);
+    entry.insert_or_assign("kind", *kind);
     entry.insert_or_assign("label", *label);
     entry.insert_or_assign("enabled", true);
     entry.insert_or_assign("path", "");
@@ -203,11 +202,12 @@ void MergeTierList(const toml::node& node, const toml::table& defaults, toml::ta
     rest.erase("label");
     rest.erase("kind");
     std::string shown = label->empty() ? at : *label;
-    MergeKeys(rest, entry, "tiers", shown, "file", sources, errors, warnings);
-    sources[absl::StrCat(shown, ".label")] = "file";
-    sources[absl::StrCat(shown, ".kind")] = "file";
-    sources[absl::StrCat(shown, ".enabled")] = "file";
-    sources[absl::StrCat(shown, ".path")] = "file";
+    MergeKeys(rest, entry, "tiers", shown, source, sources, errors, warnings);
+    if (source != "default") {
+      for (const char* key : {"label", "kind", "enabled", "path"}) {
+        sources[absl::StrCat(shown, ".", key)] = std::string(source);
+      }
+    }
     tiers.push_back(std::move(entry));
   }
   merged.insert_or_assign("tiers", std::move(tiers));
@@ -217,11 +217,11 @@ void MergeTierList(const toml::node& node, const toml::table& defaults, toml::ta
 // tier's: in its kind's defaults). Each mistake adds a line to `errors`; the other keys
 // are still merged. The file's [[tiers]] list first, then the sections: a section named
 // after a tier's label sets that tier's keys ([l2], [l3]).
-void MergeFile(const toml::table& file, const toml::table& defaults, toml::table& merged,
+void MergeFile(const toml::table& file, const toml::table& kinds, toml::table& merged,
                Sources& sources, std::vector<std::string>& errors,
                std::vector<std::string>& warnings) {
   if (const toml::node* tiers = file.get("tiers"); tiers != nullptr) {
-    MergeTierList(*tiers, defaults, merged, sources, errors, warnings);
+    MergeTierList(*tiers, kinds, "file", merged, sources, errors, warnings);
   }
   for (auto&& [section_key, section_node] : file) {
     std::string section(section_key.str());
@@ -373,9 +373,14 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
                                   const std::vector<std::string>& overrides) {
   absl::StatusOr<toml::table> merged = ParseToml(kDefaultConfigToml, "default_config.toml");
   if (!merged.ok()) return merged.status();
-  const toml::table defaults = *merged;
   Sources sources;
   std::vector<std::string> errors, warnings;
+  // The kinds' defaults ([tier_kinds], not a section anyone sets), and the default
+  // [[tiers]] list built from them as a file's is.
+  const toml::table kinds = *(*merged)["tier_kinds"].as_table();
+  merged->erase("tier_kinds");
+  MergeTierList(*merged->get("tiers"), kinds, "default", *merged, sources, errors, warnings);
+  if (!errors.empty()) return absl::InternalError(absl::StrCat("default_config.toml: ", errors[0]));
   if (!path.empty()) {
     absl::StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) return text.status();
@@ -383,7 +388,7 @@ absl::StatusOr<Config> LoadConfig(const std::string& path,
     if (!file.ok()) return file.status();
     std::vector<std::string> file_errors;
     std::vector<std::string> file_warnings;
-    MergeFile(*file, defaults, *merged, sources, file_errors, file_warnings);
+    MergeFile(*file, kinds, *merged, sources, file_errors, file_warnings);
     for (const std::string& e : file_errors) errors.push_back(absl::StrCat(path, ": ", e));
     for (const std::string& w : file_warnings) warnings.push_back(absl::StrCat(path, ": ", w));
   }

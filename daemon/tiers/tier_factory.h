@@ -7,8 +7,8 @@
 // "local-file" (FileTier over a directory only this daemon writes) and "shared-file"
 // (FileTier over a directory every node's daemon writes). A new kind is one folder under
 // daemon/tiers/ (a BlockTier; its CMakeLists.txt adds its sources to kvstrata_tiers), one
-// line in kKinds (tier_factory.cc), its defaults as an entry of the embedded default
-// configuration's [[tiers]] list, and its factory in the contract suite
+// line in kKinds (tier_factory.cc), its keys and defaults as a [tier_kinds.<kind>] table of
+// the embedded default configuration, and its factory in the contract suite
 // (tests/unit/tiers/block_tier_factories.h; tier_factory_test.cc checks that every kind
 // registered here has one).
 //

@@ -60,10 +60,12 @@ TEST(TierListTest, TheDefaultIsL2ThenL3InThatOrder) {
   EXPECT_FALSE(config->tiers[1].enabled);
 }
 
-TEST(TierListTest, PrintDefaultConfigShowsTheList) {
+TEST(TierListTest, PrintDefaultConfigShowsTheListAndEachKindsKeys) {
   const std::string text(DefaultConfigToml());
-  EXPECT_THAT(text, AllOf(HasSubstr("[[tiers]]\nlabel = \"l2\"\nkind = \"local-file\""),
-                          HasSubstr("[[tiers]]\nlabel = \"l3\"\nkind = \"shared-file\"")));
+  EXPECT_THAT(
+      text, AllOf(HasSubstr("[[tiers]]\nlabel = \"l2\"\nkind = \"local-file\""),
+                  HasSubstr("[[tiers]]\nlabel = \"l3\"\nkind = \"shared-file\""),
+                  HasSubstr("[tier_kinds.local-file]\n"), HasSubstr("[tier_kinds.shared-file]\n")));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("\n[l2]")));
 }
 
@@ -204,6 +206,13 @@ TEST(TierListBadInputTest, ASectionOrFlagForALabelNoTierHas) {
   EXPECT_THAT(Error(std::string(kTwoTiers) + "\n[l2]\ncapacity = \"1GiB\"\n"),
               AllOf(HasSubstr("unknown section 'l2'"), HasSubstr("nvme, shared")));
   EXPECT_THAT(Error(kTwoTiers, {"l3.enabled=true"}), HasSubstr("unknown key 'l3.enabled'"));
+}
+
+TEST(TierListBadInputTest, TheKindsDefaultsAreNotASection) {
+  EXPECT_THAT(Error("[tier_kinds.local-file]\nio_threads = 8\n"),
+              HasSubstr("unknown section 'tier_kinds'"));
+  EXPECT_THAT(Error("[[tiers]]\nlabel = \"tier_kinds\"\nkind = \"local-file\"\npath = \"/a\"\n"),
+              HasSubstr("is the name of a section"));
 }
 
 TEST(TierListBadInputTest, AnAliasCannotChangeALabelOrKind) {
