@@ -161,7 +161,7 @@ def mla_summary_row(path: Path) -> Dict[str, Optional[float]]:
 
 def plot_gpu_models(out: Path) -> str:
     runs = [("Gemma 3 (6 groups)", RESULTS / "vllm-gpu-2026-11-27-gemma3-hybrid-run2/vllm_gpu.json"),
-            ("gpt-oss (2 groups)", RESULTS / "vllm-gpu-2026-11-28-gpt-oss/vllm_gpu.json.xz"),
+            ("gpt-oss (2 groups)", RESULTS / "vllm-gpu-2026-11-28-gpt-oss-run2/vllm_gpu.json.xz"),
             ("Llama fp8 KV", RESULTS / "vllm-gpu-2026-11-28-fp8/vllm_gpu.json.xz")]
     groups: List[str] = []
     rows: List[Dict[str, Any]] = []
@@ -335,8 +335,9 @@ def slow_disk_p99(row: Dict[str, Any], first_wave: int) -> Tuple[float, float]:
 
 def plot_slow_disk(out: Path) -> str:
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
-    for ax, run, title in ((axes[0], "cpu-2026-11-28-slow-disk", "run 1 (before the fixes)"),
-                           (axes[1], "cpu-2026-11-28-slow-disk-run2", "run 2 (6e9651c)")):
+    for ax, run, title in ((axes[0], "cpu-2026-11-28-slow-disk-run2", "run 2 (6e9651c)"),
+                           (axes[1], "cpu-2026-11-28-slow-disk-run4",
+                            "run 4 (loads give up at their deadline)")):
         rows = load_json(RESULTS / run / "slow_disk.json")["rows"]
         rates = list(rows)
         labels = [f"{r} /s" if r != "0" else "unthrottled" for r in rates]
