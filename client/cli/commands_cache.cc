@@ -70,8 +70,9 @@ int Usage(const absl::Status& status) {
   return kExitUsage;
 }
 
-// The load planner's decisions (the connectors' plan_* counters, docs/load-planner.md),
-// then any other counter the clients report.
+// The load planner's decisions (the connectors' plan_* counters, docs/load-planner.md) and
+// the loads that gave up at their deadline (load_gave_up*), then any other counter the
+// clients report.
 void PrintClientCounters(const v1::GetStatsResponse& r) {
   std::map<std::string, uint64_t> counters;
   for (const v1::Counter& counter : r.client_counters()) counters[counter.name()] = counter.value();
@@ -96,11 +97,13 @@ void PrintClientCounters(const v1::GetStatsResponse& r) {
     }
     table.Print(std::cout);
     std::cout << "tokens left to compute: " << counters["plan_unloaded_tokens"] << "\n";
+    std::cout << "loads that gave up at their deadline: " << counters["load_gave_up"] << " ("
+              << counters["load_gave_up_tokens"] << " tokens computed instead)\n";
   }
   Table others({"CLIENT COUNTER", "VALUE"});
   bool any = false;
   for (const auto& [name, value] : counters) {
-    if (absl::StartsWith(name, "plan_")) continue;
+    if (absl::StartsWith(name, "plan_") || absl::StartsWith(name, "load_gave_up")) continue;
     others.AddRow({name, absl::StrCat(value)});
     any = true;
   }

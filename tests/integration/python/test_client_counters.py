@@ -41,6 +41,8 @@ def planner_rows(stdout: str) -> Dict[str, str]:
             rows[parts[0]] = parts[1]
         if line.startswith("tokens left to compute:"):
             rows["tokens"] = line.split(":")[1].strip()
+        if line.startswith("loads that gave up at their deadline:"):
+            rows["gave_up"] = line.split(":")[1].split()[0]
     return rows
 
 
@@ -50,7 +52,7 @@ def test_counters_reach_stats_and_outlive_their_sessions(daemon_factory, cli) ->
     assert empty.returncode == 0, empty.stderr
     assert "no connector has reported load planner decisions" in empty.stdout
     a_counts = {"plan_in_step": 2, "plan_async": 3, "plan_partial": 0, "plan_recompute": 1,
-                "plan_unloaded_tokens": 96}
+                "plan_unloaded_tokens": 96, "load_gave_up": 2, "load_gave_up_tokens": 64}
     b_counts = {"plan_async": 10, "plan_unloaded_tokens": 4, "exists_hits": 7}
     with d.client(timeout=10.0) as ca, d.client(timeout=10.0) as cb:
         a = kvstrata.Session(ca, client_name="planner-a")
@@ -60,15 +62,19 @@ def test_counters_reach_stats_and_outlive_their_sessions(daemon_factory, cli) ->
         a.heartbeat()
         b.heartbeat()
         assert totals(d) == {"plan_in_step": 2, "plan_async": 13, "plan_partial": 0,
-                             "plan_recompute": 1, "plan_unloaded_tokens": 100, "exists_hits": 7}
+                             "plan_recompute": 1, "plan_unloaded_tokens": 100, "exists_hits": 7,
+                             "load_gave_up": 2, "load_gave_up_tokens": 64}
         # Replaced, not added: the same values again change nothing.
         a.heartbeat()
         assert totals(d)["plan_async"] == 13
         out = cli(d, "stats")
         assert out.returncode == 0, out.stderr
         assert planner_rows(out.stdout) == {"in_step": "2", "async": "13", "partial": "0",
-                                            "recompute": "1", "tokens": "100"}, out.stdout
+                                            "recompute": "1", "tokens": "100",
+                                            "gave_up": "2"}, out.stdout
         assert "exists_hits" in out.stdout and "CLIENT COUNTER" in out.stdout
+        others = out.stdout.split("CLIENT COUNTER", 1)[1]
+        assert "load_gave_up" not in others, out.stdout  # in the planner's section only
         # Counted after the last heartbeat: sent with the close (a last heartbeat).
         a_counts["plan_recompute"] = 5
         a.close()
