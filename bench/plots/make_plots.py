@@ -68,6 +68,15 @@ def save(fig: Any, out: Path, name: str) -> str:
     return name
 
 
+def label_axes(ax: Any, ylabel: str, ymax: float, title: str) -> None:
+    """A bar plot's y label and range, title, two-column legend on top and grid."""
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, ymax)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=2, loc="upper center")
+    ax.grid(True, axis="y", alpha=0.3)
+
+
 def bars(ax: Any, groups: Sequence[str], series: Sequence[Tuple[str, Sequence[Optional[float]], str]],
          fmt: str = "{:.0f}", width: float = 0.8) -> None:
     """Grouped bars, one series per (label, values, colour); a None value leaves a gap."""
@@ -240,11 +249,8 @@ def plot_node_loads(out: Path) -> str:
                       ("KVStrata load, device alone", alone, "#ff9896"),
                       ("pinned copy ceiling, both at once", ceil_all, "#7f7f7f"),
                       ("KVStrata load, both at once", both, "#d62728")], fmt="{:.1f}")
-    ax.set_ylabel("GB/s (one load job, median of 5)")
-    ax.set_ylim(0, 75)
-    ax.set_title("Every GPU loading at once: one kvstratad, two H200s (2026-11-27, node run 4)", fontsize=9)
-    ax.legend(fontsize=7, ncol=2, loc="upper center")
-    ax.grid(True, axis="y", alpha=0.3)
+    label_axes(ax, "GB/s (one load job, median of 5)", 75,
+               "Every GPU loading at once: one kvstratad, two H200s (2026-11-27, node run 4)")
     return save(fig, out, "node_loads_vs_ceiling.png")
 
 
@@ -301,11 +307,8 @@ def plot_l3(out: Path) -> str:
                       ("KVStrata L3 write", [r["l3_write"]["files_per_s"] for r in runs], "#ff9896"),
                       ("baseline read (other mount, cold)", [r["files"]["read_per_s"] for r in runs], "#1f77b4"),
                       ("KVStrata L3 read (two requests in flight)", [r["l3_read"]["files_per_s"] for r in runs], "#d62728")])
-    ax.set_ylabel("68 KiB block files per second")
-    ax.set_ylim(0, 1.4 * max(r["files"]["read_per_s"] for r in runs))
-    ax.set_title("L3 on GlusterFS 10.3 (two FUSE mounts, 2-vCPU VM) against the raw store (2026-11-25)", fontsize=9)
-    ax.legend(fontsize=7, ncol=2, loc="upper center")
-    ax.grid(True, axis="y", alpha=0.3)
+    label_axes(ax, "68 KiB block files per second", 1.4 * max(r["files"]["read_per_s"] for r in runs),
+               "L3 on GlusterFS 10.3 (two FUSE mounts, 2-vCPU VM) against the raw store (2026-11-25)")
     return save(fig, out, "l3_vs_files.png")
 
 
