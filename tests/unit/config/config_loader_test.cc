@@ -1,4 +1,5 @@
 #include "daemon/config/config_loader.h"
+#include "tests/unit/config/config_test_util.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,11 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 std::string WriteTemp(const std::string& text) {
-  // One file per process: CTest runs test cases in parallel processes.
-  std::string path =
-      ::testing::TempDir() + "/kvstrata_config_test." + std::to_string(getpid()) + ".toml";
-  std::ofstream(path) << text;
-  return path;
+  return WriteTempConfig("kvstrata_config_test", text);
 }
 
 TEST(ConfigLoaderTest, EmbeddedDefaultWorksWithoutGpuOrFiles) {
@@ -44,10 +41,8 @@ TEST(ConfigLoaderTest, EntriesShowThePathsInUseForEmptyDefaults) {
   absl::StatusOr<Config> config = LoadConfig("", {});
   ASSERT_TRUE(config.ok()) << config.status();
   auto value_of = [&](const std::string& key) {
-    for (const ConfigEntry& e : config->entries) {
-      if (e.key == key) return e.value;
-    }
-    return std::string("missing");
+    const ConfigEntry* e = FindEntry(*config, key);
+    return e == nullptr ? std::string("missing") : e->value;
   };
   EXPECT_EQ(value_of("l2.path"), FindTier(*config, "l2")->path);
   EXPECT_EQ(value_of("server.socket"), config->server.socket);
@@ -68,10 +63,8 @@ TEST(ConfigLoaderTest, FileThenFlagsOverrideDefaults) {
   EXPECT_EQ(config->log.level, "debug");
   EXPECT_EQ(config->config_path, path);
   auto source_of = [&](const std::string& key) {
-    for (const ConfigEntry& e : config->entries) {
-      if (e.key == key) return e.source;
-    }
-    return std::string("missing");
+    const ConfigEntry* e = FindEntry(*config, key);
+    return e == nullptr ? std::string("missing") : e->source;
   };
   EXPECT_EQ(source_of("l1.capacity"), "flag");
   EXPECT_EQ(source_of("l1.eviction_policy"), "file");

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "daemon/config/config_loader.h"
+#include "tests/unit/config/config_test_util.h"
 
 namespace kvstrata {
 namespace {
@@ -41,10 +42,8 @@ class ScopedNodeName {
 };
 
 std::string EntryValue(const Config& config, const std::string& key) {
-  for (const ConfigEntry& e : config.entries) {
-    if (e.key == key) return e.value;
-  }
-  return "missing";
+  const ConfigEntry* e = FindEntry(config, key);
+  return e == nullptr ? "missing" : e->value;
 }
 
 TEST(EventsConfigTest, NodeNameFromTheEnvironmentGivesTheNodeWideTopicId) {

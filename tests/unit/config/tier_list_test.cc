@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/config/config_loader.h"
+#include "tests/unit/config/config_test_util.h"
 
 namespace kvstrata {
 namespace {
@@ -17,15 +18,8 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-std::string WriteTemp(const std::string& text) {
-  std::string path =
-      ::testing::TempDir() + "/kvstrata_tier_list_test." + std::to_string(getpid()) + ".toml";
-  std::ofstream(path) << text;
-  return path;
-}
-
 absl::StatusOr<Config> Load(const std::string& file, const std::vector<std::string>& set = {}) {
-  return LoadConfig(file.empty() ? "" : WriteTemp(file), set);
+  return LoadConfig(file.empty() ? "" : WriteTempConfig("kvstrata_tier_list_test", file), set);
 }
 
 std::string Error(const std::string& file, const std::vector<std::string>& set = {}) {
@@ -87,10 +81,8 @@ TEST(TierListTest, AFileListReplacesTheDefaultAndTakesItsKindsDefaults) {
   EXPECT_EQ(FindTier(*config, "l2"), nullptr);  // the default list is gone
   // `kvstrata config` lists each tier's keys under its label.
   auto source_of = [&](const std::string& key) {
-    for (const ConfigEntry& e : config->entries) {
-      if (e.key == key) return e.source;
-    }
-    return std::string("absent");
+    const ConfigEntry* e = FindEntry(*config, key);
+    return e == nullptr ? std::string("absent") : e->source;
   };
   EXPECT_EQ(source_of("nvme.capacity"), "file");
   EXPECT_EQ(source_of("nvme.fsync"), "default");

@@ -21,11 +21,21 @@ double Total(const PrometheusMetrics& m, const char* name, const MetricLabelPair
   return m.CounterTotal(name, match);
 }
 
-TEST(PrometheusMetricsTest, TiersAreLabelledByTheTable) {
-  absl::StatusOr<std::unique_ptr<PrometheusMetrics>> made =
-      PrometheusMetrics::Create("", TwoLowerTiers());
-  ASSERT_TRUE(made.ok()) << made.status();
-  PrometheusMetrics& m = **made;
+// Metrics of a daemon whose table has two lower tiers (TwoLowerTiers).
+class PrometheusMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<PrometheusMetrics>> made =
+        PrometheusMetrics::Create("", TwoLowerTiers());
+    ASSERT_TRUE(made.ok()) << made.status();
+    metrics_ = *std::move(made);
+  }
+
+  std::unique_ptr<PrometheusMetrics> metrics_;
+};
+
+TEST_F(PrometheusMetricsTest, TiersAreLabelledByTheTable) {
+  PrometheusMetrics& m = *metrics_;
   m.RecordStored(TierAt(1), 3);
   m.RecordRemoved(TierAt(2), RemovalCause::kEvicted, 2);
   m.RecordTransfer(TierAt(2), CopyDirection::kUp, 100, absl::Milliseconds(1));
@@ -45,11 +55,8 @@ TEST(PrometheusMetricsTest, TiersAreLabelledByTheTable) {
   EXPECT_EQ(Total(m, "kvstrata_blocks_stored_total", {{"tier", "l2"}}), 0);
 }
 
-TEST(PrometheusMetricsTest, AnIdTheTableDoesNotHaveIsNotRecorded) {
-  absl::StatusOr<std::unique_ptr<PrometheusMetrics>> made =
-      PrometheusMetrics::Create("", TwoLowerTiers());
-  ASSERT_TRUE(made.ok()) << made.status();
-  PrometheusMetrics& m = **made;
+TEST_F(PrometheusMetricsTest, AnIdTheTableDoesNotHaveIsNotRecorded) {
+  PrometheusMetrics& m = *metrics_;
   m.RecordStored(TierAt(5), 1);
   m.RecordRemoved(TierAt(7), RemovalCause::kCleared, 1);
   m.RecordTransfer(TierAt(6), CopyDirection::kUp, 10, absl::Milliseconds(1));
