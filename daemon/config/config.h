@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/config/tier_kind_keys.h"
+
 namespace kvstrata {
 
 struct ServerConfig {
@@ -53,12 +55,14 @@ struct L1Config : TierConfig {
   int64_t promotion_wait_ms = 5000;
 };
 
-// One tier below L1: an entry of the [[tiers]] list, of kind "local-file" (a local
-// directory, the default "l2") or "shared-file" (a shared filesystem, the default "l3").
-// A `[<label>]` section sets the keys of the entry with that label ([l2], [l3] as before).
-// See docs/configuration.md.
-struct FileTierConfig : TierConfig {
-  std::string kind;  // "local-file" or "shared-file"
+// One tier below L1: an entry of the [[tiers]] list, of any kind the tier factory knows
+// (daemon/tiers/tier_factory.h: "local-file", the default "l2"; "shared-file", the default
+// "l3"; "object"). A `[<label>]` section sets the keys of the entry with that label ([l2],
+// [l3] as before). The fields are the keys the tier stack reads for every kind (and the
+// file kinds' own); the keys only a kind reads are in `kind_keys`, read by the kind
+// (tier_kind_keys.h). See docs/configuration.md.
+struct LowerTierConfig : TierConfig {
+  std::string kind;  // a kind of the tier factory: "local-file", "shared-file", "object"
   double high_watermark = 0.95;
   double low_watermark = 0.85;
   bool write_back = false;          // write_policy = "write-back"; else write-through
@@ -73,7 +77,8 @@ struct FileTierConfig : TierConfig {
   int64_t eviction_interval_ms = 10000;       // shared-file only
   int64_t audit_interval_s = 3600;            // shared-file only
   int64_t follow_interval_ms = 1000;          // shared-file only; 0 = do not follow
-  std::string presence_check = "async";       // shared-file only; "async" or "sync"
+  std::string presence_check = "async";       // shared tiers; "async" or "sync"
+  TierKindKeys kind_keys;                     // every other key of the entry (its kind's own)
 };
 
 // The GPU data path (daemon/transfer).
@@ -123,7 +128,7 @@ struct Config {
   LogConfig log;
   SessionsConfig sessions;
   L1Config l1;
-  std::vector<FileTierConfig> tiers;  // below L1, fastest first (ids 1, 2, ...)
+  std::vector<LowerTierConfig> tiers;  // below L1, fastest first (ids 1, 2, ...)
   GpuConfig gpu;
   EventsConfig events;
   std::vector<TenantConfig> tenants;
@@ -134,8 +139,8 @@ struct Config {
 };
 
 // The [[tiers]] entry labelled `label`; nullptr when there is none.
-inline const FileTierConfig* FindTier(const Config& config, std::string_view label) {
-  for (const FileTierConfig& t : config.tiers) {
+inline const LowerTierConfig* FindTier(const Config& config, std::string_view label) {
+  for (const LowerTierConfig& t : config.tiers) {
     if (t.name == label) return &t;
   }
   return nullptr;

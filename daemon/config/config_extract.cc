@@ -161,42 +161,88 @@ void ReadWatermarks(SectionReader& r, double& high, double& low) {
   }
 }
 
-void ReadTier(SectionReader& r, FileTierConfig& t) {
+// Copies the value of `key` (a string, integer, float or boolean: the loader checked its
+// type against the kind's default) into `keys`.
+void KeepKindKey(const std::string& key, const toml::node& value, TierKindKeys& keys) {
+  if (auto s = value.value<std::string>(); value.is_string() && s) {
+    keys.Set(key, *s);
+  } else if (auto i = value.value<int64_t>(); value.is_integer() && i) {
+    keys.Set(key, *i);
+  } else if (auto d = value.value<double>(); value.is_floating_point() && d) {
+    keys.Set(key, *d);
+  } else if (auto b = value.value<bool>(); value.is_boolean() && b) {
+    keys.Set(key, *b);
+  }
+}
+
+// One [[tiers]] entry: the keys every kind has (what the tier stack reads), the file kinds'
+// own, and every other key of the kind's table into kind_keys (the kind reads them).
+void ReadTier(const toml::table& entry, SectionReader& r, LowerTierConfig& t) {
   t.name = r.String("label");
   t.kind = r.String("kind");
   const bool shared = t.kind == "shared-file";
+  std::set<std::string> read = {"label",
+                                "kind",
+                                "enabled",
+                                "path",
+                                "capacity",
+                                "high_watermark",
+                                "low_watermark",
+                                "write_policy",
+                                "write_down_min_hits",
+                                "io_threads",
+                                "write_queue_blocks",
+                                "backlog_policy",
+                                "probe_timeout_ms"};
   t.enabled = r.Bool("enabled");
   t.path = r.String("path");
   // A relative path would follow the daemon's working directory (/ under systemd).
   if (!t.path.empty() && t.path.front() != '/') {
     r.Fail("path", absl::StrCat("'", t.path, "' is relative: expected an absolute path"));
   }
-  if (t.path.empty() && !shared) t.path = DefaultTierPath(t.name);
-  if (t.path.empty() && t.enabled) {
+  if (t.path.empty() && t.kind == "local-file") t.path = DefaultTierPath(t.name);
+  if (t.path.empty() && t.enabled && shared) {
     r.Fail("path", absl::StrCat("is empty: expected the shared directory (an absolute path) when ",
                                 t.name, " is enabled"));
   }
   t.capacity_bytes = r.Bytes("capacity", 1 << 20);
-  // The shared tier orders by the access times every daemon records: oldest first.
-  t.eviction_policy = r.OneOf("eviction_policy", shared ? std::set<std::string>{"lru"} : kPolicies);
   ReadWatermarks(r, t.high_watermark, t.low_watermark);
   t.write_back = r.OneOf("write_policy", {"write-through", "write-back"}) == "write-back";
   t.write_down_min_hits = r.Int("write_down_min_hits", 0, 1'000'000);
   t.io_threads = r.Int("io_threads", 1, 64);
   t.write_queue_blocks = r.Int("write_queue_blocks", 1, 1 << 24);
   t.backlog_policy = r.OneOf("backlog_policy", {"defer", "drop"});
-  t.fsync = r.OneOf("fsync", {"none", "file", "file-and-dir"});
   t.probe_timeout_ms = r.Int("probe_timeout_ms", 0, 60'000);
+  // Keys of some kinds, read where the kind has them.
+  if (entry.contains("eviction_policy")) {
+    read.insert("eviction_policy");
+    // The shared tier orders by the access times every daemon records: oldest first.
+    t.eviction_policy =
+        r.OneOf("eviction_policy", shared ? std::set<std::string>{"lru"} : kPolicies);
+  }
+  if (entry.contains("fsync")) {
+    read.insert("fsync");
+    t.fsync = r.OneOf("fsync", {"none", "file", "file-and-dir"});
+  }
+  if (entry.contains("presence_check")) {
+    read.insert("presence_check");
+    t.presence_check = r.OneOf("presence_check", {"async", "sync"});
+  }
   if (shared) {
+    read.insert({"negative_cache_ms", "access_record_interval_ms", "eviction_interval_ms",
+                 "audit_interval_s", "follow_interval_ms"});
     t.negative_cache_ms = r.Int("negative_cache_ms", 0, 3'600'000);
     t.access_record_interval_ms = r.Int("access_record_interval_ms", 0, 86'400'000);
     t.eviction_interval_ms = r.Int("eviction_interval_ms", 100, 86'400'000);
     t.audit_interval_s = r.Int("audit_interval_s", 60, 31'536'000);
     t.follow_interval_ms = r.Int("follow_interval_ms", 0, 60'000);
-    t.presence_check = r.OneOf("presence_check", {"async", "sync"});
     if (r.Ok({"follow_interval_ms"}) && t.follow_interval_ms > 0 && t.follow_interval_ms < 100) {
       r.Fail("follow_interval_ms", "must be 0 (off) or 100 .. 60000");
     }
+  }
+  for (auto&& [key, value] : entry) {
+    std::string name(key.str());
+    if (!read.contains(name)) KeepKindKey(name, value, t.kind_keys);
   }
 }
 
@@ -213,10 +259,10 @@ bool SameOrInside(const std::string& a, const std::string& b) {
 // The [[tiers]] list: each entry's keys, then what the list must hold as a whole (labels
 // that name one tier each and no section, at most kMaxTiers - 1 tiers, no two enabled
 // tiers in one directory).
-std::vector<FileTierConfig> ReadTiers(const toml::table& merged,
-                                      const std::set<std::string>& sections,
-                                      std::vector<std::string>& errors) {
-  std::vector<FileTierConfig> tiers;
+std::vector<LowerTierConfig> ReadTiers(const toml::table& merged,
+                                       const std::set<std::string>& sections,
+                                       std::vector<std::string>& errors) {
+  std::vector<LowerTierConfig> tiers;
   const toml::array& list = *merged.get_as<toml::array>("tiers");
   if (list.size() > kMaxTiers - 1) {
     errors.push_back(absl::StrCat("config key 'tiers': ", list.size(), " tiers: expected at most ",
@@ -241,16 +287,16 @@ std::vector<FileTierConfig> ReadTiers(const toml::table& merged,
       continue;
     }
     bool twice = false;
-    for (const FileTierConfig& other : tiers) twice = twice || other.name == label;
+    for (const LowerTierConfig& other : tiers) twice = twice || other.name == label;
     if (twice) {
       errors.push_back(absl::StrCat("config key '", at, "': '", label,
                                     "' is used by another tier: expected one label per tier"));
       continue;
     }
     SectionReader reader(entry, label, errors, 0);
-    FileTierConfig tier;
-    ReadTier(reader, tier);
-    for (const FileTierConfig& other : tiers) {
+    LowerTierConfig tier;
+    ReadTier(entry, reader, tier);
+    for (const LowerTierConfig& other : tiers) {
       // A path already reported (empty, relative) is not compared.
       if (tier.enabled && other.enabled && reader.Ok({"path"}) && !tier.path.empty() &&
           !other.path.empty() &&

@@ -61,7 +61,7 @@ void AdminService::FillTiers(google::protobuf::RepeatedPtrField<v1::TierInfo>* t
   const Config& config = *context_.config;
   const TierTable& table = context_.store->tier_table();
   for (const TierDescriptor& d : table.all()) {
-    const FileTierConfig* entry = FindTier(config, d.label);
+    const LowerTierConfig* entry = FindTier(config, d.label);
     v1::TierInfo* info = tiers->Add();
     if (d.id == Tier::kL1) {
       FillTier(d, config.l1, info);

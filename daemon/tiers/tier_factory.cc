@@ -7,11 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "daemon/tiers/file_tier.h"
+#include "daemon/tiers/object/object_tier.h"
 
 namespace kvstrata {
 namespace {
 
-using Maker = absl::StatusOr<std::unique_ptr<BlockTier>> (*)(const FileTierConfig&,
+using Maker = absl::StatusOr<std::unique_ptr<BlockTier>> (*)(const LowerTierConfig&,
                                                              const TierDescriptor&,
                                                              const TierContext&);
 
@@ -30,7 +31,7 @@ FsyncPolicy FsyncOf(const std::string& name) {
 }
 
 // "local-file" and "shared-file": one FileTier each, its `shared` flag the kind's.
-absl::StatusOr<std::unique_ptr<BlockTier>> MakeFileTier(const FileTierConfig& c,
+absl::StatusOr<std::unique_ptr<BlockTier>> MakeFileTier(const LowerTierConfig& c,
                                                         const TierDescriptor& d,
                                                         const TierContext& context) {
   FileTierOptions files;
@@ -61,6 +62,7 @@ absl::StatusOr<std::unique_ptr<BlockTier>> MakeFileTier(const FileTierConfig& c,
 constexpr TierKind kKinds[] = {
     {"local-file", "STORAGE", "LOCAL", false, MakeFileTier},
     {"shared-file", "STORAGE", "REMOTE", true, MakeFileTier},
+    {"object", "STORAGE", "REMOTE", true, MakeObjectTier},
 };
 
 const TierKind* FindKind(std::string_view name) {
@@ -70,7 +72,7 @@ const TierKind* FindKind(std::string_view name) {
   return nullptr;
 }
 
-absl::Status UnknownKind(const FileTierConfig& entry) {
+absl::Status UnknownKind(const LowerTierConfig& entry) {
   std::string known;
   for (const TierKind& kind : kKinds) {
     absl::StrAppend(&known, known.empty() ? "" : ", ", std::string(kind.name));
@@ -87,7 +89,7 @@ std::vector<std::string_view> TierKindNames() {
   return names;
 }
 
-absl::StatusOr<TierDescriptor> DescribeTier(const FileTierConfig& entry) {
+absl::StatusOr<TierDescriptor> DescribeTier(const LowerTierConfig& entry) {
   const TierKind* kind = FindKind(entry.kind);
   if (kind == nullptr) return UnknownKind(entry);
   TierDescriptor d;
@@ -100,9 +102,9 @@ absl::StatusOr<TierDescriptor> DescribeTier(const FileTierConfig& entry) {
   return d;
 }
 
-absl::StatusOr<TierTable> BuildTierTable(const std::vector<FileTierConfig>& entries) {
+absl::StatusOr<TierTable> BuildTierTable(const std::vector<LowerTierConfig>& entries) {
   TierTable table;
-  for (const FileTierConfig& entry : entries) {
+  for (const LowerTierConfig& entry : entries) {
     absl::StatusOr<TierDescriptor> d = DescribeTier(entry);
     if (!d.ok()) return d.status();
     if (table.size() >= kMaxTiers) {
@@ -114,7 +116,7 @@ absl::StatusOr<TierTable> BuildTierTable(const std::vector<FileTierConfig>& entr
   return table;
 }
 
-absl::StatusOr<std::unique_ptr<BlockTier>> MakeTier(const FileTierConfig& entry,
+absl::StatusOr<std::unique_ptr<BlockTier>> MakeTier(const LowerTierConfig& entry,
                                                     const TierDescriptor& descriptor,
                                                     const TierContext& context) {
   const TierKind* kind = FindKind(entry.kind);

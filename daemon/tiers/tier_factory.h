@@ -1,5 +1,5 @@
 // The tier kinds, and the one factory that builds a tier below L1 from its configuration
-// entry (a [[tiers]] entry: config.h's FileTierConfig), as MakeEvictionPolicy builds an
+// entry (a [[tiers]] entry: config.h's LowerTierConfig), as MakeEvictionPolicy builds an
 // eviction policy from its name.
 //
 // A kind is a name (the entry's `kind`), what the tier table says of its tiers (KV events'
@@ -53,16 +53,16 @@ std::vector<std::string_view> TierKindNames();
 // The descriptor of `entry` (label, kind, the kind's medium, locality and sharing, enabled);
 // its id is the table's to give (TierTable::Add). INVALID_ARGUMENT for a kind no one
 // registered.
-absl::StatusOr<TierDescriptor> DescribeTier(const FileTierConfig& entry);
+absl::StatusOr<TierDescriptor> DescribeTier(const LowerTierConfig& entry);
 
 // The daemon's tier table for the [[tiers]] list `entries`: L1, then one descriptor per
 // entry in its order (ids 1, 2, ...), enabled or not. INVALID_ARGUMENT for an unknown kind.
-absl::StatusOr<TierTable> BuildTierTable(const std::vector<FileTierConfig>& entries);
+absl::StatusOr<TierTable> BuildTierTable(const std::vector<LowerTierConfig>& entries);
 
 // Builds and opens the tier of `entry` as `descriptor` (DescribeTier's, with its id).
 // INVALID_ARGUMENT for an unknown kind; the kind's error when it cannot open (a directory
 // that cannot be used: FAILED_PRECONDITION).
-absl::StatusOr<std::unique_ptr<BlockTier>> MakeTier(const FileTierConfig& entry,
+absl::StatusOr<std::unique_ptr<BlockTier>> MakeTier(const LowerTierConfig& entry,
                                                     const TierDescriptor& descriptor,
                                                     const TierContext& context);
 

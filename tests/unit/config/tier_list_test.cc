@@ -67,13 +67,13 @@ TEST(TierListTest, AFileListReplacesTheDefaultAndTakesItsKindsDefaults) {
   absl::StatusOr<Config> config = Load(kTwoTiers);
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_EQ(config->tiers.size(), 2u);
-  const FileTierConfig& nvme = config->tiers[0];
+  const LowerTierConfig& nvme = config->tiers[0];
   EXPECT_EQ(nvme.name, "nvme");
   EXPECT_TRUE(nvme.enabled);  // an entry of a file is on unless it says not
   EXPECT_EQ(nvme.path, "/srv/nvme");
   EXPECT_EQ(nvme.capacity_bytes, 8ULL << 30);
   EXPECT_EQ(nvme.fsync, "none");  // local-file's default
-  const FileTierConfig& shared = config->tiers[1];
+  const LowerTierConfig& shared = config->tiers[1];
   EXPECT_EQ(shared.kind, "shared-file");
   EXPECT_EQ(shared.probe_timeout_ms, 20);
   EXPECT_EQ(shared.fsync, "file");              // shared-file's default

@@ -20,7 +20,10 @@ using tier_contract::kPayload;
 template <typename Factory>
 class BlockTierContractTest : public ::testing::Test {
  protected:
-  void SetUp() override { ns_ = factory_.Namespace("contract-a"); }
+  void SetUp() override {
+    KVSTRATA_SKIP_UNLESS_AVAILABLE(factory_);
+    ns_ = factory_.Namespace("contract-a");
+  }
   BlockTier& tier() { return factory_.Get(); }
   std::string Read(const TierNamespace& ns, const std::string& key) {
     std::string out(ns.payload_bytes, '\0');

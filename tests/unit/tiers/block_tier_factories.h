@@ -3,7 +3,7 @@
 // (the front's checks, counts, metrics and batch calls). Each factory owns what its tier
 // needs and hands out the tier and namespaces. The file kinds are built through the tier
 // factory (MakeTier), as the daemon builds them; a new kind registered there adds its name
-// to kRegisteredKinds and its KindFactory to BlockTierFactories at the bottom.
+// to kRegisteredKinds and its factory to BlockTierFactories at the bottom.
 #ifndef KVSTRATA_TESTS_UNIT_TIERS_BLOCK_TIER_FACTORIES_H_
 #define KVSTRATA_TESTS_UNIT_TIERS_BLOCK_TIER_FACTORIES_H_
 
@@ -27,6 +27,7 @@
 #include "daemon/tiers/file_tier.h"
 #include "daemon/tiers/tier_factory.h"
 #include "gtest/gtest.h"
+#include "tests/unit/tiers/object/object_tier_factory.h"
 #include "tests/unit/tiers/tier_test_data.h"
 
 namespace kvstrata {
@@ -49,12 +50,13 @@ struct MemoryFactory {
 // MakeTier from a [[tiers]] entry as the daemon builds it (KindFactory below);
 // tier_factory_test.cc checks this list against TierKindNames(). A new kind adds its name
 // here and its KindFactory<i> to BlockTierFactories.
-inline constexpr std::array<std::string_view, 2> kRegisteredKinds = {"local-file", "shared-file"};
+inline constexpr std::array<std::string_view, 3> kRegisteredKinds = {"local-file", "shared-file",
+                                                                     "object"};
 
 // The entry a kind's tier is built from in the suites: its kind's defaults, a fresh
 // directory, 64 MiB, no access-time records and no trim rounds of its own.
-inline FileTierConfig ContractEntry(std::string_view kind, const std::string& root) {
-  FileTierConfig entry;
+inline LowerTierConfig ContractEntry(std::string_view kind, const std::string& root) {
+  LowerTierConfig entry;
   entry.name = std::string(kind) + "-contract";
   entry.kind = std::string(kind);
   entry.path = root;
@@ -70,7 +72,7 @@ class KindFactory {
   KindFactory() {
     char tmpl[] = "/tmp/kvs-contract-XXXXXX";
     root_ = mkdtemp(tmpl);
-    const FileTierConfig entry = ContractEntry(kRegisteredKinds[kKind], root_);
+    const LowerTierConfig entry = ContractEntry(kRegisteredKinds[kKind], root_);
     absl::StatusOr<TierDescriptor> d = DescribeTier(entry);
     EXPECT_TRUE(d.ok()) << d.status();
     d->id = Tier::kL2;
@@ -94,6 +96,10 @@ class KindFactory {
 };
 using LocalFileFactory = KindFactory<0>;
 using SharedFileFactory = KindFactory<1>;
+// The object kind on the test binary's SeaweedFS (skips without one: SkipReason()).
+struct ObjectFactory : ObjectTierFactory {
+  TierNamespace Namespace(const std::string& model) { return MakeNamespace(model); }
+};
 
 // A local FileTier whose files are in memory (no directory on disk).
 class InMemoryFileFactory {
@@ -146,7 +152,16 @@ class L1Factory {
 };
 
 using BlockTierFactories = ::testing::Types<MemoryFactory, LocalFileFactory, SharedFileFactory,
-                                            InMemoryFileFactory, L1Factory>;
+                                            ObjectFactory, InMemoryFileFactory, L1Factory>;
+
+// Skips the test when `factory` cannot build its tier here (the object kind without a
+// SeaweedFS binary), saying why.
+#define KVSTRATA_SKIP_UNLESS_AVAILABLE(factory)                                    \
+  do {                                                                             \
+    if constexpr (requires { (factory).SkipReason(); }) {                          \
+      if (!(factory).SkipReason().empty()) GTEST_SKIP() << (factory).SkipReason(); \
+    }                                                                              \
+  } while (0)
 
 }  // namespace tier_contract
 }  // namespace kvstrata

@@ -24,10 +24,13 @@ template <typename Factory>
 class BlockTierFrontTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    KVSTRATA_SKIP_UNLESS_AVAILABLE(factory_);
     ns_ = factory_.Namespace("front-a");
     tier().SetMetrics(&sink_);
   }
-  void TearDown() override { tier().SetMetrics(nullptr); }
+  void TearDown() override {
+    if (!IsSkipped()) tier().SetMetrics(nullptr);
+  }
   BlockTier& tier() { return factory_.Get(); }
   Tier level() { return tier().level(); }
   std::string Read(const std::string& key) {

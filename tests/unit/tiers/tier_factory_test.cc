@@ -42,7 +42,7 @@ TEST(TierFactoryTest, TheDefaultConfigurationBuildsTheStandardTable) {
 }
 
 TEST(TierFactoryTest, AListGivesIdsInItsOrderAndEachKindItsPlace) {
-  std::vector<FileTierConfig> list(3);
+  std::vector<LowerTierConfig> list(3);
   list[0].name = "shared", list[0].kind = "shared-file";
   list[1].name = "nvme", list[1].kind = "local-file";
   list[2].name = "hdd", list[2].kind = "local-file";
@@ -69,12 +69,12 @@ TEST(TierFactoryTest, AListGivesIdsInItsOrderAndEachKindItsPlace) {
 }
 
 TEST(TierFactoryTest, AnUnknownKindIsRefused) {
-  FileTierConfig entry;
+  LowerTierConfig entry;
   entry.name = "cold";
   entry.kind = "tape";
   absl::StatusOr<TierDescriptor> d = DescribeTier(entry);
   ASSERT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(d.status().message(), "tier 'cold': unknown kind 'tape' (local-file, shared-file)");
+  EXPECT_EQ(d.status().message(), "tier 'cold': unknown kind 'tape' (local-file, shared-file, object)");
   EXPECT_EQ(MakeTier(entry, TierDescriptor{}, TierContext{}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BuildTierTable({entry}).status().code(), absl::StatusCode::kInvalidArgument);
@@ -87,8 +87,8 @@ TEST(TierFactoryTest, ATierWhoseDirectoryCannotBeUsedIsAnError) {
   FILE* f = fopen(file.c_str(), "w");
   ASSERT_NE(f, nullptr);
   fclose(f);
-  for (std::string_view kind : tier_contract::kRegisteredKinds) {
-    FileTierConfig entry = tier_contract::ContractEntry(kind, file);  // a file, not a directory
+  for (std::string_view kind : {"local-file", "shared-file"}) {  // the kinds of a directory
+    LowerTierConfig entry = tier_contract::ContractEntry(kind, file);  // a file, not a directory
     absl::StatusOr<TierDescriptor> d = DescribeTier(entry);
     ASSERT_TRUE(d.ok());
     d->id = TierAt(1);
@@ -102,7 +102,7 @@ TEST(TierFactoryTest, ATierWhoseDirectoryCannotBeUsedIsAnError) {
 TEST(TierFactoryTest, ABuiltTierIsItsDescriptorsAndAnnouncesByNamespaceId) {
   char tmpl[] = "/tmp/kvs-factory-XXXXXX";
   std::string dir = mkdtemp(tmpl);
-  FileTierConfig entry = tier_contract::ContractEntry("shared-file", dir);
+  LowerTierConfig entry = tier_contract::ContractEntry("shared-file", dir);
   entry.name = "team";
   absl::StatusOr<TierDescriptor> d = DescribeTier(entry);
   ASSERT_TRUE(d.ok());
