@@ -12,7 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev prometheus-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
-  libxxhash-dev libzmq3-dev libmsgpack-cxx-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libxxhash-dev libcurl4-openssl-dev libexpat1-dev libzmq3-dev libmsgpack-cxx-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
   systemd   # systemd-analyze: tests/deploy checks deploy/systemd
 )

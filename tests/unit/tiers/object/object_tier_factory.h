@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/config/config_loader.h"
 #include "daemon/tiers/tier_factory.h"
@@ -45,7 +46,8 @@ inline absl::StatusOr<Config> ObjectTierConfig(const std::string& label, const s
   std::ofstream(path) << "[[tiers]]\nlabel = \"" << label << "\"\nkind = \"object\"\n"
                       << "endpoint = \"" << S3TestServer::Shared().endpoint() << "\"\n"
                       << "bucket = \"" << S3TestServer::kBucket << "\"\nprefix = \"" << prefix
-                      << "\"\ncredentials_file = \"" << credentials << "\"\ncapacity = \"64MiB\"\n"
+                      << "\"\ncredentials_file = \"" << credentials << "\"\n"
+                      << (absl::StrContains(extra, "capacity") ? "" : "capacity = \"64MiB\"\n")
                       << extra;
   return LoadConfig(path, {});
 }
