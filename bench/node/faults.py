@@ -282,8 +282,10 @@ def render_faults(faults: Dict[str, Any]) -> List[str]:
                 f"  {'':<18}{r['target']}"]
         else:
             if r.get("kill_s") is None:
-                lines.append(f"  {key:<18}no kill: the workload ended before "
-                             f"{_f(r['kill_after_s'], ' s')}")
+                lines.append(f"  {key:<18}no kill: the workload ended first (first turns done "
+                             f"at {_f(r.get('first_turns_done_s'), ' s')}, then a "
+                             f"{_f(r.get('window_s'), ' s')} window; more conversations: "
+                             f"--fault-kill-conversations)")
                 continue
             w, e = r["windows"], r["errors"]
 
@@ -464,10 +466,13 @@ class FaultRunner:
         self.opts = spec["faults"]
         self.victim = len(rs.replicas) - 1
 
-    def conversations(self, name: str) -> List[Any]:
+    def conversations(self, name: str, count: int = 0) -> List[Any]:
+        """The phase's conversations: the run's workload (`count` > 0: that many of them)."""
         from workload import WorkloadSpec, make_conversations  # noqa: PLC0415
-        return make_conversations(WorkloadSpec(**self.spec["workload"]),
-                                  f"{self.spec['seed']}-fault-{name}")
+        workload = dict(self.spec["workload"])
+        if count > 0:
+            workload["conversations"] = count
+        return make_conversations(WorkloadSpec(**workload), f"{self.spec['seed']}-fault-{name}")
 
     def run(self, fault: str, restart_after: bool = False) -> Dict[str, Any]:
         return self.restart() if fault == "restart" else self.kill(restart_after)
@@ -519,7 +524,7 @@ class FaultRunner:
 
     def kill(self, restart_after: bool) -> Dict[str, Any]:
         spec, R, n, o = self.spec, self.victim, len(self.rs.replicas), self.opts
-        convs = self.conversations("kill")
+        convs = self.conversations("kill", o.get("kill_conversations", 0))
         router = Router(o["kill_mode"], n)
         self.log(f"{self.role}:kill: {len(convs)} conversations ({o['kill_mode']}), SIGKILL to "
                  f"replica {R} after {o['kill_after_s']} s")

@@ -140,6 +140,7 @@ def fault_spec(args: argparse.Namespace) -> Dict[str, Any]:
     roles = [r.strip() for r in args.fault_roles.split(",") if r.strip()] or None
     return {"kinds": kinds, "roles": roles, "kill_mode": args.fault_kill_mode,
             "kill_after_s": args.fault_kill_after_s, "window_s": args.fault_window_s,
+            "kill_conversations": args.fault_kill_conversations,
             "keep_load": args.fault_keep_load, "first_n": args.fault_first_n,
             "settle_s": args.fault_settle_s}
 
@@ -497,6 +498,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                          "(<= 5 s more)")
     ap.add_argument("--fault-window-s", type=float, default=10.0,
                     help="TTFT windows before and after the kill")
+    ap.add_argument("--fault-kill-conversations", type=int, default=0,
+                    help="the kill phase's conversations (default: --conversations); more keep "
+                         "a fast node busy past the windows, e.g. 256 on four H200s")
     ap.add_argument("--fault-keep-load", action=argparse.BooleanOptionalAction, default=True,
                     help="after the kill, requests in flight drop to the live replicas' share "
                          "of --concurrency (each other replica keeps its load)")

@@ -404,7 +404,8 @@ def fault_results():
                                 "kvstrata_registrations_active": 2.0,
                                 "kvstrata_jobs_active": 0.0, "kvstrata_fenced_bytes": 0.0}}}
     return {"kvstrata:restart": restart, "native:restart": native, "kvstrata:kill": kill,
-            "native:kill": {"fault": "kill", "kill_s": None, "kill_after_s": 12.0},
+            "native:kill": {"fault": "kill", "kill_s": None, "kill_after_s": 12.0,
+                            "first_turns_done_s": 1.8, "window_s": 10.0},
             "none:restart": {"fault": "restart", "error": "none replica 1 not healthy\nlog"}}
 
 
@@ -425,7 +426,8 @@ def test_faults_summary_lines():
     assert "kvstratad: R's sessions 2 before the kill (registrations 2, leases 3, jobs 1)" in text
     assert "gone after 0.2 s" in text and "fenced bytes 0" in text
     assert "target others' TTFT p99 after <= 1.2x before: PASS (1.05x)" in text
-    assert "native:kill       no kill: the workload ended before 12 s" in text
+    assert ("native:kill       no kill: the workload ended first (first turns done at 1.8 s, "
+            "then a 10 s window; more conversations: --fault-kill-conversations)") in text
     assert "none:restart      failed: none replica 1 not healthy" in text
 
 
@@ -436,7 +438,9 @@ def test_run_fault_options_and_phases_left(tmp_path):
     f = run.fault_spec(args)
     assert f["kinds"] == ["restart", "kill"] and f["roles"] is None   # every role of the plan
     assert f["kill_mode"] == "sticky" and f["keep_load"] and f["window_s"] == 10.0
-    assert f["kill_after_s"] == 0.0
+    assert f["kill_after_s"] == 0.0 and f["kill_conversations"] == 0
+    assert run.fault_spec(run.parse_args(["--out", "/x", "--fault-kill-conversations", "256"]))[
+        "kill_conversations"] == 256
     assert run.fault_spec(run.parse_args(["--out", "/x"]))["kinds"] == []
     assert run.fault_spec(run.parse_args(["--out", "/x", "--fault-roles", "kvstrata"]))[
         "roles"] == ["kvstrata"]
