@@ -192,32 +192,33 @@ def plot_gpu_models(out: Path) -> str:
     return save(fig, out, "gpu_ttft_models.png")
 
 
-def node_summaries(run: str) -> Dict[str, Dict[str, Any]]:
-    data = load_json(RESULTS / "h200x2-2026-11-27-node" / run / "node.json.gz")
+NODE4 = "h200x4-2026-11-28-node"
+
+
+def node_summaries(run: str, results: str = NODE4) -> Dict[str, Dict[str, Any]]:
+    data = load_json(RESULTS / results / run / "node.json.gz")
     return {mode: r["summary"] for mode, r in data["results"].items() if r.get("summary")}
 
 
 def plot_node(out: Path) -> str:
-    runs = [("run 5", node_summaries("5-planner-in-step")), ("run 7", node_summaries("7-sticky-rerun")),
-            ("run 6/6b, nothing to load", {**node_summaries("6-nothing-to-load"),
-                                            **node_summaries("6b-nothing-to-load-kvstrata")})]
+    runs = [("run 1", node_summaries("1-rr-sticky-lmcache")), ("run 4", node_summaries("4-sticky-rr-rerun"))]
     groups: List[str] = []
     rows: List[Dict[str, Any]] = []
     for run, summaries in runs:
         for mode in sorted(summaries):
             groups.append(f"{mode}\n{run}")
             rows.append(summaries[mode])
-    colours = ["#d62728" if g.startswith("kvstrata:") else "#ff9896" if g.startswith("kvstrata_inline")
+    colours = ["#d62728" if g.startswith("kvstrata:") else "#2ca02c" if g.startswith("lmcache")
                else "#1f77b4" if g.startswith("native") else "#7f7f7f" for g in groups]
-    fig, (a, b) = plt.subplots(2, 1, figsize=(13, 8), sharex=True)
+    fig, (a, b) = plt.subplots(2, 1, figsize=(14, 8), sharex=True)
     xs = range(len(groups))
     a.bar(xs, [r["prompt_tok_per_s"] / 1e3 for r in rows], color=colours)
     for x, r in zip(xs, rows):
         a.annotate(f"{r['prompt_tok_per_s'] / 1e3:.0f}K", (x, r["prompt_tok_per_s"] / 1e3), ha="center",
                    va="bottom", fontsize=7)
     a.set_ylabel("prompt tokens/s (thousands)")
-    a.set_title("Node: two H200s, one `vllm serve` per GPU behind a router, one kvstratad (2026-11-27); "
-                "runs 5 and 7: 64 conversations x 6 turns, 16 per GPU", fontsize=9)
+    a.set_title("Node: four H200s, one `vllm serve` per GPU behind a router, one kvstratad (2026-11-28); "
+                "64 conversations x 6 turns, 8 per GPU; every run of each mode", fontsize=9)
     p90 = [r["ttft_later_ms"]["p90"] for r in rows]
     b.bar(xs, p90, color=colours)
     for x, v in zip(xs, p90):
@@ -231,7 +232,7 @@ def plot_node(out: Path) -> str:
 
 
 def plot_node_loads(out: Path) -> str:
-    summary = load_json(RESULTS / "h200x2-2026-11-27-node/4-node-loads/node_loads.json")["summary"]
+    summary = load_json(RESULTS / NODE4 / "2-node-loads/node_loads.json")["summary"]
     groups: List[str] = []
     alone: List[float] = []
     both: List[float] = []
@@ -244,13 +245,13 @@ def plot_node_loads(out: Path) -> str:
             both.append(s["all"]["gbps"])
             ceil_alone.append(dev["ceiling_alone_gbps"])
             ceil_all.append(dev["ceiling_all_gbps"])
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(12, 4.5))
     bars(ax, groups, [("pinned copy ceiling, device alone", ceil_alone, "#c7c7c7"),
                       ("KVStrata load, device alone", alone, "#ff9896"),
-                      ("pinned copy ceiling, both at once", ceil_all, "#7f7f7f"),
-                      ("KVStrata load, both at once", both, "#d62728")], fmt="{:.1f}")
+                      ("pinned copy ceiling, all at once", ceil_all, "#7f7f7f"),
+                      ("KVStrata load, all at once", both, "#d62728")], fmt="{:.1f}")
     label_axes(ax, "GB/s (one load job, median of 5)", 75,
-               "Every GPU loading at once: one kvstratad, two H200s (2026-11-27, node run 4)")
+               "Every GPU loading at once: one kvstratad, four H200s (2026-11-28, node run 2)")
     return save(fig, out, "node_loads_vs_ceiling.png")
 
 
