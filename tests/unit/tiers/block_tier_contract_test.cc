@@ -34,7 +34,8 @@ class BlockTierContractTest : public ::testing::Test {
   TierNamespace ns_;
 };
 
-TYPED_TEST_SUITE(BlockTierContractTest, tier_contract::BlockTierFactories);
+TYPED_TEST_SUITE(BlockTierContractTest, tier_contract::BlockTierFactories,
+                 tier_contract::BlockTierFactoryNames);
 
 TYPED_TEST(BlockTierContractTest, AWrittenBlockReadsBackByteExact) {
   for (int i = 0; i < 5; ++i) {

@@ -98,6 +98,7 @@ using LocalFileFactory = KindFactory<0>;
 using SharedFileFactory = KindFactory<1>;
 // The object kind on the test binary's SeaweedFS (skips without one: SkipReason()).
 struct ObjectFactory : ObjectTierFactory {
+  static constexpr const char* kKindName = "object";  // the suites' name: <suite>/object
   TierNamespace Namespace(const std::string& model) { return MakeNamespace(model); }
 };
 
@@ -154,13 +155,32 @@ class L1Factory {
 using BlockTierFactories = ::testing::Types<MemoryFactory, LocalFileFactory, SharedFileFactory,
                                             ObjectFactory, InMemoryFileFactory, L1Factory>;
 
+// The typed suites' names: <suite>/<kKindName> where a factory has one (CTest selects the
+// object kind's cases by it: tests/unit/tiers/CMakeLists.txt), else <suite>/<index>.
+struct BlockTierFactoryNames {
+  template <typename T>
+  static std::string GetName(int index) {
+    if constexpr (requires { T::kKindName; }) {
+      return T::kKindName;
+    } else {
+      return std::to_string(index);
+    }
+  }
+};
+
 // Skips the test when `factory` cannot build its tier here (the object kind without a
-// SeaweedFS binary), saying why.
-#define KVSTRATA_SKIP_UNLESS_AVAILABLE(factory)                                    \
-  do {                                                                             \
-    if constexpr (requires { (factory).SkipReason(); }) {                          \
-      if (!(factory).SkipReason().empty()) GTEST_SKIP() << (factory).SkipReason(); \
-    }                                                                              \
+// SeaweedFS binary), saying why; fails it instead where the factory says a skip is a
+// failure (SkipIsFailure(): the object kind in CI, $KVSTRATA_REQUIRE_WEED=1).
+#define KVSTRATA_SKIP_UNLESS_AVAILABLE(factory)                                  \
+  do {                                                                           \
+    if constexpr (requires { (factory).SkipReason(); }) {                        \
+      if (!(factory).SkipReason().empty()) {                                     \
+        if constexpr (requires { (factory).SkipIsFailure(); }) {                 \
+          if ((factory).SkipIsFailure()) GTEST_FAIL() << (factory).SkipReason(); \
+        }                                                                        \
+        GTEST_SKIP() << (factory).SkipReason();                                  \
+      }                                                                          \
+    }                                                                            \
   } while (0)
 
 }  // namespace tier_contract

@@ -29,7 +29,7 @@ class BlockTierFrontTest : public ::testing::Test {
     tier().SetMetrics(&sink_);
   }
   void TearDown() override {
-    if (!IsSkipped()) tier().SetMetrics(nullptr);
+    if (!IsSkipped() && !HasFatalFailure()) tier().SetMetrics(nullptr);
   }
   BlockTier& tier() { return factory_.Get(); }
   Tier level() { return tier().level(); }
@@ -43,7 +43,8 @@ class BlockTierFrontTest : public ::testing::Test {
   TierNamespace ns_;
 };
 
-TYPED_TEST_SUITE(BlockTierFrontTest, tier_contract::BlockTierFactories);
+TYPED_TEST_SUITE(BlockTierFrontTest, tier_contract::BlockTierFactories,
+                 tier_contract::BlockTierFactoryNames);
 
 TYPED_TEST(BlockTierFrontTest, BadWritesAreInvalidArgumentAndStoreNothing) {
   BlockTier& tier = this->tier();

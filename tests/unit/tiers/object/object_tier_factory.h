@@ -1,7 +1,8 @@
 // The object kind in the BlockTier suites (block_tier_factories.h): each factory builds its
 // tier as the daemon does -- a configuration file with an `object` [[tiers]] entry through
 // LoadConfig, then MakeTier -- on the test binary's SeaweedFS (s3_test_server.h), under a
-// prefix of its own. Without a SeaweedFS binary SkipReason() says why and the suites skip.
+// prefix of its own. Without a SeaweedFS binary SkipReason() says why and the suites skip
+// (or fail: SkipIsFailure(), where $KVSTRATA_REQUIRE_WEED=1).
 #ifndef KVSTRATA_TESTS_UNIT_TIERS_OBJECT_OBJECT_TIER_FACTORY_H_
 #define KVSTRATA_TESTS_UNIT_TIERS_OBJECT_OBJECT_TIER_FACTORY_H_
 
@@ -38,13 +39,14 @@ inline std::string WriteTestCredentials(const std::string& secret = S3TestServer
 }
 
 // The configuration of one object tier labelled `label` with `extra` keys (TOML lines).
-inline absl::StatusOr<Config> ObjectTierConfig(const std::string& label, const std::string& prefix,
-                                               const std::string& credentials,
-                                               const std::string& extra = "") {
+// On `server` (the shared one unless a test runs its own).
+inline absl::StatusOr<Config> ObjectTierConfig(
+    const std::string& label, const std::string& prefix, const std::string& credentials,
+    const std::string& extra = "", const S3TestServer& server = S3TestServer::Shared()) {
   const std::string path =
       absl::StrCat(::testing::TempDir(), "/kvs-object.", ::getpid(), ".", prefix, ".toml");
   std::ofstream(path) << "[[tiers]]\nlabel = \"" << label << "\"\nkind = \"object\"\n"
-                      << "endpoint = \"" << S3TestServer::Shared().endpoint() << "\"\n"
+                      << "endpoint = \"" << server.endpoint() << "\"\n"
                       << "bucket = \"" << S3TestServer::kBucket << "\"\nprefix = \"" << prefix
                       << "\"\ncredentials_file = \"" << credentials << "\"\n"
                       << (absl::StrContains(extra, "capacity") ? "" : "capacity = \"64MiB\"\n")
@@ -54,9 +56,10 @@ inline absl::StatusOr<Config> ObjectTierConfig(const std::string& label, const s
 
 inline absl::StatusOr<std::unique_ptr<BlockTier>> MakeObjectTestTier(
     const std::string& prefix, const std::string& extra = "",
-    const std::string& secret = S3TestServer::kSecretKey, const TierContext& context = {}) {
+    const std::string& secret = S3TestServer::kSecretKey, const TierContext& context = {},
+    const S3TestServer& server = S3TestServer::Shared()) {
   absl::StatusOr<Config> config =
-      ObjectTierConfig("obj", prefix, WriteTestCredentials(secret), extra);
+      ObjectTierConfig("obj", prefix, WriteTestCredentials(secret), extra, server);
   if (!config.ok()) return config.status();
   absl::StatusOr<TierDescriptor> d = DescribeTier(config->tiers[0]);
   if (!d.ok()) return d.status();
@@ -75,6 +78,7 @@ class ObjectTierFactory {
   std::string SkipReason() const {
     return S3TestServer::Shared().available() ? "" : S3TestServer::Shared().why();
   }
+  static bool SkipIsFailure() { return S3TestServer::Required(); }
   BlockTier& Get() { return *tier_; }
 
  private:

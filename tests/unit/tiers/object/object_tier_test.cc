@@ -2,8 +2,13 @@
 // stand for several nodes' daemons. Sharing, the cap across writers, a stale index after
 // another daemon's removal, corrupt and foreign objects, the server down and back, and bad
 // credentials or keys at start.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,7 +31,7 @@ constexpr uint64_t kBlock = 64 << 10;
 class ObjectTierTest : public ::testing::Test {
  public:
   void SetUp() override {
-    if (!S3TestServer::Shared().available()) GTEST_SKIP() << S3TestServer::Shared().why();
+    KVSTRATA_SKIP_OR_FAIL_WITHOUT_S3(S3TestServer::Shared());
     prefix_ = FreshObjectPrefix();
     NamespaceSpec spec = OpaqueTestSpec(kBlock, "object-test");
     ns_ = TierNamespace{Fingerprint(spec), spec, kBlock};
@@ -191,17 +196,51 @@ TEST_F(ObjectTierTest, BadKeysOfTheKindAreInvalidArgumentNamingThem) {
   EXPECT_FALSE(no_bucket.ok());
 }
 
-// Last in this file: it stops the shared server (each test runs in a process of its own
-// under ctest; run alone, the later tests find it started again).
+// The server never outlives its test process: a process that starts one and is SIGKILLed
+// (as a crash or a ctest timeout would end it) takes the server with it.
+TEST_F(ObjectTierTest, TheServerDiesWithItsTestProcess) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    S3TestServer server;
+    const pid_t weed = server.available() ? server.pid() : -1;
+    (void)!::write(fds[1], &weed, sizeof(weed));
+    ::raise(SIGKILL);
+  }
+  ::close(fds[1]);
+  pid_t weed = -1;
+  ASSERT_EQ(::read(fds[0], &weed, sizeof(weed)), static_cast<ssize_t>(sizeof(weed)));
+  ::close(fds[0]);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_GT(weed, 0) << "the child's server did not start";
+  // Gone, or a zombie waiting for init to reap it.
+  auto alive = [weed] {
+    std::ifstream stat(absl::StrCat("/proc/", weed, "/stat"));
+    std::string pid, comm, state;
+    return stat >> pid >> comm >> state && state != "Z";
+  };
+  for (int i = 0; i < 100 && alive(); ++i) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(alive()) << "SeaweedFS " << weed << " outlived its test process";
+}
+
+// On a server of its own (the shared one stays up for the other tests, whatever happens here).
 TEST_F(ObjectTierTest, TheServerDownAndBackMissesThenHitsAgain) {
-  auto a = Tier("presence_ttl_ms = 0\nrequest_timeout_ms = 2000\n");
+  S3TestServer own;
+  KVSTRATA_SKIP_OR_FAIL_WITHOUT_S3(own);
+  auto made = MakeObjectTestTier(prefix_, "presence_ttl_ms = 0\nrequest_timeout_ms = 2000\n",
+                                 S3TestServer::kSecretKey, {}, own);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<BlockTier> a = *std::move(made);
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), Payload(kBlock, i)).ok());
-  S3TestServer::Shared().Kill();
+  own.Kill();
   std::string out(kBlock, '\0');
   for (int i = 0; i < 10; ++i) EXPECT_FALSE(a->Read(ns_, Key(i), absl::MakeSpan(out))) << i;
   EXPECT_FALSE(a->Write(ns_, Key(100), Payload(kBlock, 100)).ok() &&
                a->Stats().write_errors == 0);  // refused or failed, counted
-  ASSERT_TRUE(S3TestServer::Shared().Restart());
+  ASSERT_TRUE(own.Restart()) << own.why();
   // Back: its listing answers (Restart waited for that); the blocks read again once its
   // volume server has registered, within seconds.
   int back = 0;

