@@ -446,3 +446,33 @@ def test_a_host_engine_prices_a_load_behind_its_compute_queue():
                        backlog_ms=backlog)
     assert behind.kind == "recompute"               # the queue hides nothing
     assert behind.recompute_ms == pytest.approx(beside.recompute_ms)
+
+
+def test_steps_lengthened_by_in_step_copies_do_not_let_more_copies_in():
+    """The in-step rule weighs a copy against the batch's compute (the steps that loaded
+    nothing in the step), not against steps that waited for earlier in-step copies: those
+    grow with every copy let in, and judged against them a replica of a round-robin node
+    let ever longer stalls through (bench/RESULTS.md, "Node: four H200s")."""
+    clock = Clock()
+    p = planner(clock)
+    feed_steps(p, clock, slowdown=2.2)
+    for _ in range(8):
+        p.tiers.add(L1, 512 * UNIT_BYTES, 512 * UNIT_BYTES / 50e6)
+    for _ in range(40):   # a busy batch: 16 requests, 60 ms of compute a step
+        step = next_step(p)
+        p.prefill.step_built(step, [(256, 4096)] * 16, clean=True)
+        clock.t += 0.06
+        p.prefill.step_done(step)
+    for _ in range(40):   # then steps stalled by in-step copies: 300 ms each
+        step = next_step(p)
+        p.prefill.step_built(step, [(256, 4096)] * 16, clean=False)
+        clock.t += 0.3
+        p.prefill.step_done(step)
+    p.batch_requests = 16
+    assert p.prefill.step_ms > 250 and p.prefill.compute_step_ms() == pytest.approx(60, rel=0.05)
+    units = 65536 // UNIT         # 8 GiB at 50 GB/s: ~170 ms, inside 300 ms but not 60 ms
+    plan = p.plan([L1] * units, 0, UNIT, 65537, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "async"
+    units = 8192 // UNIT          # 1 GiB: ~21 ms, inside the batch's compute: in the step
+    plan = p.plan([L1] * units, 0, UNIT, 8193, UNIT_BYTES, in_step_ok=True)
+    assert plan.kind == "in_step"

@@ -29,9 +29,15 @@ step computes the layers before it, so the batch waits only for what the copy ta
 the step's own time, and every request of the batch waits for it; loading asynchronously
 (before the request is scheduled, while the batch runs) costs this request about one step
 instead. In-step when `max(0, load_ms - step) * requests in the last step <= step` (step: the
-engine's recent step time). On the node bench (two H200s, 16 requests per GPU, steps of
-~100 ms, loads of ~15 ms) every load in the step beat every load asynchronous: 15.7 against
-16.7 s, later turns' TTFT p50 666 against 831 ms (bench/RESULTS.md, "Node: two H200s").
+engine's recent time of a step that loaded nothing in the step, PrefillModel.compute_step_ms --
+not of every step: steps that waited for in-step copies are longer by the wait, and judged
+against them the rule lets more stalls through the longer they make the steps -- the likely
+cause, not yet measured, of one replica falling behind on four H200s under round-robin routing:
+its in-flight requests grew from 8 to 16 and its TTFT from ~100 to 1,500 ms while the others
+stayed near 100 ms, bench/RESULTS.md "Node: four H200s"). On the node bench (two H200s, 16
+requests per GPU, steps of ~100 ms, loads of ~15 ms) every load in the step beat every load
+asynchronous: 15.7 against 16.7 s, later turns' TTFT p50 666 against 831 ms (bench/RESULTS.md,
+"Node: two H200s").
 
 Decisions (Plan.kind): "in_step", "async", "partial" (the leading part loads
 asynchronously or in-step; the engine computes the rest), "recompute". Not thread-safe:
@@ -136,6 +142,6 @@ class LoadPlanner:
 
     def _in_step_pays(self, load_ms: float) -> bool:
         others = self.batch_requests
-        step = self.prefill.step_ms
+        step = self.prefill.compute_step_ms()
         return others == 0 or max(0.0, load_ms - step) * others <= step
 
