@@ -231,8 +231,9 @@ def restart_target(role_uses_daemon: bool, first_hit_s: Optional[float]) -> str:
             f"({first_hit_s:.3g} s)")
 
 
-def kill_target(ratio: Optional[float]) -> str:
-    head = f"target others' TTFT p99 after <= {TARGET_KILL_P99_RATIO:g}x before"
+def kill_target(ratio: Optional[float], control: bool = False) -> str:
+    head = (f"target others' TTFT p99 after <= {TARGET_KILL_P99_RATIO:g}x "
+            + ("the control's in the same window" if control else "before"))
     if ratio is None:
         return f"{head}: MISS (no figure: a window without requests)"
     verdict = "PASS" if ratio <= TARGET_KILL_P99_RATIO else "MISS"
@@ -305,6 +306,12 @@ def render_faults(faults: Dict[str, Any]) -> List[str]:
                 f"{r['rehomed']}" + (f"; R back on /health {_f(r['restart_to_health_s'], ' s')} "
                                      "after its start command" if r.get("restart_to_health_s")
                                      is not None else "")]
+            c = r.get("control")
+            if c:
+                lines.append(f"  {'':<18}control (no kill, seed {c['seed']}, {_f(c['wall_s'], ' s')}):"
+                             f" the same windows {win(c['windows']['before'])}; "
+                             f"{win(c['windows']['after'])}; after / control p99 "
+                             f"{_f(c['p99_ratio'], 'x')}")
             d = r.get("daemon")
             if d and d.get("first_after_kill"):
                 b = d.get("before_kill", {})
@@ -522,12 +529,30 @@ class FaultRunner:
                  f"first hit {numbers['first_hit_s']} s after /health; {out['target']}")
         return out
 
+    def control_run(self, count: int) -> Dict[str, Any]:
+        """The kill phase's workload without the kill (conversations of their own seed, the
+        same sizes and routing): the others' TTFT in the kill's windows as they would have
+        been, so the kill is not blamed for how the workload itself moves over time."""
+        spec, n, o = self.spec, len(self.rs.replicas), self.opts
+        from loadgen import run_conversations  # noqa: PLC0415 - needs aiohttp
+        seed = f"{spec['seed']}-fault-kill-control"
+        convs = self.conversations("kill-control", count)
+        self.log(f"{self.role}:kill control: {len(convs)} conversations ({o['kill_mode']}), no kill")
+        res = asyncio.run(run_conversations(self.rs.urls, self.model, Router(o["kill_mode"], n),
+                                            convs, spec["concurrency"],
+                                            spec["workload"]["max_tokens"],
+                                            spec["request_timeout_s"]))
+        return {"seed": seed, "wall_s": res["wall_s"], "requests": res["requests"]}
+
     def kill(self, restart_after: bool) -> Dict[str, Any]:
         spec, R, n, o = self.spec, self.victim, len(self.rs.replicas), self.opts
         convs = self.conversations("kill", o.get("kill_conversations", 0))
         router = Router(o["kill_mode"], n)
         self.log(f"{self.role}:kill: {len(convs)} conversations ({o['kill_mode']}), SIGKILL to "
                  f"replica {R} after {o['kill_after_s']} s")
+        control = None
+        if o.get("kill_control"):
+            control = self.control_run(len(convs))
         t0 = time.perf_counter()
         sampler = Sampler(self.probe, t0).start() if self.probe is not None else None
         try:
@@ -570,7 +595,14 @@ class FaultRunner:
             out["target"] = kill_target(None)
             return out
         out["windows"] = window_stats(recs, res["kill_s"], o["window_s"], R)
-        out["target"] = kill_target(out["windows"]["p99_ratio"])
+        ratio = out["windows"]["p99_ratio"]
+        if control is not None:
+            cw = window_stats(control["requests"], res["kill_s"], o["window_s"], R)
+            a, c = out["windows"]["after"]["p99_ms"], cw["after"]["p99_ms"]
+            ratio = round(a / c, 3) if a is not None and c else None
+            out["control"] = {"seed": control["seed"], "wall_s": control["wall_s"],
+                              "windows": cw, "p99_ratio": ratio}
+        out["target"] = kill_target(ratio, control is not None)
         if samples:
             out["daemon"] = daemon_after_kill(samples, res["kill_s"], res["pids"])
             out["daemon_samples"] = [{k: v for k, v in s.items() if k != "session_list"}

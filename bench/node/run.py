@@ -141,6 +141,7 @@ def fault_spec(args: argparse.Namespace) -> Dict[str, Any]:
     return {"kinds": kinds, "roles": roles, "kill_mode": args.fault_kill_mode,
             "kill_after_s": args.fault_kill_after_s, "window_s": args.fault_window_s,
             "kill_conversations": args.fault_kill_conversations,
+            "kill_control": args.fault_kill_control,
             "keep_load": args.fault_keep_load, "first_n": args.fault_first_n,
             "settle_s": args.fault_settle_s}
 
@@ -498,6 +499,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                          "(<= 5 s more)")
     ap.add_argument("--fault-window-s", type=float, default=10.0,
                     help="TTFT windows before and after the kill")
+    ap.add_argument("--fault-kill-control", action=argparse.BooleanOptionalAction, default=False,
+                    help="run the kill phase's workload once without the kill first (its own "
+                         "seed) and judge the others' TTFT after the kill against the control's "
+                         "in the same window, not against the window before the kill")
     ap.add_argument("--fault-kill-conversations", type=int, default=0,
                     help="the kill phase's conversations (default: --conversations); more keep "
                          "a fast node busy past the windows, e.g. 256 on four H200s")

@@ -391,6 +391,30 @@ def test_kill_reroutes_counts_errors_and_follows_the_daemon():
     assert "SIGKILL to R=1 (2 processes)" in text and "kvstratad: R's sessions 1" in text
 
 
+def test_kill_with_a_control_is_judged_against_the_control():
+    """--fault-kill-control: the phase's workload runs once without the kill first, and the
+    others' TTFT after the kill is judged against the control's in the same window."""
+    fs = FakeSet(2, node_cache=True)
+    fs.replicas[1].delay_s = 0.2
+    many = 2 * FAULT_SPEC.conversations
+    try:
+        runner = faults.FaultRunner(fs, fault_spec(kill_control=True, kill_conversations=many),
+                                    "kvstrata", "m", lambda _m: None, uses_daemon=True)
+        res = runner.kill(restart_after=False)
+    finally:
+        fs.close()
+    assert res["kill_s"] is not None
+    c = res["control"]
+    assert c["seed"] == "3-fault-kill-control" and c["wall_s"] > 0
+    assert c["windows"]["after"]["n"] > 0 and c["p99_ratio"] is not None
+    assert c["p99_ratio"] == round(res["windows"]["after"]["p99_ms"]
+                                   / c["windows"]["after"]["p99_ms"], 3)
+    assert "the control's in the same window" in res["target"]
+    assert len({r["conv"] for r in res["requests"]}) == many   # --fault-kill-conversations
+    text = "\n".join(faults.render_faults({"kvstrata:kill": res}))
+    assert "control (no kill, seed 3-fault-kill-control" in text
+
+
 class RunFakeSet(FakeSet):
     """FakeSet in replicas.ReplicaSet's place for run.py (a per-replica cache: native)."""
 

@@ -438,7 +438,8 @@ def test_run_fault_options_and_phases_left(tmp_path):
     f = run.fault_spec(args)
     assert f["kinds"] == ["restart", "kill"] and f["roles"] is None   # every role of the plan
     assert f["kill_mode"] == "sticky" and f["keep_load"] and f["window_s"] == 10.0
-    assert f["kill_after_s"] == 0.0 and f["kill_conversations"] == 0
+    assert f["kill_after_s"] == 0.0 and f["kill_conversations"] == 0 and not f["kill_control"]
+    assert run.fault_spec(run.parse_args(["--out", "/x", "--fault-kill-control"]))["kill_control"]
     assert run.fault_spec(run.parse_args(["--out", "/x", "--fault-kill-conversations", "256"]))[
         "kill_conversations"] == 256
     assert run.fault_spec(run.parse_args(["--out", "/x"]))["kinds"] == []
