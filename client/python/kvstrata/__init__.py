@@ -33,14 +33,15 @@ from .link import DaemonLink
 from .session import RegisteredNamespace, Session
 from .shm import SharedRegion, SharedRegionError, receive_region_fd
 from .spec import namespace_spec
-from .tier import Tier
+from .tier import DaemonTier, Tier, TierEntry, TierTable
 
 __version__ = "0.1.0"
 __all__ = [
     "ADMIN", "CONTROL", "Client", "CompletionTracker", "CudaPiece", "CudaRegistration",
-    "DaemonLink", "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool", "KVStrataError",
-    "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult", "NamespacesLookup", "RegisteredNamespace",
-    "ResponseStream", "Session", "SharedRegion", "SharedRegionError", "StoreResult",
-    "TensorPiece", "Tier", "default_endpoint", "describe_pieces", "format_gpu_uuid", "gpu_uuid",
-    "namespace_spec", "parse_endpoint", "pb", "receive_region_fd", "tensor_pieces",
+    "DaemonLink", "DaemonTier", "DaemonUnavailable", "Endpoint", "IpcAllocation", "IpcEventPool",
+    "KVStrataError", "KvCacheDescription", "LayerFlags", "LoadResult", "LookupResult",
+    "NamespacesLookup", "RegisteredNamespace", "ResponseStream", "Session", "SharedRegion",
+    "SharedRegionError", "StoreResult", "TensorPiece", "Tier", "TierEntry", "TierTable",
+    "default_endpoint", "describe_pieces", "format_gpu_uuid", "gpu_uuid", "namespace_spec",
+    "parse_endpoint", "pb", "receive_region_fd", "tensor_pieces",
 ]

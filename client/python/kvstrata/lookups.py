@@ -12,7 +12,7 @@ gRPC calls, the fast-path socket); it keeps only which frames the daemon refused
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Sequence
+from typing import Iterable, List, Optional, Sequence, Union
 
 import grpc
 
@@ -21,7 +21,7 @@ from .errors import KVStrataError
 from .fast_path import MAX_LOOKUP_NAMESPACES, MAX_RELEASE_LEASES, NotSpoken
 from .host import LookupResult, key_bytes
 from .spec import NamespaceArg, namespace_id
-from .tier import Tier
+from .tier import Tier, TierTable
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Lookups:
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
+        self._table: Optional[TierTable] = None  # the daemon's, once a lookup needed it
         self._namespaces_frames = True  # False once the daemon refused a version-2 lookup frame
         self._release_frames = True     # False once the daemon refused a release frame
 
@@ -57,14 +58,14 @@ class Lookups:
             try:
                 hits, tiers, lease_id, expires = fast.lookup(sid, namespace_id(ns), keys,
                                                              lease, lease_ttl_ms)
-                return LookupResult(hits, Tier.of_all(tiers), lease_id, expires, fast=True)
+                return LookupResult(hits, self._tiers(tiers), lease_id, expires, fast=True)
             except NotSpoken:
                 self._conn.fast_path = False  # Then through gRPC below.
             except KVStrataError as err:
                 raise self._conn.failed(err, sid) from None
         r = self._conn.call("lookup", namespace_id=namespace_id(ns), keys=keys,
                             acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
-        return LookupResult(r.hit_blocks, Tier.of_all(loc.tier for loc in r.locations),
+        return LookupResult(r.hit_blocks, self._tiers(loc.tier for loc in r.locations),
                             r.lease_id, r.lease_expires_unix_ms)
 
     def lookup_namespaces(self, namespaces: Sequence[NamespaceArg], keys: Sequence[bytes],
@@ -83,7 +84,7 @@ class Lookups:
             try:
                 hits, tiers, leases, expires = fast.lookup_namespaces(sid, ids, keys, lease,
                                                                       lease_ttl_ms)
-                return NamespacesLookup(hits, Tier.of_all(tiers), leases, expires, fast=True)
+                return NamespacesLookup(hits, self._tiers(tiers), leases, expires, fast=True)
             except NotSpoken:
                 self._conn.fast_path = False
             except KVStrataError as err:
@@ -112,6 +113,29 @@ class Lookups:
         if not ids:
             hit = 0
         return NamespacesLookup(hit, tiers[:hit], leases, expires, calls, fast and calls > 0)
+
+    def tier_table(self, refresh: bool = False) -> TierTable:
+        """The daemon's tiers (ListTiers), asked once and kept (refresh=True asks again)."""
+        if self._table is None or refresh:
+            self._table = TierTable(self._conn.client.list_tiers().tiers)
+        return self._table
+
+    def _tiers(self, values: Iterable[int]) -> List[Union[Tier, int]]:
+        """Tier.of_all; values beyond the enum (a [[tiers]] list's fourth tier on) as the
+        daemon's DaemonTiers, labelled: its table is asked on the first such value, and again
+        when a value is not in it (a daemon restarted with another list). Where the daemon
+        does not answer ListTiers they stay ints."""
+        out = Tier.of_all(values)
+        unknown = [t for t in out if not isinstance(t, Tier)]
+        if not unknown:
+            return out
+        try:
+            table = self.tier_table()
+            if any(t not in table for t in unknown):
+                table = self.tier_table(refresh=True)
+        except KVStrataError:
+            return out
+        return table.of_all(out)
 
     def release_lease(self, lease_id: int) -> None:
         """End a lease from lookup(lease=True) without loading."""

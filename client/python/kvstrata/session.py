@@ -53,6 +53,7 @@ from .kv_pieces import TensorPiece
 from .lookups import Lookups, NamespacesLookup
 from .shm import SharedRegion
 from .spec import NamespaceArg, RegisteredNamespace
+from .tier import TierTable
 
 __all__ = ["NamespaceArg", "RegisteredNamespace", "RegistrationArg", "Session"]
 
@@ -165,6 +166,10 @@ class Session:
     def lookup_namespaces(self, namespaces: Sequence[NamespaceArg], keys: Sequence[bytes],
                           lease: bool = False, lease_ttl_ms: int = 0) -> NamespacesLookup:
         return self._lookups.lookup_namespaces(namespaces, keys, lease, lease_ttl_ms)
+
+    def tier_table(self, refresh: bool = False) -> TierTable:
+        """The daemon's tiers by wire value: label, kind, shared (its ListTiers, kept)."""
+        return self._lookups.tier_table(refresh)
 
     def release_lease(self, lease_id: int) -> None:
         self._lookups.release_lease(lease_id)

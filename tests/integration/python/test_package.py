@@ -98,6 +98,17 @@ def test_tiers_are_named() -> None:
     assert kvstrata.Tier.of_all(b"\x01\x03") == [kvstrata.Tier.L1, kvstrata.Tier.L3]
     assert kvstrata.Tier.of_all([2, 99]) == [kvstrata.Tier.L2, 99]
     assert kvstrata.Tier.of_all([]) == []
+    # The daemon's table (ListTiers): wire 1-3 stay Tier members, a fourth tier is a
+    # DaemonTier (an int) carrying its label and kind.
+    infos = [kvstrata.pb.TierInfo(tier=w, name=n, kind=k, shared=sh) for w, n, k, sh in
+             [(1, "l1", "memory", False), (2, "nvme", "local-file", False),
+              (4, "s3", "object", True)]]
+    table = kvstrata.TierTable(infos)
+    got = table.of_all([1, 2, 4, 9])
+    assert got[:2] == [kvstrata.Tier.L1, kvstrata.Tier.L2] and got[1] is kvstrata.Tier.L2
+    assert got[2] == 4 and isinstance(got[2], kvstrata.DaemonTier) and got[3] == 9
+    assert (str(got[2]), got[2].name, got[2].kind, got[2].shared) == ("s3", "s3", "object", True)
+    assert table.get(2).label == "nvme" and table.by_label("s3").tier == 4 and 3 not in table
 
 
 def test_installed_package_has_the_message_stubs() -> None:

@@ -110,6 +110,21 @@ def test_a_tier_list_is_known_by_its_labels_everywhere(workdir: Path, cli) -> No
         bad = cli(d, "clear", "--tier=l2", fp)
         assert bad.returncode == 1 and "expected one of all, l1, nvme, team, hdd" in bad.stderr, \
             bad.stderr
+
+        # The Python client learns the tiers from the daemon's table: a hit in the fourth
+        # tier (wire 4, beyond the Tier enum) comes with its label; L1-L3 stay Tier members.
+        for where in ("l1", "team"):
+            assert cli(d, "evict", f"--tier={where}", fp, hexes[1]).returncode == 0
+        hit = session.lookup(ns, keys[1:2])
+        assert hit.hit_blocks == 1 and hit.tiers == [HDD], hit
+        assert isinstance(hit.tiers[0], kvstrata.DaemonTier), hit.tiers
+        assert (str(hit.tiers[0]), hit.tiers[0].kind) == ("hdd", "local-file")
+        assert session.lookup(ns, keys[2:3]).tiers == [kvstrata.Tier.L1]
+        table = session.tier_table()
+        assert [(e.label, e.kind, e.shared) for e in table] == [
+            ("l1", "memory", False), ("nvme", "local-file", False), ("team", "shared-file", True),
+            ("hdd", "local-file", False)]
+        assert table.get(NVME).tier is kvstrata.Tier.L2 and table.by_label("hdd").tier == HDD
     finally:
         session.close()
         client.close()
