@@ -215,7 +215,9 @@ class WorkerSide:
         single = [r for r in meta.loads if not (r.sync and layer_wise)]
         if layered:
             io.load_layer_wise(layered, wait_all=not per_layer_hooks)
-        for req in retries + single:
+        # The largest first: its copy starts while the others are submitted (a hybrid
+        # model's full-attention group holds nearly all the blocks of a hit).
+        for req in sorted(retries + single, key=lambda r: -len(r.units)):
             try:
                 io = self._active()
                 if io is None:
