@@ -220,3 +220,31 @@ def test_native_offload_runs_the_same_request_more_steps_after_its_plan(
     assert n == 2 and n_native >= 1 + int(land_s / STEP_S), (n, n_native, tokens)
     print(f"land {land_s * 1e3:.0f} ms: steps from plan to forward: KVStrata {n}, "
           f"native {n_native}")
+
+
+def test_the_trace_pickles_only_small_metadata(model_dir, daemon, engines, monkeypatch,
+                                               tmp_path):
+    """With the trace on, each scheduler step's sched event gives the metadata's pickled size
+    -- but for a large load's (more than connector._PICKLED_UNITS units) its units: pickling
+    a 32K-token load's metadata costs ~1 ms inside the step whose TTFT the trace times."""
+    import json
+    import os
+
+    import kvstrata_vllm.connector as kv_connector
+    from kvstrata_vllm import trace
+
+    stored(engines, model_dir, daemon, PROMPT_96)
+    b = hybrid(engines, model_dir, daemon)
+    monkeypatch.setattr(kv_connector, "_PICKLED_UNITS", 4)
+    monkeypatch.setattr(trace, "_PATH", str(tmp_path / "trace.jsonl"))
+    monkeypatch.setattr(trace, "_fd", None)
+    req = b.add(PROMPT_96, max_tokens=1)
+    b.run()
+    monkeypatch.setattr(trace, "_PATH", None)
+    if trace._fd is not None:
+        os.close(trace._fd)
+    events = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    sched = [e for e in events if e["ev"] == "sched"]
+    assert sched[0].get("meta_units") == 5 + 2 and "meta_bytes" not in sched[0], sched[0]
+    assert all(e.get("meta_bytes", 0) > 0 for e in sched[1:]), sched
+    assert [e["ev"] for e in events if e["req"] == req.request_id][:2] == ["lookup", "alloc"]
