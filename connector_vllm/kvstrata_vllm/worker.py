@@ -273,7 +273,7 @@ class WorkerSide:
             return self.book.finished(lambda kind, req_id: False)
         if self.staged:  # what reached L1 since: loaded; late loads give up
             self.staged.poll(self._active())
-        wait, self._idle_wait_s = self._idle_wait_s, 0.0
+        wait, self._idle_wait_s = self.staged.idle_wait(self._idle_wait_s), 0.0
         if wait > 0 and self.book.enabled:
             io.wait_loads(wait)  # a step without a forward pass: report the loads in it
         io.poll()
