@@ -147,7 +147,7 @@ def test_a_load_longer_than_the_least_wait_is_still_reported_in_its_step(
 
 
 def test_the_wait_is_sized_by_the_planners_predicted_landing(model_dir, daemon, engines):
-    """With the load planner's predictions: until the last asynchronous load's predicted
+    """With the load planner's predictions: until the first asynchronous load's predicted
     landing with room (x 1.5 + 2 ms), between IDLE_WAIT_MIN_MS and IDLE_WAIT_MAX_MS; an
     overdue load is polled at the least wait; no prediction: the most."""
     e = engines(model_dir, ext(daemon, load_planner="on"), window=WINDOW)
@@ -163,7 +163,13 @@ def test_the_wait_is_sized_by_the_planners_predicted_landing(model_dir, daemon, 
     assert plans.idle_wait_ms() == load_planning.IDLE_WAIT_MIN_MS
     st.load_info = (1, 1 << 20, time.monotonic(), 8.0, 7, 0)   # an in-step load: not waited
     assert plans.idle_wait_ms() == load_planning.IDLE_WAIT_MAX_MS
-    del plans.inflight["r"]
+    # Two loads: sized by the first to land (a quick load does not wait for a slow one's).
+    st.load_info = (1, 1 << 20, time.monotonic(), 40.0, 0, 0)
+    quick = RequestState(request=None)
+    quick.load_info = (1, 1 << 20, time.monotonic(), 4.0, 0, 0)
+    plans.inflight["q"] = quick
+    assert plans.idle_wait_ms() == pytest.approx(8.0, abs=0.5)
+    del plans.inflight["r"], plans.inflight["q"]
 
 
 def test_without_the_wait_the_load_is_reported_steps_later(model_dir, daemon, engines,
