@@ -77,6 +77,8 @@ def step_profile(timelines: List[List[Dict[str, Any]]]) -> Optional[Dict[str, An
                 hooks.setdefault(name, []).append(us)
     out["hook_us"] = {k: med(v) for k, v in hooks.items()}
     out["meta_bytes"] = med([(s["sched"] or {}).get("meta_bytes") for s in steps])
+    # A large load's metadata is not pickled by the trace: its units instead (trace.py).
+    out["meta_units"] = med([(s["sched"] or {}).get("meta_units") for s in steps])
     out["lookup_ms"] = med([(s["lookup"] or {}).get("ms") for s in steps])
     return out
 
@@ -113,7 +115,9 @@ def render_profile(results: Dict[str, Any]) -> List[str]:
                     f"  {k:14} {n:>6} {what:7} fwd {p['fwd_ms']} layer {p['layer_ms']} "
                     f"(layers {p['layers_ms']}) cpu {p['cpu_ms']} runq {p['runq_ms']} "
                     f"vcs {p['vcs']} ivcs {p['ivcs']} cpus {p['cpus']} | lookup "
-                    f"{p['lookup_ms']} meta {p['meta_bytes']} B | us: {us}")
+                    f"{p['lookup_ms']} meta " + (f"{p['meta_bytes']} B" if p['meta_units'] is None
+                                                 else f"{p['meta_units']} units") +
+                    f" | us: {us}")
     lines += ["", "CPU by thread over the repeats (cpu_probe.py; ms per request: on a CPU / "
               "waiting for one)"]
     for k in keys:

@@ -39,6 +39,8 @@ WORKER_HOOKS = ("start_load_kv", "wait_for_layer_load", "save_kv_layer", "wait_f
                 "get_finished")
 SCHEDULER_HOOKS = ("get_num_new_matched_tokens", "update_state_after_alloc",
                    "build_connector_meta", "update_connector_output", "request_finished")
+# The trace's sched event pickles the step's metadata (meta_bytes) up to this many units.
+_PICKLED_UNITS = 256
 
 
 def per_layer_hooks(forward_context: Any) -> bool:
@@ -199,8 +201,13 @@ class KVStrataConnector(KVConnectorBase_V1, SupportsHMA):
         if not trace.enabled():
             return self.scheduler.build_connector_meta(scheduler_output)
         meta = self._build_connector_meta(scheduler_output)
-        trace.event("sched", "", meta_bytes=len(pickle.dumps(meta)),
-                    us=trace.take_hook_us(*SCHEDULER_HOOKS))
+        units = sum(len(r.units) for r in meta.loads) + sum(len(r.units) for r in meta.stores)
+        # Pickled only when small: a 32K-token load's metadata took ~1 ms to pickle, inside
+        # the engine's step (the timeline TTFT is measured on), which a TP=1 engine, passing
+        # the metadata in its own process, never pays.
+        size = {"meta_bytes": len(pickle.dumps(meta))} if units <= _PICKLED_UNITS else \
+            {"meta_units": units}
+        trace.event("sched", "", **size, us=trace.take_hook_us(*SCHEDULER_HOOKS))
         return meta
 
     @trace.timed("build_connector_meta")

@@ -36,6 +36,9 @@ class RequestState:
     # (the compute queue, load_planning.backlog_ms).
     ready_tokens: int = 0
     plan_pred: float = 0.0                        # the planner's predicted load ms
+    # The last lookup's unit keys from unit 0, until its blocks are allocated (one pass of
+    # vLLM's block hashes per hit: ~1 ms for 32K tokens on a slow CPU).
+    keys: Optional[List[bytes]] = None
     # The planned load's deadlines (an asynchronous load with units below L1), and the
     # units [first, end) its transfer covers.
     give_up: Optional[GiveUp] = None

@@ -43,10 +43,6 @@ log = logging.getLogger("kvstrata_vllm")
 _WINDOW_ROUNDS = 4
 # How long a lookup's answer serves vLLM's repeated asks for a request still waiting.
 _REUSE_S = 1.0
-# How long the workers may wait in a step without a forward pass for the asynchronous loads in
-# flight (KVStrataMetadata.idle_wait_ms). Only an engine with nothing else to run waits, and a
-# request arriving meanwhile is scheduled at most this much later.
-_IDLE_LOAD_WAIT_MS = 5.0
 
 
 class SchedulerSide:
@@ -184,7 +180,7 @@ class SchedulerSide:
         # The answer also tells which units KVStrata holds already, so they are not stored
         # again (vLLM's local hits included): _lookup_groups asks from the last unit vLLM
         # holds, and from unit 0 only when KVStrata lacks that one.
-        keys = self._keys(hashes, 0, end_u)
+        keys = st.keys = self._keys(hashes, 0, end_u)  # kept for update_state_after_alloc
         # A lease only when a load may follow: a request vLLM's own cache covers up to its
         # last loadable unit costs the lookup alone, no release. (With a sliding-window
         # group no load covers the last token's unit: _lookup_groups.)
@@ -339,6 +335,7 @@ class SchedulerSide:
         if st is None:
             return
         if num_external_tokens <= 0 or st.plan is None:
+            st.keys = None
             if not st.loading:
                 self._release(st)
             st.plan = None
@@ -351,7 +348,9 @@ class SchedulerSide:
         end_tokens = local + num_external_tokens
         if end_tokens == request.num_tokens - 1 and u1 * self.unit_tokens == request.num_tokens:
             end_tokens += 1
-        keys = self._keys(request.block_hashes, u0, u1)
+        keys = st.keys[u0:u1] if st.keys is not None and len(st.keys) >= u1 else \
+            self._keys(request.block_hashes, u0, u1)
+        st.keys = None
         transfers: List[RequestTransfer] = []
         for g, block_ids in zip(self.groups, blocks.get_block_ids()):
             units = load_units(block_ids, keys, u0, u1, first_block,
@@ -471,7 +470,7 @@ class SchedulerSide:
         self._track_blocks(so)
         meta.step = self.plans.step_built(so, clean=not any(r.sync for r in meta.loads))
         if not so.total_num_scheduled_tokens and any(st.loading for st in self._reqs.values()):
-            meta.idle_wait_ms = _IDLE_LOAD_WAIT_MS
+            meta.idle_wait_ms = self.plans.idle_wait_ms()  # sized by the loads' predictions
         if any(g.sliding_window for g in self.groups):
             meta.new_blocks = _allocated_blocks(so)
         for new in so.scheduled_new_reqs:

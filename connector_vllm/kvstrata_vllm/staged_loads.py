@@ -72,6 +72,12 @@ class StagedLoads:
     def __bool__(self) -> bool:
         return bool(self._loads)
 
+    def idle_wait(self, wait_s: float) -> float:
+        """How long a step without a forward pass may wait for the loads in flight
+        (KVStrataMetadata.idle_wait_ms): while a staged load runs, at most POLL_S, so its
+        asks and its deadline keep their pace."""
+        return min(wait_s, POLL_S) if self._loads else wait_s
+
     def start(self, req: RequestTransfer, io: DataPath) -> None:
         """Take over an asynchronous load with a deadline (req.give_up)."""
         if req.req_id in self._loads:  # a second group's transfer: not staged (no hybrid)

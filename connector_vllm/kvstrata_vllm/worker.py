@@ -215,7 +215,9 @@ class WorkerSide:
         single = [r for r in meta.loads if not (r.sync and layer_wise)]
         if layered:
             io.load_layer_wise(layered, wait_all=not per_layer_hooks)
-        for req in retries + single:
+        # The largest first: its copy starts while the others are submitted (a hybrid
+        # model's full-attention group holds nearly all the blocks of a hit).
+        for req in sorted(retries + single, key=lambda r: -len(r.units)):
             try:
                 io = self._active()
                 if io is None:
@@ -271,7 +273,7 @@ class WorkerSide:
             return self.book.finished(lambda kind, req_id: False)
         if self.staged:  # what reached L1 since: loaded; late loads give up
             self.staged.poll(self._active())
-        wait, self._idle_wait_s = self._idle_wait_s, 0.0
+        wait, self._idle_wait_s = self.staged.idle_wait(self._idle_wait_s), 0.0
         if wait > 0 and self.book.enabled:
             io.wait_loads(wait)  # a step without a forward pass: report the loads in it
         io.poll()

@@ -247,3 +247,25 @@ def test_a_loaded_prompt_is_vllms_own_prefix_hit_next_time(model_dir, daemon, en
     assert calls["lookup"] == [False] and calls["release_lease"] == []   # nothing to pin
     assert b.outputs[again.request_id] == a.outputs["r1"]
     assert not b.invalid_reported and not b.failed_reported
+
+
+def test_a_sliding_window_group_loads_only_its_window(model_dir, daemon, engines):
+    """A 1,024-token prompt (64 blocks): the hit is the 63 blocks before the last one. The
+    full-attention group loads all 63; the sliding-window group only the blocks vLLM
+    allocated inside the window before the first computed token (the others are vLLM's null
+    block: never read, never loaded) -- the same blocks vLLM's OffloadingConnector loads
+    (a group's blocks from its first that is neither null nor cached)."""
+    prompt = [100 + (i * 7) % 300 for i in range(1024)]
+    a = stored(engines, model_dir, daemon, prompt)
+    b = hybrid(engines, model_dir, daemon)
+    req = b.add(prompt, max_tokens=4)
+    so = b.scheduler.schedule()
+    loads = {r.group: [u.block_ids[0] for u in r.units] for r in so.kv_connector_metadata.loads}
+    full_ids, window_ids = b.scheduler.kv_cache_manager.get_block_ids(req.request_id)
+    assert loads[0] == full_ids[:63]
+    in_window = [i for i in window_ids[:63] if i != 0]
+    assert loads[1] == in_window and len(in_window) <= WINDOW // BLOCK + 1, (loads[1], window_ids)
+    b.update(so, b.execute(so))
+    run_and_verify(b, req.request_id)
+    assert b.outputs[req.request_id] == a.outputs["r1"]
+    assert b.stats.get("loaded_units", 0) == 63 + len(in_window), b.stats

@@ -115,3 +115,15 @@ def test_a_finished_request_stops_loading():
     staged.drop({"r"})
     assert step(book, io, staged) == (None, {"r"})
     assert not io.parts and not staged
+
+
+def test_an_idle_step_waits_no_longer_than_a_staged_loads_polls():
+    """A step without a forward pass waits for the loads in flight (up to the scheduler's
+    idle_wait_ms, 20 ms without a prediction); while a staged load runs, at most POLL_S,
+    so its asks of the daemon and its deadline keep their pace."""
+    from kvstrata_vllm.staged_loads import POLL_S
+
+    book, io, staged, req = setup([2, 0, 4])
+    assert staged.idle_wait(0.02) == 0.02
+    staged.start(req, io)
+    assert staged.idle_wait(0.02) == POLL_S and staged.idle_wait(0.001) == 0.001

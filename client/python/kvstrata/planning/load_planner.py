@@ -95,9 +95,8 @@ class LoadPlanner:
         """Predicted time to load units in these tiers (one transfer)."""
         if not tiers:
             return 0.0
-        per_tier: Dict[int, int] = {}
-        for t in tiers:
-            per_tier[t] = per_tier.get(t, 0) + unit_bytes
+        # Counted in C (a 32K-token hit has 2,048 units; this runs in the engine's step).
+        per_tier: Dict[int, int] = {t: tiers.count(t) * unit_bytes for t in set(tiers)}
         total, latency = 0.0, 0.0
         for t, nbytes in per_tier.items():
             lat, per_byte = self.tiers.cost(t)
@@ -121,7 +120,7 @@ class LoadPlanner:
         margin = MARGIN * max(0.0, compute - self.prefill.overhead_ms)
         best: Tuple[float, int, float] = (recompute - margin, 0, 0.0)
         cuts = [k for k in range(1, len(tiers) + 1)
-                if k == len(tiers) or (partial_ok and tiers[k] != tiers[k - 1])]
+                if k == len(tiers) or tiers[k] != tiers[k - 1]] if partial_ok else [len(tiers)]
         for k in cuts:
             loaded = min(first + k * unit_tokens, end)
             load = self.load_ms(tiers[:k], unit_bytes)
@@ -132,7 +131,7 @@ class LoadPlanner:
         ttft, k, load = best
         if k == 0:
             return Plan(0, False, "recompute", 0.0, recompute, recompute, wait)
-        l1_only = all(t == int(Tier.L1) for t in tiers[:k])
+        l1_only = tiers[:k].count(int(Tier.L1)) == k
         in_step = in_step_ok and l1_only and self._in_step_pays(load)
         if k < len(tiers):
             kind = "partial"
