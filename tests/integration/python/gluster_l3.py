@@ -12,7 +12,7 @@ from typing import Dict, List, Tuple
 
 from kvstrata import pb
 from kvs_testing import wait_until
-from tier_helpers import Node, tier
+from tier_helpers import Node, store_in_batches, tier  # noqa: F401 (bench/tiers imports it here)
 
 from gluster_fixture import Volume
 
@@ -95,14 +95,6 @@ def l3(node: Node):
 def wait_l3_idle(node: Node, timeout_s: float = 120.0) -> bool:
     """Until the node's L3 write queue is empty."""
     return wait_until(lambda: l3(node).queue_depth == 0, timeout_s, interval_s=0.1)
-
-
-def store_in_batches(node: Node, keys, data, batch: int = 50) -> int:
-    stored = 0
-    for i in range(0, len(keys), batch):
-        stored += node.session.store(node.ns, keys[i:i + batch], data[i:i + batch]).stored
-    return stored
-
 
 
 def log_warnings(node: Node, lines: int = 20) -> str:

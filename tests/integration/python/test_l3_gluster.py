@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
-import numpy as np
 import pytest
 
 import kvstrata
@@ -31,7 +30,8 @@ from gluster_l3 import (SharedDir, UsageSampler, gl_settings, l3, log_warnings,
 from host_child import chain_keys
 from kvs_testing import REPO, daemon_binary, short_tmpdir, wait_until
 from prom_text import scrape
-from tier_helpers import FILE_BYTES, MIB, Node, blocks, fresh_salt
+from tier_helpers import (FILE_BYTES, MIB, ChainWriter, Node, assert_exact_or_missing, blocks,
+                          close_all, fresh_salt)
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"GlusterFS L3 tests: {REASON}")
@@ -52,27 +52,6 @@ def volume(cluster: GlusterCluster):
 @pytest.fixture
 def shared(volume, request) -> SharedDir:
     return SharedDir(volume, f"{request.node.name[:40]}-{next(_dirs)}")
-
-
-def close_all(*nodes: Node) -> None:
-    """Stops every node, even when one fails (then raises the first failure)."""
-    failures = []
-    for n in nodes:
-        try:
-            n.close()
-        except BaseException as e:  # noqa: B902 - close the others first
-            n.daemon.kill()
-            failures.append(e)
-    if failures:
-        raise failures[0]
-
-
-def assert_exact_or_missing(got, data: List[np.ndarray], what: str) -> int:
-    """Every block the load returned is the stored one; returns how many it returned."""
-    for i, (ok, block) in enumerate(zip(got, got.blocks)):
-        if ok:
-            assert np.array_equal(block, data[i]), f"{what}: block {i} has wrong bytes"
-    return sum(bool(ok) for ok in got)
 
 
 def test_mounts_are_one_volume_usable_outside_the_namespace(cluster, volume) -> None:
@@ -304,28 +283,14 @@ def test_dropped_writes_are_counted_once(shared, workdir) -> None:
 def test_kill9_mid_write_serves_no_partial_file(shared, workdir) -> None:
     salt = fresh_salt("kill9")
     a = Node(workdir, gl_settings(shared.roots[0]), salt, "a")
-    stored: List[int] = []
-    stop = threading.Event()
-
-    def writer() -> None:
-        for batch in range(2000):
-            if stop.is_set():
-                return
-            try:
-                a.session.store(a.ns, chain_keys(f"kill9-{batch}", 8), blocks(batch, 8))
-                stored.append(batch)
-            except kvstrata.KVStrataError:
-                return
-
-    t = threading.Thread(target=writer)
-    t.start()
+    writer = ChainWriter(a).start()
     try:
         assert wait_until(lambda: len(shared.block_files(1)) >= 80, 60.0)
         os.kill(a.daemon.proc.pid, signal.SIGKILL)  # L3 writes in flight
-        stop.set()
-        t.join(30)
+        writer.stop()
     finally:
         a.close(expect_clean=False)
+    stored = writer.stored
     files = shared.block_files(1)
     sizes = {p.stat().st_size for p in files}
     assert sizes == {FILE_BYTES}, f"block files of other sizes: {sizes}"

@@ -21,7 +21,8 @@ import kvstrata
 from host_child import chain_keys
 from kvs_testing import Daemon, daemon_binary, short_tmpdir, wait_until
 from s3_server import SECRET_KEY, SeaweedServer, unavailable, weed_binary
-from tier_helpers import FILE_BYTES, MIB, Node, blocks, fresh_salt, spec
+from tier_helpers import (FILE_BYTES, MIB, ChainWriter, Node, assert_exact_or_missing, blocks,
+                          close_all, fresh_salt, spec, store_in_batches)
 
 OBJECT = 2  # the wire number of the list's only lower tier (id 1)
 _prefixes = itertools.count()
@@ -42,6 +43,11 @@ def server() -> Iterator[SeaweedServer]:
 @pytest.fixture
 def prefix(request) -> str:
     return f"t{os.getpid()}-{next(_prefixes)}-{request.node.name[:30].replace('[', '-').strip(']')}"
+
+
+def exact_or_missing(node: Node, keys, data: List[np.ndarray], what: str) -> int:
+    """Loads `keys`: every block returned is the stored one; how many came back."""
+    return assert_exact_or_missing(node.session.load(node.ns, keys), data, what)
 
 
 def object_daemon(workdir: Path, server: SeaweedServer, prefix: str, name: str,
@@ -73,34 +79,6 @@ class ObjectNode(Node):
 
     def wait_idle(self, timeout_s: float = 60.0) -> bool:
         return wait_until(lambda: self.tier().queue_depth == 0, timeout_s, interval_s=0.1)
-
-
-def store_in_batches(node: Node, keys, data, batch: int = 50) -> int:
-    stored = 0
-    for i in range(0, len(keys), batch):
-        stored += node.session.store(node.ns, keys[i:i + batch], data[i:i + batch]).stored
-    return stored
-
-
-def exact_or_missing(node: Node, keys, data: List[np.ndarray], what: str) -> int:
-    """Loads `keys`; every block returned is the stored one. Returns how many came back."""
-    got = node.session.load(node.ns, keys)
-    for i, (ok, block) in enumerate(zip(got, got.blocks)):
-        if ok:
-            assert np.array_equal(block, data[i]), f"{what}: block {i} has wrong bytes"
-    return sum(bool(ok) for ok in got)
-
-
-def close_all(*nodes: Node) -> None:
-    failures = []
-    for n in nodes:
-        try:
-            n.close()
-        except BaseException as e:  # noqa: B902 - close the others first
-            n.daemon.kill()
-            failures.append(e)
-    if failures:
-        raise failures[0]
 
 
 # ---------------------------------------------------------------------- sharing, restart
@@ -197,26 +175,11 @@ def test_a_daemon_killed_mid_write(server, prefix, workdir):
     cap = 64 * MIB
     a = ObjectNode(workdir, server, prefix, salt, "a", capacity='"64MiB"')
     b = ObjectNode(workdir, server, prefix, salt, "b", capacity='"64MiB"')
-    stored: List[int] = []
-    stop = threading.Event()
-
-    def writer() -> None:
-        for batch in range(2000):
-            if stop.is_set():
-                return
-            try:
-                a.session.store(a.ns, chain_keys(f"kill9-{batch}", 8), blocks(batch, 8))
-                stored.append(batch)
-            except kvstrata.KVStrataError:
-                return
-
-    t = threading.Thread(target=writer)
-    t.start()
+    writer = ChainWriter(a).start()
     try:
         assert wait_until(lambda: len(server.block_objects(prefix)) >= 80, 60.0)
         os.kill(a.daemon.proc.pid, signal.SIGKILL)  # object PUTs in flight
-        stop.set()
-        t.join(30)
+        writer.stop()
     finally:
         a.close(expect_clean=False)
     try:
@@ -225,9 +188,8 @@ def test_a_daemon_killed_mid_write(server, prefix, workdir):
         a2 = ObjectNode(workdir, server, prefix, salt, "a2", capacity='"64MiB"')
         try:
             for node in (b, a2):
-                found = sum(exact_or_missing(node, chain_keys(f"kill9-{batch}", 8),
-                                             blocks(batch, 8), f"batch {batch}")
-                            for batch in stored)
+                found = sum(exact_or_missing(node, writer.keys(batch), blocks(batch, 8),
+                                             f"batch {batch}") for batch in writer.stored)
                 assert found >= len(objects) - 8 * 2, (found, len(objects))
         finally:
             a2.close()

@@ -10,19 +10,17 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator
 
 import numpy as np
 import pytest
 
-import kvstrata
 from kvstrata import pb
 from host_child import block_bytes, chain_keys
 from kvs_testing import wait_until
-from tier_helpers import (BLOCK, MIB, Node, assert_loads, block_files, blocks, fresh_salt,
-                          l2_settings, tier, wait_written)
+from tier_helpers import (BLOCK, MIB, ChainWriter, Node, assert_loads, block_files, blocks,
+                          fresh_salt, l2_settings, tier, wait_written)
 
 
 # ---------------------------------------------------------------------- faults
@@ -145,26 +143,11 @@ def test_full_disk_degrades_the_tier_not_the_engine(workdir: Path, tiny_tmpfs: P
 def test_kill9_during_heavy_writes_never_serves_a_torn_block(workdir: Path) -> None:
     salt, l2 = fresh_salt("kill9"), workdir / "l2"
     a = Node(workdir, l2_settings(l2), salt)
-    stored: List[int] = []
-    stop = threading.Event()
-
-    def writer() -> None:
-        for batch in range(1000):
-            if stop.is_set():
-                return
-            keys = chain_keys(f"kill9-{batch}", 8)
-            try:
-                a.session.store(a.ns, keys, blocks(batch, 8))
-                stored.append(batch)
-            except kvstrata.KVStrataError:
-                return
-
-    t = threading.Thread(target=writer)
-    t.start()
+    writer = ChainWriter(a, batches=1000).start()
+    stored = writer.stored
     assert wait_until(lambda: len(stored) >= 20 and len(block_files(l2)) >= 40, 30.0)
     os.kill(a.daemon.proc.pid, signal.SIGKILL)  # Stores and writes still running.
-    stop.set()
-    t.join(30)
+    writer.stop()
     a.close(expect_clean=False)
     # A torn write can only be a temp file; plant one the way a dying writer leaves it.
     some = next(iter(block_files(l2)))

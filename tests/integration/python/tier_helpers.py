@@ -1,18 +1,20 @@
-"""Helpers of the tier tests (test_tiers.py, test_tier_faults.py): namespaces, settings of
-L2 and L3, daemons with a session (Node); their fixtures `workdir` and `cli` are in
-conftest.py.
+"""Helpers of the tier tests (test_tiers.py, test_tier_faults.py, test_l3_gluster.py,
+test_object_tier.py): namespaces, settings of L2 and L3, daemons with a session (Node), stores
+in batches, a writer to kill a daemon under, exact-or-missing loads; their fixtures `workdir`
+and `cli` are in conftest.py.
 """
 from __future__ import annotations
 
 import itertools
 import os
+import threading
 from pathlib import Path
 from typing import Dict, List
 
 import numpy as np
 
 import kvstrata
-from host_child import block_bytes
+from host_child import block_bytes, chain_keys
 from kvs_testing import Daemon, mha_spec, wait_until
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -84,3 +86,64 @@ def assert_loads(node: Node, keys: List[bytes], data: List[np.ndarray], lease_id
         f"missing blocks: {list(got)}\n{node.client.list_tiers()}\n{node.client.get_stats()}"
     for i, (b, want) in enumerate(zip(got.blocks, data)):
         assert np.array_equal(b, want), f"block {i} differs"
+
+
+def store_in_batches(node: Node, keys, data, batch: int = 50) -> int:
+    stored = 0
+    for i in range(0, len(keys), batch):
+        stored += node.session.store(node.ns, keys[i:i + batch], data[i:i + batch]).stored
+    return stored
+
+
+def close_all(*nodes: Node) -> None:
+    """Stops every node, even when one fails (then raises the first failure)."""
+    failures = []
+    for n in nodes:
+        try:
+            n.close()
+        except BaseException as e:  # noqa: B902 - close the others first
+            n.daemon.kill()
+            failures.append(e)
+    if failures:
+        raise failures[0]
+
+
+def assert_exact_or_missing(got, data: List[np.ndarray], what: str) -> int:
+    """Every block the load returned is the stored one; returns how many it returned."""
+    for i, (ok, block) in enumerate(zip(got, got.blocks)):
+        if ok:
+            assert np.array_equal(block, data[i]), f"{what}: block {i} has wrong bytes"
+    return sum(bool(ok) for ok in got)
+
+
+class ChainWriter:
+    """Stores chains of 8 blocks (`<name>-<batch>`: chain_keys, blocks(batch, 8)) on a thread
+    until stop() or a failed store (the daemon killed under it); `stored`: the batches the
+    daemon took."""
+
+    def __init__(self, node: Node, name: str = "kill9", batches: int = 2000) -> None:
+        self.node, self.name, self.batches = node, name, batches
+        self.stored: List[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def keys(self, batch: int) -> List[bytes]:
+        return chain_keys(f"{self.name}-{batch}", 8)
+
+    def start(self) -> "ChainWriter":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        for batch in range(self.batches):
+            if self._stop.is_set():
+                return
+            try:
+                self.node.session.store(self.node.ns, self.keys(batch), blocks(batch, 8))
+                self.stored.append(batch)
+            except kvstrata.KVStrataError:
+                return
