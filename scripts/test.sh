@@ -57,6 +57,20 @@ if [ "${KVSTRATA_SKIP_VLLM:-0}" != 1 ]; then
     PYTHONPATH="$repo/.vllm026" KVSTRATA_DAEMON="$build/daemon/server/kvstratad" \
       KVSTRATA_CLI="$build/client/cli/kvstrata" "$repo/.venv-vllm/bin/python" -m pytest -q \
       "$repo/tests/e2e/vllm" --ignore="$repo/tests/e2e/vllm/test_engine.py" || status=1
+    # Every release between (scripts/vllm_versions.txt): the Scheduler tests and the
+    # engine-symbol drift check; a version marked `fails:` there runs but fails nothing.
+    while read -r version suite _ rest; do
+      [ "$suite" = scheduler ] || continue
+      echo "test: vLLM connector Scheduler tests on vLLM $version (.vllm-matrix/$version over .venv-vllm)"
+      if PYTHONPATH="${KVSTRATA_VLLM_MATRIX_DIR:-$repo/.vllm-matrix}/$version" \
+          KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
+          "$repo/.venv-vllm/bin/python" -m pytest -q -p no:cacheprovider \
+          "$repo/tests/e2e/vllm/test_engine_symbols.py" "$repo/tests/e2e/vllm/test_scheduler.py"; then
+        case "$rest" in fails:*) echo "test: vLLM $version passes but scripts/vllm_versions.txt marks it failing" >&2; status=1 ;; esac
+      else
+        case "$rest" in fails:*) echo "test: vLLM $version fails, as scripts/vllm_versions.txt says: ${rest#fails:}" ;; *) status=1 ;; esac
+      fi
+    done < <(grep -v '^#' "$repo/scripts/vllm_versions.txt")
   else
     echo "test: scripts/setup_vllm.sh failed" >&2
     status=1

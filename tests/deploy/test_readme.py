@@ -120,3 +120,21 @@ def test_python_block(daemon):
     r = subprocess.run([str(python if python.exists() else sys.executable), "-c", example],
                        cwd=REPO, env=daemon, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "example ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_compatibility_table_is_made_from_what_ci_runs():
+    """README's compatibility table is scripts/compat_matrix.py's output from
+    scripts/vllm_versions.txt, the list scripts/test.sh and scripts/setup_vllm.sh read; the
+    pinned and the overlay versions there are the ones the setup installs."""
+    r = subprocess.run([sys.executable, str(REPO / "scripts/compat_matrix.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = [ln.split() for ln in (REPO / "scripts/vllm_versions.txt").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    where = {v[0]: v[2] for v in lines}
+    setup = (REPO / "scripts/setup_vllm.sh").read_text()
+    assert [v for v, w in where.items() if w == "venv"] == ["0.33.0"]
+    assert 'vllm 0.33.0 \\' in setup
+    assert [v for v, w in where.items() if w == "wheel"] == ["0.26.0"]
+    assert '.vllm026}" 0.26.0' in setup
+    assert "vllm_versions.txt" in (REPO / "scripts/test.sh").read_text()

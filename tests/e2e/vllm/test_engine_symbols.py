@@ -19,9 +19,10 @@ IMPORTS = es.engine_imports(PACKAGE, ("vllm",))
 # Where the connector takes a newer vLLM's symbol only when it is there: the versions
 # known to lack it (a fallback found missing elsewhere fails, so the list stays true).
 OPTIONAL_MISSING = {
-    ("vllm.v1.metrics.cache_hit_source", "CacheHitSource"): {"0.26.0"},
+    ("vllm.v1.metrics.cache_hit_source", "CacheHitSource"):
+        {"0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0"},
     ("vllm.distributed.kv_transfer.kv_connector.v1.base", "KVConnectorTransferResults"):
-        {"0.26.0"},
+        {"0.26.0", "0.27.1", "0.28.0", "0.29.0"},
 }
 
 
