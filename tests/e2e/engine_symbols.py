@@ -24,7 +24,7 @@ import importlib
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,6 +104,21 @@ def resolve(imp: EngineImport) -> Optional[str]:
         except Exception:  # noqa: BLE001
             return f"{imp.module} has no {imp.name}"
     return None
+
+
+def import_problem(imp: EngineImport, engine_version: str,
+                   known_missing: Dict[Tuple[str, str], Set[str]]) -> Optional[str]:
+    """None when `imp` is as the suite expects on this engine version: a required import
+    resolves; an optional one resolves exactly where `known_missing` (module, name) ->
+    versions does not list this version (so that list stays true). Else what is wrong."""
+    why = resolve(imp)
+    if not imp.optional:
+        return None if why is None else f"{imp.where}: {why} (version {engine_version})"
+    known = engine_version in known_missing.get((imp.module, imp.name), set())
+    if (why is None) != known:
+        return None
+    return f"{imp.where}: version {engine_version}: " + (
+        why or "resolves, but the suite's OPTIONAL_MISSING says this version lacks it")
 
 
 def engine_subclasses(module_names: List[str], engines: Tuple[str, ...]) -> List[Tuple[type, type]]:

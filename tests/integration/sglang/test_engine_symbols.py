@@ -27,20 +27,11 @@ def test_the_scan_finds_the_backends_imports():
     assert ("sglang.srt.mem_cache.hicache_storage", "HiCacheStorage") in names
 
 
-@pytest.mark.parametrize("imp", [i for i in IMPORTS if not i.optional],
-                         ids=lambda i: f"{i.module}.{i.name}@{i.where}")
-def test_every_required_import_resolves(imp):
-    assert es.resolve(imp) is None, f"{imp.where}: {es.resolve(imp)} (SGLang {SGLANG})"
-
-
-@pytest.mark.parametrize("imp", [i for i in IMPORTS if i.optional],
-                         ids=lambda i: f"{i.module}.{i.name}@{i.where}")
-def test_every_optional_import_resolves_or_is_known_missing(imp):
-    why = es.resolve(imp)
-    known = SGLANG in OPTIONAL_MISSING.get((imp.module, imp.name), set())
-    assert (why is None) != known, (
-        f"{imp.where}: SGLang {SGLANG}: "
-        + (why or "resolves, but OPTIONAL_MISSING says this version lacks it"))
+@pytest.mark.parametrize("imp", IMPORTS, ids=lambda i: f"{i.module}.{i.name}@{i.where}")
+def test_every_import_resolves_where_expected(imp):
+    """A required import resolves; a fallback resolves exactly where OPTIONAL_MISSING says."""
+    problem = es.import_problem(imp, SGLANG, OPTIONAL_MISSING)
+    assert problem is None, "SGLang " + problem
 
 
 def test_the_backends_overrides_take_what_sglang_passes():
