@@ -49,7 +49,6 @@ log = logging.getLogger("kvstrata_sglang")
 QUEUE_TTL_S = 30.0        # answered pages SGLang has not fetched by then left the queue
 MAX_QUEUED = 1 << 16      # pages remembered (the oldest are forgotten first)
 MAX_DEADLINES = 4096      # answered batches whose deadline is remembered
-PROMOTION_LEASE_MS = 1000  # the leased lookup that promotes the cut pages: its TTL
 _L1 = int(Tier.L1)
 
 
@@ -208,6 +207,21 @@ class PagePlanner:
             if k not in own:
                 out[t] = out.get(t, 0) + self.page_bytes
         return out
+
+    def probe_cut(self, namespace: Any, keys: Sequence[bytes], tiers: Sequence[int]) -> int:
+        """The pages cut (`keys`, their tiers) are not prefetched and nothing promotes them:
+        a probe promotes the leading pages of their first run below L1 (up to the watch's
+        PROBE_BYTES, at most every PROBE_EVERY_S per tier) and times it. Returns the pages
+        it promotes."""
+        u = 0
+        while u < len(tiers) and int(tiers[u]) == _L1:
+            u += 1
+        if u >= len(tiers):
+            return 0
+        end = u
+        while end < len(tiers) and int(tiers[end]) == int(tiers[u]):
+            end += 1
+        return self.watch.probe(int(tiers[u]), [namespace], keys[u:end], self.page_bytes)
 
     def watch_promotion(self, namespace: Any, keys: Sequence[bytes], tiers: Sequence[int],
                         started: float) -> None:

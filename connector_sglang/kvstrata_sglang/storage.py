@@ -39,7 +39,7 @@ from .keys import page_keys
 from .layout import (PageLayout, anchor_host_pool, checked_host_indices, describe_pool,
                      legacy_block_view)
 from .options import BackendOptions, open_link, parse_options
-from .planner import PROMOTION_LEASE_MS, PagePlanner, engine_model, planner_wanted
+from .planner import PagePlanner, engine_model, planner_wanted
 from .staged_get import staged_load
 
 log = logging.getLogger("kvstrata_sglang")
@@ -174,9 +174,10 @@ class KVStrataStorage(HiCacheStorage):
     def _plan(self, session: kvstrata.Session, ns: kvstrata.RegisteredNamespace,
               kb: List[bytes], r: kvstrata.LookupResult,
               extra_info: Optional[HiCacheStorageExtraInfo]) -> int:
-        """The leading pages of the hit worth prefetching (planner.py), counted; the pages
-        cut that sit below L1 are promoted into L1 by a leased lookup (its lease expires by
-        itself) and the promotion timed, so the next request finds them in L1."""
+        """The leading pages of the hit worth prefetching (planner.py), counted. The pages
+        cut are not promoted (SGLang computes and stores them again: their L2/L3 copy read
+        too would be wasted disk reads), but for a probe of the first run below L1
+        (PagePlanner.probe_cut), which keeps the tier measured."""
         hit = int(r.hit_blocks)
         tiers = list(r.tiers[:hit])
         prefix_keys = getattr(extra_info, "prefix_keys", None)
@@ -187,15 +188,7 @@ class KVStrataStorage(HiCacheStorage):
         if plan.units == hit:
             return hit
         self._count("plan_unloaded_tokens", (hit - plan.units) * self.layout.page_size)
-        cut_keys, cut_tiers = kb[plan.units:hit], tiers[plan.units:]
-        if any(t != kvstrata.Tier.L1 for t in cut_tiers):
-            started = time.monotonic()
-            try:
-                session.lookup(ns, cut_keys, lease=True, lease_ttl_ms=PROMOTION_LEASE_MS)
-            except kvstrata.KVStrataError as err:
-                log.debug("kvstrata: promoting the pages not prefetched: %s", err)
-            else:
-                self.planner.watch_promotion(ns, cut_keys, cut_tiers, started)
+        self.planner.probe_cut(ns, kb[plan.units:hit], tiers[plan.units:])
         return plan.units
 
     def batch_set_v1(self, keys: List[str], host_indices: Any,

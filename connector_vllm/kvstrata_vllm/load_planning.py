@@ -5,7 +5,10 @@ L1, staged_loads.py), and the timing of each load planned -- started, ended with
 workers' times (KVStrataWorkerMetadata.loads), counted as slow while it runs late, or
 given up -- which teaches the planner each tier's speed; the prefill model learns each
 step's work; and the compute queued in front of a request (the prefill still to run of the
-requests that arrived before it), which a recompute waits for and a load runs beside. On
+requests that arrived before it), which a recompute waits for and a load runs beside. What
+moves between the tiers follows the plan (lookups_promote off): the units a plan loads are
+promoted from L2/L3 (promote_load), those it recomputes are stored by the engine, not read
+from the disk, but for a bounded probe that keeps the tier measured (_probe_rest). On
 for GPU engines unless turned off (config load_planner); without it every
 hit loads, in the step that uses it when it is all in L1 and in-step loads are allowed.
 
@@ -63,6 +66,9 @@ class LoadPlanning:
             # the compute queued in front of it.
             self.planner = LoadPlanner(prefill, speeds, overlaps_compute=not host_mode)
             self.watch = PromotionWatch(link, speeds)
+        # Whether the scheduler's leased lookups promote their hits below L1 (else it
+        # promotes what a plan loads, and what is recomputed the engine stores: probe_rest).
+        self.lookups_promote = True
         self.inflight: Dict[str, RequestState] = {}  # requests whose load is timed (load_info)
         self.steps = 0  # steps built (KVStrataMetadata.step)
         self.request_states = request_states
@@ -101,10 +107,38 @@ class LoadPlanning:
                         give_up_ms=round(st.give_up.deadline_ms(0), 3) if st.give_up else None)
         if plan.units < len(tiers) and fresh:
             self.stats.add("plan_unloaded_tokens", (len(tiers) - plan.units) * unit_tokens)
-            self._watch_promotion(st, keys, start_u + plan.units, hit, unit_bytes, looked_up_at)
+        if plan.units < len(tiers) and self.lookups_promote:
+            if fresh:
+                self._watch_promotion(st, keys, start_u + plan.units, hit, unit_bytes,
+                                      looked_up_at)
+        elif plan.units < len(tiers):
+            self._probe_rest(st, keys, start_u + plan.units, hit, unit_bytes, fresh)
         st.sync = plan.in_step
         st.plan_pred = plan.load_ms
         return start_u + plan.units
+
+    def promote_load(self, s: kvstrata.Session, st: RequestState, keys: List[bytes],
+                     start_u: int, end: int, lease_ttl_ms: int,
+                     release: Callable[[RequestState], None]) -> int:
+        """The plan loads units [start_u, end) asynchronously and some sit below L1, which
+        the lookup did not promote (lookups_promote off; one KV cache group): look them up
+        again with a lease (`lease_ttl_ms`) that promotes them (they join it as they land;
+        release(st) ends the lookup's leases), so a staged load finds them landing in L1
+        and a load job's wait starts now. Returns where the load ends (sooner when units
+        left every tier meanwhile)."""
+        if self.lookups_promote or st.sync or end <= max(start_u, st.promoted_to) or \
+                all(t == kvstrata.Tier.L1 for t in st.tiers[start_u:end]):
+            return end
+        namespaces = [self.link.namespaces[k] for k in self.ns_keys]
+        r = self.link.guard("lookup", lambda: s.lookup_namespaces(
+            namespaces, keys[start_u:end], lease=True, lease_ttl_ms=lease_ttl_ms), None)
+        if r is None:
+            return end  # the load promotes what it finds (a staged one fails what is missing)
+        release(st)
+        st.leases = [(k, lease_id) for k, lease_id in zip(self.ns_keys, r.lease_ids)
+                     if lease_id]
+        st.promoted_to = start_u + r.hit_blocks
+        return min(end, st.promoted_to)
 
     def backlog_ms(self, request: Any) -> float:
         """The predicted compute queued in front of `request`: the prefill still to run
@@ -142,6 +176,27 @@ class LoadPlanning:
         """A unit's bytes over every namespace it loads into (all groups, all ranks)."""
         return sum(getattr(self.link.namespaces.get(key), "bytes_per_block", 0) or 0
                    for key in self.ns_keys)
+
+    def _probe_rest(self, st: RequestState, keys: List[bytes], first: int, end: int,
+                    unit_bytes: int, fresh: bool) -> None:
+        """The units [first, end) will be recomputed, and the lookup promoted none of them
+        (lookups_promote off): the engine stores them from the first one below L1 on
+        (st.present_units; the daemon's write-down skips what L2/L3 hold already), but the
+        leading units of that run a probe promotes (once per lookup, `fresh`), which times
+        the tier (PromotionWatch.probe), so a tier priced out is still measured."""
+        u = first
+        while u < end and st.tiers[u] == kvstrata.Tier.L1:
+            u += 1
+        if u >= end:
+            return  # all in L1: held there, nothing to store
+        probed = 0
+        namespaces = self.watch_namespaces() if fresh and self.watch is not None else None
+        if namespaces:
+            tier, run_end = st.tiers[u], u
+            while run_end < end and st.tiers[run_end] == tier:
+                run_end += 1
+            probed = self.watch.probe(int(tier), namespaces, keys[u:run_end], unit_bytes)
+        st.present_units = min(st.present_units, u + probed)
 
     def _watch_promotion(self, st: RequestState, keys: List[bytes], first: int, end: int,
                          unit_bytes: int, started: float) -> None:

@@ -19,6 +19,7 @@ class RequestState:
     had_stores: bool = False
     store_cap: Optional[int] = None               # tokens; None = no cap
     present_units: int = 0                        # leading units KVStrata held at the lookup
+    promoted_to: int = 0                          # units up to which a load's lookup promotes
     tiers: List[int] = field(default_factory=list)  # kvstrata.pb.Tier of each present unit
     local_tokens: int = 0                         # vLLM's local hit at the lookup
     # Its blocks per KV cache group, from SchedulerOutput (0: vLLM's null block).

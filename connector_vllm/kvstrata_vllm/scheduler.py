@@ -109,6 +109,10 @@ class SchedulerSide:
                                   lambda: self._namespaces(0), lambda: self._reqs.values())
         if self.plans.planner is not None:  # its decisions go with the heartbeats
             self.link.set_heartbeat_counters(self.stats.planner_totals)  # (`kvstrata stats`)
+        # With the planner (one KV cache group), a lookup's lease does not promote the hits
+        # below L1: the plan decides first, then what it loads is promoted (promote_load)
+        # and what it recomputes the engine stores (LoadPlanning._probe_rest).
+        self.plans.lookups_promote = self.plans.planner is None or self.hybrid
         self.link.session()  # Connect now when possible (logged once otherwise).
 
     @property
@@ -195,6 +199,7 @@ class SchedulerSide:
             hit, tiers, present = found if found is not None else (0, [], 0)
             st.tiers = tiers[:hit]
             st.present_units = present
+            st.promoted_to = 0
             st.answer = (asked, t0, hit)
             trace.event("lookup", request.request_id,
                         ms=round((time.monotonic() - t0) * 1e3, 3), units=hit, lease=lease)
@@ -207,6 +212,8 @@ class SchedulerSide:
                                   self.unit_tokens, t0, in_step_ok=self._in_step_allowed(),
                                   partial_ok=not self.hybrid, fresh=fresh,
                                   deadline_ok=self.deadlines)
+            hit = self.plans.promote_load(s, st, keys, start_u, hit, self.cfg.lease_ttl_ms,
+                                          self._release)
         if hit * self.unit_tokens >= request.num_tokens and st.sync and not self.host_mode and \
                 not self.hybrid and \
                 (hit - start_u) * self.unit_tokens > self.cfg.full_hit_max_load_tokens:
@@ -244,7 +251,8 @@ class SchedulerSide:
             return 0, []
         namespaces = [self.link.namespaces[k] for k in ns_keys]
         r = self.link.guard("lookup", lambda: s.lookup_namespaces(
-            namespaces, keys, lease=lease, lease_ttl_ms=self.cfg.lease_ttl_ms), None)
+            namespaces, keys, lease=lease, lease_ttl_ms=self.cfg.lease_ttl_ms,
+            promote=self.plans.lookups_promote), None)
         if r is None:
             return None
         if r.fast:

@@ -2,8 +2,9 @@
 reach L1 and given up at its deadline, so a tier slower than predicted never holds the
 request past its recompute time.
 
-The scheduler's lookup took a lease, and with it the daemon started promoting the units
-below L1 into L1 (they join the lease as they land). A load job over such units would wait
+The scheduler's lookup of the load's units took a lease, and with it the daemon started
+promoting the units below L1 into L1 (they join the lease as they land; with the planner,
+the first lookup promotes nothing and load_planning.promote_load asks again). A load job over such units would wait
 inside the daemon for every promotion and then copy them all -- and could not be stopped:
 its copies would still write the blocks after vLLM recomputed them (or gave them to another
 request). So the worker never submits a unit that is not in L1 yet: it loads the leading

@@ -53,6 +53,7 @@ void FillLowerUsage(const LowerTierStatus& st, v1::TierInfo* out) {
   out->set_write_policy(st.write_back ? "write-back" : "write-through");
   out->set_deferred_writes(st.deferred_writes);
   out->set_shed_writes(st.shed_writes);
+  out->set_present_writes(st.present_writes);
 }
 
 }  // namespace

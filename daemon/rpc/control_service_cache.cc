@@ -17,7 +17,8 @@ grpc::ServerUnaryReactor* ControlService::Lookup(grpc::CallbackServerContext* ct
         std::vector<std::string_view> keys = KeyViews(request->keys());
         absl::StatusOr<LookupAnswer> answer =
             RunLookup(context_, {caller.tenant, request->session_id(), request->namespace_id(),
-                                 keys, request->acquire_lease(), request->lease_ttl_ms()});
+                                 keys, request->acquire_lease(), request->lease_ttl_ms(),
+                                 request->skip_promotion()});
         if (!answer.ok()) return answer.status();
         response->set_hit_blocks(static_cast<uint32_t>(answer->result.hits));
         for (Tier tier : answer->result.tiers) response->add_locations()->set_tier(ToProto(tier));

@@ -32,7 +32,8 @@ absl::StatusOr<LookupAnswer> RunLookup(const ServiceContext& context, const Look
   std::optional<absl::Duration> ttl;
   if (call.acquire_lease) ttl = context.store->LeaseTtl(absl::Milliseconds(call.lease_ttl_ms));
   absl::StatusOr<LookupResult> result =
-      context.store->Lookup(call.session_id, ns->id, call.keys, ttl);
+      context.store->Lookup(call.session_id, ns->id, call.keys, ttl,
+                            call.skip_promotion ? LookupPromotion::kSkip : LookupPromotion::kStart);
   if (!result.ok()) return result.status();
   if (context.metrics != nullptr) RecordLookup(*context.metrics, *ns, call.keys.size(), *result);
   LookupAnswer answer{std::move(*result), 0};

@@ -2,8 +2,8 @@
 // run after decoding their request. Checks the session and namespace
 // (RequireSessionNamespace) and the keys (ValidateKeys), in that order, turns the lease
 // request into a TTL (0 = sessions.lease_ttl_ms, clamped to sessions.max_lease_ttl_ms) and
-// calls BlockCache::Lookup. Errors are those of the checks and of BlockCache::Lookup.
-// Thread-safe (as BlockCache is).
+// calls BlockStore::Lookup (promoting the hits below L1 unless skip_promotion). Errors are those of
+// the checks and of BlockCache::Lookup. Thread-safe (as BlockCache is).
 #ifndef KVSTRATA_DAEMON_RPC_LOOKUP_CALL_H_
 #define KVSTRATA_DAEMON_RPC_LOOKUP_CALL_H_
 
@@ -26,6 +26,8 @@ struct LookupCall {
   absl::Span<const std::string_view> keys;  // Not owned; valid during the call.
   bool acquire_lease = false;
   uint32_t lease_ttl_ms = 0;  // 0: the configured default.
+  // With acquire_lease: the hits below L1 are answered, not promoted (BlockStore::Lookup).
+  bool skip_promotion = false;
 };
 
 struct LookupAnswer {

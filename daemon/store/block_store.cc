@@ -12,7 +12,8 @@ absl::Duration BlockStore::LeaseTtl(absl::Duration requested) const {
 }
 
 absl::StatusOr<LookupResult> BlockStore::Lookup(SessionId session, NamespaceId ns, Keys keys,
-                                                std::optional<absl::Duration> lease_ttl) {
+                                                std::optional<absl::Duration> lease_ttl,
+                                                LookupPromotion promotion) {
   // L1 is asked once: its answer covers the keys past its first miss too.
   absl::StatusOr<LookupResult> result =
       l1_->Lookup(session, ns, keys, lease_ttl, /*past_miss=*/lower_ != nullptr);
@@ -22,7 +23,9 @@ absl::StatusOr<LookupResult> BlockStore::Lookup(SessionId session, NamespaceId n
   const Keys rest = keys.subspan(result->hits);
   std::vector<Tier> below = lower_->FindBelowL1(ns, rest, result->in_l1_past_miss);
   if (below.empty()) return result;
-  if (lease_ttl.has_value()) LeaseBelowL1(session, ns, rest, below, *lease_ttl, &*result);
+  if (lease_ttl.has_value()) {
+    LeaseBelowL1(session, ns, rest, below, *lease_ttl, promotion, &*result);
+  }
   result->hits += below.size();
   result->tiers.insert(result->tiers.end(), below.begin(), below.end());
   return result;
@@ -30,7 +33,7 @@ absl::StatusOr<LookupResult> BlockStore::Lookup(SessionId session, NamespaceId n
 
 void BlockStore::LeaseBelowL1(SessionId session, NamespaceId ns, Keys keys,
                               const std::vector<Tier>& tiers, absl::Duration ttl,
-                              LookupResult* result) {
+                              LookupPromotion promotion, LookupResult* result) {
   if (!result->lease.has_value()) {
     absl::StatusOr<LeaseId> lease = l1_->CreateEmptyLease(session, ns, ttl);
     if (lease.ok()) result->lease = *lease;
@@ -45,7 +48,7 @@ void BlockStore::LeaseBelowL1(SessionId session, NamespaceId ns, Keys keys,
   for (size_t i = 0; i < tiers.size(); ++i) {
     if (tiers[i] == Tier::kL1) {
       in_l1.push_back(keys[i]);
-    } else {
+    } else if (promotion == LookupPromotion::kStart) {
       promote.emplace_back(keys[i]);
       promote_tiers.push_back(tiers[i]);
     }

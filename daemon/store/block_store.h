@@ -5,7 +5,9 @@
 // - Lookup asks L1 once (its answer covers the keys past its first miss too), and when the
 //   hits stop there continues in L2/L3 from that answer (their indexes, then file probes
 //   bounded by each tier's probe_timeout); with a lease, the blocks found below L1 are
-//   promoted into L1 and join the lease as they land.
+//   promoted into L1 and join the lease as they land -- unless the caller asks to skip
+//   that (LookupPromotion::kSkip: it decides first whether to load them at all; a load
+//   promotes what it needs itself, BeginLoad).
 // - A load first brings its blocks up from L2/L3 into L1 (BeginLoad starts that; it blocks
 //   only while a tier still scanning after a restart must be probed, up to promotion_wait;
 //   FinishLoad waits at most promotion_wait), then pins them in L1. A block that did not
@@ -55,6 +57,10 @@ struct EvictCounts {
   size_t pinned = 0;
 };
 
+// Whether a lookup with a lease starts promoting the hits it finds below L1 (kStart), or
+// only answers them (kSkip: the lease holds the hits in L1; nothing is read from L2/L3).
+enum class LookupPromotion { kStart, kSkip };
+
 struct BlockStoreOptions {
   absl::Duration default_lease_ttl = absl::Seconds(5);  // [sessions] lease_ttl_ms
   absl::Duration max_lease_ttl = absl::Minutes(1);      // [sessions] max_lease_ttl_ms
@@ -74,9 +80,12 @@ class BlockStore {
   absl::Duration LeaseTtl(absl::Duration requested) const;
 
   // The leading keys present in some tier, the fastest tier of each, and with `lease_ttl`
-  // (already through LeaseTtl) a lease on them when there is a hit.
+  // (already through LeaseTtl) a lease on them when there is a hit: the hits in L1 join it
+  // at once, those below L1 as they are promoted (`promotion` kStart; with kSkip they are
+  // answered, not promoted, and not in the lease). Without a lease nothing is promoted.
   absl::StatusOr<LookupResult> Lookup(SessionId session, NamespaceId ns, Keys keys,
-                                      std::optional<absl::Duration> lease_ttl);
+                                      std::optional<absl::Duration> lease_ttl,
+                                      LookupPromotion promotion = LookupPromotion::kStart);
 
   // L1 itself: stores (reserve, commit, abort), releases of loads and leases, and pins
   // are L1's alone, so callers make them there.
@@ -122,9 +131,9 @@ class BlockStore {
 
  private:
   // A lookup found `tiers` (past L1's hits) for `keys`: they join the lookup's lease (made
-  // now if L1 had no hit), promoted into it where they are below L1.
+  // now if L1 had no hit), promoted into it where they are below L1 (kStart).
   void LeaseBelowL1(SessionId session, NamespaceId ns, Keys keys, const std::vector<Tier>& tiers,
-                    absl::Duration ttl, LookupResult* result);
+                    absl::Duration ttl, LookupPromotion promotion, LookupResult* result);
 
   PartitionedCache* const l1_;
   TierManager* const lower_;

@@ -143,6 +143,7 @@ std::vector<LowerTierStatus> TierManager::Status() const {
     st.dropped_writes = lower->dropped.load();
     st.deferred_writes = lower->deferred.load();
     st.shed_writes = lower->shed.load();
+    st.present_writes = lower->present.load();
     st.promotions = lower->promotions.load();
     st.promoted_blocks = lower->promoted.load();
     st.write_back = lower->options.write_back;

@@ -38,6 +38,7 @@ struct LowerTierStatus {
   Tier tier = Tier::kL2;
   TierStats stats;
   uint64_t queued_writes = 0, dropped_writes = 0, deferred_writes = 0, shed_writes = 0;
+  uint64_t present_writes = 0;  // stored in L1, already in this tier: not queued
   uint64_t promotions = 0, promoted_blocks = 0;
   bool write_back = false;
 };

@@ -57,9 +57,11 @@ struct LowerTier {
   LowerTierOptions options;
   std::unique_ptr<IoPool> io;  // its reads (urgent) and writes (background)
   // Kept by WriteDown (writes queued now, writes dropped by a full queue, blocks waiting for
-  // their first hit now, blocks that left L1 while waiting) and Promoter (promotion tasks
-  // started, blocks promoted into L1).
-  std::atomic<uint64_t> queued{0}, dropped{0}, deferred{0}, shed{0}, promotions{0}, promoted{0};
+  // their first hit now, blocks that left L1 while waiting, writes not queued because the
+  // tier's index held the block) and Promoter (promotion tasks started, blocks promoted
+  // into L1).
+  std::atomic<uint64_t> queued{0}, dropped{0}, deferred{0}, shed{0}, present{0}, promotions{0},
+      promoted{0};
   Tier level() const { return storage->level(); }
 };
 

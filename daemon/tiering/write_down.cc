@@ -25,7 +25,8 @@ void WriteDown::AddTier(LowerTier* tier) {
 void WriteDown::OnStored(NamespaceId ns, const BlockKey& key) {
   for (auto& queue : queues_) {
     const LowerTierOptions& options = queue->tier->options;
-    if (!options.write_back && options.write_down_min_hits == 0 && !Defer(*queue, key)) {
+    if (!options.write_back && options.write_down_min_hits == 0 &&
+        !IndexHolds(*queue->tier, ns, key) && !Defer(*queue, key)) {
       Enqueue(*queue, ns, key, "");
     }
   }
@@ -76,6 +77,7 @@ void WriteDown::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset,
       auto it = l1_hits_.find(key);
       if (it == l1_hits_.end() || it->second < options.write_down_min_hits) continue;
     }
+    if (IndexHolds(*queue->tier, ns, key)) continue;  // before copying the bytes out
     Enqueue(*queue, ns, key, std::string(stack_->region(offset), length));
   }
 }
@@ -112,6 +114,7 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
                         bool reused) {
   LowerTier& lower = *queue.tier;
   if (lower.io == nullptr || stack_->stopped()) return;
+  if (copied.empty() && IndexHolds(lower, ns, key)) return;
   if (lower.queued.load() >= lower.options.write_queue_blocks && !(reused && Preempt(queue))) {
     // Counted once: kvstrata_stores_dropped_total{reason="queue_full"} reads this.
     lower.dropped.fetch_add(1);
@@ -184,6 +187,16 @@ bool WriteDown::Preempt(Queue& queue) {
     return true;
   }
   return false;
+}
+
+bool WriteDown::IndexHolds(LowerTier& lower, NamespaceId ns, const BlockKey& key) {
+  if (lower.storage->shared()) return false;  // checked when the write runs (AlreadyThere)
+  std::optional<TierNamespace> tn = stack_->NamespaceOf(ns);
+  if (!tn.has_value() || lower.storage->Cached(*tn, Raw(key)) != BlockTier::Presence::kPresent) {
+    return false;
+  }
+  lower.present.fetch_add(1);
+  return true;
 }
 
 bool WriteDown::AlreadyThere(LowerTier& lower, const TierNamespace& tn, absl::string_view key) {

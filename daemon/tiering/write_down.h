@@ -10,7 +10,10 @@
 // - Drain: every L1 block a tier lacks, now, on the caller's thread.
 // Writes run on the tier's I/O threads behind its reads; a full queue (write_queue_blocks)
 // drops the write, counted, never the engine's store. A block the tier's index holds is not
-// written again; on a shared tier (L3) the index's word is checked with a probe first, so a
+// written again: a local tier's index is asked before the write is queued (so an engine's
+// store of blocks the tier holds -- e.g. a prompt recomputed rather than read from the disk --
+// and a promotion's commit cost no queue slot and no I/O; counted in LowerTier::present);
+// on a shared tier (L3) the index's word is checked with a probe when the write runs, so a
 // block whose file another node deleted is written again.
 // Thread-safe. OnStored and OnEvicting are called with BlockCache's lock held and only
 // queue work; Drain blocks on I/O.
@@ -103,6 +106,9 @@ class WriteDown {
   // then hit) and Preempt makes room.
   void Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied,
                bool reused = false);
+  // True when a local (not shared) `lower`'s index holds the block: a write of it from L1
+  // need not be queued (counted in lower.present). Memory only (BlockTier::Cached).
+  bool IndexHolds(LowerTier& lower, NamespaceId ns, const BlockKey& key);
   // True when `lower` holds the block, so a write would be a no-op: its index says so, and
   // on a shared tier a probe of the file agrees.
   static bool AlreadyThere(LowerTier& lower, const TierNamespace& tn, absl::string_view key);

@@ -54,8 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!Parse(data, size, aim, &q)) return 0;
       if (!kvstrata::ValidateKeys(q.keys()).ok()) return 0;
       std::vector<std::string_view> keys = kvstrata::KeyViews(q.keys());
-      auto answer = kvstrata::RunLookup(ctx, {caller.tenant, q.session_id(), q.namespace_id(), keys,
-                                              q.acquire_lease(), q.lease_ttl_ms()});
+      auto answer =
+          kvstrata::RunLookup(ctx, {caller.tenant, q.session_id(), q.namespace_id(), keys,
+                                    q.acquire_lease(), q.lease_ttl_ms(), q.skip_promotion()});
       Expect(answer.ok(), q.session_id());
       if (answer.ok() && answer->result.lease.has_value()) {
         (void)ctx.cache->ReleaseLease(q.session_id(), *answer->result.lease);

@@ -40,6 +40,8 @@ LOOKUP_MAGIC = 0x4C53564B  # "KVSL"
 _LOOKUP_REQUEST = struct.Struct("<IHHQIIII")   # 32 bytes
 _LOOKUP_RESPONSE = struct.Struct("<IIIIQQI")   # 36 bytes
 LOOKUP_VERSION_NAMESPACES = 2  # one chain in several namespaces
+LOOKUP_LEASE = 1           # flag: acquire a lease
+LOOKUP_SKIP_PROMOTION = 2  # flag, with LOOKUP_LEASE: do not promote the hits below L1
 MAX_LOOKUP_NAMESPACES = 64
 RELEASE_MAGIC = 0x5253564B  # "KVSR"
 _RELEASE_REQUEST = struct.Struct("<IHHQII")    # 24 bytes
@@ -66,6 +68,13 @@ def _raise_for(status: int, message: bytes, path: str) -> None:
     if status:
         raise KVStrataError(STATUS_CODES.get(status, grpc.StatusCode.UNKNOWN),
                             message.decode("utf-8", "replace"), path)
+
+
+def _flags(lease: bool, promote: bool) -> int:
+    """A lookup frame's flags (the promotion flag only matters with a lease)."""
+    if not lease:
+        return 0
+    return LOOKUP_LEASE | (0 if promote else LOOKUP_SKIP_PROMOTION)
 
 
 def completion_tail_bytes(header: bytes) -> int:
@@ -157,10 +166,11 @@ class FastPathSocket:
         return job_id
 
     def lookup(self, session_id: int, namespace_id: int, keys: List[bytes], lease: bool,
-               lease_ttl_ms: int = 0) -> Tuple[int, List[int], int, int]:
+               lease_ttl_ms: int = 0, promote: bool = True) -> Tuple[int, List[int], int, int]:
         """(hit_blocks, tiers, lease_id, lease_expires_unix_ms). keys: all of one length.
+        promote=False (with a lease): the hits below L1 are answered, not promoted.
         KVStrataError for the daemon's answer, DaemonUnavailable when the socket fails."""
-        frame = b"".join((_LOOKUP_REQUEST.pack(LOOKUP_MAGIC, VERSION, 1 if lease else 0,
+        frame = b"".join((_LOOKUP_REQUEST.pack(LOOKUP_MAGIC, VERSION, _flags(lease, promote),
                                                session_id, namespace_id, len(keys),
                                                len(keys[0]) if keys else 0, lease_ttl_ms),
                           b"".join(keys)))
@@ -170,8 +180,8 @@ class FastPathSocket:
         return hits, list(tail[:tier_count]), lease_id, expires
 
     def lookup_namespaces(self, session_id: int, namespace_ids: Sequence[int],
-                          keys: List[bytes], lease: bool,
-                          lease_ttl_ms: int = 0) -> Tuple[int, bytes, List[int], int]:
+                          keys: List[bytes], lease: bool, lease_ttl_ms: int = 0,
+                          promote: bool = True) -> Tuple[int, bytes, List[int], int]:
         """One chain in several namespaces, one round trip (a version-2 lookup frame):
         (hit_blocks every namespace holds, one tier byte per hit -- the slowest any holds
         it in --, one lease id per namespace (0: none), lease_expires_unix_ms). keys: all of
@@ -181,7 +191,7 @@ class FastPathSocket:
         if sys.byteorder != "little":
             ids.byteswap()
         frame = b"".join((_LOOKUP_REQUEST.pack(LOOKUP_MAGIC, LOOKUP_VERSION_NAMESPACES,
-                                               1 if lease else 0, session_id, len(ids),
+                                               _flags(lease, promote), session_id, len(ids),
                                                len(keys), len(keys[0]) if keys else 0,
                                                lease_ttl_ms),
                           ids.tobytes(), b"".join(keys)))

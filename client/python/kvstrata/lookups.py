@@ -3,8 +3,11 @@
 A lookup answers how many leading keys of a chain the daemon holds, in which tier each, and
 with lease=True pins them under a lease until a load consumes it (the load may be another
 session's of the same tenant, e.g. an engine's worker loading what its scheduler looked up),
-it is released, or it expires. Calls go over the daemon's fast-path socket when it can
-answer them (one frame per call; `fast` in the answer), else over gRPC.
+it is released, or it expires. A leased lookup also starts promoting the hits below L1
+(L2/L3) into L1, where they join the lease as they land -- unless promote=False: then they
+are answered only (not read, not in the lease), for a caller that decides first whether
+to load them (a load promotes what it needs itself). Calls go over the daemon's fast-path
+socket when it can answer them (one frame per call; `fast` in the answer), else over gRPC.
 
 The part of kvstrata.Session given its kvstrata.connection.Connection (the session id,
 gRPC calls, the fast-path socket); it keeps only which frames the daemon refused.
@@ -47,7 +50,7 @@ class Lookups:
         self._release_frames = True     # False once the daemon refused a release frame
 
     def lookup(self, ns: NamespaceArg, keys: Sequence[bytes], lease: bool = False,
-               lease_ttl_ms: int = 0) -> LookupResult:
+               lease_ttl_ms: int = 0, promote: bool = True) -> LookupResult:
         """How many leading keys of the chain are present, and where; lease=True pins them
         (until loaded, released or expired) and answers the lease id (0 when no hit).
         Over the daemon's lookup fast path when it can answer (`.fast`), else gRPC."""
@@ -57,19 +60,21 @@ class Lookups:
             sid = self._conn.sid()
             try:
                 hits, tiers, lease_id, expires = fast.lookup(sid, namespace_id(ns), keys,
-                                                             lease, lease_ttl_ms)
+                                                             lease, lease_ttl_ms, promote)
                 return LookupResult(hits, self._tiers(tiers), lease_id, expires, fast=True)
             except NotSpoken:
                 self._conn.fast_path = False  # Then through gRPC below.
             except KVStrataError as err:
                 raise self._conn.failed(err, sid) from None
         r = self._conn.call("lookup", namespace_id=namespace_id(ns), keys=keys,
-                            acquire_lease=lease, lease_ttl_ms=lease_ttl_ms)
+                            acquire_lease=lease, lease_ttl_ms=lease_ttl_ms,
+                            skip_promotion=lease and not promote)
         return LookupResult(r.hit_blocks, self._tiers(loc.tier for loc in r.locations),
                             r.lease_id, r.lease_expires_unix_ms)
 
     def lookup_namespaces(self, namespaces: Sequence[NamespaceArg], keys: Sequence[bytes],
-                          lease: bool = False, lease_ttl_ms: int = 0) -> NamespacesLookup:
+                          lease: bool = False, lease_ttl_ms: int = 0,
+                          promote: bool = True) -> NamespacesLookup:
         """One chain in several namespaces (e.g. every tensor-parallel rank's): the leading
         keys every one holds. The namespaces are asked in order, each for the keys all the
         ones before it hold (none: the rest are not asked); with lease=True each namespace
@@ -83,7 +88,7 @@ class Lookups:
             sid = self._conn.sid()
             try:
                 hits, tiers, leases, expires = fast.lookup_namespaces(sid, ids, keys, lease,
-                                                                      lease_ttl_ms)
+                                                                      lease_ttl_ms, promote)
                 return NamespacesLookup(hits, self._tiers(tiers), leases, expires, fast=True)
             except NotSpoken:
                 self._conn.fast_path = False
@@ -91,16 +96,16 @@ class Lookups:
                 if err.code != grpc.StatusCode.INVALID_ARGUMENT:
                     raise self._conn.failed(err, sid) from None
                 self._namespaces_frames = False  # a daemon without version-2 frames
-        return self._lookup_each(ids, keys, lease, lease_ttl_ms)
+        return self._lookup_each(ids, keys, lease, lease_ttl_ms, promote)
 
     def _lookup_each(self, ids: List[int], keys: List[bytes], lease: bool,
-                     lease_ttl_ms: int) -> NamespacesLookup:
+                     lease_ttl_ms: int, promote: bool) -> NamespacesLookup:
         hit, tiers, leases, expires, calls, fast = len(keys), [], [0] * len(ids), 0, 0, True
         for i, ns in enumerate(ids):
             if hit == 0:
                 break
             try:
-                r = self.lookup(ns, keys[:hit], lease, lease_ttl_ms)
+                r = self.lookup(ns, keys[:hit], lease, lease_ttl_ms, promote)
             except KVStrataError:
                 self.release_leases([x for x in leases if x])
                 raise

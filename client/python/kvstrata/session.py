@@ -160,12 +160,13 @@ class Session:
     # ------------------------------------------------------------------ lookups
 
     def lookup(self, ns: NamespaceArg, keys: Sequence[bytes], lease: bool = False,
-               lease_ttl_ms: int = 0) -> LookupResult:
-        return self._lookups.lookup(ns, keys, lease, lease_ttl_ms)
+               lease_ttl_ms: int = 0, promote: bool = True) -> LookupResult:
+        return self._lookups.lookup(ns, keys, lease, lease_ttl_ms, promote)
 
     def lookup_namespaces(self, namespaces: Sequence[NamespaceArg], keys: Sequence[bytes],
-                          lease: bool = False, lease_ttl_ms: int = 0) -> NamespacesLookup:
-        return self._lookups.lookup_namespaces(namespaces, keys, lease, lease_ttl_ms)
+                          lease: bool = False, lease_ttl_ms: int = 0,
+                          promote: bool = True) -> NamespacesLookup:
+        return self._lookups.lookup_namespaces(namespaces, keys, lease, lease_ttl_ms, promote)
 
     def tier_table(self, refresh: bool = False) -> TierTable:
         """The daemon's tiers by wire value: label, kind, shared (its ListTiers, kept)."""

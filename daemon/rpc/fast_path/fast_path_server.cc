@@ -380,11 +380,11 @@ void FastPathServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_s
     if (!ReadFull(fd, buffers.keys.data(), buffers.keys.size(), false)) return;
     SplitKeys(buffers.keys, h.key_bytes, &buffers.views);
     if (h.version == wire::kVersionNamespaces) {
-      absl::StatusOr<NamespacesAnswer> answer =
-          RunLookups(context_,
-                     {tenant, h.session_id, 0, buffers.views,
-                      (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms},
-                     buffers.namespaces);
+      absl::StatusOr<NamespacesAnswer> answer = RunLookups(
+          context_,
+          {tenant, h.session_id, 0, buffers.views, (h.flags & wire::kFlagAcquireLease) != 0,
+           h.lease_ttl_ms, (h.flags & wire::kFlagSkipPromotion) != 0},
+          buffers.namespaces);
       EncodeNamespacesReply(answer.status(), answer.ok() ? &*answer : nullptr, &buffers.reply);
       metrics_->RecordRpc(kMethod, absl::StatusCodeToString(answer.status().code()),
                           absl::Now() - start);
@@ -393,7 +393,8 @@ void FastPathServer::Serve(int fd, TenantId tenant, std::atomic<int64_t>* idle_s
     }
     absl::StatusOr<LookupAnswer> answer =
         RunLookup(context_, {tenant, h.session_id, h.namespace_id, buffers.views,
-                             (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms});
+                             (h.flags & wire::kFlagAcquireLease) != 0, h.lease_ttl_ms,
+                             (h.flags & wire::kFlagSkipPromotion) != 0});
     EncodeReply(answer.status(), answer.ok() ? &*answer : nullptr, &buffers.reply);
     metrics_->RecordRpc(kMethod, absl::StatusCodeToString(answer.status().code()),
                         absl::Now() - start);

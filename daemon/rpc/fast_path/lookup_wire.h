@@ -4,7 +4,8 @@
 // the C++ client (LookupClient). Pure functions; thread-safe.
 //
 // Request  (32 bytes + key_count * key_bytes):
-//   u32 magic "KVSL" | u16 version (1) | u16 flags (bit 0: acquire a lease) |
+//   u32 magic "KVSL" | u16 version (1) | u16 flags (bit 0: acquire a lease; bit 1: with
+//   it, do not promote the hits below L1 -- LookupRequest.skip_promotion) |
 //   u64 session_id | u32 namespace_id | u32 key_count | u32 key_bytes (1..32) |
 //   u32 lease_ttl_ms (0: the daemon's default) | keys, key_count * key_bytes bytes.
 // Response (36 bytes + tier_count + message_bytes):
@@ -42,7 +43,8 @@ inline constexpr uint16_t kVersion = 1;
 inline constexpr uint16_t kVersionNamespaces = 2;  // several namespaces, one chain
 inline constexpr uint32_t kMaxNamespaces = 64;
 inline constexpr uint16_t kFlagAcquireLease = 1;
-inline constexpr uint16_t kKnownFlags = kFlagAcquireLease;
+inline constexpr uint16_t kFlagSkipPromotion = 2;
+inline constexpr uint16_t kKnownFlags = kFlagAcquireLease | kFlagSkipPromotion;
 inline constexpr size_t kRequestHeaderBytes = 32;
 inline constexpr size_t kResponseHeaderBytes = 36;
 inline constexpr uint32_t kMaxMessageBytes = 4096;  // Longer error messages are cut.

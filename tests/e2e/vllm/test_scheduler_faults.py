@@ -120,9 +120,10 @@ def test_hits_from_l2_after_daemon_restart(model_dir, workdir, engines):
 
 def test_planner_recomputes_a_stalled_tier_and_promotes_it(model_dir, workdir, engines):
     """load_planner=on: a hit held only in an L2 that stalled (64 MiB measured at 10 min)
-    is recomputed at once, never held for the disk; the lookup's promotion still brings
-    its units up to L1 (timed by the promotion watch: the planner's L2 sample), where the
-    next engine's planner loads them, byte-exact, and times that load too."""
+    is recomputed at once, never held for the disk; the probe's promotion (the tiny model's
+    whole hit is under PROBE_BYTES) brings its units up to L1 (timed by the promotion watch:
+    the planner's L2 sample), where the next engine's planner loads them, byte-exact, and
+    times that load too."""
     from kvs_testing import Daemon
     from kvstrata import Tier
 
@@ -156,6 +157,63 @@ def test_planner_recomputes_a_stalled_tier_and_promotes_it(model_dir, workdir, e
         assert e3.outputs[r3.request_id] == e.outputs[first.request_id]
         assert e3.connector.scheduler.planner.tiers._samples[int(Tier.L1)]
         assert e3.connector.scheduler.planner.prefill.steps > 0
+    finally:
+        d.stop() if d.running() else d.kill()
+
+
+def test_a_recomputed_hit_is_stored_and_a_loaded_one_promoted(model_dir, workdir, engines):
+    """load_planner=on, the hit only in L2: the scheduler's lookup promotes nothing. Priced
+    out (a stalled L2, its probe not due), the request recomputes at once, the daemon reads
+    nothing from L2 (promoted_blocks 0) and the engine stores the units into L1 (L2 holds
+    them: not written again, present_writes), where the next engine loads them. After a
+    restart (L2 only again) a planner that loads the hit promotes what it loads."""
+    from kvs_testing import Daemon
+    from kvstrata import Tier, pb
+
+    def l2(d):
+        with d.client() as c:
+            return next(t for t in c.list_tiers().tiers if t.tier == pb.TIER_L2_LOCAL)
+
+    settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
+    d = Daemon(workdir, settings).start()
+    extra = {"endpoint": d.endpoint, "load_planner": "on"}
+    try:
+        e = engines(model_dir, extra)
+        first = e.add(PROMPT)
+        e.run()
+        e.drain_stores()
+        d.stop()
+        d = Daemon(workdir, settings).start()   # the units are in L2 only
+        e2 = engines(model_dir, extra)
+        slow_compute(e2)
+        plans = e2.connector.scheduler.plans
+        plans.planner.tiers.add(int(Tier.L2), 64 << 20, 600_000.0)
+        plans.watch._probed[int(Tier.L2)] = time.monotonic()   # probed just now
+        r = e2.add(PROMPT)
+        run_and_verify(e2, r.request_id)
+        e2.drain_stores()
+        assert e2.stats.get("plan_recompute") == 1 and not e2.stats.get("loaded_units"), e2.stats
+        assert e2.stats.get("stored_units") == 6, e2.stats
+        assert e2.outputs[r.request_id] == e.outputs[first.request_id]
+        t = l2(d)
+        assert t.promoted_blocks == 0 and t.read_bytes == 0, t
+        assert t.present_writes == 6 and t.written_blocks == 0, t
+        e3 = engines(model_dir, extra)
+        slow_compute(e3)
+        r3 = e3.add(PROMPT)
+        run_and_verify(e3, r3.request_id)
+        assert e3.stats.get("loaded_units") == 6, e3.stats
+        assert e3.outputs[r3.request_id] == e.outputs[first.request_id]
+        assert l2(d).promoted_blocks == 0   # loaded from L1
+        d.stop()
+        d = Daemon(workdir, settings).start()   # L2 only again: a load decision
+        e4 = engines(model_dir, extra)
+        slow_compute(e4)
+        r4 = e4.add(PROMPT)
+        run_and_verify(e4, r4.request_id)
+        assert e4.stats.get("plan_async") == 1 and e4.stats.get("loaded_units") == 6, e4.stats
+        assert e4.outputs[r4.request_id] == e.outputs[first.request_id]
+        assert l2(d).promoted_blocks == 6
     finally:
         d.stop() if d.running() else d.kill()
 

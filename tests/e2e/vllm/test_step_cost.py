@@ -32,9 +32,9 @@ def count_calls(engine: Engine) -> Dict[str, List[Any]]:
     calls: Dict[str, List[Any]] = {"lookup": [], "release_lease": []}
     lookup, release = s.lookup_namespaces, s.release_leases
 
-    def counted_lookup(namespaces, keys, lease=False, lease_ttl_ms=0):
+    def counted_lookup(namespaces, keys, lease=False, lease_ttl_ms=0, promote=True):
         calls["lookup"].append(lease)
-        return lookup(namespaces, keys, lease=lease, lease_ttl_ms=lease_ttl_ms)
+        return lookup(namespaces, keys, lease=lease, lease_ttl_ms=lease_ttl_ms, promote=promote)
 
     def counted_release(lease_ids):
         calls["release_lease"].extend(lease_ids)

@@ -1,8 +1,8 @@
 """The load planner in the SGLang backend (kvstrata_sglang.planner, option load_planner):
 batch_exists answers only the leading pages worth prefetching. Real SGLang host pools and a
 real kvstratad with an L2 directory: L1 hits answered in full; an L2 that stalled priced
-out (the answer stops at its first page) while the pages cut are promoted into L1 in the
-background and answered in full next time; the planner off (or "auto" outside a GPU
+out (the answer stops at its first page) while a probe promotes the pages cut into L1 (up
+to its PROBE_BYTES: no more) and times it, answered in full next time; the planner off (or "auto" outside a GPU
 engine) answering every page stored. With a fake clock and no daemon: a get stuck on a
 tier prices that tier out before it ends. A get of pages from an L2 that stalls after the
 answer (stalled_mount.py) gives up at its deadline, keeping the pages that landed."""
@@ -107,7 +107,7 @@ def test_stalled_tier_is_priced_out_and_promoted(daemon_factory, backends, tmp_p
     assert b.batch_exists(keys) == 16
     assert b.counters["plan_partial"] == 1
     assert b.counters["plan_unloaded_tokens"] == 16 * PAGE
-    # The pages cut are promoted into L1 in the background (a leased lookup) and timed.
+    # The pages cut are promoted into L1 by a probe (under its PROBE_BYTES) and timed.
     assert wait_until(lambda: tiers_of(b, keys) == [L1] * 32, 10.0), tiers_of(b, keys)
     assert wait_until(lambda: len(b.planner.tiers._samples[L2]) == 3, 10.0)
     # The next request finds every page in L1: answered in full, loaded byte-exact.
@@ -135,6 +135,27 @@ def test_a_hit_only_in_a_stalled_tier_is_recomputed(daemon_factory, backends, tm
     assert counters == {"plan_async": 0, "plan_partial": 0, "plan_recompute": 1,
                         "plan_unloaded_tokens": 16 * PAGE, "load_gave_up": 0,
                         "load_gave_up_tokens": 0}, counters
+
+
+def test_pages_cut_past_the_probe_stay_below_l1(daemon_factory, backends, tmp_path,
+                                                monkeypatch):
+    """Pages the planner cuts are not promoted (SGLang computes and stores them again):
+    only the probe's, at most PROBE_BYTES, at most one probe per tier a second."""
+    from kvstrata.planning import promotion_watch
+
+    d = l2_daemon(daemon_factory, tmp_path)
+    pool = make_pool("mha", "page_first", pages=48)
+    b = backends(make_config({"load_planner": "on"}, endpoint=d.endpoint), pool)
+    monkeypatch.setattr(promotion_watch, "PROBE_BYTES", 4 * b.planner.page_bytes)
+    monkeypatch.setattr(promotion_watch, "PROBE_EVERY_S", 600.0)
+    keys = keys_for("planner-probe", 16)
+    store_in_l2(d, b, pool, keys)
+    b.planner.tiers.add(L2, 64 << 20, STALLED_MS)
+    assert b.batch_exists(keys) == 0
+    assert wait_until(lambda: tiers_of(b, keys) == [L1] * 4 + [L2] * 12, 10.0), tiers_of(b, keys)
+    assert b.batch_exists(keys[4:]) == 0          # the next probe is not due yet
+    time.sleep(0.3)
+    assert tiers_of(b, keys) == [L1] * 4 + [L2] * 12
 
 
 def test_a_get_from_a_tier_that_stalls_gives_up_at_its_deadline(daemon_factory, backends,

@@ -91,6 +91,50 @@ TEST_F(BlockStoreTest, ALookupContinuesBelowL1) {
   EXPECT_EQ(found->tiers, std::vector<Tier>(4, Tier::kL2));
 }
 
+TEST_F(BlockStoreTest, ALeasedLookupPromotesItsHitsBelowL1UnlessAskedNotTo) {
+  std::vector<std::string> keys = Keys(4);
+  StoreAll(keys, 15);
+  ASSERT_EQ(tiered_.l1->Clear(ns_), 4u);
+  // Skipped: answered (tiers, a lease), nothing read from below, still only in L2.
+  auto skipped =
+      store_->Lookup(kClient, ns_, Views(keys), absl::Seconds(30), LookupPromotion::kSkip);
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_EQ(skipped->hits, 4u);
+  EXPECT_EQ(skipped->tiers, std::vector<Tier>(4, Tier::kL2));
+  EXPECT_TRUE(skipped->lease.has_value());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(store_->LowerTiers()[0].promotions, 0u);
+  EXPECT_EQ(store_->LowerTiers()[0].promoted_blocks, 0u);
+  EXPECT_EQ(lower_->Stats().hits, 0u);  // no read
+  auto where = store_->Peek(ns_, Views(keys));
+  ASSERT_TRUE(where.ok());
+  EXPECT_EQ(*where, std::vector<std::optional<Tier>>(4, Tier::kL2));
+  ASSERT_TRUE(store_->l1().ReleaseLease(kClient, *skipped->lease).ok());
+  // A load decided afterwards promotes what it needs itself.
+  std::vector<std::string_view> views = Views(keys);
+  auto loaded =
+      store_->AcquireLoad(kClient, ns_, absl::MakeConstSpan(views).first(2), std::nullopt);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->slots[1].status, LoadStatus::kReady);
+  EXPECT_TRUE(store_->l1().ReleaseLoad(kClient, loaded->load).ok());
+  EXPECT_EQ(store_->LowerTiers()[0].promoted_blocks, 2u);
+  // Started (the default): the other two come up into the lease.
+  auto started = store_->Lookup(kClient, ns_, Views(keys), absl::Seconds(30));
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->tiers, (std::vector<Tier>{Tier::kL1, Tier::kL1, Tier::kL2, Tier::kL2}));
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (store_->LowerTiers()[0].promoted_blocks < 4 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(store_->LowerTiers()[0].promoted_blocks, 4u);
+  ASSERT_TRUE(store_->l1().ReleaseLease(kClient, *started->lease).ok());
+  // Without a lease nothing is promoted, skipped or not.
+  ASSERT_EQ(tiered_.l1->Clear(ns_), 4u);
+  ASSERT_TRUE(store_->Lookup(kClient, ns_, Views(keys), std::nullopt).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(store_->LowerTiers()[0].promoted_blocks, 4u);
+}
+
 TEST_F(BlockStoreTest, ALoadBringsItsBlocksUpFromBelowByteExact) {
   std::vector<std::string> keys = Keys(4);
   StoreAll(keys, 20);

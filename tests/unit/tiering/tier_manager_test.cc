@@ -38,6 +38,32 @@ TEST_F(TierManagerTest, LookupContinuesBelowL1AndLeasesPromotedBlocks) {
   EXPECT_EQ(again.tiers, std::vector<Tier>(8, Tier::kL1));
 }
 
+TEST_F(TierManagerTest, BlocksTheTierHoldsAreNotQueuedForWritingAgain) {
+  Build(4, /*shared=*/false, {});
+  auto keys = Keys(8);
+  Store(keys, 250);
+  WaitQueueEmpty();
+  const uint64_t written = manager_->Status()[0].stats.writes;
+  EXPECT_EQ(written, 8u);
+  EXPECT_EQ(manager_->Status()[0].present_writes, 0u);
+  // The engine stores the same blocks again (it recomputed a hit it did not load): the
+  // tier's index holds them, so nothing is queued or written.
+  ASSERT_EQ(cache_->Clear(ns_), 8u);
+  Store(keys, 250);
+  EXPECT_EQ(manager_->Status()[0].present_writes, 8u);
+  EXPECT_EQ(manager_->Status()[0].queued_writes, 0u);
+  // A promotion commits into L1 as a store does: not written back down either.
+  ASSERT_EQ(cache_->Clear(ns_), 8u);
+  EXPECT_EQ(LoadExact(keys, 250), 8u);
+  EXPECT_EQ(manager_->Status()[0].present_writes, 16u);
+  WaitQueueEmpty();
+  EXPECT_EQ(manager_->Status()[0].stats.writes, written);
+  // A block the tier lacks is still written.
+  Store(Keys(1, "new"), 260);
+  WaitQueueEmpty();
+  EXPECT_EQ(manager_->Status()[0].stats.writes, written + 1);
+}
+
 TEST_F(TierManagerTest, PromotedBlocksInALeaseAreNotEvicted) {
   Build(2, /*shared=*/false, {});  // 8 slots of L1
   auto keys = Keys(8);
