@@ -118,25 +118,37 @@ def test_hits_from_l2_after_daemon_restart(model_dir, workdir, engines):
         d.stop() if d.running() else d.kill()
 
 
+def l2_daemon(workdir):
+    """A daemon with an L2 under workdir, and the connector options of a planner on it."""
+    from kvs_testing import Daemon
+    settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
+    d = Daemon(workdir, settings).start()
+    return d, settings, {"endpoint": d.endpoint, "load_planner": "on"}
+
+
+def stored_then_l2_only(d, workdir, settings, model_dir, engines, extra):
+    """An engine computes and stores PROMPT; the daemon restarts, so its units are in L2
+    only. Returns (the engine, its request, the restarted daemon)."""
+    from kvs_testing import Daemon
+    e = engines(model_dir, extra)
+    first = e.add(PROMPT)
+    e.run()
+    e.drain_stores()
+    d.stop()
+    return e, first, Daemon(workdir, settings).start()
+
+
 def test_planner_recomputes_a_stalled_tier_and_promotes_it(model_dir, workdir, engines):
     """load_planner=on: a hit held only in an L2 that stalled (64 MiB measured at 10 min)
     is recomputed at once, never held for the disk; the probe's promotion (the tiny model's
     whole hit is under PROBE_BYTES) brings its units up to L1 (timed by the promotion watch:
     the planner's L2 sample), where the next engine's planner loads them, byte-exact, and
     times that load too."""
-    from kvs_testing import Daemon
     from kvstrata import Tier
 
-    settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
-    d = Daemon(workdir, settings).start()
-    extra = {"endpoint": d.endpoint, "load_planner": "on"}
+    d, settings, extra = l2_daemon(workdir)
     try:
-        e = engines(model_dir, extra)
-        first = e.add(PROMPT)
-        e.run()
-        e.drain_stores()
-        d.stop()
-        d = Daemon(workdir, settings).start()   # the units are in L2 only
+        e, first, d = stored_then_l2_only(d, workdir, settings, model_dir, engines, extra)
         e2 = engines(model_dir, extra)
         slow_compute(e2)
         speeds = e2.connector.scheduler.planner.tiers
@@ -174,16 +186,9 @@ def test_a_recomputed_hit_is_stored_and_a_loaded_one_promoted(model_dir, workdir
         with d.client() as c:
             return next(t for t in c.list_tiers().tiers if t.tier == pb.TIER_L2_LOCAL)
 
-    settings = {"l2.enabled": "true", "l2.path": str(workdir / "l2")}
-    d = Daemon(workdir, settings).start()
-    extra = {"endpoint": d.endpoint, "load_planner": "on"}
+    d, settings, extra = l2_daemon(workdir)
     try:
-        e = engines(model_dir, extra)
-        first = e.add(PROMPT)
-        e.run()
-        e.drain_stores()
-        d.stop()
-        d = Daemon(workdir, settings).start()   # the units are in L2 only
+        e, first, d = stored_then_l2_only(d, workdir, settings, model_dir, engines, extra)
         e2 = engines(model_dir, extra)
         slow_compute(e2)
         plans = e2.connector.scheduler.plans
