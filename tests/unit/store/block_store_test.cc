@@ -122,11 +122,16 @@ TEST_F(BlockStoreTest, ALeasedLookupPromotesItsHitsBelowL1UnlessAskedNotTo) {
   auto started = store_->Lookup(kClient, ns_, Views(keys), absl::Seconds(30));
   ASSERT_TRUE(started.ok()) << started.status();
   EXPECT_EQ(started->tiers, (std::vector<Tier>{Tier::kL1, Tier::kL1, Tier::kL2, Tier::kL2}));
+  // Counted when read, in L1 once committed: wait for both (TSan runs them far apart).
+  const std::vector<std::optional<Tier>> all_l1(4, Tier::kL1);
   absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (store_->LowerTiers()[0].promoted_blocks < 4 && absl::Now() < deadline) {
+  while (
+      (store_->LowerTiers()[0].promoted_blocks < 4 || *store_->Peek(ns_, Views(keys)) != all_l1) &&
+      absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_EQ(store_->LowerTiers()[0].promoted_blocks, 4u);
+  EXPECT_EQ(*store_->Peek(ns_, Views(keys)), all_l1);
   ASSERT_TRUE(store_->l1().ReleaseLease(kClient, *started->lease).ok());
   // Without a lease nothing is promoted, skipped or not.
   ASSERT_EQ(tiered_.l1->Clear(ns_), 4u);
