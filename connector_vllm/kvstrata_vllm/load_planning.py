@@ -42,6 +42,20 @@ IDLE_WAIT_MIN_MS = 5.0
 IDLE_WAIT_MAX_MS = 20.0
 
 
+def _first_run_below_l1(tiers: List[Any], first: int, end: int) -> Optional[Tuple[int, int]]:
+    """[u, run_end): the first run of units of one tier below L1 in [first, end); None when
+    all of them are in L1."""
+    u = first
+    while u < end and tiers[u] == kvstrata.Tier.L1:
+        u += 1
+    if u >= end:
+        return None
+    run_end = u
+    while run_end < end and tiers[run_end] == tiers[u]:
+        run_end += 1
+    return u, run_end
+
+
 class LoadPlanning:
     def __init__(self, vllm_config: Any, cfg: ConnectorConfig, host_mode: bool, ranks: int,
                  link: kvstrata.DaemonLink, ns_keys: List[Any], stats: StatsCounter,
@@ -184,18 +198,14 @@ class LoadPlanning:
         (st.present_units; the daemon's write-down skips what L2/L3 hold already), but the
         leading units of that run a probe promotes (once per lookup, `fresh`), which times
         the tier (PromotionWatch.probe), so a tier priced out is still measured."""
-        u = first
-        while u < end and st.tiers[u] == kvstrata.Tier.L1:
-            u += 1
-        if u >= end:
+        run = _first_run_below_l1(st.tiers, first, end)
+        if run is None:
             return  # all in L1: held there, nothing to store
+        u, run_end = run
         probed = 0
         namespaces = self.watch_namespaces() if fresh and self.watch is not None else None
         if namespaces:
-            tier, run_end = st.tiers[u], u
-            while run_end < end and st.tiers[run_end] == tier:
-                run_end += 1
-            probed = self.watch.probe(int(tier), namespaces, keys[u:run_end], unit_bytes)
+            probed = self.watch.probe(int(st.tiers[u]), namespaces, keys[u:run_end], unit_bytes)
         st.present_units = min(st.present_units, u + probed)
 
     def _watch_promotion(self, st: RequestState, keys: List[bytes], first: int, end: int,
@@ -205,15 +215,11 @@ class LoadPlanning:
         namespaces = self.watch_namespaces()
         if self.watch is None or not namespaces:
             return
-        u = first
-        while u < end and st.tiers[u] == kvstrata.Tier.L1:
-            u += 1
-        if u >= end:
+        run = _first_run_below_l1(st.tiers, first, end)
+        if run is None:
             return
-        tier, run_end = st.tiers[u], u
-        while run_end < end and st.tiers[run_end] == tier:
-            run_end += 1
-        self.watch.watch(int(tier), namespaces[0], keys[run_end - 1],
+        u, run_end = run
+        self.watch.watch(int(st.tiers[u]), namespaces[0], keys[run_end - 1],
                          (run_end - u) * unit_bytes, started)
 
     # ------------------------------------------------------------------ steps

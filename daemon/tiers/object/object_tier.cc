@@ -227,7 +227,7 @@ std::vector<absl::StatusOr<BlockTier::WriteOutcome>> ObjectTier::WriteManyImpl(
   // daemon may have deleted it).
   std::vector<size_t> unsure;
   std::vector<absl::string_view> unsure_keys;
-  std::vector<bool> todo(keys.size(), true);
+  std::vector<bool> to_write(keys.size(), true);  // Not known present, admitted.
   bool namespace_file = false;
   {
     MutexLock lock(&mu_);
@@ -237,7 +237,7 @@ std::vector<absl::StatusOr<BlockTier::WriteOutcome>> ObjectTier::WriteManyImpl(
       if (it == index_.end()) continue;
       if (now - it->second.verified < options_.presence_ttl) {
         out[i] = WriteOutcome::kAlreadyPresent;
-        todo[i] = false;
+        to_write[i] = false;
       } else {
         unsure.push_back(i);
         unsure_keys.push_back(keys[i]);
@@ -248,7 +248,10 @@ std::vector<absl::StatusOr<BlockTier::WriteOutcome>> ObjectTier::WriteManyImpl(
   if (!unsure.empty()) {
     std::vector<bool> there = ProbeManyImpl(ns, unsure_keys);
     for (size_t j = 0; j < unsure.size(); ++j) {
-      if (there[j]) out[unsure[j]] = WriteOutcome::kAlreadyPresent, todo[unsure[j]] = false;
+      if (there[j]) {
+        out[unsure[j]] = WriteOutcome::kAlreadyPresent;
+        to_write[unsure[j]] = false;
+      }
     }
   }
   const uint64_t object_bytes = BlockFileBytes(ns.payload_bytes);
@@ -258,10 +261,10 @@ std::vector<absl::StatusOr<BlockTier::WriteOutcome>> ObjectTier::WriteManyImpl(
   std::vector<S3Request*> batch;
   const std::string json = namespace_file ? NamespaceToJson(ns.spec) : "";
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!todo[i]) continue;
+    if (!to_write[i]) continue;
     if (absl::Status room = Admit(object_bytes); !room.ok()) {
       out[i] = room;
-      todo[i] = false;
+      to_write[i] = false;
       continue;
     }
     headers[i] = EncodeBlockHeader(
@@ -283,7 +286,7 @@ std::vector<absl::StatusOr<BlockTier::WriteOutcome>> ObjectTier::WriteManyImpl(
     namespace_files_.erase(ns.fingerprint);  // Tried again with the next write.
   }
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!todo[i]) continue;
+    if (!to_write[i]) continue;
     const bool ok = puts[i].ok();
     EndWrite(object_bytes, ok);
     MutexLock lock(&mu_);

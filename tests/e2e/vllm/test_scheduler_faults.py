@@ -138,6 +138,16 @@ def stored_then_l2_only(d, workdir, settings, model_dir, engines, extra):
     return e, first, Daemon(workdir, settings).start()
 
 
+def serve_prompt(model_dir, engines, extra, want):
+    """A fresh engine (slow compute: a load pays) serves PROMPT, verified, its output `want`."""
+    e = engines(model_dir, extra)
+    slow_compute(e)
+    r = e.add(PROMPT)
+    run_and_verify(e, r.request_id)
+    assert e.outputs[r.request_id] == want
+    return e
+
+
 def test_planner_recomputes_a_stalled_tier_and_promotes_it(model_dir, workdir, engines):
     """load_planner=on: a hit held only in an L2 that stalled (64 MiB measured at 10 min)
     is recomputed at once, never held for the disk; the probe's promotion (the tiny model's
@@ -161,12 +171,8 @@ def test_planner_recomputes_a_stalled_tier_and_promotes_it(model_dir, workdir, e
         assert e2.stats.get("plan_recompute") == 1 and not e2.stats.get("loaded_units"), e2.stats
         assert e2.outputs[r.request_id] == e.outputs[first.request_id]
         assert wait_until(lambda: len(speeds._samples[int(Tier.L2)]) == 2, 10)
-        e3 = engines(model_dir, extra)
-        slow_compute(e3)
-        r3 = e3.add(PROMPT)
-        run_and_verify(e3, r3.request_id)
+        e3 = serve_prompt(model_dir, engines, extra, e.outputs[first.request_id])
         assert e3.stats.get("plan_async") == 1 and e3.stats.get("loaded_units") == 6, e3.stats
-        assert e3.outputs[r3.request_id] == e.outputs[first.request_id]
         assert e3.connector.scheduler.planner.tiers._samples[int(Tier.L1)]
         assert e3.connector.scheduler.planner.prefill.steps > 0
     finally:
@@ -203,21 +209,13 @@ def test_a_recomputed_hit_is_stored_and_a_loaded_one_promoted(model_dir, workdir
         t = l2(d)
         assert t.promoted_blocks == 0 and t.read_bytes == 0, t
         assert t.present_writes == 6 and t.written_blocks == 0, t
-        e3 = engines(model_dir, extra)
-        slow_compute(e3)
-        r3 = e3.add(PROMPT)
-        run_and_verify(e3, r3.request_id)
+        e3 = serve_prompt(model_dir, engines, extra, e.outputs[first.request_id])
         assert e3.stats.get("loaded_units") == 6, e3.stats
-        assert e3.outputs[r3.request_id] == e.outputs[first.request_id]
         assert l2(d).promoted_blocks == 0   # loaded from L1
         d.stop()
         d = Daemon(workdir, settings).start()   # L2 only again: a load decision
-        e4 = engines(model_dir, extra)
-        slow_compute(e4)
-        r4 = e4.add(PROMPT)
-        run_and_verify(e4, r4.request_id)
+        e4 = serve_prompt(model_dir, engines, extra, e.outputs[first.request_id])
         assert e4.stats.get("plan_async") == 1 and e4.stats.get("loaded_units") == 6, e4.stats
-        assert e4.outputs[r4.request_id] == e.outputs[first.request_id]
         assert l2(d).promoted_blocks == 6
     finally:
         d.stop() if d.running() else d.kill()
