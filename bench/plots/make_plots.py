@@ -201,7 +201,8 @@ def node_summaries(run: str, results: str = NODE4) -> Dict[str, Dict[str, Any]]:
 
 
 def plot_node(out: Path) -> str:
-    runs = [("run 1", node_summaries("1-rr-sticky-lmcache")), ("run 4", node_summaries("4-sticky-rr-rerun"))]
+    runs = [("run 1", node_summaries("1-rr-sticky-lmcache")), ("run 4", node_summaries("4-sticky-rr-rerun")),
+            ("run 6", node_summaries("6-rr3-sticky-new-instep"))]
     groups: List[str] = []
     rows: List[Dict[str, Any]] = []
     for run, summaries in runs:
@@ -210,14 +211,14 @@ def plot_node(out: Path) -> str:
             rows.append(summaries[mode])
     colours = ["#d62728" if g.startswith("kvstrata:") else "#2ca02c" if g.startswith("lmcache")
                else "#1f77b4" if g.startswith("native") else "#7f7f7f" for g in groups]
-    fig, (a, b) = plt.subplots(2, 1, figsize=(14, 8), sharex=True)
+    fig, (a, b) = plt.subplots(2, 1, figsize=(18, 8), sharex=True)
     xs = range(len(groups))
     a.bar(xs, [r["prompt_tok_per_s"] / 1e3 for r in rows], color=colours)
     for x, r in zip(xs, rows):
         a.annotate(f"{r['prompt_tok_per_s'] / 1e3:.0f}K", (x, r["prompt_tok_per_s"] / 1e3), ha="center",
                    va="bottom", fontsize=7)
     a.set_ylabel("prompt tokens/s (thousands)")
-    a.set_title("Node: four H200s, one `vllm serve` per GPU behind a router, one kvstratad (2026-11-28); "
+    a.set_title("Node: four H200s, one `vllm serve` per GPU behind a router, one kvstratad (2026-11-28, runs 1, 4, 6); "
                 "64 conversations x 6 turns, 8 per GPU; every run of each mode", fontsize=9)
     p90 = [r["ttft_later_ms"]["p90"] for r in rows]
     b.bar(xs, p90, color=colours)
