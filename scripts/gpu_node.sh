@@ -11,7 +11,10 @@
 #   bash scripts/vllm_carry/prepare_serve.sh                 # here: .vllmcarry/serve (~4 MB)
 #   bash scripts/bundle.sh && bash scripts/bundle_python.sh  # here: the daemon + client wheel
 #   calls 1-3, kind nvidia-h100-x2, carry [".vllmcarry/pN"]:  bash scripts/gpu_vllm.sh --part N
-#   call 4, carry [".bundle", ".vllmcarry/serve"]:           bash scripts/gpu_node.sh
+#   call 3b, carry [".vllmcarry/serve"]:                      bash scripts/vllm_carry/stage_serve.sh
+#   call 4, carry [".bundle"]:                                bash scripts/gpu_node.sh
+# (.bundle, .vllmcarry/serve and the tree together pass a call's 64 MiB: call 3b stages the
+# serve site in /tmp/serve_stage, which scripts/lib/serve_env.sh uses in the later calls)
 #   (on the same machine, every GPU loading at once: carry [".bundle"],
 #                                                 bash bench/gpu/run_node_loads.sh)
 #   call 5 (if call 4 stopped before the end of the plan), the same carry:
@@ -20,7 +23,7 @@
 # Faults (issue 41 item 3: a rolling restart of one replica, time to its first hit after
 # /health; a SIGKILL of one replica during its loads, the others' TTFT around it and the
 # daemon's cleanup; bench/node/faults.py, README "Faults"), after calls 1-3 on the same
-# machine, carry [".bundle", ".vllmcarry/serve"], 6.7 min on two H200s (bench/node/README.md
+# machine (and call 3b), carry [".bundle"], 6.7 min on two H200s (bench/node/README.md
 # "Faults"):
 #                    bash scripts/gpu_node.sh --plan native:sticky,kvstrata:sticky --faults restart,kill
 #   and, only if it says "run again with --continue" (~2-4 min):  bash scripts/gpu_node.sh --continue
@@ -32,11 +35,11 @@
 # before a role or mode that would pass its --budget-s (560 s) and call 5 runs the rest. LMCache (bench/node/lmcache_role.py, carried
 # by scripts/lmcache_carry/prepare.sh) joins a finished run in one more call, reported with
 # the other roles:
-#   call 6, carry [".bundle", ".vllmcarry/serve", ".lmcachecarry"]:
-#                                  bash scripts/gpu_node.sh --continue --plan lmcache:rr+sticky
+#   call 6a, carry [".lmcachecarry"]:  mkdir -p /tmp/lmc_parts && cp .lmcachecarry/p1/* /tmp/lmc_parts/
+#   call 6b, carry [".bundle"]:        bash scripts/gpu_node.sh --continue --plan lmcache:rr+sticky
 #
 # This call installs the kvstrata client wheel (.bundle/wheels) into /tmp/kvsite, puts vLLM
-# (/tmp/site, unpacked by call 3), the serve site (.vllmcarry/serve), the client and the
+# (/tmp/site, unpacked by call 3), the serve site (/tmp/serve_stage), the client and the
 # connector (connector_vllm/) on PYTHONPATH and runs the benchmark; results in $OUT:
 # node.json, summary.txt, replica_logs.txt, kvstratad.log, nvidia_smi.txt, run.log.
 set -uo pipefail

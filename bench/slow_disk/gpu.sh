@@ -3,7 +3,8 @@
 # throttled with cgroup v2's io.max against recomputing, 8 in flight (issue 43). Prepared here
 # as for the node bench (bench/node/README.md, "Device calls"), then on one machine:
 #   calls 1-3, carry [".vllmcarry/pN"]:          bash scripts/gpu_vllm.sh --part N
-#   call 4, carry [".bundle", ".vllmcarry/serve"]: bash bench/slow_disk/gpu.sh [--rates 200MB,0]
+#   call 3b, carry [".vllmcarry/serve"]:        bash scripts/vllm_carry/stage_serve.sh
+#   call 4, carry [".bundle"]:                   bash bench/slow_disk/gpu.sh [--rates 200MB,0]
 # It installs the client wheel (.bundle/wheels) into /tmp/kvsite, puts vLLM (/tmp/site), the
 # serve site, the client and the connector on PYTHONPATH and runs bench/slow_disk/run.py with
 # the bundle's kvstratad and kvstrata CLI; options go to run.py. Results in $OUT.
