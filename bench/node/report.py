@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional, Tuple
 
+from gauges import replica_lines
 from stats import compare
 
 
@@ -120,6 +121,7 @@ def render(spec: Dict[str, Any], results: Dict[str, Any], starts: Dict[str, floa
         if any(r == role for r, _ in spec["plan"]) or role == "lmcache":
             lines.append(f"{role + ':*':<18}{why}")
     lines += repeats(results)
+    lines += replica_lines(results)
     lines += ["", "cached = prompt tokens the servers reported cached (usage.prompt_tokens_details: "
               "GPU prefix cache + connector hits) / prompt tokens; t>=2: the same over turns >= 2.",
               "", "Prometheus counters per mode, all replicas (tokens): GPU prefix-cache "

@@ -44,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
+import gauges  # noqa: E402
 import metrics  # noqa: E402
 from faults import FAULTS, FaultRunner, daemon_probe, parse_faults, render_faults  # noqa: E402
 from replicas import ReplicaSet, ServerSpec, SERVED_NAME  # noqa: E402
@@ -384,9 +385,11 @@ class Run:
         log(f"{role}:{mode}: {len(convs)} conversations x {wl.turns} turns, "
             f"{spec['concurrency']} in flight")
         t0 = time.monotonic()
-        res = asyncio.run(run_conversations(rs.urls, SERVED_NAME, router, convs,
-                                            spec["concurrency"], wl.max_tokens,
-                                            spec["request_timeout_s"]))
+        with gauges.Sampler(rs.urls) as sampler:
+            res = asyncio.run(run_conversations(rs.urls, SERVED_NAME, router, convs,
+                                                spec["concurrency"], wl.max_tokens,
+                                                spec["request_timeout_s"]))
+        res["gauges"] = sampler.series
         self.timed("mode", time.monotonic() - t0 + 5.0)
         if uses_daemon(role) and self.daemon is not None:
             self.daemon.wait_idle()

@@ -453,6 +453,7 @@ def test_run_py_runs_fault_phases_after_the_modes(tmp_path, monkeypatch):
     r = run.Run(args, spec, tmp_path, state)
     r.run()
     assert list(state["results"]) == ["native:sticky"]
+    assert sorted(state["results"]["native:sticky"]["gauges"]) == [0, 1]  # sampled per replica
     assert list(state["faults"]) == ["native:restart", "native:kill"]
     assert state["faults"]["native:restart"]["numbers"]["first_hit_s"] is None  # cold
     kill = state["faults"]["native:kill"]
