@@ -5,7 +5,7 @@
 # Uses build/ (or $KVSTRATA_BUILD_DIR), configured with the benchmarks and tests on.
 #
 #   bash bench/run_cpu.sh            # everything
-#   bash bench/run_cpu.sh --quick    # smaller sizes (a smoke run, not for RESULTS.md)
+#   bash bench/run_cpu.sh --quick    # smaller sizes (a smoke run, not for a run's NOTES.md)
 #   KVSTRATA_BENCH_JOBS=1 bash bench/run_cpu.sh   # ninja parallelism
 # Exits non-zero when a build or a benchmark fails (a missed target is printed as FAIL
 # in the table, and host_store_load exits 2 then; that is reported, not fatal).

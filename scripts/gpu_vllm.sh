@@ -8,17 +8,19 @@
 #   calls 1-3, carry [".vllmcarry/pN"]:  bash scripts/gpu_vllm.sh --part N   (N = 1, 2, 3)
 #   call 4, carry [".bundle"]:        bash scripts/gpu_vllm.sh [--quick] [run.py options]
 #
-# All five roles take more than one call's 600 s on an H100; the full run (bench/RESULTS.md,
-# runs 7-9) is two calls after calls 1 and 2:
+# All five roles take more than one call's 600 s on an H100; the full run
+# (bench/results/h100-2026-11-24-vllm026-run7/NOTES.md, runs 7-9) is two calls after calls 1
+# and 2:
 #   call 3: bash scripts/gpu_vllm.sh --roles none,native,kvstrata_async,kvstrata \
 #             --keep-daemon --role-timeout 170                      (~9 min)
 #   call 4: bash scripts/gpu_vllm.sh --roles kvstrata_b --continue --role-timeout 330
 #
-# The store-strategy A/B and the L2 disk ceiling (bench/RESULTS.md, run 14): the daemon's
-# default (`kvstrata`) against `kvstrata_batch` (the same role on a daemon restarted with
-# gpu.copy_strategy=batch; each of the two starts on an empty L1 and L2), users round 1
-# five times each, and --disk-baseline (bench/vllm_gpu/disk_probe.py: raw O_DIRECT reads of
-# the L2 disk, before the first role, printed beside the L2-hit row):
+# The store-strategy A/B and the L2 disk ceiling
+# (bench/results/h100-2026-11-24-vllm026-run14/NOTES.md): the daemon's default (`kvstrata`)
+# against `kvstrata_batch` (the same role on a daemon restarted with gpu.copy_strategy=batch;
+# each of the two starts on an empty L1 and L2), users round 1 five times each, and
+# --disk-baseline (bench/vllm_gpu/disk_probe.py: raw O_DIRECT reads of the L2 disk, before the
+# first role, printed beside the L2-hit row):
 #   call 3: bash scripts/gpu_vllm.sh --roles none,kvstrata_batch,kvstrata --sizes 32768 \
 #             --repeats 5 --round1-repeats 5 --disk-baseline --keep-daemon --role-timeout 170
 #   call 4: bash scripts/gpu_vllm.sh --roles native,kvstrata_b --continue --role-timeout 250
@@ -26,9 +28,9 @@
 # written; call 4's --continue read them): give call 3 fewer roles, e.g. none,kvstrata_batch
 # there and kvstrata,native,kvstrata_b in call 4 (~8 min).
 #
-# The 1K step profile (bench/RESULTS.md, run 17): control roles noop, noop_link, noop_reg
-# (a connector doing nothing; with KVStrataConnector's sessions idle; with the KV cache
-# registered too), and a role again in a new engine process with a suffix .N:
+# The 1K step profile (bench/results/h100-2026-11-24-vllm026-run17/NOTES.md): control roles
+# noop, noop_link, noop_reg (a connector doing nothing; with KVStrataConnector's sessions idle;
+# with the KV cache registered too), and a role again in a new engine process with a suffix .N:
 #   call 3: bash scripts/gpu_vllm.sh --roles none,native,kvstrata,noop,noop_link,noop_reg \
 #             --sizes 1024,8192 --repeats 9 --no-users --keep-daemon --role-timeout 150
 #   call 4: bash scripts/gpu_vllm.sh --continue --roles kvstrata.2,native.2,kvstrata.3,native.3 \

@@ -74,7 +74,7 @@ def make_spec(args: argparse.Namespace, workdir: Path) -> Dict[str, Any]:
         "daemon": {"binary": args.daemon, "workdir": str(workdir / "daemon"),
                    # L1 only: the default configuration's L2 (~/.cache/kvstrata/l2)
                    # would outlive the run on a warm machine and serve the next run's
-                   # "cold" requests (it did in run 4, bench/RESULTS.md).
+                   # "cold" requests (it did in run 4, bench/results/sglang-h100-run4/NOTES.md).
                    "settings": {"l1.capacity": "40GiB", "l1.slab_size": "64MiB",
                                 "l2.enabled": "false",
                                 "sessions.heartbeat_timeout_ms": "10000",

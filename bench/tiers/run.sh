@@ -7,8 +7,8 @@
 #   l3_lookup      two kvstratad on one L3 directory: hit / miss Lookup latency
 # Not part of CI (minutes of disk I/O and ~10 GiB of files).
 #
-#   bash bench/tiers/run.sh            # full sizes (the figures in bench/RESULTS.md)
-#   bash bench/tiers/run.sh --quick    # small sizes: a smoke run, not for RESULTS.md
+#   bash bench/tiers/run.sh            # full sizes (bench/results/cpu-2026-11-21-tiers/NOTES.md)
+#   bash bench/tiers/run.sh --quick    # small sizes: a smoke run, not for a run's NOTES.md
 # Environment:
 #   KVSTRATA_BUILD_DIR   build directory (default build/, configured with tests and benches)
 #   KVSTRATA_BENCH_DIR   where the files go, on the disk under test (default /var/tmp)

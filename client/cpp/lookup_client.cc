@@ -23,7 +23,7 @@ constexpr size_t kMaxKeys = 65536;
 
 // How long a call polls for its answer before blocking in read: a 1,000-key lookup is
 // answered in ~50 us, and a blocked reader woken from another CPU costs tens of us more on
-// a VM (bench/RESULTS.md, lookup_latency).
+// a VM (bench/results/cpu-2026-11-21-lookup-latency/NOTES.md).
 constexpr absl::Duration kAnswerSpin = absl::Microseconds(250);
 
 // LookupInto calls in flight in this process, over all clients: an answer is awaited by

@@ -4,7 +4,7 @@
 #if defined(KVSTRATA_XXH3_DISPATCH)
 // XXH3_64bits becomes XXH3_64bits_dispatch: the same hash, with the widest vector unit the
 // CPU has (AVX2/AVX-512) chosen at run time instead of the library's SSE2 build (2-4x
-// faster on the payload checksums; bench/RESULTS.md, L2/L3 tiers).
+// faster on the payload checksums; bench/results/cpu-2026-11-21-tiers/NOTES.md).
 #include <xxh_x86dispatch.h>
 #endif
 

@@ -29,7 +29,8 @@ struct CalibrationRow {
 };
 
 // DMA is taken where it is within this factor of staged copies: staged copies run a kernel
-// on the GPU's SMs, beside the engine's forward pass (bench/RESULTS.md, vLLM run 14).
+// on the GPU's SMs, beside the engine's forward pass
+// (bench/results/h100-2026-11-24-vllm026-run14/NOTES.md, vLLM run 14).
 inline constexpr double kDmaPreference = 0.97;
 
 struct CopyCalibration {

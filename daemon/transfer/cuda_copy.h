@@ -57,7 +57,8 @@ class CopyScratch {
 // GPU staging of an in-flight transfer for kStaged: two buffers of this many bytes, so that
 // one buffer's DMA overlaps the other's kernel; a block larger than this uses kBatch. Large:
 // the copy engine runs a transfer's DMAs one at a time whatever the streams, and each costs
-// ~5 us beyond its bytes (bench/RESULTS.md, "Staged loads in 32 MiB chunks").
+// ~5 us beyond its bytes (bench/results/h100-2026-11-25-wakeups/NOTES.md, "Staged loads in
+// 32 MiB chunks").
 inline constexpr uint64_t kStagingBufferBytes = 32ULL << 20;
 
 struct CopyError {

@@ -121,7 +121,8 @@ class CudaLane {
   CopyError Issue(LaneJob& job, Slot& slot);
   // kStaged (never layer-wise): one run of every block on streams_[0] and scatter_stream_, in
   // slot.scratch[0]: its DMAs are large and the copy engine ran several runs' DMAs one after
-  // another anyway (more runs measured slower, bench/RESULTS.md).
+  // another anyway (more runs measured slower,
+  // bench/results/h100-2026-11-25-wakeups/NOTES.md).
   CopyError IssueStaged(LaneJob& job, Slot& slot);
   // `pieces` cut into runs of at least `min_part_bytes`, run i on streams_[i], the other
   // streams joined into streams_[0]. kBatch groups the pieces into 2-D copies first and cuts

@@ -9,7 +9,8 @@ namespace kvstrata {
 // the runtime reads it when it makes the first context. With the default, 8 hardware queues
 // per device, the daemon's 10+ streams share queues and a staged load's DMAs queued behind a
 // kernel on a shared queue wait for it (an 8K-token load took 1.5-2.5 ms longer than the
-// same DMAs without kernels; bench/RESULTS.md, "Hardware queues"). Harmless without CUDA.
+// same DMAs without kernels; bench/results/h100-2026-11-25-staged-queues/NOTES.md). Harmless
+// without CUDA.
 void PrepareCudaProcess();
 
 }  // namespace kvstrata

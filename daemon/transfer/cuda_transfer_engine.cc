@@ -86,7 +86,8 @@ absl::Status CudaTransferEngine::InitDevice(int index) {
       CudaLane::Create(index, greatest, options_.copy_streams, bytes_per_us);
   if (!load.ok()) return load.status();
   absl::StatusOr<std::unique_ptr<CudaLane>> store =
-      // Device to host: as fast on the GPUs measured so far (bench/RESULTS.md, the ceilings).
+      // Device to host: as fast on the GPUs measured so far (the ceilings in
+      // bench/results/h100-2026-11-21/NOTES.md).
       CudaLane::Create(index, least, options_.copy_streams, bytes_per_us);
   if (!store.ok()) return store.status();
   device.load_lane = std::move(*load);

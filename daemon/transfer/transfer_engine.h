@@ -134,7 +134,8 @@ struct TransferEngineOptions {
   // kAuto's threshold for loads where `calibrate` is off or fails; set from
   // bench/gpu/copy_bench (docs/gpu-data-path.md).
   // 256 KiB: copy_bench's recommendation on an H100, and one engine job of 64 KiB pieces
-  // reached 86-87 % of the ceiling staged against 77-83 % batched (bench/RESULTS.md).
+  // reached 86-87 % of the ceiling staged against 77-83 % batched
+  // (bench/results/h100-2026-11-23-engine-jobs/NOTES.md).
   uint64_t kernel_max_piece_bytes = 256 * 1024;
   // Streams per direction and GPU; one transfer's copies are spread over them (1..8).
   uint32_t copy_streams = 4;

@@ -1,15 +1,15 @@
 """JobPace: when a job's completion is due, learned from the jobs before it.
 
-A thread that waits for a job frame's completion and reads the job socket itself
-(kvstrata.jobs, CompletionTracker.wait) sleeps in poll() until shortly before the job is due,
-then polls without sleeping until the completion came or a limit passed (hybrid polling, as
-the daemon's lane does for the GPU's events): a thread that slept through the job wakes on
-a cold CPU, ~0.1 ms later than one that was running (bench/RESULTS.md, "A waiting thread
-that reads its own completions"). The pace per job kind is the fastest time per block seen
-from a frame's sending to its completion filed; it drifts slower when jobs get slower, so
-one fast job does not keep later waits polling early. Jobs of fewer blocks take longer per
-block (their fixed costs), so their polling starts early rather than late. read_turn is one
-such read: asleep in poll() until shortly before the job is due, then without sleeping.
+A thread that waits for a job frame's completion and reads the job socket itself (kvstrata.jobs,
+CompletionTracker.wait) sleeps in poll() until shortly before the job is due, then polls without
+sleeping until the completion came or a limit passed (hybrid polling, as the daemon's lane does
+for the GPU's events): a thread that slept through the job wakes on a cold CPU, ~0.1 ms later
+than one that was running (bench/results/h100-2026-11-26-fourteenth/NOTES.md, "A waiting thread
+that reads its own completions"). The pace per job kind is the fastest time per block seen from
+a frame's sending to its completion filed; it drifts slower when jobs get slower, so one fast
+job does not keep later waits polling early. Jobs of fewer blocks take longer per block (their
+fixed costs), so their polling starts early rather than late. read_turn is one such read: asleep
+in poll() until shortly before the job is due, then without sleeping.
 
 Not thread-safe: its owner (the CompletionTracker) calls it under its lock.
 """

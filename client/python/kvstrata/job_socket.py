@@ -1,24 +1,24 @@
 """JobSocket: SubmitStore / SubmitLoad job frames written without waiting for the answer.
 
-An engine submits its jobs on its step. The daemon's part of a submit (its checks, pinning
-the blocks in L1, handing the job to its transfer engine: ~220 µs for 512 blocks on an
-H100 host, bench/RESULTS.md "Engine jobs") need not be on that path, so send() returns
+An engine submits its jobs on its step. The daemon's part of a submit (its checks, pinning the
+blocks in L1, handing the job to its transfer engine: ~220 µs for 512 blocks on an H100 host,
+bench/results/h100-2026-11-23-engine-jobs/NOTES.md) need not be on that path, so send() returns
 once the frame is written to the daemon's fast-path socket (docs/wire-protocol.md, "Job
 frames"). The JobSocket keeps a connection of its own for that (lookups use another), and a
-reader thread per connection reads the daemon's answers. One connection is served by one
-daemon thread, frame after frame, so the answers come in the order the frames were
-written: each is handed, with the SentJob that send() got, to
-`on_answer(job, status, daemon_job_id, message)` (status 0 = accepted, else the gRPC
-status code number of the refusal and its message). Between the answers may come completion
-frames (the jobs of version-2 frames, which may finish before their answer is read): each is
-handed to `on_completion(SocketCompletion)` (the daemon's job id; the session maps it).
+reader thread per connection reads the daemon's answers. One connection is served by one daemon
+thread, frame after frame, so the answers come in the order the frames were written: each is
+handed, with the SentJob that send() got, to `on_answer(job, status, daemon_job_id, message)`
+(status 0 = accepted, else the gRPC status code number of the refusal and its message). Between
+the answers may come completion frames (the jobs of version-2 frames, which may finish before
+their answer is read): each is handed to `on_completion(SocketCompletion)` (the daemon's job id;
+the session maps it).
 
 A thread that waits for its jobs may read the connection itself (reading()): the reader
 thread hands its role over and sleeps until the waiter is done. The completion then wakes
 the thread that waits for it directly, instead of waking the reader thread, which files it
 and wakes the waiter: on a virtual machine each wake-up of a thread that slept through a job
-costs 0.05-0.2 ms (bench/RESULTS.md, "Wake-ups"). One thread reads at a time, frame by whole
-frame, so answers and completions are filed in order whoever reads them.
+costs 0.05-0.2 ms (bench/results/h100-2026-11-25-wakeups/NOTES.md). One thread reads at a time,
+frame by whole frame, so answers and completions are filed in order whoever reads them.
 
 A connection that breaks (the daemon died, or closed it) hands every job whose answer was
 not read to `on_lost(jobs, error)`, once, and the next send() connects again. So does a

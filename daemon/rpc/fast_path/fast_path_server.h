@@ -51,8 +51,9 @@ class FastPathServer {
   // For kWarmWindow after a frame, a connection's thread waits for the next one in sleeps of
   // kWarmSleep (ppoll), not in one read(): an idle CPU then stays in a shallow sleep state,
   // and the next frame (an engine's next step) wakes the thread in microseconds, not the
-  // 0.1-0.4 ms a thread that slept since the last frame can take (bench/RESULTS.md,
-  // "Per-job fixed costs"). ~5,000 wake-ups a second, on active connections only.
+  // 0.1-0.4 ms a thread that slept since the last frame can take
+  // (bench/results/gpu-2026-11-26-fifteenth/NOTES.md, "Per-job fixed costs"). ~5,000 wake-ups
+  // a second, on active connections only.
   static constexpr absl::Duration kWarmWindow = absl::Milliseconds(100);
   static constexpr absl::Duration kWarmSleep = absl::Microseconds(200);
 

@@ -85,7 +85,8 @@ def test_prefill_model_fits_the_engines_steps():
 def test_small_steps_teach_the_fixed_cost_not_the_rate():
     """An eager MoE engine's decodes and 1-token hits take 15-40 ms whatever their few
     tokens' FLOPs: fitted alone they must not set the per-FLOP rate (extrapolated to a
-    32K prefill, such noise predicted 20x its real time on an H200, bench/RESULTS.md)."""
+    32K prefill, such noise predicted 20x its real time on an H200,
+    bench/results/vllm-gpu-2026-11-28-gpt-oss/NOTES.md)."""
     import random
     rng = random.Random(1)
     clock = Clock()
@@ -452,7 +453,7 @@ def test_steps_lengthened_by_in_step_copies_do_not_let_more_copies_in():
     """The in-step rule weighs a copy against the batch's compute (the steps that loaded
     nothing in the step), not against steps that waited for earlier in-step copies: those
     grow with every copy let in, and judged against them a replica of a round-robin node
-    let ever longer stalls through (bench/RESULTS.md, "Node: four H200s")."""
+    let ever longer stalls through (bench/results/h200x4-2026-11-28-node/NOTES.md)."""
     clock = Clock()
     p = planner(clock)
     feed_steps(p, clock, slowdown=2.2)

@@ -34,10 +34,10 @@ not of every step: steps that waited for in-step copies are longer by the wait, 
 against them the rule lets more stalls through the longer they make the steps -- the likely
 cause, not yet measured, of one replica falling behind on four H200s under round-robin routing:
 its in-flight requests grew from 8 to 16 and its TTFT from ~100 to 1,500 ms while the others
-stayed near 100 ms, bench/RESULTS.md "Node: four H200s"). On the node bench (two H200s, 16
-requests per GPU, steps of ~100 ms, loads of ~15 ms) every load in the step beat every load
-asynchronous: 15.7 against 16.7 s, later turns' TTFT p50 666 against 831 ms (bench/RESULTS.md,
-"Node: two H200s").
+stayed near 100 ms, bench/results/h200x4-2026-11-28-node/NOTES.md). On the node bench (two
+H200s, 16 requests per GPU, steps of ~100 ms, loads of ~15 ms) every load in the step beat every
+load asynchronous: 15.7 against 16.7 s, later turns' TTFT p50 666 against 831 ms
+(bench/results/h200x2-2026-11-27-node/NOTES.md).
 
 Decisions (Plan.kind): "in_step", "async", "partial" (the leading part loads
 asynchronously or in-step; the engine computes the rest), "recompute". Not thread-safe:
