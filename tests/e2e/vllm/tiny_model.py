@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import List, Optional
 
 VOCAB_WORDS = 480
+# gpt-oss's layout of 8 layers: a sliding window alternating with full attention.
+GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 4
 WORDS = [f"w{i}" for i in range(VOCAB_WORDS)]
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
 
@@ -42,10 +45,13 @@ def make_tiny_model(out: Path, num_layers: int = 2, hidden: int = 128, heads: in
     return out
 
 
-def make_tiny_gemma3(out: Path, window: int = 64, hidden: int = 128, seed: int = 0) -> Path:
+def make_tiny_gemma3(out: Path, window: int = 64, hidden: int = 128, seed: int = 0,
+                     layer_types: Optional[List[str]] = None, max_len: int = 2048) -> Path:
     """A tiny hybrid model: Gemma 3's architecture with 4 layers, 3 sliding-window layers
     (`window` tokens) and 1 full-attention layer, random weights. vLLM's hybrid KV cache
-    manager gives it four KV cache groups of one layer each."""
+    manager gives it four KV cache groups of one layer each. `layer_types` (Gemma 3's
+    "sliding_attention" / "full_attention" per layer) gives another layout: gpt-oss's,
+    alternating, makes two groups (GPT_OSS_LAYERS)."""
     out = Path(out)
     if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
         return out
@@ -54,11 +60,11 @@ def make_tiny_gemma3(out: Path, window: int = 64, hidden: int = 128, seed: int =
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     _save_tokenizer(out)
-    layer_types = ["sliding_attention"] * 3 + ["full_attention"]
+    layer_types = layer_types or ["sliding_attention"] * 3 + ["full_attention"]
     config = Gemma3TextConfig(vocab_size=len(SPECIALS) + VOCAB_WORDS, hidden_size=hidden,
-                              intermediate_size=hidden * 2, num_hidden_layers=4,
+                              intermediate_size=hidden * 2, num_hidden_layers=len(layer_types),
                               num_attention_heads=2, num_key_value_heads=1, head_dim=64,
-                              max_position_embeddings=2048, sliding_window=window,
+                              max_position_embeddings=max_len, sliding_window=window,
                               layer_types=layer_types, query_pre_attn_scalar=64,
                               bos_token_id=1, eos_token_id=2, pad_token_id=3,
                               torch_dtype="float32")
