@@ -26,7 +26,8 @@ run() {
     [ "$deps" = - ] || path="$path:$matrix/deps-$deps"
   fi
   local start=$SECONDS
-  PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" KVSTRATA_SGLANG_VERSION="$version" \
+  [ -z "${PYTHONPATH:-}" ] || path="${path:+$path:}$PYTHONPATH"
+  PYTHONPATH="$path" KVSTRATA_SGLANG_VERSION="$version" \
     "$venv/bin/python" -m pytest -q "$repo/tests/integration/sglang" >"$logs/$version.log" 2>&1
   echo "$? $((SECONDS - start))" >"$logs/$version.rc"
 }
