@@ -2,7 +2,7 @@
 # Installs the dependencies, builds everything, and runs every test: the C++ unit and
 # integration tests (CTest), the Python client tests (with L3 on a real GlusterFS volume:
 # scripts/setup_gluster.sh), the checks of bench/README.md's plots and the SGLang connector tests, on
-# SGLang 0.5.23 and again on 0.5.17 (pytest; KVSTRATA_SKIP_SGLANG=1 skips both), all against
+# every SGLang of scripts/sglang_versions.txt (pytest; KVSTRATA_SKIP_SGLANG=1 skips them), all against
 # real kvstratad processes on real Unix sockets. GPU tests skip with a message without a GPU.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,18 +29,14 @@ echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana d
 KVSTRATA_IMAGE_TEST="${KVSTRATA_IMAGE_TEST:-1}" \
   KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
   "$repo/.venv/bin/python" -m pytest -q -rs "$repo/tests/deploy" || status=1
-# SGLang connector (kvstrata_sglang) against the real sglang package in its own venv:
-# SGLang 0.5.23, then 0.5.17 (.sglang0517, sglang 0.5.17's Python with the few packages it
-# needs in other versions, on PYTHONPATH in front of .venv-sglang).
+# SGLang connector (kvstrata_sglang) against the real sglang package, on every SGLang of
+# scripts/sglang_versions.txt: the pin (.venv-sglang's own), then each other release
+# (.sglang-matrix, on PYTHONPATH in front of .venv-sglang), two at a time
+# (scripts/test_sglang.sh). A version marked `fails:` there runs but fails nothing.
 if [ "${KVSTRATA_SKIP_SGLANG:-0}" != 1 ]; then
-  echo "test: SGLang connector tests (pytest, .venv-sglang)"
+  echo "test: SGLang connector tests (pytest, .venv-sglang and .sglang-matrix)"
   if bash "$repo/scripts/setup_sglang.sh"; then
-    KVSTRATA_DAEMON="$build/daemon/server/kvstratad" \
-      "$repo/.venv-sglang/bin/python" -m pytest -q "$repo/tests/integration/sglang" || status=1
-    echo "test: SGLang connector tests on SGLang 0.5.17 (.sglang0517 over .venv-sglang)"
-    PYTHONPATH="${KVSTRATA_SGLANG0517_DIR:-$repo/.sglang0517}" \
-      KVSTRATA_DAEMON="$build/daemon/server/kvstratad" \
-      "$repo/.venv-sglang/bin/python" -m pytest -q "$repo/tests/integration/sglang" || status=1
+    KVSTRATA_DAEMON="$build/daemon/server/kvstratad" bash "$repo/scripts/test_sglang.sh" || status=1
   else
     echo "test: scripts/setup_sglang.sh failed" >&2
     status=1

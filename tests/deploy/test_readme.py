@@ -124,8 +124,9 @@ def test_python_block(daemon):
 
 def test_compatibility_table_is_made_from_what_ci_runs():
     """README's compatibility table is scripts/compat_matrix.py's output from
-    scripts/vllm_versions.txt, the list scripts/test.sh and scripts/setup_vllm.sh read; the
-    pinned and the overlay versions there are the ones the setup installs."""
+    scripts/vllm_versions.txt and scripts/sglang_versions.txt, the lists scripts/test.sh and
+    the setup scripts read; the pinned and the overlay versions there are the ones the setup
+    installs."""
     r = subprocess.run([sys.executable, str(REPO / "scripts/compat_matrix.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -138,3 +139,13 @@ def test_compatibility_table_is_made_from_what_ci_runs():
     assert [v for v, w in where.items() if w == "wheel"] == ["0.26.0"]
     assert '.vllm026}" 0.26.0' in setup
     assert "vllm_versions.txt" in (REPO / "scripts/test.sh").read_text()
+    sglang = [ln.split() for ln in (REPO / "scripts/sglang_versions.txt").read_text().splitlines()
+              if ln.strip() and not ln.startswith("#")]
+    assert [v[0] for v in sglang if v[1] == "venv"] == ["0.5.23"]
+    assert 'sglang_version="0.5.23"' in (REPO / "scripts/setup_sglang.sh").read_text()
+    assert {v[1] for v in sglang} <= {"venv", "wheel"}, sglang
+    for deps in {v[2] for v in sglang} - {"-"}:
+        assert (REPO / f"connector_sglang/requirements-sglang-overlay-{deps}.txt").is_file(), deps
+    assert "scripts/test_sglang.sh" in (REPO / "scripts/test.sh").read_text()
+    for script in ("test_sglang.sh", "setup_sglang_matrix.sh"):
+        assert "sglang_versions.txt" in (REPO / "scripts" / script).read_text()

@@ -3,7 +3,7 @@ engine installed in this environment (issue 47 item 4: engine-version drift caug
 
 Two checks, each run by the engine's own suite on every version CI installs
 (tests/e2e/vllm/test_engine_symbols.py on vLLM 0.26 and 0.33,
-tests/integration/sglang/test_engine_symbols.py on SGLang 0.5.17 and 0.5.23):
+tests/integration/sglang/test_engine_symbols.py on SGLang 0.5.17 to 0.5.23):
 
 - Imports. Every `from vllm... import X` / `from sglang... import X` in the package's source
   (`engine_imports`). One outside any `try` must resolve on every version; one inside a

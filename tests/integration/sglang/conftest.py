@@ -1,8 +1,11 @@
 """Fixtures for the SGLang connector tests: a real kvstratad (tests/integration/python's
 kvs_testing launcher) and SGLang's real host KV pools, in the .venv-sglang environment
-(scripts/setup_sglang.sh): SGLang 0.5.23, or 0.5.17 with .sglang0517 on PYTHONPATH."""
+(scripts/setup_sglang.sh): SGLang 0.5.23, or another release of scripts/sglang_versions.txt
+with its .sglang-matrix directories on PYTHONPATH. KVSTRATA_SGLANG_VERSION (set by
+scripts/test.sh) names the SGLang the run is meant for; another one found stops the run."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +20,15 @@ from kvs_testing import daemons, Daemon, run_daemon, short_tmpdir  # noqa: E402
 
 import kvstrata_sglang  # noqa: E402
 import sglang_pools  # noqa: E402
+
+
+def pytest_sessionstart(session) -> None:
+    import sglang
+
+    want = os.environ.get("KVSTRATA_SGLANG_VERSION")
+    if want and want != sglang.__version__:
+        pytest.exit(f"KVSTRATA_SGLANG_VERSION is {want}, but sglang {sglang.__version__} was "
+                    f"imported from {sglang.__file__}", returncode=4)
 
 
 def pytest_report_header(config) -> str:

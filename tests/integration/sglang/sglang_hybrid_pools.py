@@ -2,7 +2,8 @@
 full-attention KV pool (the anchor) with a sliding-window KV pool (an MHA/MLA host pool of
 fewer layers) and/or a MambaPoolHost, built the way SGLang's hybrid_pool_assembler builds
 them (SGLang 0.5.17: memory_pool_host.HostPoolGroup, MambaPoolHost over a real MambaPool;
-0.5.23: pool_host.group.HostPoolGroup, MambaPoolHost over MambaStateBufferInfo)."""
+0.5.23: pool_host.group.HostPoolGroup, MambaPoolHost over MambaStateBufferInfo; the releases
+between moved one piece at a time, so each is found by what SGLang has)."""
 from __future__ import annotations
 
 from typing import Any, Dict, Optional
@@ -11,15 +12,23 @@ import torch
 
 from sglang_pools import HOST_POOLS_TAKE_BUFFER_INFO, make_pool
 
-if HOST_POOLS_TAKE_BUFFER_INFO:  # SGLang 0.5.23
-    from sglang.srt.mem_cache.device_pool_info import MambaStateBufferInfo
+# Where each class lives, found by importing (SGLang moved them one release at a time).
+try:  # SGLang 0.5.19 and later
     from sglang.srt.mem_cache.pool_host.group import HostPoolGroup, PoolEntry
+except ImportError:  # 0.5.17, 0.5.18
+    from sglang.srt.mem_cache.memory_pool_host import HostPoolGroup, PoolEntry
+try:  # SGLang 0.5.18 and later
     from sglang.srt.mem_cache.pool_host.mamba import MambaPoolHost
-else:  # SGLang 0.5.17
+except ImportError:  # 0.5.17
+    from sglang.srt.mem_cache.memory_pool_host import MambaPoolHost
+try:  # SGLang 0.5.22 and later: MambaPoolHost over the state buffers' description
+    from sglang.srt.mem_cache.device_pool_info import MambaStateBufferInfo
+    MAMBA_TAKES_BUFFER_INFO = True
+except ImportError:  # 0.5.17 to 0.5.21: MambaPoolHost over a real MambaPool
     from sglang.srt.configs.mamba_utils import (Mamba2CacheParams, Mamba2StateDType,
                                                 Mamba2StateShape)
     from sglang.srt.mem_cache.memory_pool import MambaPool
-    from sglang.srt.mem_cache.memory_pool_host import HostPoolGroup, MambaPoolHost, PoolEntry
+    MAMBA_TAKES_BUFFER_INFO = False
 
 from sglang.srt.mem_cache.hicache_storage import PoolName  # noqa: E402
 
@@ -33,7 +42,7 @@ def make_mamba_pool(layers: int = MAMBA_LAYERS, heads: int = 4, head_dim: int = 
                     conv_dtype: torch.dtype = torch.bfloat16, layout: str = "page_first"):
     """A real MambaPoolHost (Mamba2 geometry: temporal [heads, head_dim, state], one conv
     state [conv_dim, kernel - 1]) of 2 * MAMBA_DEVICE_SLOTS + 1 slots on the CPU."""
-    if HOST_POOLS_TAKE_BUFFER_INFO:
+    if MAMBA_TAKES_BUFFER_INFO:
         slots = MAMBA_DEVICE_SLOTS + 1
         conv_dim = 64 + 2 * state
         info = MambaStateBufferInfo(

@@ -3,8 +3,8 @@
 Two SGLang generations are supported, told apart by what they have (never by version):
 - 0.5.23 (.venv-sglang): host pools are built from the device pool's buffer descriptions
   (sglang.srt.mem_cache.device_pool_info) and take their exact capacity in tokens.
-- 0.5.17 (.sglang0517 on PYTHONPATH): no device_pool_info; host pools take the device pool
-  itself (a real MHATokenToKVPool / MLATokenToKVPool, here on the CPU) and size themselves
+- 0.5.17 to 0.5.22 (.sglang-matrix on PYTHONPATH, scripts/sglang_versions.txt): host pools
+  take the device pool itself (a real MHATokenToKVPool / MLATokenToKVPool, here on the CPU) and size themselves
   as int(device tokens * host_to_device_ratio) // page_size + 1 pages.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ try:  # SGLang 0.5.23: host pools take the device pool's buffer descriptions.
     from sglang.srt.mem_cache.device_pool_info import (KVBufferLayout, KVBuffers,
                                                        MHABufferInfo, MLABufferInfo)
     HOST_POOLS_TAKE_BUFFER_INFO = True
-except ImportError:  # SGLang 0.5.17: host pools take the device pool object.
+except ImportError:  # SGLang 0.5.17 to 0.5.22: host pools take the device pool object.
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool
     HOST_POOLS_TAKE_BUFFER_INFO = False
 

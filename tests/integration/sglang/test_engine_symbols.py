@@ -1,5 +1,5 @@
 """The SGLang symbols kvstrata_sglang touches exist on this SGLang with the shapes it
-expects (issue 47 item 4). CI runs this file on SGLang 0.5.23 and on 0.5.17
+expects (issue 47 item 4). CI runs this file on every SGLang of scripts/sglang_versions.txt
 (scripts/test.sh). tests/e2e/engine_symbols.py says what is checked."""
 from __future__ import annotations
 

@@ -73,8 +73,8 @@ def test_mamba_pool_not_matching_its_geometry_refused(daemon, backends, salt):
 
 
 def test_mamba_slot_side_states_refused(daemon, backends, salt):
-    if not hp.HOST_POOLS_TAKE_BUFFER_INFO:
-        pytest.skip("SGLang 0.5.17's MambaPoolHost has no slot side states")
+    if not hp.MAMBA_TAKES_BUFFER_INFO:
+        pytest.skip("SGLang 0.5.17 to 0.5.21: MambaPoolHost has no slot side states")
     b, _ = anchored(backends, daemon, salt)
     pool = make_mamba_pool()
     pool.slot_state_device_tensors = [torch.zeros(9, 4)]

@@ -34,8 +34,10 @@ class Child:
         assert self.proc.wait(timeout=60) == 0
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def child(daemon):
+    """One child process for the module (it keeps nothing between commands): starting one
+    imports torch and SGLang again, ~10 s on a 2-core machine."""
     c = Child(daemon.endpoint)
     yield c
     c.close()
