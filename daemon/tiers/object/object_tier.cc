@@ -27,7 +27,13 @@ ObjectTier::ObjectTier(ObjectTierOptions options, std::unique_ptr<S3Client> s3)
     : options_(std::move(options)),
       s3_(std::move(s3)),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
-      usage_(s3_.get(), absl::StrCat(options_.prefix, "/.kvstrata"), SharedUsage::MakeHolderId()) {
+      usage_(s3_.get(), absl::StrCat(options_.prefix, "/.kvstrata"), SharedUsage::MakeHolderId(),
+             options_.holder_expiry) {
+  if (options_.follow_interval > absl::ZeroDuration()) {
+    journal_ =
+        std::make_unique<ObjectJournal>(s3_.get(), absl::StrCat(options_.prefix, "/.kvstrata"),
+                                        usage_.holder(), options_.followed_presence_ttl);
+  }
   counters_.capacity_bytes = options_.capacity_bytes;
   counters_.effective_bytes = options_.capacity_bytes;
   counters_.warm = true;  // No warm-up: the bucket is the index.
@@ -43,7 +49,12 @@ absl::StatusOr<std::unique_ptr<ObjectTier>> ObjectTier::Open(ObjectTierOptions o
     fresh.unix_ms = tier->NowMs();
     if (absl::Status s = tier->usage_.Publish(fresh); !s.ok()) return s;
   }
+  // The blocks the other daemons wrote lately, before the first lookup (at most 2 s here;
+  // the follower thread reads the rest).
+  tier->Follow(absl::Seconds(2));
   tier->background_ = std::thread([t = tier.get()] { t->Loop(); });
+  if (tier->journal_ != nullptr)
+    tier->follower_ = std::thread([t = tier.get()] { t->FollowLoop(); });
   return tier;
 }
 
@@ -56,6 +67,9 @@ void ObjectTier::Stop() {
   }
   wake_.notify_all();
   if (background_.joinable()) background_.join();
+  if (follower_.joinable()) follower_.join();
+  if (journal_ != nullptr)
+    (void)journal_->Flush(clock_->Now());  // The last writes, for the others.
   std::lock_guard<std::mutex> lock(usage_mu_);
   UsageRecord snapshot;
   {
@@ -112,7 +126,11 @@ BlockTier::Presence ObjectTier::CachedImpl(const TierNamespace& ns, absl::string
   if (auto it = index_.find(name); it != index_.end()) {
     const absl::Duration age = now - it->second.verified;
     if (age < options_.presence_ttl) return Presence::kPresent;
-    return age < options_.stale_presence_ttl ? Presence::kStale : Presence::kUnknown;
+    const absl::Duration stale_for =
+        now < follow_ok_until_
+            ? std::max(options_.followed_presence_ttl, options_.stale_presence_ttl)
+            : options_.stale_presence_ttl;
+    return age < stale_for ? Presence::kStale : Presence::kUnknown;
   }
   auto absent = absent_until_.find(name);
   return absent != absent_until_.end() && now < absent->second ? Presence::kAbsent
@@ -289,6 +307,7 @@ std::vector<absl::StatusOr<BlockTier::WriteOutcome>> ObjectTier::WriteManyImpl(
     if (!to_write[i]) continue;
     const bool ok = puts[i].ok();
     EndWrite(object_bytes, ok);
+    if (ok && journal_ != nullptr) journal_->Record(ns.fingerprint, keys[i], object_bytes);
     MutexLock lock(&mu_);
     if (ok) {
       SeenLocked(puts[i].key, ns, keys[i], object_bytes, /*announce=*/true);
@@ -382,7 +401,9 @@ size_t ObjectTier::ClearImpl(std::optional<absl::string_view> fingerprint) {
   for (const S3Object& o : *listed) {
     if (absl::EndsWith(o.key, kBlockFileSuffix)) doomed.emplace_back(o.key, o.size);
   }
-  return DeleteObjects(doomed, RemovalCause::kCleared);
+  const size_t deleted = DeleteObjects(doomed, RemovalCause::kCleared);
+  if (journal_ != nullptr) (void)journal_->Flush(clock_->Now());  // The others learn at once.
+  return deleted;
 }
 
 TierStats ObjectTier::StatsImpl() const {

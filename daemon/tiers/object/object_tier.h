@@ -10,12 +10,18 @@
 // namespace.json` holds the namespace's spec; `<prefix>/.kvstrata/` the usage records
 // (object_usage.h).
 //
-// What is where: an index of the blocks this daemon saw (its writes, hits, probes); an
-// entry counts as present for presence_ttl since it was seen, then as kStale, then
-// kUnknown; a block found absent counts as absent for negative_cache_ttl. Another
-// daemon's block is found by a probe (HEAD), so its first lookup finds it; a block another
-// daemon deleted is a miss when read (and leaves the index). Batches (ReadMany, WriteMany,
-// ProbeMany) are pipelined over one curl multi handle (s3_client.h).
+// What is where: an index of the blocks this daemon saw (its writes, hits, probes) and of
+// those the other daemons' journals name (object_journal.h: every daemon journals the
+// blocks it writes and deletes, and follows the others' journals every follow_interval and
+// once at Open, reading the last followed_presence_ttl of them). An entry counts as present
+// for presence_ttl since this daemon saw the object, then as kStale (a lookup counts it as
+// a hit and rechecks it: lower_lookup.h) for stale_presence_ttl -- or followed_presence_ttl
+// while the following keeps up -- then kUnknown; an entry learned from a journal starts as
+// kStale. A block found absent counts as absent for negative_cache_ttl. So another daemon's
+// block is known before the first lookup asks, without a request; one the journals did not
+// name yet is found by a probe (HEAD). A block another daemon deleted leaves the index when
+// its journal says so, and is a miss when read before that (never wrong bytes). Batches
+// (ReadMany, WriteMany, ProbeMany) are pipelined over one curl multi handle (s3_client.h).
 //
 // Capacity: a write takes its room first (ObjectUsage::Reserve, in grants of ~1% of the
 // capacity), so the bucket holds at most the capacity however many daemons write; the
@@ -28,7 +34,8 @@
 //
 // Faults: no answer (the server down) is a miss or a refused write, and the tier answers
 // again once the server does. Thread-safe; the network calls run on the caller's thread
-// (the background thread: record refreshes, trims, access records), never under the lock.
+// (the background thread: record refreshes, trims, access records; the follower thread:
+// the journals), never under the lock.
 #ifndef KVSTRATA_DAEMON_TIERS_OBJECT_OBJECT_TIER_H_
 #define KVSTRATA_DAEMON_TIERS_OBJECT_OBJECT_TIER_H_
 
@@ -48,6 +55,7 @@
 #include "daemon/config/config.h"
 #include "daemon/namespaces/namespace_ids.h"
 #include "daemon/tiers/block_tier.h"
+#include "daemon/tiers/object/object_journal.h"
 #include "daemon/tiers/object/object_usage.h"
 #include "daemon/tiers/object/s3_client.h"
 
@@ -68,6 +76,11 @@ struct ObjectTierOptions {
   absl::Duration access_record_interval = absl::Seconds(60);
   absl::Duration eviction_interval = absl::Seconds(2);
   absl::Duration audit_interval = absl::Minutes(5);
+  // Journal this daemon's writes and deletions and follow the others' this often (0: off).
+  absl::Duration follow_interval = absl::Seconds(1);
+  absl::Duration followed_presence_ttl = absl::Minutes(10);  // also the journals' lookback
+  // A usage record not refreshed this long is a dead daemon's: its claim no longer counts.
+  absl::Duration holder_expiry = absl::Seconds(60);
   // As FileTierOptions' (file_tier.h): blocks this tier wrote, findable and gone.
   std::function<void(NamespaceId ns, absl::string_view key, bool stored, RemovalCause cause)>
       observer;
@@ -93,6 +106,9 @@ class ObjectTier final : public BlockTier {
   // and a trim when this daemon is the trimmer and the usage passed the high mark (or
   // `force_audit`). Returns the objects deleted.
   size_t RunRound(bool force_audit);
+  // One round of the follower now (tests): this daemon's journal out, the others' in, for
+  // at most `budget`. The journal lines read (0 with following off).
+  size_t Follow(absl::Duration budget);
   const std::string& holder() const { return usage_.holder(); }
 
  protected:
@@ -136,12 +152,18 @@ class ObjectTier final : public BlockTier {
                        RemovalCause cause);
   size_t Trim(bool force_audit);
   void Loop();
+  void FollowLoop();  // object_follow.cc
+  // The block an object name of this tier names; false when it names none.
+  bool BlockOfName(absl::string_view name, std::string* fingerprint, std::string* key) const;
+  // The journals' lines read by Follow, into the index.
+  void LearnLocked(const std::vector<JournalEntry>& lines) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t NowMs() const { return absl::ToUnixMillis(clock_->Now()); }
 
   const ObjectTierOptions options_;
   const std::unique_ptr<S3Client> s3_;
   Clock* const clock_;
   ObjectUsage usage_;
+  std::unique_ptr<ObjectJournal> journal_;  // nullptr with following off
   std::mutex usage_mu_;  // one usage call at a time (Reserve, Publish, Trim); before mu_
   mutable Mutex mu_;
   UsageRecord own_ ABSL_GUARDED_BY(mu_);  // this daemon's record (published: a snapshot)
@@ -152,11 +174,13 @@ class ObjectTier final : public BlockTier {
   uint64_t grant_left_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // as last computed
   absl::Time last_audit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time follow_ok_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   TierStats counters_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::mutex wake_mu_;
   std::condition_variable wake_;
   std::thread background_;
+  std::thread follower_;
 };
 
 // The kind's maker (tier_factory.cc's kind table): reads the entry's keys (its kind keys:

@@ -62,6 +62,17 @@ absl::StatusOr<std::unique_ptr<BlockTier>> MakeObjectTier(const LowerTierConfig&
   o.access_record_interval = absl::Milliseconds(r.Int("access_record_interval_ms", 0, 86'400'000));
   o.eviction_interval = absl::Milliseconds(r.Int("eviction_interval_ms", 100, 86'400'000));
   o.audit_interval = absl::Seconds(r.Int("audit_interval_s", 1, 31'536'000));
+  o.follow_interval = absl::Milliseconds(r.Int("follow_interval_ms", 0, 3'600'000));
+  const int64_t claim_expiry_ms = r.Int("claim_expiry_ms", 1000, 86'400'000);
+  o.holder_expiry = absl::Milliseconds(claim_expiry_ms);
+  // A live daemon refreshes its record every eviction interval (and a round may run late).
+  if (r.status().ok() && o.holder_expiry < 2 * o.eviction_interval) {
+    r.Fail("claim_expiry_ms",
+           absl::StrCat(claim_expiry_ms, " is under twice eviction_interval_ms (",
+                        absl::ToInt64Milliseconds(o.eviction_interval),
+                        "), how often a live daemon refreshes its usage record: live daemons' "
+                        "claims would expire"));
+  }
   if (absl::Status s = r.status(); !s.ok()) return s;
   absl::StatusOr<S3Credentials> credentials = LoadCredentials(credentials_file, profile);
   if (!credentials.ok()) {

@@ -21,10 +21,14 @@ size_t ObjectTier::DeleteObjects(const std::vector<std::pair<std::string, uint64
   }
   s3_->Run(batch);
   size_t deleted = 0;
+  std::string fingerprint, key;
   MutexLock lock(&mu_);
   for (size_t i = 0; i < objects.size(); ++i) {
     if (!deletes[i].ok() && !deletes[i].not_found()) continue;
     ++deleted;
+    if (journal_ != nullptr && BlockOfName(objects[i].first, &fingerprint, &key)) {
+      journal_->RecordRemoval(fingerprint, key);
+    }
     own_.deleted += objects[i].second;
     used_ -= std::min(used_, objects[i].second);
     GoneLocked(objects[i].first, cause);
@@ -92,8 +96,14 @@ size_t ObjectTier::Trim(bool force_audit) {
   absl::StatusOr<std::vector<S3Object>> listed = s3_->List(absl::StrCat(options_.prefix, "/"));
   if (!listed.ok()) return 0;
   std::vector<S3Object> blocks;
+  std::vector<std::pair<std::string, uint64_t>> old_journals;  // dead daemons' too
+  const std::string journal_dir = absl::StrCat(options_.prefix, "/.kvstrata/journal/");
+  const absl::Time journal_cutoff = clock_->Now() - 2 * options_.followed_presence_ttl;
   uint64_t listed_bytes = 0;
   for (S3Object& o : *listed) {
+    if (absl::StartsWith(o.key, journal_dir) && o.last_modified < journal_cutoff) {
+      old_journals.emplace_back(o.key, 0);
+    }
     if (!absl::EndsWith(o.key, kBlockFileSuffix)) continue;
     listed_bytes += o.size;
     blocks.push_back(std::move(o));
@@ -104,12 +114,21 @@ size_t ObjectTier::Trim(bool force_audit) {
   }
   uint64_t held = 0;
   for (const auto& [id, r] : view->records) {
-    if (id != usage_.holder() &&
-        r.unix_ms >= now_ms - absl::ToInt64Milliseconds(ObjectUsage::kHolderExpiry)) {
+    if (id != usage_.holder() && view->Live(r, now_ms)) {
       held += r.held;
     }
   }
   uint64_t usage = listed_bytes + held + own.held;
+  if (!old_journals.empty()) {
+    std::vector<S3Request> deletes(old_journals.size());
+    std::vector<S3Request*> batch;
+    for (size_t i = 0; i < old_journals.size(); ++i) {
+      deletes[i].method = S3Request::Method::kDelete;
+      deletes[i].key = old_journals[i].first;
+      batch.push_back(&deletes[i]);
+    }
+    s3_->Run(batch);
+  }
   {
     MutexLock lock(&mu_);
     last_audit_ = clock_->Now();

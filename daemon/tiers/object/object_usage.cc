@@ -33,10 +33,6 @@ std::optional<std::vector<absl::string_view>> Lines(absl::string_view text,
   return lines;
 }
 
-bool Live(const UsageRecord& r, int64_t now_ms) {
-  return r.unix_ms >= now_ms - absl::ToInt64Milliseconds(ObjectUsage::kHolderExpiry);
-}
-
 }  // namespace
 
 std::string FormatUsageRecord(const UsageRecord& r) {
@@ -82,6 +78,10 @@ std::optional<UsageAudit> ParseUsageAudit(absl::string_view text) {
   return a;
 }
 
+bool ObjectUsage::View::Live(const UsageRecord& r, int64_t now_ms) const {
+  return r.unix_ms >= now_ms - absl::ToInt64Milliseconds(expiry);
+}
+
 uint64_t ObjectUsage::View::Used(const std::string& holder, const UsageRecord& own,
                                  int64_t now_ms) const {
   // Signed: a holder's deletions of blocks another wrote make its own share negative.
@@ -108,8 +108,9 @@ std::string ObjectUsage::View::Trimmer(const std::string& holder, int64_t now_ms
   return first;
 }
 
-ObjectUsage::ObjectUsage(S3Client* s3, std::string control, std::string holder)
-    : s3_(s3), control_(std::move(control)), holder_(std::move(holder)) {}
+ObjectUsage::ObjectUsage(S3Client* s3, std::string control, std::string holder,
+                         absl::Duration expiry)
+    : s3_(s3), control_(std::move(control)), holder_(std::move(holder)), expiry_(expiry) {}
 
 std::string ObjectUsage::RecordKey(absl::string_view holder) const {
   return absl::StrCat(control_, "/usage/", holder);
@@ -130,6 +131,7 @@ absl::StatusOr<ObjectUsage::View> ObjectUsage::Read() {
   }
   s3_->Run(batch);
   View view;
+  view.expiry = expiry_;
   for (size_t i = 0; i < listed->size(); ++i) {
     if (gets[i].status == 0) return s3_->Failure(gets[i]);
     std::optional<UsageRecord> r = gets[i].ok() ? ParseUsageRecord(gets[i].text) : std::nullopt;
@@ -184,7 +186,7 @@ absl::Status ObjectUsage::Audit(const View& before, uint64_t listed, int64_t now
     auto base = before.audit.base.find(id);
     const bool unchanged =
         base != before.audit.base.end() && base->second == std::make_pair(r.written, r.deleted);
-    if (id != holder_ && !Live(r, now_ms) && unchanged) {
+    if (id != holder_ && !before.Live(r, now_ms) && unchanged) {
       folded.push_back(id);  // Dead and idle since the last audit: the listing has it all.
       continue;
     }

@@ -9,7 +9,8 @@
 //   deleted <u64>   bytes of the block objects it DELETEd (trims, removals, clears)
 //   held <u64>      room it took and has not written yet (its grant + writes in flight)
 //   unix_ms <i64>   when it last wrote the record (a holder that stopped writing it for
-//                   kHolderExpiry is dead: its `held` no longer counts)
+//                   the expiry -- kDefaultHolderExpiry unless the tier's config says -- is
+//                   dead: its `held` no longer counts)
 // and whichever daemon trims writes `<control>/audit` after it listed the bucket:
 //   kvstrata-object-audit 1
 //   listed <u64>    bytes of the block objects the listing found
@@ -68,12 +69,15 @@ std::optional<UsageAudit> ParseUsageAudit(absl::string_view text);
 
 class ObjectUsage {
  public:
-  static constexpr absl::Duration kHolderExpiry = absl::Seconds(60);
+  static constexpr absl::Duration kDefaultHolderExpiry = absl::Seconds(60);
 
   // What the bucket says now: every record (by holder) and the last audit.
   struct View {
     std::map<std::string, UsageRecord> records;
     UsageAudit audit;
+    absl::Duration expiry = kDefaultHolderExpiry;  // the ObjectUsage's
+    // Whether `r` was refreshed within the expiry before `now_ms`.
+    bool Live(const UsageRecord& r, int64_t now_ms) const;
     // The usage, with `own` in place of this daemon's record as the bucket has it.
     uint64_t Used(const std::string& holder, const UsageRecord& own, int64_t now_ms) const;
     // The live holder with the smallest id (this one counts as live).
@@ -81,7 +85,9 @@ class ObjectUsage {
   };
 
   // `control`: the prefix of the tier's own objects ("<prefix>/.kvstrata"). Not owned.
-  ObjectUsage(S3Client* s3, std::string control, std::string holder);
+  // `expiry`: a record not refreshed this long is a dead holder's (> 0).
+  ObjectUsage(S3Client* s3, std::string control, std::string holder,
+              absl::Duration expiry = kDefaultHolderExpiry);
   const std::string& holder() const { return holder_; }
 
   absl::StatusOr<View> Read();
@@ -106,6 +112,7 @@ class ObjectUsage {
   S3Client* const s3_;
   const std::string control_;
   const std::string holder_;
+  const absl::Duration expiry_;
 };
 
 }  // namespace kvstrata

@@ -317,22 +317,27 @@ absl::Status S3Client::Failure(const S3Request& r) const {
   return absl::UnknownError(message);
 }
 
-absl::StatusOr<std::vector<S3Object>> S3Client::List(absl::string_view prefix) {
+absl::StatusOr<std::vector<S3Object>> S3Client::List(absl::string_view prefix,
+                                                     absl::string_view start_after) {
   std::vector<S3Object> all;
   std::string token;
-  char* escaped_prefix = curl_easy_escape(nullptr, prefix.data(), static_cast<int>(prefix.size()));
-  const std::string enc_prefix = escaped_prefix != nullptr ? escaped_prefix : "";
-  curl_free(escaped_prefix);
+  auto escape = [](absl::string_view s) {
+    char* escaped = curl_easy_escape(nullptr, s.data(), static_cast<int>(s.size()));
+    std::string out = escaped != nullptr ? escaped : "";
+    curl_free(escaped);
+    return out;
+  };
+  const std::string enc_prefix = escape(prefix);
+  const std::string enc_after =
+      start_after.empty() ? "" : absl::StrCat("&start-after=", escape(start_after));
   for (int page = 0; page < 1'000'000; ++page) {
     S3Request r;
     r.keep_body = true;
     std::string query;
     if (!token.empty()) {
-      char* t = curl_easy_escape(nullptr, token.data(), static_cast<int>(token.size()));
-      absl::StrAppend(&query, "continuation-token=", t != nullptr ? t : "", "&");
-      curl_free(t);
+      absl::StrAppend(&query, "continuation-token=", escape(token), "&");
     }
-    absl::StrAppend(&query, "list-type=2&max-keys=1000&prefix=", enc_prefix);
+    absl::StrAppend(&query, "list-type=2&max-keys=1000&prefix=", enc_prefix, enc_after);
     r.query = std::move(query);
     Run(r);
     if (!r.ok()) return Failure(r);

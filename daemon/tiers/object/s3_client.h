@@ -81,10 +81,12 @@ class S3Client {
     Run(one);
   }
 
-  // Every object whose name starts with `prefix` (ListObjectsV2, page by page), or the
-  // first error: UNAVAILABLE (no answer), PERMISSION_DENIED / UNAUTHENTICATED (refused),
-  // DATA_LOSS (a page that does not parse).
-  absl::StatusOr<std::vector<S3Object>> List(absl::string_view prefix);
+  // Every object whose name starts with `prefix` (ListObjectsV2, page by page), in name
+  // order, only those after `start_after` where that is not empty; or the first error:
+  // UNAVAILABLE (no answer), PERMISSION_DENIED / UNAUTHENTICATED (refused), DATA_LOSS (a page
+  // that does not parse).
+  absl::StatusOr<std::vector<S3Object>> List(absl::string_view prefix,
+                                             absl::string_view start_after = "");
   // One signed request that needs the credentials and the bucket (a listing of at most one
   // key): OK, or why not (UNAUTHENTICATED: the keys were refused; NOT_FOUND: no bucket;
   // PERMISSION_DENIED; UNAVAILABLE: no answer), naming the endpoint and bucket.

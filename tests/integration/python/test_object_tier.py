@@ -84,35 +84,72 @@ class ObjectNode(Node):
 # ---------------------------------------------------------------------- sharing, restart
 
 
+def first_lookup_finds_all(n: ObjectNode, keys, data: List[np.ndarray], name: str) -> None:
+    """n's first lookup of `keys` hits every one, and loads them byte-exact."""
+    t0 = time.monotonic()
+    hit = n.session.lookup(n.ns, keys)
+    took = time.monotonic() - t0
+    print(f"\n{name}: first lookup of {len(keys)} blocks: {hit.hit_blocks} hits in {took:.3f} s")
+    assert hit.hit_blocks == len(keys), f"{name}'s first lookup: {hit.hit_blocks} of {len(keys)}"
+    for i in range(0, len(keys), 100):
+        assert exact_or_missing(n, keys[i:i + 100], data[i:i + 100], name) == \
+            len(keys[i:i + 100])
+    assert n.tier().promoted_blocks >= len(keys), n.tier()
+
+
 def test_another_daemons_1000_blocks_are_found_on_the_first_lookup(server, prefix, workdir):
-    """A stores 1,000 blocks (written through to the bucket); B, a fresh daemon on the same
-    prefix, finds all of them on its first lookup (1,000 HEADs, 32 on the wire) and loads
-    them byte-exact; A, restarted, reuses them too. The lookup's probes may take up to
-    probe_timeout_ms, here 5 s: the default 250 ms answers what the probes found by then
-    (459 of 1,000 on a 2-vCPU machine with a compile beside it), the rest are misses."""
+    """A stores 1,000 blocks (written through to the bucket); B, running beside it, and C and
+    A restarted, fresh daemons on the same prefix, each find all of them on their first
+    lookup at the default probe_timeout_ms (250 ms) and load them byte-exact. They know the
+    blocks before the lookup asks, from A's journal (object_journal.h): B's follower reads it
+    while A writes, C's and A2's Open reads the recent journals -- no HEAD per block."""
     salt, keys, data = fresh_salt("share"), chain_keys("share", 1000), blocks(7, 1000)
     a = ObjectNode(workdir, server, prefix, salt, "a")
+    b = ObjectNode(workdir, server, prefix, salt, "b")
     try:
         assert store_in_batches(a, keys, data) == 1000
         assert a.wait_idle(), a.tier()
         t = a.tier()
         assert t.written_blocks == 1000 and t.dropped_writes == 0 and t.write_errors == 0, t
+        assert wait_until(lambda: b.tier().blocks >= 1000, 10.0), b.tier()  # B followed A
+        first_lookup_finds_all(b, keys, data, "b (running beside A)")
     finally:
-        a.close()
+        close_all(a, b)
     assert len(server.block_objects(prefix)) == 1000
-    for name in ("b", "a2"):  # another daemon, then A restarted: both start with no index
-        n = ObjectNode(workdir, server, prefix, salt, name, probe_timeout_ms="5000")
+    for name in ("c", "a2"):  # another daemon, then A restarted: both start with no index
+        n = ObjectNode(workdir, server, prefix, salt, name)
         try:
-            t0 = time.monotonic()
-            hit = n.session.lookup(n.ns, keys)
-            took = time.monotonic() - t0
-            print(f"\n{name}: first lookup of 1,000 blocks: {hit.hit_blocks} hits in {took:.3f} s")
-            assert hit.hit_blocks == 1000, f"{name}'s first lookup: {hit.hit_blocks} of 1000"
-            for i in range(0, 1000, 100):
-                assert exact_or_missing(n, keys[i:i + 100], data[i:i + 100], name) == 100
-            assert n.tier().promoted_blocks >= 1000, n.tier()
+            first_lookup_finds_all(n, keys, data, name)
         finally:
             n.close()
+
+
+def test_a_stale_index_after_another_daemons_removal_is_a_miss(server, prefix, workdir):
+    """B knows A's 40 blocks from A's journal; A deletes them (a clear: a trim journals its
+    removals the same way). B, which follows the journals only at start here
+    (follow_interval_ms = 60 s), still counts them on its next lookup, but its loads miss:
+    no wrong bytes. C, following every second, learns the removals: its lookup finds none."""
+    salt, keys, data = fresh_salt("stale"), chain_keys("stale", 40), blocks(13, 40)
+    a = ObjectNode(workdir, server, prefix, salt, "a")
+    nodes = [a]
+    try:
+        assert store_in_batches(a, keys, data) == 40 and a.wait_idle()
+        time.sleep(2.0)  # A's journal goes out (every follow_interval_ms: 1 s)
+        b = ObjectNode(workdir, server, prefix, salt, "b", follow_interval_ms="60000")
+        nodes.append(b)
+        c = ObjectNode(workdir, server, prefix, salt, "c")
+        nodes.append(c)
+        assert b.tier().blocks == 40 and wait_until(lambda: c.tier().blocks == 40, 10.0)
+        list(a.client.clear(fingerprint=a.ns.fingerprint, tier=OBJECT))
+        assert server.block_objects(prefix) == []
+        assert b.session.lookup(b.ns, keys).hit_blocks == 40  # B's index is stale ...
+        assert exact_or_missing(b, keys, data, "after A's clear") == 0  # ... its loads miss
+        assert b.daemon.running()
+        assert wait_until(lambda: c.tier().blocks == 0, 10.0), c.tier()
+        assert c.session.lookup(c.ns, keys).hit_blocks == 0
+        assert exact_or_missing(c, keys, data, "after A's clear") == 0
+    finally:
+        close_all(*nodes)
 
 
 # ---------------------------------------------------------------------- capacity
@@ -204,6 +241,33 @@ def test_a_daemon_killed_mid_write(server, prefix, workdir):
         b.close()
 
 
+def test_a_dead_daemons_claim_expires_after_claim_expiry_ms(server, prefix, workdir):
+    """A takes room (a grant of ~1% of the capacity) and is killed -9 holding what it did not
+    write; B counts A's claim until A's usage record is claim_expiry_ms (2 s here) old, then
+    takes it over: B's usage falls to what the bucket holds, long before the default 60 s."""
+    salt, keys, data = fresh_salt("expiry"), chain_keys("expiry", 8), blocks(17, 8)
+    extra = {"capacity": '"64MiB"', "claim_expiry_ms": "2000"}
+    a = ObjectNode(workdir, server, prefix, salt, "a", **extra)
+    b = ObjectNode(workdir, server, prefix, salt, "b", **extra)
+    try:
+        assert store_in_batches(a, keys, data) == 8 and a.wait_idle()
+        time.sleep(1.0)  # A's record (every eviction_interval_ms: 200 ms) has its writes
+        listed = sum(size for _, size in server.block_objects(prefix))
+        assert listed == 8 * FILE_BYTES
+        assert wait_until(lambda: b.tier().used_bytes > listed, 10.0), b.tier()  # A's claim
+        os.kill(a.daemon.proc.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        assert wait_until(lambda: b.tier().used_bytes <= listed, 20.0), (listed, b.tier())
+        took = time.monotonic() - killed
+        print(f"\nA's claim ({b.tier().used_bytes} bytes used after) dropped {took:.2f} s "
+              "after the kill")
+        assert 1.0 <= took <= 10.0, took
+        assert b.tier().used_bytes == listed
+    finally:
+        a.close(expect_clean=False)
+        b.close()
+
+
 def test_the_server_down_and_back(workdir, prefix):
     """On a server of its own: blocks in the bucket, not in B's L1. With the server down B's
     lookups and loads miss (no wrong bytes, no crash); once it is back they hit again."""
@@ -242,3 +306,13 @@ def test_bad_credentials_stop_the_start_with_a_clear_error(server, prefix, workd
     assert rc != 0, log
     assert "tier 's3'" in log and "SignatureDoesNotMatch" in log, log
     assert "SECRETX" not in log and secret not in log
+
+
+def test_a_bad_claim_expiry_stops_the_start_with_a_clear_error(server, prefix, workdir):
+    d = object_daemon(workdir, server, prefix, "expiry", claim_expiry_ms="1500",
+                      eviction_interval_ms="1000")
+    proc = d.spawn()
+    rc = proc.wait(timeout=60)
+    log = d.log_path.read_text(errors="replace")
+    assert rc != 0, log
+    assert "s3.claim_expiry_ms" in log and "eviction_interval_ms" in log, log

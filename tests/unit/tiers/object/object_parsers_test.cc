@@ -1,5 +1,6 @@
-// What the object tier reads from outside: credentials files, S3 XML bodies, usage records.
-// Every class of bad input is refused, never half-read.
+// What the object tier reads from outside: credentials files, S3 XML bodies, usage records,
+// journal objects. Every class of bad input is refused, never half-read.
+#include "daemon/tiers/object/object_journal.h"
 #include "daemon/tiers/object/object_usage.h"
 #include "daemon/tiers/object/s3_credentials.h"
 #include "daemon/tiers/object/s3_xml.h"
@@ -110,6 +111,43 @@ TEST(ObjectUsageTest, TheUsageCountsChangesSinceTheAuditAndLiveClaims) {
   EXPECT_EQ(v.Used("me", own, 100'000), 1000u + 100 + 50 + 300 + 20);
   EXPECT_EQ(v.Trimmer("me", 100'000), "a");  // b is dead
   EXPECT_EQ(v.Trimmer("0", 100'000), "0");
+  v.expiry = absl::Seconds(200);  // a longer claim expiry: b is live
+  EXPECT_EQ(v.Used("me", own, 100'000), 1000u + 100 + 50 + 300 + 999 + 20);
+  EXPECT_EQ(v.Trimmer("me", 100'000), "a");
+  v.expiry = absl::Milliseconds(1);  // a shorter one: a is dead too
+  own.unix_ms = 100'002;
+  EXPECT_EQ(v.Used("me", own, 100'002), 1000u + 100 + 300 + 20);
+}
+
+TEST(ObjectJournalTest, NamesAreReadBackAndEverythingElseRefused) {
+  int64_t ms = 0;
+  std::string holder;
+  ASSERT_TRUE(ObjectJournal::ParseName("1764322262000-node1.42.0a1b2c3d", &ms, &holder));
+  EXPECT_EQ(ms, 1764322262000);
+  EXPECT_EQ(holder, "node1.42.0a1b2c3d");
+  for (const char* bad : {"", "1764322262000", "1764322262000-", "176432226200-x",
+                          "17643222620000-x", "176432226200x-x", "1764322262000_x",
+                          "1764322262000-a/b", "1764322262000-a b", "-1764322262000-x"}) {
+    EXPECT_FALSE(ObjectJournal::ParseName(bad, &ms, &holder)) << bad;
+  }
+}
+
+TEST(ObjectJournalTest, WellFormedLinesAreReadAndOthersSkipped) {
+  const std::string fp(32, 'a');
+  std::vector<JournalEntry> seen;
+  const size_t n = ObjectJournal::ParseText(
+      fp + " 6b6579 69632\n" + fp + " 6b6579 -\n" +  // a write, a removal
+          "garbage\n" + fp + " zz 1\n" + fp + " 6b6579 -5\n" + fp.substr(1) + " 6b 1\n" + fp +
+          " 6b6579 1 extra\n\n" + fp + " 6b 7",  // the last without its newline
+      [&](const JournalEntry& e) { seen.push_back(e); });
+  ASSERT_EQ(n, 3u);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].key, "key");
+  EXPECT_EQ(seen[0].file_bytes, 69632u);
+  EXPECT_FALSE(seen[0].removed);
+  EXPECT_TRUE(seen[1].removed);
+  EXPECT_EQ(seen[2].key, "k");
+  EXPECT_EQ(seen[2].file_bytes, 7u);
 }
 
 }  // namespace

@@ -86,6 +86,78 @@ TEST_F(ObjectTierTest, AnotherDaemonsThousandBlocksAreFoundOnTheFirstLookup) {
   }
 }
 
+ObjectTier& AsObject(BlockTier& tier) { return static_cast<ObjectTier&>(tier); }
+
+// Another daemon's blocks are known from its journal before a lookup asks: no request per
+// block, whether this daemon opened after them (Open reads the recent journals) or before
+// (its follower reads them).
+TEST_F(ObjectTierTest, AnotherDaemonsJournalNamesItsBlocksBeforeAnyLookup) {
+  auto a = Tier("capacity = \"1GiB\"\n"), early = Tier();
+  std::vector<std::string> keys, payloads;
+  for (int i = 0; i < 1000; ++i) keys.push_back(Key(i)), payloads.push_back(Payload(kBlock, i));
+  std::vector<absl::string_view> k(keys.begin(), keys.end()), p(payloads.begin(), payloads.end());
+  ASSERT_TRUE(a->WriteMany(ns_, k, p).ok());
+  AsObject(*a).Follow(absl::Seconds(5));  // A's journal goes out
+  auto late = Tier();                     // reads it at Open
+  EXPECT_EQ(AsObject(*early).Follow(absl::Seconds(5)), 1000u);
+  for (BlockTier* b : {early.get(), late.get()}) {
+    const TierStats before = b->Stats();
+    for (int i = 0; i < 1000; ++i) {
+      ASSERT_EQ(b->Cached(ns_, Key(i)), BlockTier::Presence::kStale) << i;  // known, not seen
+    }
+    EXPECT_EQ(before.blocks, 1000u);
+    for (int i = 0; i < 1000; i += 97) EXPECT_TRUE(ReadsBack(*b, i)) << i;
+  }
+  EXPECT_EQ(AsObject(*a).Follow(absl::Seconds(5)), 0u);  // a daemon skips its own journal
+}
+
+// A removal another daemon journals takes the block out of this daemon's index; before this
+// daemon learns of it, a read is a miss (never wrong bytes).
+TEST_F(ObjectTierTest, ARemovalInAnotherDaemonsJournalLeavesTheIndex) {
+  auto a = Tier(), b = Tier();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), Payload(kBlock, i)).ok());
+  AsObject(*a).Follow(absl::Seconds(5));
+  EXPECT_EQ(AsObject(*b).Follow(absl::Seconds(5)), 20u);
+  EXPECT_EQ(b->Cached(ns_, Key(0)), BlockTier::Presence::kStale);
+  EXPECT_TRUE(a->Remove(ns_, Key(0)));     // journals the removal at the next flush
+  EXPECT_EQ(a->Clear(std::nullopt), 19u);  // flushes at once
+  std::string out(kBlock, '\0');
+  EXPECT_FALSE(b->Read(ns_, Key(1), absl::MakeSpan(out)));  // stale: a miss, no wrong bytes
+  EXPECT_EQ(AsObject(*b).Follow(absl::Seconds(5)), 20u);
+  for (int i = 0; i < 20; ++i) {
+    const BlockTier::Presence p = b->Cached(ns_, Key(i));
+    EXPECT_TRUE(p == BlockTier::Presence::kAbsent || p == BlockTier::Presence::kUnknown) << i;
+  }
+  EXPECT_EQ(b->Stats().blocks, 0u);
+}
+
+// A daemon that stops refreshing its usage record (killed) has its claim dropped after
+// claim_expiry_ms, not a fixed minute.
+TEST_F(ObjectTierTest, ADeadDaemonsClaimExpiresAfterTheConfiguredTime) {
+  auto b = Tier("claim_expiry_ms = 2000\neviction_interval_ms = 200\n");
+  UsageRecord dead;
+  dead.held = 3 << 20;
+  dead.unix_ms = absl::ToUnixMillis(absl::Now());
+  S3Request put;
+  put.method = S3Request::Method::kPut;
+  put.key = prefix_ + "/.kvstrata/usage/0-dead-holder";  // sorts first: it was the trimmer
+  const std::string text = FormatUsageRecord(dead);
+  put.body = {text};
+  Raw()->Run(put);
+  ASSERT_TRUE(put.ok());
+  AsObject(*b).RunRound(false);
+  EXPECT_GE(b->Stats().used_bytes, 3u << 20);  // live: its claim counts
+  const absl::Time t0 = absl::Now();
+  uint64_t used = b->Stats().used_bytes;
+  while (used >= (3u << 20) && absl::Now() - t0 < absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(100));
+    used = b->Stats().used_bytes;
+  }
+  EXPECT_LT(used, 3u << 20) << "still counted after " << absl::Now() - t0;
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(1500));  // not before the expiry
+  EXPECT_LE(absl::Now() - t0, absl::Seconds(4));
+}
+
 // Writers on several daemons never take the bucket past its capacity (sampled all along),
 // and the trimming daemon brings it under the high mark.
 void CapHeld(ObjectTierTest* t, int writers) {
@@ -129,7 +201,8 @@ TEST_F(ObjectTierTest, CapHeldWithTwoWriters) { CapHeld(this, 2); }
 TEST_F(ObjectTierTest, CapHeldWithFourWriters) { CapHeld(this, 4); }
 
 TEST_F(ObjectTierTest, AStaleIndexAfterAnotherDaemonsRemovalMissesNeverWrongBytes) {
-  auto a = Tier("presence_ttl_ms = 0\n"), b = Tier();
+  // A does not follow the journals: it does not learn of B's removals before its reads.
+  auto a = Tier("presence_ttl_ms = 0\nfollow_interval_ms = 0\n"), b = Tier();
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), Payload(kBlock, i)).ok());
   EXPECT_EQ(b->Clear(std::nullopt), 20u);                          // another daemon's trim / clear
   EXPECT_EQ(a->Cached(ns_, Key(0)), BlockTier::Presence::kStale);  // A's index still has it
@@ -183,7 +256,11 @@ TEST_F(ObjectTierTest, BadKeysOfTheKindAreInvalidArgumentNamingThem) {
            {"max_in_flight = 0\n", "obj.max_in_flight"},
            {"addressing = \"dns\"\n", "obj.addressing"},
            {"ca_file = \"relative.pem\"\n", "obj.ca_file"},
-           {"eviction_interval_ms = 1\n", "obj.eviction_interval_ms"}}) {
+           {"eviction_interval_ms = 1\n", "obj.eviction_interval_ms"},
+           {"follow_interval_ms = -1\n", "obj.follow_interval_ms"},
+           {"claim_expiry_ms = 10\n", "obj.claim_expiry_ms"},
+           {"claim_expiry_ms = \"1m\"\n", "obj.claim_expiry_ms"},
+           {"claim_expiry_ms = 3000\neviction_interval_ms = 2000\n", "obj.claim_expiry_ms"}}) {
     auto made = MakeObjectTestTier(prefix_, extra);
     ASSERT_FALSE(made.ok()) << extra;
     EXPECT_EQ(made.status().code(), absl::StatusCode::kInvalidArgument) << made.status();
