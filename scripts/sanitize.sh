@@ -82,7 +82,8 @@ run_build() {
 run_fuzz() {
   local dir="$repo/build-fuzz" seconds="${KVSTRATA_FUZZ_SECONDS:-30}" started=$SECONDS
   local targets=(block_header_fuzz namespace_json_fuzz config_fuzz socket_frames_fuzz rpc_request_fuzz
-    usage_ledger_fuzz journal_line_fuzz)
+    usage_ledger_fuzz journal_line_fuzz s3_credentials_fuzz s3_xml_fuzz object_usage_fuzz
+    object_journal_fuzz)
   local failed=()
   if ! command -v clang++ >/dev/null; then
     summary+=("fuzz: FAIL (clang++ not found: apt-get install clang)"); status=1; return
