@@ -70,10 +70,12 @@ std::optional<UsageAudit> ParseUsageAudit(absl::string_view text) {
   for (size_t i = 3; i < lines->size(); ++i) {
     std::vector<absl::string_view> f = absl::StrSplit((*lines)[i], ' ');
     std::pair<uint64_t, uint64_t> wd;
+    // Holders in increasing order, each once (as Format writes them).
     if (f.size() != 4 || f[0] != "base" || f[1].empty() || !Number(f[2], &wd.first) ||
-        !Number(f[3], &wd.second) || !a.base.emplace(std::string(f[1]), wd).second) {
+        !Number(f[3], &wd.second) || (!a.base.empty() && f[1] <= a.base.rbegin()->first)) {
       return std::nullopt;
     }
+    a.base.emplace(std::string(f[1]), wd);
   }
   return a;
 }

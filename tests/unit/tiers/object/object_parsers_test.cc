@@ -99,6 +99,9 @@ TEST(ObjectUsageTest, RecordsAndAuditsRoundTripAndRefuseEverythingElse) {
   EXPECT_FALSE(
       ParseUsageAudit("kvstrata-object-audit 1\nlisted 1\nunix_ms 1\nbase h 1 1\n"
                       "base h 1 1\n"));  // a holder twice
+  EXPECT_FALSE(
+      ParseUsageAudit("kvstrata-object-audit 1\nlisted 0\nunix_ms 1\nbase b 1 1\n"
+                      "base a 1 1\n"));  // out of order (found by object_usage_fuzz)
 }
 
 TEST(ObjectUsageTest, TheUsageCountsChangesSinceTheAuditAndLiveClaims) {
