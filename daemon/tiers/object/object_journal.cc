@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -130,6 +131,18 @@ void ObjectJournal::DropOwnBefore(absl::Time cutoff) {
       own_.pop_front();
     }
   }
+  Delete(doomed);
+}
+
+void ObjectJournal::DropListedBefore(const std::vector<S3Object>& listed, absl::Time cutoff) {
+  std::vector<std::string> doomed;
+  for (const S3Object& o : listed) {
+    if (absl::StartsWith(o.key, dir_) && o.last_modified < cutoff) doomed.push_back(o.key);
+  }
+  Delete(doomed);
+}
+
+void ObjectJournal::Delete(const std::vector<std::string>& doomed) {
   std::vector<S3Request> deletes(doomed.size());
   std::vector<S3Request*> batch;
   for (size_t i = 0; i < doomed.size(); ++i) {
@@ -137,7 +150,7 @@ void ObjectJournal::DropOwnBefore(absl::Time cutoff) {
     deletes[i].key = doomed[i];
     batch.push_back(&deletes[i]);
   }
-  s3_->Run(batch);  // One that fails is deleted by the trimmer once it is old.
+  s3_->Run(batch);  // One that fails is deleted by the trimmer once it is old enough.
 }
 
 absl::StatusOr<size_t> ObjectJournal::Follow(absl::Time now, absl::Duration budget,

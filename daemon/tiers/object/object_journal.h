@@ -32,6 +32,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -66,6 +67,9 @@ class ObjectJournal {
   absl::StatusOr<size_t> Flush(absl::Time now);
   // Deletes this daemon's journal objects named before `cutoff`.
   void DropOwnBefore(absl::Time cutoff);
+  // Deletes the journal objects among `listed` (a listing of the tier's prefix: the
+  // trimmer's) last modified before `cutoff`, every holder's (a dead daemon's too).
+  void DropListedBefore(const std::vector<S3Object>& listed, absl::Time cutoff);
   // Reads the other holders' journal objects that appeared since the last Follow (see the
   // top), calling fn for each line, for at most `budget` (checked between batches of GETs;
   // the objects left are read by the next Follow). The lines read, or the listing's error.
@@ -80,6 +84,7 @@ class ObjectJournal {
 
  private:
   std::string NameAt(int64_t unix_ms) const;
+  void Delete(const std::vector<std::string>& names);
 
   S3Client* const s3_;
   const std::string dir_;  // "<control>/journal/"

@@ -95,15 +95,12 @@ size_t ObjectTier::Trim(bool force_audit) {
   // The listing: the audit's bytes and the trim's order (least recently used first).
   absl::StatusOr<std::vector<S3Object>> listed = s3_->List(absl::StrCat(options_.prefix, "/"));
   if (!listed.ok()) return 0;
+  if (journal_ != nullptr) {  // Journals older than any daemon reads (a dead one's too).
+    journal_->DropListedBefore(*listed, clock_->Now() - 2 * options_.followed_presence_ttl);
+  }
   std::vector<S3Object> blocks;
-  std::vector<std::pair<std::string, uint64_t>> old_journals;  // dead daemons' too
-  const std::string journal_dir = absl::StrCat(options_.prefix, "/.kvstrata/journal/");
-  const absl::Time journal_cutoff = clock_->Now() - 2 * options_.followed_presence_ttl;
   uint64_t listed_bytes = 0;
   for (S3Object& o : *listed) {
-    if (absl::StartsWith(o.key, journal_dir) && o.last_modified < journal_cutoff) {
-      old_journals.emplace_back(o.key, 0);
-    }
     if (!absl::EndsWith(o.key, kBlockFileSuffix)) continue;
     listed_bytes += o.size;
     blocks.push_back(std::move(o));
@@ -119,16 +116,6 @@ size_t ObjectTier::Trim(bool force_audit) {
     }
   }
   uint64_t usage = listed_bytes + held + own.held;
-  if (!old_journals.empty()) {
-    std::vector<S3Request> deletes(old_journals.size());
-    std::vector<S3Request*> batch;
-    for (size_t i = 0; i < old_journals.size(); ++i) {
-      deletes[i].method = S3Request::Method::kDelete;
-      deletes[i].key = old_journals[i].first;
-      batch.push_back(&deletes[i]);
-    }
-    s3_->Run(batch);
-  }
   {
     MutexLock lock(&mu_);
     last_audit_ = clock_->Now();
