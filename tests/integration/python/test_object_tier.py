@@ -20,7 +20,7 @@ import pytest
 import kvstrata
 from host_child import chain_keys
 from kvs_testing import Daemon, daemon_binary, short_tmpdir, wait_until
-from s3_server import SECRET_KEY, SeaweedServer, unavailable, weed_binary
+from s3_server import BUCKET, SECRET_KEY, SeaweedServer, unavailable, weed_binary
 from tier_helpers import (FILE_BYTES, MIB, ChainWriter, Node, assert_exact_or_missing, blocks,
                           close_all, fresh_salt, spec, store_in_batches)
 
@@ -84,6 +84,14 @@ class ObjectNode(Node):
 # ---------------------------------------------------------------------- sharing, restart
 
 
+def journal_lines(server: SeaweedServer, prefix: str) -> int:
+    """The lines of the daemons' journal objects under `prefix` (object_journal.h)."""
+    s3 = server.client()
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/.kvstrata/journal/")
+    return sum(s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read().count(b"\n")
+               for o in listed.get("Contents", []))
+
+
 def first_lookup_finds_all(n: ObjectNode, keys, data: List[np.ndarray], name: str) -> None:
     """n's first lookup of `keys` hits every one, and loads them byte-exact."""
     t0 = time.monotonic()
@@ -134,7 +142,7 @@ def test_a_stale_index_after_another_daemons_removal_is_a_miss(server, prefix, w
     nodes = [a]
     try:
         assert store_in_batches(a, keys, data) == 40 and a.wait_idle()
-        time.sleep(2.0)  # A's journal goes out (every follow_interval_ms: 1 s)
+        assert wait_until(lambda: journal_lines(server, prefix) >= 40, 20.0)  # A's journal is out
         b = ObjectNode(workdir, server, prefix, salt, "b", follow_interval_ms="60000")
         nodes.append(b)
         c = ObjectNode(workdir, server, prefix, salt, "c")

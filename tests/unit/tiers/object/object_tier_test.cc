@@ -91,14 +91,17 @@ ObjectTier& AsObject(BlockTier& tier) { return static_cast<ObjectTier&>(tier); }
 // Another daemon's blocks are known from its journal before a lookup asks: no request per
 // block, whether this daemon opened after them (Open reads the recent journals) or before
 // (its follower reads them).
+// The followers run only when the test says (Open, Follow): their threads wait an hour.
+constexpr char kFollowByHand[] = "follow_interval_ms = 3600000\n";
+
 TEST_F(ObjectTierTest, AnotherDaemonsJournalNamesItsBlocksBeforeAnyLookup) {
-  auto a = Tier("capacity = \"1GiB\"\n"), early = Tier();
+  auto a = Tier(absl::StrCat("capacity = \"1GiB\"\n", kFollowByHand)), early = Tier(kFollowByHand);
   std::vector<std::string> keys, payloads;
   for (int i = 0; i < 1000; ++i) keys.push_back(Key(i)), payloads.push_back(Payload(kBlock, i));
   std::vector<absl::string_view> k(keys.begin(), keys.end()), p(payloads.begin(), payloads.end());
   ASSERT_TRUE(a->WriteMany(ns_, k, p).ok());
   AsObject(*a).Follow(absl::Seconds(5));  // A's journal goes out
-  auto late = Tier();                     // reads it at Open
+  auto late = Tier(kFollowByHand);        // reads it at Open
   EXPECT_EQ(AsObject(*early).Follow(absl::Seconds(5)), 1000u);
   for (BlockTier* b : {early.get(), late.get()}) {
     const TierStats before = b->Stats();
@@ -114,7 +117,7 @@ TEST_F(ObjectTierTest, AnotherDaemonsJournalNamesItsBlocksBeforeAnyLookup) {
 // A removal another daemon journals takes the block out of this daemon's index; before this
 // daemon learns of it, a read is a miss (never wrong bytes).
 TEST_F(ObjectTierTest, ARemovalInAnotherDaemonsJournalLeavesTheIndex) {
-  auto a = Tier(), b = Tier();
+  auto a = Tier(kFollowByHand), b = Tier(kFollowByHand);
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(a->Write(ns_, Key(i), Payload(kBlock, i)).ok());
   AsObject(*a).Follow(absl::Seconds(5));
   EXPECT_EQ(AsObject(*b).Follow(absl::Seconds(5)), 20u);
