@@ -62,20 +62,15 @@ size_t ObjectJournal::ParseText(absl::string_view text, const LineFn& fn) {
 
 void ObjectJournal::Record(absl::string_view fingerprint, absl::string_view key,
                            uint64_t object_bytes) {
-  const std::string line = WriteJournal::FormatLine(
-      JournalEntry{std::string(fingerprint), std::string(key), object_bytes, false});
-  MutexLock lock(&mu_);
-  if (buffered_lines_ >= kMaxBufferedLines) {
-    ++dropped_lines_;
-    return;
-  }
-  absl::StrAppend(&buffered_, line, "\n");
-  ++buffered_lines_;
+  Buffer(JournalEntry{std::string(fingerprint), std::string(key), object_bytes, false});
 }
 
 void ObjectJournal::RecordRemoval(absl::string_view fingerprint, absl::string_view key) {
-  const std::string line =
-      WriteJournal::FormatLine(JournalEntry{std::string(fingerprint), std::string(key), 0, true});
+  Buffer(JournalEntry{std::string(fingerprint), std::string(key), 0, true});
+}
+
+void ObjectJournal::Buffer(const JournalEntry& entry) {
+  const std::string line = WriteJournal::FormatLine(entry);
   MutexLock lock(&mu_);
   if (buffered_lines_ >= kMaxBufferedLines) {
     ++dropped_lines_;

@@ -84,6 +84,8 @@ class ObjectJournal {
 
  private:
   std::string NameAt(int64_t unix_ms) const;
+  // Buffers one entry's line for the next Flush, or counts it dropped past kMaxBufferedLines.
+  void Buffer(const JournalEntry& entry);
   void Delete(const std::vector<std::string>& names);
 
   S3Client* const s3_;
