@@ -4,11 +4,13 @@ GPU KV (requests waiting at a full cache) or slow with room to spare.
 
 A `Sampler` (a context manager around the load) scrapes every replica's /metrics on one
 background thread every `period_s` and keeps, per replica, rows of
-[seconds since the start, requests running, requests waiting, GPU KV cache usage (0-1),
-the connector's in-step plans, its asynchronous plans] -- vLLM 0.26's gauges
-`vllm:num_requests_running`, `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`
-(vllm/v1/metrics/loggers.py) and KVStrataConnector's counters `vllm:kvstrata_plan_in_step`
-and `_plan_async` (absent for other roles: 0). A scrape that fails leaves no row. The thread
+[seconds since the start] + GAUGES in their order: vLLM 0.26's gauges
+`vllm:num_requests_running`, `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc` and its
+counter `vllm:num_preemptions` (vllm/v1/metrics/loggers.py), and KVStrataConnector's counters
+(`vllm:kvstrata_*`, absent for other roles: 0): its in-step and asynchronous plans, and the
+units it planned to store against those stored, dropped or failed -- the difference is the
+store backlog, whose GPU blocks stay allocated until the daemon's copy ends. A scrape that
+fails leaves no row. The thread
 only reads; stopping it waits for the scrape in progress (bounded by its timeout).
 """
 from __future__ import annotations
@@ -23,7 +25,24 @@ from metrics import samples
 from stats import percentile
 
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-          "vllm:kvstrata_plan_in_step", "vllm:kvstrata_plan_async")
+          "vllm:kvstrata_plan_in_step", "vllm:kvstrata_plan_async", "vllm:num_preemptions",
+          "vllm:kvstrata_store_units_planned", "vllm:kvstrata_stored_units",
+          "vllm:kvstrata_store_dropped_units", "vllm:kvstrata_store_failed_units")
+# A row's columns: 0 the time, then GAUGES from 1.
+RUNNING, WAITING, KV_USAGE, PLAN_IN_STEP, PLAN_ASYNC, PREEMPTIONS, STORE_PLANNED, STORED, \
+    STORE_DROPPED, STORE_FAILED = range(1, len(GAUGES) + 1)
+
+
+def _col(row: List[float], i: int) -> float:
+    """Column i of a row, 0.0 for a row recorded with fewer columns."""
+    return row[i] if i < len(row) else 0.0
+
+
+def store_backlog(row: List[float]) -> float:
+    """Units the connector planned to store and the daemon has not yet stored, dropped or
+    failed at that sample (their GPU blocks are still held)."""
+    return _col(row, STORE_PLANNED) - _col(row, STORED) - _col(row, STORE_DROPPED) \
+        - _col(row, STORE_FAILED)
 
 
 def read_gauges(text: str) -> List[float]:
@@ -80,7 +99,8 @@ class Sampler:
 def replica_lines(results: Dict[str, Any]) -> List[str]:
     """summary.txt's per-replica view of every mode that has samples: each replica's TTFT
     p90 of turns >= 2, when its last request ended, and over the samples its most requests
-    running and waiting, the seconds with requests waiting, and its mean GPU KV usage."""
+    running and waiting, the seconds with requests waiting, its mean GPU KV usage, its
+    preemptions, and its largest store backlog (units whose GPU blocks wait for a store)."""
     lines: List[str] = []
     for key, res in results.items():
         series = res.get("gauges") or {}
@@ -93,13 +113,17 @@ def replica_lines(results: Dict[str, Any]) -> List[str]:
                     if r.get("turn", 1) >= 2 and r.get("ttft_s") is not None]
             p90 = percentile(ttft, 90)
             end = max((r["end_s"] for r in mine), default=0.0)
-            waiting_s = sum(b[0] - a[0] for a, b in zip(rows, rows[1:]) if a[2] > 0)
-            usage = sum(r[3] for r in rows) / len(rows) if rows else 0.0
+            waiting_s = sum(b[0] - a[0] for a, b in zip(rows, rows[1:]) if a[WAITING] > 0)
+            usage = sum(r[KV_USAGE] for r in rows) / len(rows) if rows else 0.0
+            preempted = _col(rows[-1], PREEMPTIONS) - _col(rows[0], PREEMPTIONS) if rows else 0
+            backlog = max((store_backlog(r) for r in rows), default=0.0)
             lines.append(
                 f"    replica {rep}: TTFT t>=2 p90 {'-' if p90 is None else f'{p90:.0f}'} ms, "
-                f"last end {end:.1f} s; running max {max((r[1] for r in rows), default=0):.0f}, "
-                f"waiting max {max((r[2] for r in rows), default=0):.0f} "
-                f"({waiting_s:.1f} s with some waiting), GPU KV used {usage:.0%} on average")
+                f"last end {end:.1f} s; "
+                f"running max {max((r[RUNNING] for r in rows), default=0):.0f}, "
+                f"waiting max {max((r[WAITING] for r in rows), default=0):.0f} "
+                f"({waiting_s:.1f} s with some waiting), GPU KV used {usage:.0%} on average, "
+                f"{preempted:.0f} preempted, store backlog max {backlog:.0f} units")
     if lines:
         lines = ["", "Per replica, sampled every 0.5 s while the mode ran (gauges.py): a replica "
                  "that falls behind shows here"] + lines

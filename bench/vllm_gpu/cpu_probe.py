@@ -5,7 +5,9 @@ snapshot(pids) reads /proc/<pid>/task/<tid>/schedstat (ns on a CPU, ns runnable 
 waiting for one) and comm (the thread's name) of each process and all its descendants, and
 /proc/stat's CPU totals; delta(a, b, requests) answers per process the busiest threads'
 on-CPU and run-queue ms per request, and the whole machine's busy CPUs over the row. Costs
-a few ms per snapshot, taken outside the timed requests.
+a few ms per snapshot, taken outside the timed requests. calibrate() times a fixed piece of
+pure-Python work on the calling thread: a process on a slow or shared core shows it (gpt-oss
+run 3's engine A ran 2-3x slow throughout, bench/results/vllm-cpu-2026-11-28-gptoss-ab).
 """
 from __future__ import annotations
 
@@ -84,6 +86,24 @@ def delta(a: Dict[str, Any], b: Dict[str, Any], requests: int, top: int = 6) -> 
                            "runq_ms": round(sum(r[3] for r in rows), 3), "top": rows[:top]}
     out["procs"] = procs
     return out
+
+
+def calibrate(loops: int = 200_000, reps: int = 5) -> Dict[str, Any]:
+    """The best of `reps` timings of a fixed pure-Python loop on this thread: cpu_ms (its
+    on-CPU time: slower on a slow or SMT-shared core) and wall_ms (also the time spent
+    waiting for a CPU); the CPU it ran on last and the load average. About 5 x 10 ms."""
+    best_cpu = best_wall = float("inf")
+    for _ in range(reps):
+        c0, w0 = time.thread_time(), time.perf_counter()
+        acc = 0
+        for i in range(loops):
+            acc += i * i % 7
+        best_cpu = min(best_cpu, time.thread_time() - c0)
+        best_wall = min(best_wall, time.perf_counter() - w0)
+    stat = (_read("/proc/self/stat") or "").rsplit(")", 1)[-1].split()
+    return {"cpu_ms": round(best_cpu * 1e3, 2), "wall_ms": round(best_wall * 1e3, 2),
+            "cpu": int(stat[36]) if len(stat) > 36 else None,
+            "loadavg": round(os.getloadavg()[0], 2)}
 
 
 def lines(probe: Dict[str, Any]) -> List[str]:

@@ -158,6 +158,8 @@ class Bench:
                        **parallel_args(self.tp))
         self.result["engine_start_s"] = round(time.monotonic() - t0, 1)
         log(f"{role}: engine up in {self.result['engine_start_s']} s (tp {self.tp})")
+        self.result["cpu_calibration"] = cpu_probe.calibrate()  # a slow core shows here
+        log(f"{role}: CPU calibration {self.result['cpu_calibration']}")
         self.warm_up()
         self.record_sessions()
         self.save()

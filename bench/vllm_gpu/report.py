@@ -346,6 +346,23 @@ def header(spec: Dict[str, Any]) -> str:
             f"prompt sizes {','.join(str(n) for n in spec['sizes'])}, {spec['users']} users")
 
 
+def calibration_lines(calib: Dict[str, Any], slow: float = 1.3) -> List[str]:
+    """Each engine's CPU calibration (cpu_probe.calibrate in its front-end process after the
+    start): an engine whose on-CPU time is over `slow` x the engines' median ran on a slow or
+    shared core, and is flagged so its rows are not compared as they stand."""
+    got = {r: c for r, c in calib.items() if c and c.get("cpu_ms")}
+    if not got:
+        return []
+    median = statistics.median(c["cpu_ms"] for c in got.values())
+    out = ["CPU calibration (one pure-Python loop in each engine's process, best of 5): " +
+           ", ".join(f"{r} {c['cpu_ms']} ms on CPU {c.get('cpu')}" for r, c in got.items())]
+    for r, c in got.items():
+        if c["cpu_ms"] > slow * median:
+            out.append(f"  SLOW CORE: {r}'s process ran the loop in {c['cpu_ms'] / median:.2f}x "
+                       f"the median ({median} ms); its timings are not comparable: run it again")
+    return out
+
+
 def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -> str:
     lines = [header(spec), "",
              "Single-request TTFT (wall time of generate(max_tokens=1), median of repeats, ms)",
@@ -429,10 +446,11 @@ def render(rep: Dict[str, Any], results: Dict[str, Any], spec: Dict[str, Any]) -
                          f"{x['client']} ns {x['namespaces']} reg {x['registrations']}"
                          for x in reg["sessions"]))
     lines.append("")
+    engines = [r for r in results if isinstance(results[r], dict) and r.split(".")[0] in ALL_ROLES]
     lines.append("Engines: " + ", ".join(
         f"{r} rc={results.get(r, {}).get('rc')} start {results.get(r, {}).get('engine_start_s')} s "
-        f"total {results.get(r, {}).get('seconds')} s" for r in results
-        if isinstance(results[r], dict) and r.split(".")[0] in ALL_ROLES))
+        f"total {results.get(r, {}).get('seconds')} s" for r in engines))
+    lines += calibration_lines({r: results[r].get("cpu_calibration") for r in engines})
     lines.append("")
     lines.append("Targets")
     for t in rep["targets"]:

@@ -20,15 +20,22 @@ vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.75
 vllm:kvstrata_plan_in_step_total{engine="0"} 10.0
 vllm:kvstrata_plan_async_total{engine="0"} 4.0
 vllm:kvstrata_plan_async_total{engine="1"} 1.0
+vllm:num_preemptions_total{engine="0"} 2.0
+vllm:kvstrata_store_units_planned_total{engine="0"} 40.0
+vllm:kvstrata_stored_units_total{engine="0"} 30.0
+vllm:kvstrata_store_dropped_units_total{engine="0"} 3.0
+vllm:kvstrata_store_failed_units_total{engine="0"} 1.0
 vllm:num_requests_running_created 1.7e9
 not a sample line
 """
 
 
 def test_read_gauges_sums_label_sets_and_defaults_to_zero():
-    assert gauges.read_gauges(PAGE) == [3.0, 2.0, 0.75, 10.0, 5.0]
-    assert gauges.read_gauges("vllm:num_requests_waiting 7\n") == [0.0, 7.0, 0.0, 0.0, 0.0]
-    assert gauges.read_gauges("") == [0.0] * 5
+    row = gauges.read_gauges(PAGE)
+    assert row == [3.0, 2.0, 0.75, 10.0, 5.0, 2.0, 40.0, 30.0, 3.0, 1.0]
+    assert gauges.store_backlog([0.0] + row) == 6.0
+    assert gauges.read_gauges("vllm:num_requests_waiting 7\n") == [0.0, 7.0] + [0.0] * 8
+    assert gauges.read_gauges("") == [0.0] * 10
 
 
 class Replica:
@@ -86,8 +93,11 @@ def test_replica_lines_show_the_replica_that_fell_behind():
         "kvstrata:rr": {
             "requests": [req(0, 1, 0.9, 1.0), req(0, 2, 0.1, 2.0), req(0, 3, 0.12, 3.0),
                          req(1, 2, 1.5, 4.0), req(1, 3, 2.2, 6.5)],
+            # replica 0's rows have the columns of the first gauges.py (no store counters)
             "gauges": {0: [[0.0, 4, 0, 0.5, 0, 0], [0.5, 4, 0, 0.7, 1, 0]],
-                       1: [[0.0, 8, 3, 0.96, 0, 0], [0.5, 9, 5, 1.0, 2, 1], [1.0, 9, 0, 0.9, 2, 1]]},
+                       1: [[0.0, 8, 3, 0.96, 0, 0, 1, 10, 10, 0, 0],
+                           [0.5, 9, 5, 1.0, 2, 1, 2, 60, 20, 5, 0],
+                           [1.0, 9, 0, 0.9, 2, 1, 4, 80, 70, 0, 0]]},
         },
         "native:rr": {"requests": [], "gauges": {0: [], 1: []}},   # no samples: no lines
     }
@@ -95,7 +105,9 @@ def test_replica_lines_show_the_replica_that_fell_behind():
     text = "\n".join(lines)
     assert "native:rr" not in text
     assert "replica 0: TTFT t>=2 p90 120 ms, last end 3.0 s; running max 4, waiting max 0 " \
-           "(0.0 s with some waiting), GPU KV used 60% on average" in text
+           "(0.0 s with some waiting), GPU KV used 60% on average, 0 preempted, store backlog max 0 " \
+           "units" in text
     assert "replica 1: TTFT t>=2 p90 2200 ms, last end 6.5 s; running max 9, waiting max 5 " \
-           "(1.0 s with some waiting), GPU KV used 95% on average" in text
+           "(1.0 s with some waiting), GPU KV used 95% on average, 3 preempted, store backlog max 35 " \
+           "units" in text
     assert gauges.replica_lines({"x:rr": {"requests": []}}) == []
