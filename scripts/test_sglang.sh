@@ -15,21 +15,20 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${KVSTRATA_SGLANG_VENV:-$repo/.venv-sglang}"
 matrix="${KVSTRATA_SGLANG_MATRIX_DIR:-$repo/.sglang-matrix}"
 jobs="${KVSTRATA_SGLANG_JOBS:-2}"
-logs="$(mktemp -d)"
-trap 'rm -rf "$logs"' EXIT
+# shellcheck source=lib/suites.sh
+. "$repo/scripts/lib/suites.sh"
+suite_init "$jobs"
 
-# run VERSION WHERE DEPS: the suite on that SGLang, into $logs/VERSION.{log,rc}.
-run() {
+# suite VERSION WHERE DEPS: the suite on that SGLang.
+suite() {
   local version="$1" where="$2" deps="$3" path=""
   if [ "$where" = wheel ]; then
     path="$matrix/$version"
     [ "$deps" = - ] || path="$path:$matrix/deps-$deps"
   fi
-  local start=$SECONDS
   [ -z "${PYTHONPATH:-}" ] || path="${path:+$path:}$PYTHONPATH"
   PYTHONPATH="$path" KVSTRATA_SGLANG_VERSION="$version" \
-    "$venv/bin/python" -m pytest -q "$repo/tests/integration/sglang" >"$logs/$version.log" 2>&1
-  echo "$? $((SECONDS - start))" >"$logs/$version.rc"
+    "$venv/bin/python" -m pytest -q "$repo/tests/integration/sglang"
 }
 
 lines=()
@@ -38,26 +37,15 @@ while read -r version where deps rest; do
     continue
   fi
   lines+=("$version|$rest")
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
   echo "test_sglang: starting SGLang $version ($where$([ "$deps" = - ] || echo ", deps-$deps"))"
-  run "$version" "$where" "$deps" &
+  suite_start "$version" suite "$version" "$where" "$deps"
 done < <(grep -v '^#' "$repo/scripts/sglang_versions.txt")
-wait
+suite_wait
 
 status=0
 for line in "${lines[@]}"; do
-  version="${line%%|*}" rest="${line#*|}"
-  read -r rc seconds <"$logs/$version.rc"
-  echo "test: SGLang connector tests on SGLang $version (${seconds} s)"
-  cat "$logs/$version.log"
-  if [ "$rc" = 0 ]; then
-    case "$rest" in fails:*) echo "test: SGLang $version passes but scripts/sglang_versions.txt marks it failing" >&2; status=1 ;; esac
-  else
-    case "$rest" in
-      fails:*) echo "test: SGLang $version fails, as scripts/sglang_versions.txt says: ${rest#fails:}" ;;
-      *) echo "test: SGLang $version failed" >&2; status=1 ;;
-    esac
-  fi
+  version="${line%%|*}"
+  suite_report "$version" "SGLang connector tests on SGLang $version" "${line#*|}" || status=1
 done
 [ ${#lines[@]} -gt 0 ] || { echo "test_sglang: no such version in scripts/sglang_versions.txt: $*" >&2; status=1; }
 exit $status
