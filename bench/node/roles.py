@@ -10,6 +10,10 @@
             loads in the step that uses it, as issue 41's first node runs did; the same
             daemon, its own namespace (salt "inline-role"), so it never finds kvstrata's
             blocks: the planner's A/B in one run
+  kvstrata_async  the same with every hit loaded asynchronously (load_mode="async": before the
+            request is scheduled, never in the step; the planner still prices recompute),
+            its own namespace (salt "async-role"): the in-step / asynchronous A/B of a busy
+            replica in one run
   lmcache   LMCache through bench/node/lmcache_role.py (written separately): offered only
             when that module is present and says AVAILABLE; otherwise a blocked row
 """
@@ -21,12 +25,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-ROLES = ("none", "native", "kvstrata", "kvstrata_inline", "lmcache")
+ROLES = ("none", "native", "kvstrata", "kvstrata_inline", "kvstrata_async", "lmcache")
 
 
 def uses_daemon(role: str) -> bool:
     """Whether the role's replicas use the node's kvstratad."""
-    return role in ("kvstrata", "kvstrata_inline")
+    return role in ("kvstrata", "kvstrata_inline", "kvstrata_async")
 
 
 def lmcache_module() -> Tuple[Optional[Any], str]:
@@ -58,6 +62,8 @@ def kv_transfer(role: str, replica: int, block_size: int, cpu_bytes: int,
         extra: Dict[str, Any] = {"endpoint": endpoint}
         if role == "kvstrata_inline":
             extra.update(load_planner="off", namespace={"salt": "inline-role"})
+        if role == "kvstrata_async":
+            extra.update(load_mode="async", namespace={"salt": "async-role"})
         return {"kv_connector": "KVStrataConnector", "kv_connector_module_path": "kvstrata_vllm",
                 "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
                 "kv_connector_extra_config": extra}

@@ -9,7 +9,7 @@ for the whole node.
 
 One replica per GPU (replicas.py: CUDA_VISIBLE_DEVICES=i, port 8100 + i, dummy weights,
 GPU KV limited by --gpu-blocks so that the workload's KV does not fit). For each role of the
-plan (roles.py: none, native, kvstrata, kvstrata_inline, lmcache) the replicas are started once and serve
+plan (roles.py: none, native, kvstrata, kvstrata_inline, kvstrata_async, lmcache) the replicas are started once and serve
 that role's routing modes (router.py: rr, least, sticky) one after the other; each mode
 sends fresh multi-turn conversations (workload.py, a seed per mode: nothing cached from the
 mode before it, and the same conversations in every role) through the router with
@@ -434,7 +434,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         f"--{k.replace('_', '-')} {v}" for k, v in SMOKE.items()))
     ap.add_argument("--plan",
                     help=f"ROLE:MODE[+MODE...] items in order (default: {DEFAULT_PLAN}); "
-                         "roles none, native, kvstrata, kvstrata_inline, lmcache; modes rr, least, sticky; "
+                         "roles none, native, kvstrata, kvstrata_inline, kvstrata_async, lmcache; modes rr, least, sticky; "
                          "MODE*N runs a mode N times (sticky, sticky.2, ...: conversations of their own). "
                          "With --continue: what to add to the run's plan (e.g. "
                          "lmcache:rr+sticky after a finished default plan)")

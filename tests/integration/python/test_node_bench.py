@@ -114,6 +114,10 @@ def test_kv_transfer_configs():
     assert inline["kv_connector_extra_config"] == {
         "endpoint": "/x.sock", "load_planner": "off", "namespace": {"salt": "inline-role"}}
     assert roles.uses_daemon("kvstrata_inline") and not roles.uses_daemon("native")
+    async_ = roles.kv_transfer("kvstrata_async", 0, 16, 1, "/x.sock", None)
+    assert async_["kv_connector_extra_config"] == {
+        "endpoint": "/x.sock", "load_mode": "async", "namespace": {"salt": "async-role"}}
+    assert roles.uses_daemon("kvstrata_async")
     with pytest.raises(ValueError):
         roles.kv_transfer("lmcache", 0, 16, 1, None, None)
 
