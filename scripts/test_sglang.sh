@@ -37,8 +37,9 @@ while read -r version where deps rest; do
     continue
   fi
   lines+=("$version|$rest")
-  echo "test_sglang: starting SGLang $version ($where$([ "$deps" = - ] || echo ", deps-$deps"))"
-  suite_start "$version" suite "$version" "$where" "$deps"
+  suite_start "$version" \
+    "test_sglang: starting SGLang $version ($where$([ "$deps" = - ] || echo ", deps-$deps"))" \
+    suite "$version" "$where" "$deps"
 done < <(grep -v '^#' "$repo/scripts/sglang_versions.txt")
 suite_wait
 

@@ -49,8 +49,8 @@ while read -r version kind where rest; do
     continue
   fi
   lines+=("$version|$kind|$where|$rest")
-  echo "test_vllm: starting vLLM $version ($kind, $where)"
-  suite_start "$version" suite "$kind" "$where" "$version"
+  suite_start "$version" "test_vllm: starting vLLM $version ($kind, $where)" \
+    suite "$kind" "$where" "$version"
 done < <(grep -v '^#' "$repo/scripts/vllm_versions.txt")
 suite_wait
 

@@ -3,8 +3,9 @@
 # order the suites were started.
 #
 #   suite_init JOBS                  a fresh log directory (removed at exit), JOBS at once
-#   suite_start NAME CMD [ARG...]    waits for a free slot, then runs CMD in the background
-#                                    (its output to NAME's log, its exit status and seconds)
+#   suite_start NAME SAY CMD [ARG...]  waits for a free slot, prints SAY, then runs CMD in the
+#                                    background (its output to NAME's log, its exit status
+#                                    and seconds)
 #   suite_wait                       waits for every suite started
 #   suite_report NAME TITLE EXPECT   prints "test: TITLE (N s)" and NAME's output; answers 0
 #                                    when the suite did what EXPECT says: "" (pass) or
@@ -17,9 +18,10 @@ suite_init() {
 }
 
 suite_start() {
-  local name="$1"
-  shift
+  local name="$1" say="$2"
+  shift 2
   while [ "$(jobs -rp | wc -l)" -ge "$suite_jobs" ]; do wait -n; done
+  echo "$say"
   (
     start=$SECONDS
     "$@" >"$suite_logs/$name.log" 2>&1
