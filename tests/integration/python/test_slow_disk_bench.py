@@ -3,27 +3,16 @@ verdict; and, as root with a cgroup io (v2) or blkio (v1) controller, a real thr
 dd reads through at the rate it was given (skipped otherwise)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "slow_disk"
+from bench_modules import load
 
-
-def _load(name: str):
-    """bench/slow_disk/<name>.py under a name of its own: with bench/slow_disk on sys.path,
-    `import run` in another test module (bench/node's run.py) would find this bench's."""
-    spec = importlib.util.spec_from_file_location(f"slow_disk_{name}", BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-summary = _load("summary")
-throttle = _load("throttle")
+summary = load("slow_disk", "summary")
+throttle = load("slow_disk", "throttle")
 
 
 def test_parse_rate():

@@ -3,29 +3,10 @@
 (report.calibration_lines), as gpt-oss run 3's engine A was."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
+from bench_modules import load
 
-VLLM_GPU = Path(__file__).resolve().parents[3] / "bench" / "vllm_gpu"
-
-
-def _load(name: str) -> ModuleType:
-    """bench/vllm_gpu/<name>.py under its own module name: bench/node has a report.py and a
-    run.py too, which other tests import as `report` and `run` from sys.path."""
-    spec = importlib.util.spec_from_file_location(f"vllm_gpu_{name}", VLLM_GPU / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(VLLM_GPU))  # for its own imports (step_profile, ...)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(VLLM_GPU))
-    return module
-
-
-cpu_probe = _load("cpu_probe")
-report = _load("report")
+cpu_probe = load("vllm_gpu", "cpu_probe")
+report = load("vllm_gpu", "report")
 
 
 def test_calibrate_times_the_loop_on_this_thread():
