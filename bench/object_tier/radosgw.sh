@@ -13,11 +13,20 @@ set -euo pipefail
 cmd="${1:?start|stop}" dir="${2:?a directory for the cluster}" port="${3:-7480}"
 access="KVSTRATAACCESS" secret="kvstrata-radosgw-secret-0123456789" bucket="kvstrata"
 
+# stop: SIGTERM to every daemon of the cluster, then waits (up to 15 s) until they are gone,
+# so that a new cluster's monitor never meets the old one on the same port.
 stop() {
+  local pids=() pidfile
   for pidfile in "$dir"/run/*.pid; do
-    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    [ -f "$pidfile" ] && pids+=("$(cat "$pidfile")")
   done
-  sleep 1
+  [ ${#pids[@]} -gt 0 ] || return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 30); do
+    kill -0 "${pids[@]}" 2>/dev/null || return 0
+    sleep 0.5
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
 }
 
 if [ "$cmd" = stop ]; then
