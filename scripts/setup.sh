@@ -15,6 +15,8 @@ packages=(
   libxxhash-dev libcurl4-openssl-dev libexpat1-dev libzmq3-dev libmsgpack-cxx-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
   systemd   # systemd-analyze: tests/deploy checks deploy/systemd
+  # Ceph's S3 gateway for the object-tier tests (bench/object_tier/radosgw.sh builds the cluster)
+  radosgw ceph-mon ceph-osd uuid-runtime curl
 )
 # kubectl renders deploy/kubernetes in tests/deploy: Debian's kubernetes-client, unless a
 # kubectl is already installed (another package owns /usr/bin/kubectl then).

