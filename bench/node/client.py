@@ -39,21 +39,27 @@ class Completion:
         return d
 
 
-def request_body(model: str, prompt: List[int], max_tokens: int) -> Dict[str, Any]:
-    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+def request_body(model: str, prompt: List[int], max_tokens: int,
+                 kv_transfer_params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
             "ignore_eos": True, "logprobs": 1, "return_tokens_as_token_ids": True,
             "stream": True, "stream_options": {"include_usage": True}}
+    if kv_transfer_params is not None:
+        body["kv_transfer_params"] = kv_transfer_params  # read by the engine's KV connector
+    return body
 
 
 async def complete(session: aiohttp.ClientSession, url: str, model: str, prompt: List[int],
-                   max_tokens: int, replica: int, timeout_s: float) -> Completion:
+                   max_tokens: int, replica: int, timeout_s: float,
+                   kv_transfer_params: Optional[Dict[str, Any]] = None) -> Completion:
     """POST url/v1/completions (streamed); TTFT is the time to the first chunk that carries
     a token. Never raises for a failed request: the Completion's error says what failed."""
     out = Completion(replica=replica, prompt_tokens=len(prompt))
     t0 = time.perf_counter()
     try:
         async with session.post(f"{url}/v1/completions",
-                                json=request_body(model, prompt, max_tokens),
+                                json=request_body(model, prompt, max_tokens,
+                                                  kv_transfer_params),
                                 timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
                 out.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"

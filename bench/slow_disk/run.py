@@ -15,6 +15,9 @@ prompts unique to the row, --waves x --concurrency of them:
      (a few unique short prompts); fio and dd read the throttled disk from the same group;
   3. each wave: the wave's prompts to `none` (recompute), then the same prompts to
      `kvstrata` (each hit is in L2 only), --concurrency in flight, sent at once.
+  4. (--own 1) fresh prompts of the same length to `kvstrata`, nothing stored
+     (kv_transfer_params max_offload_tokens 0): the same process recomputing, the reference
+     that the two processes' speeds do not move (the target's reference stays `none`).
 Reported per row: TTFT p50/p90/p99 of the hits and of the recomputes (all waves, and waves
 after the first: the planner has measured the disk by then), the cached tokens, the load
 planner's decisions (the replica's vllm:kvstrata_plan_* per wave; the daemon's GetStats
@@ -69,8 +72,14 @@ def prompt(seed: str, n: int, vocab: int) -> List[int]:
     return [rng.randrange(4, vocab) for _ in range(n)]
 
 
+# kv_transfer_params of the KVStrata replica's own recomputes: nothing stored (no disk writes
+# beside the hits' reads), the connector's lookup as for any request.
+NO_STORE = {"max_offload_tokens": 0}
+
+
 async def send_all(url: str, prompts: List[List[int]], concurrency: int, max_tokens: int,
-                   timeout_s: float) -> List[Dict[str, Any]]:
+                   timeout_s: float, kv_transfer_params: Optional[Dict[str, Any]] = None
+                   ) -> List[Dict[str, Any]]:
     """Every prompt, `concurrency` in flight (all at once when there are that many); one
     record per prompt (TTFT, cached tokens, error)."""
     import aiohttp  # noqa: PLC0415
@@ -79,7 +88,8 @@ async def send_all(url: str, prompts: List[List[int]], concurrency: int, max_tok
 
     async def one(session: Any, i: int, p: List[int]) -> Dict[str, Any]:
         async with sem:
-            c = await complete(session, url, SERVED_NAME, p, max_tokens, 0, timeout_s)
+            c = await complete(session, url, SERVED_NAME, p, max_tokens, 0, timeout_s,
+                               kv_transfer_params)
         return dict(c.to_json(), index=i, token_ids=c.token_ids[:4])
 
     async with aiohttp.ClientSession() as session:
@@ -225,10 +235,11 @@ class Bench:
     def url(self, role: str) -> str:
         return self.sets[role].urls[0]
 
-    def send(self, role: str, prompts: List[List[int]], max_tokens: int = 0) -> List[Dict[str, Any]]:
+    def send(self, role: str, prompts: List[List[int]], max_tokens: int = 0,
+             kv_transfer_params: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
         recs = asyncio.run(send_all(self.url(role), prompts, self.args.concurrency,
                                     max_tokens or self.args.max_tokens,
-                                    self.args.request_timeout))
+                                    self.args.request_timeout, kv_transfer_params))
         bad = [r["error"] for r in recs if r.get("error")]
         if bad:
             log(f"{role}: {len(bad)} failed: {bad[0]}")
@@ -252,6 +263,8 @@ class Bench:
         assert th is not None
         bps = throttle.parse_rate(rate_text)
         waves = [[prompt(f"{a.seed}/{rate_text}/{w}/{i}", a.prompt_tokens, self.vocab)
+                  for i in range(a.concurrency)] for w in range(a.waves)]
+        fresh = [[prompt(f"{a.seed}/{rate_text}/{w}/{i}/own", a.prompt_tokens, self.vocab)
                   for i in range(a.concurrency)] for w in range(a.waves)]
         row: Dict[str, Any] = {"rate": rate_text, "bps": bps}
         # 1. fill, unthrottled (the daemon restarted out of the group: a fresh L1).
@@ -291,11 +304,15 @@ class Bench:
             hit = self.send("kvstrata", wave)
             wall = time.monotonic() - t0
             plan = metrics.delta(before, metrics.scrape(self.url("kvstrata")))
+            # The same process recomputing prompts it never saw (nothing stored): the
+            # reference without the two processes' difference in speed.
+            own = self.send("kvstrata", fresh[w], kv_transfer_params=NO_STORE) if a.own else []
             row["waves"].append({"recompute": rec, "hit": hit, "hit_wall_s": round(wall, 2),
-                                 "metrics": plan})
+                                 "own_recompute": own, "metrics": plan})
             log(f"row {rate_text} wave {w}: recompute max TTFT "
                 f"{max((r['ttft_s'] or 0) for r in rec) * 1e3:.0f} ms, hit max "
-                f"{max((r['ttft_s'] or 0) for r in hit) * 1e3:.0f} ms, plan "
+                f"{max((r['ttft_s'] or 0) for r in hit) * 1e3:.0f} ms, own recompute max "
+                f"{max([(r['ttft_s'] or 0) for r in own] or [0]) * 1e3:.0f} ms, plan "
                 f"{ {k[18:]: v for k, v in (plan or {}).items() if 'plan_' in k and v} }")
             self.save_row(rate_text, row)
         time.sleep(4.0)  # a heartbeat (~3 s) carries the planner's last totals
@@ -367,6 +384,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--waves", type=int, default=3,
                     help="rounds of --concurrency prompts per row (the first prices an "
                          "unmeasured disk)")
+    ap.add_argument("--own", type=int, default=1,
+                    help="1: each wave also sends fresh prompts of the same length to the "
+                         "KVStrata replica, nothing stored (its own recompute: the reference "
+                         "free of the two processes' speeds); 0: not")
     ap.add_argument("--max-tokens", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--load-planner", default="on", choices=("on", "off", "auto"))

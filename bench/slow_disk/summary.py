@@ -37,11 +37,12 @@ def row_figures(row: Dict[str, Any]) -> Dict[str, Any]:
     rec = [r for w in waves for r in w["recompute"]]
     later_hit = [r for w in waves[1:] for r in w["hit"]]
     later_rec = [r for w in waves[1:] for r in w["recompute"]]
+    own = [r for w in waves for r in w.get("own_recompute") or []]
     prompt = sum(r.get("prompt_tokens") or 0 for r in hit)
     cached = sum(r.get("cached_tokens") or 0 for r in hit)
     return {"hit": ttft(hit), "recompute": ttft(rec), "hit_later": ttft(later_hit),
-            "recompute_later": ttft(later_rec), "cached_frac": round(cached / prompt, 3)
-            if prompt else None, "errors": sum(1 for r in hit + rec if r.get("error")),
+            "recompute_later": ttft(later_rec), "own": ttft(own), "cached_frac": round(cached / prompt, 3)
+            if prompt else None, "errors": sum(1 for r in hit + rec + own if r.get("error")),
             "plan": plan_counts(waves)}
 
 
@@ -71,6 +72,13 @@ def render(result: Dict[str, Any]) -> str:
             f"{verdict(hl['p99'], rl['p99'])} | {f['cached_frac']} | {plan} | {f['errors']} |")
     lines.append("")
     for rate, row in (result.get("rows") or {}).items():
+        o, h = row_figures(row)["own"], row_figures(row)["hit"]
+        if o["n"]:
+            lines.append(f"{rate}: the KVStrata replica's own recompute (fresh prompts, nothing "
+                         f"stored) p50/p90/p99 {o['p50']} / {o['p90']} / {o['p99']} ms; hit p99 "
+                         f"against it: {verdict(h['p99'], o['p99'])}")
+    lines.append("")
+    for rate, row in (result.get("rows") or {}).items():
         f = row_figures(row)
         cc = (row.get("daemon_stats_after") or {}).get("client_counters", {})
         lines.append(f"{rate}: cgroup {row.get('cgroup_rules')}; L2 read "
@@ -83,5 +91,8 @@ def render(result: Dict[str, Any]) -> str:
             hs = sorted(round((x.get("ttft_s") or 0) * 1e3) for x in wave["hit"])
             rs = sorted(round((x.get("ttft_s") or 0) * 1e3) for x in wave["recompute"])
             p = {k: int(v) for k, v in plan_counts([wave]).items() if v and k in PLAN}
-            lines.append(f"  wave {w}: recompute ms {rs}; hit ms {hs}; plan {p}")
+            own = sorted(round((x.get("ttft_s") or 0) * 1e3)
+                         for x in wave.get("own_recompute") or [])
+            lines.append(f"  wave {w}: recompute ms {rs}; hit ms {hs}; own recompute ms {own}; "
+                         f"plan {p}")
     return "\n".join(lines)

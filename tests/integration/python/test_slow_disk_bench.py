@@ -48,6 +48,21 @@ def test_summary_verdict_and_plan_counts():
     assert "MISS (1.11x)" in text and "| 2MB | 2.0 | 2.1 |" in text and "0/2/0/2" in text
 
 
+def test_summary_own_recompute_reference():
+    """The KVStrata replica's own recomputes (fresh prompts, nothing stored) are a second
+    reference beside the target's `none` replica; a row without them prints no such line."""
+    wave = {"recompute": [_rec(900)], "hit": [_rec(1000, 96)],
+            "own_recompute": [_rec(1010), _rec(1020)]}
+    result = {"args": {}, "rows": {"200MB": {"waves": [wave]}}}
+    f = summary.row_figures(result["rows"]["200MB"])
+    assert f["own"] == {"n": 2, "p50": 1010.0, "p90": 1020.0, "p99": 1020.0}
+    text = summary.render(result)
+    assert "own recompute" in text and "against it: PASS (0.98x)" in text
+    assert "MISS (1.11x)" in text  # the target's verdict is against `none`, unchanged
+    del wave["own_recompute"]
+    assert "against it" not in summary.render(result)
+
+
 @pytest.mark.skipif(throttle.available() is not None, reason=str(throttle.available()))
 @pytest.mark.skipif(shutil.which("dd") is None, reason="no dd")
 def test_throttle_holds_dd_to_its_rate(tmp_path):
