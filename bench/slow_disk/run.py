@@ -15,9 +15,10 @@ prompts unique to the row, --waves x --concurrency of them:
      (a few unique short prompts); fio and dd read the throttled disk from the same group;
   3. each wave: the wave's prompts to `none` (recompute), then the same prompts to
      `kvstrata` (each hit is in L2 only), --concurrency in flight, sent at once.
-  4. (--own 1) fresh prompts of the same length to `kvstrata`, nothing stored
-     (kv_transfer_params max_offload_tokens 0): the same process recomputing, the reference
-     that the two processes' speeds do not move (the target's reference stays `none`).
+  4. (--own nostore|store) fresh prompts of the same length to `kvstrata`, nothing stored
+     (kv_transfer_params max_offload_tokens 0) or stored as any miss is: the same process
+     recomputing, the reference that the two processes' speeds do not move (the target's
+     reference stays `none`).
 Reported per row: TTFT p50/p90/p99 of the hits and of the recomputes (all waves, and waves
 after the first: the planner has measured the disk by then), the cached tokens, the load
 planner's decisions (the replica's vllm:kvstrata_plan_* per wave; the daemon's GetStats
@@ -306,7 +307,8 @@ class Bench:
             plan = metrics.delta(before, metrics.scrape(self.url("kvstrata")))
             # The same process recomputing prompts it never saw (nothing stored): the
             # reference without the two processes' difference in speed.
-            own = self.send("kvstrata", fresh[w], kv_transfer_params=NO_STORE) if a.own else []
+            own = [] if a.own == "off" else self.send(
+                "kvstrata", fresh[w], kv_transfer_params=NO_STORE if a.own == "nostore" else None)
             row["waves"].append({"recompute": rec, "hit": hit, "hit_wall_s": round(wall, 2),
                                  "own_recompute": own, "metrics": plan})
             log(f"row {rate_text} wave {w}: recompute max TTFT "
@@ -384,10 +386,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--waves", type=int, default=3,
                     help="rounds of --concurrency prompts per row (the first prices an "
                          "unmeasured disk)")
-    ap.add_argument("--own", type=int, default=1,
-                    help="1: each wave also sends fresh prompts of the same length to the "
-                         "KVStrata replica, nothing stored (its own recompute: the reference "
-                         "free of the two processes' speeds); 0: not")
+    ap.add_argument("--own", default="nostore", choices=("nostore", "store", "off"),
+                    help="each wave also sends fresh prompts of the same length to the "
+                         "KVStrata replica (its own recompute: the reference free of the two "
+                         "processes' speeds): nothing stored (nostore), or stored as any miss "
+                         "is (store: what recomputing costs an engine with the cache); off: not")
     ap.add_argument("--max-tokens", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--load-planner", default="on", choices=("on", "off", "auto"))

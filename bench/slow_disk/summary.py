@@ -74,8 +74,9 @@ def render(result: Dict[str, Any]) -> str:
     for rate, row in (result.get("rows") or {}).items():
         o, h = row_figures(row)["own"], row_figures(row)["hit"]
         if o["n"]:
-            lines.append(f"{rate}: the KVStrata replica's own recompute (fresh prompts, nothing "
-                         f"stored) p50/p90/p99 {o['p50']} / {o['p90']} / {o['p99']} ms; hit p99 "
+            how = "nothing stored" if a.get("own", "nostore") == "nostore" else "stored"
+            lines.append(f"{rate}: the KVStrata replica's own recompute (fresh prompts, {how}) "
+                         f"p50/p90/p99 {o['p50']} / {o['p90']} / {o['p99']} ms; hit p99 "
                          f"against it: {verdict(h['p99'], o['p99'])}")
     lines.append("")
     for rate, row in (result.get("rows") or {}).items():
