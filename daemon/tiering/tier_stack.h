@@ -49,6 +49,12 @@ struct LowerTierOptions {
   // counted as the index says and checked after the lookup answered, so that the next
   // lookup knows (the lookup costs no I/O for it).
   bool presence_check_sync = false;
+  // The bytes of L1 blocks this tier keeps copied for writes that had not run when L1
+  // evicted the block (write-through) or that L1's eviction queued (write-back), at most.
+  // The copy is made under L1's lock, in the path of the engine's stores: past this an
+  // evicted block's write is shed (write-through) or dropped (write-back), counted, so a
+  // disk slower than the stores never makes L1's evictions copy everything they evict.
+  uint64_t evicted_copy_bytes = uint64_t{256} << 20;
 };
 
 // One tier below L1.

@@ -69,7 +69,19 @@ void WriteDown::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset,
     if (!options.write_back) {
       MutexLock lock(&queue->pending_mu);
       auto it = queue->pending.find(key);
-      if (it != queue->pending.end()) it->second->copy.assign(stack_->region(offset), length);
+      if (it == queue->pending.end()) continue;
+      if (TakeCopyRoom(*queue, length)) {
+        it->second->copy.assign(stack_->region(offset), length);
+        continue;
+      }
+      // No room for more copies: the write is shed (a started one finds neither the block
+      // nor a copy and writes nothing).
+      queue->tier->shed.fetch_add(1);
+      if (!it->second->started) {
+        it->second->cancelled = true;
+        queue->pending.erase(it);
+        queue->tier->queued.fetch_sub(1);
+      }
       continue;
     }
     if (options.write_down_min_hits > 0) {
@@ -78,8 +90,23 @@ void WriteDown::OnEvicting(NamespaceId ns, const BlockKey& key, uint64_t offset,
       if (it == l1_hits_.end() || it->second < options.write_down_min_hits) continue;
     }
     if (IndexHolds(*queue->tier, ns, key)) continue;  // before copying the bytes out
-    Enqueue(*queue, ns, key, std::string(stack_->region(offset), length));
+    if (!TakeCopyRoom(*queue, length)) {
+      queue->tier->dropped.fetch_add(1);
+      continue;
+    }
+    if (!Enqueue(*queue, ns, key, std::string(stack_->region(offset), length))) {
+      ReturnCopyRoom(*queue, length);
+    }
   }
+}
+
+bool WriteDown::TakeCopyRoom(Queue& queue, uint64_t bytes) {
+  const uint64_t limit = queue.tier->options.evicted_copy_bytes;
+  uint64_t held = queue.copied_bytes.load();
+  do {
+    if (held + bytes > limit) return false;
+  } while (!queue.copied_bytes.compare_exchange_weak(held, held + bytes));
+  return true;
 }
 
 void WriteDown::CountHits(NamespaceId ns, absl::Span<const std::string_view> keys) {
@@ -110,15 +137,15 @@ void WriteDown::CountHits(NamespaceId ns, absl::Span<const std::string_view> key
   }
 }
 
-void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied,
+bool WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied,
                         bool reused) {
   LowerTier& lower = *queue.tier;
-  if (lower.io == nullptr || stack_->stopped()) return;
-  if (copied.empty() && IndexHolds(lower, ns, key)) return;
+  if (lower.io == nullptr || stack_->stopped()) return false;
+  if (copied.empty() && IndexHolds(lower, ns, key)) return false;
   if (lower.queued.load() >= lower.options.write_queue_blocks && !(reused && Preempt(queue))) {
     // Counted once: kvstrata_stores_dropped_total{reason="queue_full"} reads this.
     lower.dropped.fetch_add(1);
-    return;
+    return false;
   }
   lower.queued.fetch_add(1);
   auto pending = std::make_shared<PendingWrite>();
@@ -151,15 +178,19 @@ void WriteDown::Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::
     } else if (tn.has_value()) {
       WriteFromL1(queue, ns, *tn, Raw(key), pending.get());
     }
-    if (from_l1) {
+    {
       MutexLock lock(&queue.pending_mu);
-      auto it = queue.pending.find(key);
-      if (it != queue.pending.end() && it->second == pending) queue.pending.erase(it);
+      if (from_l1) {
+        auto it = queue.pending.find(key);
+        if (it != queue.pending.end() && it->second == pending) queue.pending.erase(it);
+      }
       // The backlog may hold this entry until later writes trim it: not its bytes.
+      ReturnCopyRoom(queue, pending->copy.size());
       std::string().swap(pending->copy);
     }
     lower.queued.fetch_sub(1);
   });
+  return true;
 }
 
 bool WriteDown::Reused(Queue& queue, const BlockKey& key) {

@@ -9,7 +9,10 @@
 //   tier asks for them).
 // - Drain: every L1 block a tier lacks, now, on the caller's thread.
 // Writes run on the tier's I/O threads behind its reads; a full queue (write_queue_blocks)
-// drops the write, counted, never the engine's store. A block the tier's index holds is not
+// drops the write, counted, never the engine's store. A block L1 evicts before its write ran
+// is copied for it, under L1's lock, while the tier's copies stay within evicted_copy_bytes;
+// past that the write is shed (write-back: dropped), counted, so a slow disk never turns the
+// engine's stores into copies of everything they evict. A block the tier's index holds is not
 // written again: a local tier's index is asked before the write is queued (so an engine's
 // store of blocks the tier holds -- e.g. a prompt recomputed rather than read from the disk --
 // and a promotion's commit cost no queue slot and no I/O; counted in LowerTier::present);
@@ -20,6 +23,7 @@
 #ifndef KVSTRATA_DAEMON_TIERING_WRITE_DOWN_H_
 #define KVSTRATA_DAEMON_TIERING_WRITE_DOWN_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -63,7 +67,8 @@ class WriteDown {
  private:
   // A queued write of an L1 block. If L1 evicts the block before the write runs, its bytes
   // are copied here on the way out (under the cache lock, so the writer sees one or the
-  // other: the block still in L1, or this copy).
+  // other: the block still in L1, or this copy) -- when the tier's evicted_copy_bytes has
+  // room; else the write is shed.
   struct PendingWrite {
     std::string copy;
     bool started = false;    // by pending_mu: its write began
@@ -80,7 +85,14 @@ class WriteDown {
     // already started are dropped from the front as new ones come).
     std::deque<std::pair<BlockKey, std::shared_ptr<PendingWrite>>> backlog
         ABSL_GUARDED_BY(pending_mu);
+    // Bytes of the copies held now (PendingWrite::copy of both policies), at most the
+    // tier's evicted_copy_bytes (TakeCopyRoom).
+    std::atomic<uint64_t> copied_bytes{0};
   };
+
+  // Room for a copy of `bytes` within the tier's evicted_copy_bytes: true when taken.
+  static bool TakeCopyRoom(Queue& queue, uint64_t bytes);
+  static void ReturnCopyRoom(Queue& queue, uint64_t bytes) { queue.copied_bytes.fetch_sub(bytes); }
 
   // Whether a stored block should wait for its first hit (see above); sets it aside.
   static bool Defer(Queue& queue, const BlockKey& key);
@@ -101,10 +113,11 @@ class WriteDown {
   // while queued) whose block is still in L1, and sets that block aside: true when one was
   // found.
   static bool Preempt(Queue& queue);
-  // Queues a write of `key` to `queue`'s tier: of `copied` when given, else of the block in L1.
-  // A full queue (write_queue_blocks) drops it, counted, unless it is `reused` (set aside,
-  // then hit) and Preempt makes room.
-  void Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied,
+  // Queues a write of `key` to `queue`'s tier: of `copied` when given (its room taken by the
+  // caller: given back when the write ends), else of the block in L1. A full queue
+  // (write_queue_blocks) drops it, counted, unless it is `reused` (set aside, then hit) and
+  // Preempt makes room. Returns whether it was queued.
+  bool Enqueue(Queue& queue, NamespaceId ns, const BlockKey& key, std::string copied,
                bool reused = false);
   // True when a local (not shared) `lower`'s index holds the block: a write of it from L1
   // need not be queued (counted in lower.present). Memory only (BlockTier::Cached).

@@ -184,6 +184,44 @@ TEST_F(TierManagerTest, WriteThroughSurvivesEvictionBeforeTheWriteRuns) {
   }
 }
 
+TEST_F(TierManagerTest, EvictedCopiesStayWithinTheirBudgetAndTheRestIsShed) {
+  LowerTierOptions options;
+  options.io_threads = 1;
+  options.evicted_copy_bytes = 2 * kBlock;  // room for two copies
+  Build(2, /*shared=*/false, options, [this](FileTierOptions& f) { SlowWrites(f); });
+  auto keys = Keys(24);  // 3x L1: most blocks leave L1 before their write runs.
+  for (int i = 0; i < 24; i += 4) {
+    Store({keys.begin() + i, keys.begin() + i + 4}, 820 + i);
+  }
+  WaitQueueEmpty();
+  const LowerTierStatus st = manager_->Status()[0];
+  const size_t on_disk = FilesOnDisk();
+  EXPECT_EQ(on_disk + st.shed_writes, 24u) << "each block written or shed, never both";
+  EXPECT_GE(st.shed_writes, 8u);
+  EXPECT_EQ(st.dropped_writes, 0u);
+  ASSERT_EQ(cache_->Clear(ns_), cache_->Stats().blocks);
+  size_t loaded = 0;
+  for (int i = 0; i < 24; i += 4) {  // what was written is exact; a shed block is a miss
+    std::vector<std::string> four(keys.begin() + i, keys.begin() + i + 4);
+    loaded += LoadExact(four, 820 + i);
+  }
+  EXPECT_LE(loaded, on_disk);
+}
+
+TEST_F(TierManagerTest, WriteBackDropsWhatItHasNoRoomToCopy) {
+  LowerTierOptions options;
+  options.write_back = true;
+  options.io_threads = 1;
+  options.evicted_copy_bytes = 2 * kBlock;
+  Build(2, /*shared=*/false, options, [this](FileTierOptions& f) { SlowWrites(f); });
+  Store(Keys(8, "a"), 840);
+  Store(Keys(8, "b"), 850);  // evicts the 8 first blocks: 2 copied, the others dropped
+  WaitQueueEmpty();
+  const LowerTierStatus st = manager_->Status()[0];
+  EXPECT_EQ(FilesOnDisk() + st.dropped_writes, 8u);
+  EXPECT_GE(st.dropped_writes, 4u);
+}
+
 TEST_F(TierManagerTest, FullWriteQueueDropsAndCounts) {
   LowerTierOptions options;
   options.io_threads = 1;
