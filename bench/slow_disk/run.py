@@ -8,8 +8,8 @@ Two `vllm serve` replicas (bench/node/replicas.py) up at once: `none` (no connec
 recompute reference) and `kvstrata` (KVStrataConnector, load planner on, on one kvstratad
 whose L2 sits in --workdir: it must be on the disk the throttle names). Per rate (a row),
 prompts unique to the row, --waves x --concurrency of them:
-  1. fill: the kvstrata replica computes them (stored: L1 and L2), the daemon goes idle
-     (L2 written), the replica's own prefix cache is reset;
+  1. fill: the kvstrata replica computes them a wave at a time (stored: L1 and L2), the
+     daemon going idle (L2 written) after each, then the replica's own prefix cache is reset;
   2. the daemon restarts (L1 empty, L2 kept) and moves into a cgroup that throttles the
      disk to the rate (throttle.py; 0: the group without a limit); the replica reconnects
      (a few unique short prompts); fio and dd read the throttled disk from the same group;
@@ -272,9 +272,15 @@ class Bench:
         expected = self.daemon.registered()
         self.daemon.restart()
         row["reconnect_fill_s"] = round(self.reconnect(expected), 2)
+        # A wave at a time, each written to L2 before the next: L1 (--l1, more than a wave's
+        # KV) then never evicts a block whose write has not run (past evicted_copy_bytes such
+        # a write is shed, and the row's hits would be misses).
         t0 = time.monotonic()
-        fill = self.send("kvstrata", [p for wave in waves for p in wave], 1)
-        row["fill_idle_s"] = round(self.daemon.wait_idle(timeout_s=300.0), 1)
+        fill, idle = [], 0.0
+        for wave in waves:
+            fill += self.send("kvstrata", wave, 1)
+            idle += self.daemon.wait_idle(timeout_s=300.0)
+        row["fill_idle_s"] = round(idle, 1)
         row["fill_s"] = round(time.monotonic() - t0, 1)
         row["fill_errors"] = sum(1 for r in fill if r.get("error"))
         reset_prefix_cache(self.url("kvstrata"))
@@ -394,7 +400,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--max-tokens", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--load-planner", default="on", choices=("on", "off", "auto"))
-    ap.add_argument("--l1", default="4GiB", help="kvstratad's L1 (emptied by each restart)")
+    ap.add_argument("--l1", default="16GiB",
+                    help="kvstratad's L1 (emptied by each restart): more than a wave's KV "
+                         "(8 x 8K tokens of Llama-3.1-8B: 8 GiB)")
     ap.add_argument("--l2", default="40GiB")
     ap.add_argument("--daemon", default=os.environ.get(
         "KVSTRATA_DAEMON", str(REPO / ".bundle" / "bin" / "kvstratad")))
