@@ -77,9 +77,12 @@ EOF
 monmaptool --create --addv a "[v1:127.0.0.1:$((port + 1000))]" --fsid "$fsid" "$dir/monmap" >/dev/null
 ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" >/dev/null 2>&1
 ceph-mon -c "$conf" -i a
-osd="$(timeout 30 ceph -c "$conf" osd create)"
+# The OSD's uuid named up front, in the monitor's map and in its mkfs alike: left to
+# chance, a booting OSD sometimes met the map's entry under another uuid ('wrong fsid').
+osd_uuid="$(uuidgen)"
+osd="$(timeout 30 ceph -c "$conf" osd create "$osd_uuid")"
 mkdir -p "$dir/osd/ceph-$osd"
-ceph-osd -c "$conf" -i "$osd" --mkfs >/dev/null 2>&1
+ceph-osd -c "$conf" -i "$osd" --mkfs --osd-uuid "$osd_uuid" >/dev/null 2>&1
 timeout 30 ceph -c "$conf" osd crush add "osd.$osd" 1.0 host=localhost >/dev/null 2>&1
 ceph-osd -c "$conf" -i "$osd" >/dev/null 2>&1
 radosgw -c "$conf" -n client.rgw
