@@ -170,10 +170,12 @@ def test_a_stale_index_after_another_daemons_removal_is_a_miss(server, prefix, w
 
 @pytest.mark.parametrize("writers", [2, 4])
 def test_the_cap_is_held_at_every_sample(server, prefix, workdir, writers):
-    """`writers` daemons write 160 blocks each (68 KiB objects) under an 8 MiB cap: the
-    prefix's block objects, listed all along, never pass 1.1x the cap; what does not fit is
-    refused and counted, and the trimming daemon deletes the least recently used."""
+    """`writers` daemons write 320 / `writers` blocks each (68 KiB objects: 2.6x the cap in
+    all) under an 8 MiB cap: the prefix's block objects, listed all along, never pass 1.1x
+    the cap; what does not fit is refused and counted, and the trimming daemon deletes the
+    least recently used."""
     cap = 8 * MIB
+    each = 320 // writers
     salt = fresh_salt(f"cap{writers}")
     nodes = [ObjectNode(workdir, server, prefix, salt, f"w{i}", capacity='"8MiB"')
              for i in range(writers)]
@@ -189,7 +191,7 @@ def test_the_cap_is_held_at_every_sample(server, prefix, workdir, writers):
     sampler.start()
     try:
         threads = [threading.Thread(target=store_in_batches, args=(
-            n, chain_keys(f"cap-{i}", 160), blocks(50 + i, 160), 20)) for i, n in enumerate(nodes)]
+            n, chain_keys(f"cap-{i}", each), blocks(50 + i, each), 20)) for i, n in enumerate(nodes)]
         for t in threads:
             t.start()
         for t in threads:
@@ -205,7 +207,7 @@ def test_the_cap_is_held_at_every_sample(server, prefix, workdir, writers):
         print(f"\ncap 8 MiB, {writers} writers: peak {peak / cap:.3f}x over {len(samples)} "
               f"samples; written {written}, refused or dropped {dropped}, "
               f"trimmed {sum(t.evictions for t in infos)}")
-        assert written + dropped == 160 * writers, infos
+        assert written + dropped == each * writers, infos
         assert written * FILE_BYTES > cap, infos  # the cap was reached
         assert len(samples) >= 10
         assert peak <= cap * 1.1, f"peak {peak / cap:.3f}x the cap"
