@@ -14,6 +14,7 @@ $KVSTRATA_REQUIRE_RADOSGW=1 (scripts/test.sh sets both), where they fail.
 """
 from __future__ import annotations
 
+import abc
 import ctypes
 import os
 import random
@@ -83,21 +84,27 @@ def _free_ports() -> List[int]:
     raise RuntimeError("no free ports for SeaweedFS")
 
 
-class S3Server:
-    """What every server here offers the tests: its endpoint, identity and bucket."""
+class S3Server(abc.ABC):
+    """What every server here offers the tests: its endpoint, identity and bucket (set by
+    each kind), a client, and start / stop / shutdown."""
 
     kind = ""
     endpoint = ""
-    access_key = ACCESS_KEY
-    secret_key = SECRET_KEY
-    bucket = BUCKET
+    access_key = ""
+    secret_key = ""
+    bucket = ""
+
+    @abc.abstractmethod
+    def start(self) -> "S3Server":
+        """Serves (again, after stop()); returns self."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stops serving; what the bucket holds stays for the next start()."""
 
     def shutdown(self) -> None:
         """Stops the server for good (the tests' fixtures call this last)."""
         self.stop()
-
-    def stop(self) -> None:
-        raise NotImplementedError
 
     def client(self, timeout_s: float = 10.0, pool: int = 10):
         """A boto3 S3 client with the server's identity (path addressing)."""
@@ -154,6 +161,9 @@ class SeaweedServer(S3Server):
     """One `weed mini` under `base` (its data in base/data, its log in base/weed.log)."""
 
     kind = "seaweedfs"
+    access_key = ACCESS_KEY
+    secret_key = SECRET_KEY
+    bucket = BUCKET
 
     def __init__(self, base: Path, binary: Optional[str] = None) -> None:
         self.binary = binary or weed_binary()
@@ -210,13 +220,10 @@ def _free_port_pair() -> int:
 class RadosgwServer(S3Server):
     """A one-node Ceph cluster with its S3 gateway, built by bench/object_tier/radosgw.sh
     under `base`/cluster (its logs in base/cluster/log). The identity and bucket are the
-    script's."""
+    ones the script made (its BUCKET= and CREDENTIALS= lines)."""
 
     kind = "radosgw"
     script = REPO / "bench" / "object_tier" / "radosgw.sh"
-    access_key = "KVSTRATAACCESS"
-    secret_key = "kvstrata-radosgw-secret-0123456789"
-    bucket = "kvstrata"
 
     def __init__(self, base: Path) -> None:
         if not radosgw_available():
@@ -236,6 +243,7 @@ class RadosgwServer(S3Server):
                                        str(self.port)], capture_output=True, text=True,
                                       timeout=timeout_s)
                 if proc.returncode == 0:
+                    self._take_identity(proc.stdout)
                     break
                 osd_log = self.dir / "log" / "osd.0.log"
                 why = osd_log.read_text(errors="replace")[-1000:] if osd_log.exists() else ""
@@ -254,13 +262,25 @@ class RadosgwServer(S3Server):
         self.shutdown()
         raise RuntimeError(f"radosgw did not come up: see {self.dir / 'log'}")
 
+    def _take_identity(self, out: str) -> None:
+        """The bucket and the credentials file radosgw.sh printed."""
+        said = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        self.bucket = said["BUCKET"]
+        creds = dict(line.split(" = ", 1) for line in
+                     Path(said["CREDENTIALS"]).read_text().splitlines() if " = " in line)
+        self.access_key = creds["aws_access_key_id"]
+        self.secret_key = creds["aws_secret_access_key"]
+
     def stop(self) -> None:
         """Stops the gateway (SIGTERM, SIGKILL after 10 s); the cluster and its objects stay."""
         pidfile = self.dir / "run" / "client.rgw.pid"
         if not pidfile.exists():
             return
-        pid = int(pidfile.read_text().strip() or 0)
+        text = pidfile.read_text().strip()
         pidfile.unlink()
+        if not text.isdigit() or int(text) <= 0:
+            return  # never kill(0, ...): that is this process's whole group
+        pid = int(text)
         try:
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 10
@@ -268,7 +288,7 @@ class RadosgwServer(S3Server):
                 os.kill(pid, 0)
                 time.sleep(0.1)
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
+        except ProcessLookupError:
             pass
 
     def shutdown(self) -> None:
